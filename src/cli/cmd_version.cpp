@@ -1,0 +1,32 @@
+// rpe-train --version: versions of rpe-train, LibTorch and CUDA, and the devices seen.
+#include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/torch.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "model/attention/registry.h"
+#include "rpe/version.h"
+#include "util/device.h"
+#include "util/errors.h"
+
+namespace rpe::cli {
+
+int print_version() {
+  std::cout << "rpe-train " << kVersion << " (" << kGitRevision << ")\n";
+  std::cout << describe_runtime() << "\n";
+  const auto& hooks = at::detail::getCUDAHooks();
+  if (hooks.hasCUDART()) {
+    const long v = hooks.versionCUDART();
+    std::cout << "CUDA runtime " << v / 1000 << "." << (v % 1000) / 10 << " (cuDNN " << hooks.versionCuDNN() << ")\n";
+  } else {
+    std::cout << "CUDA runtime: none (CPU-only LibTorch or no CUDA libraries)\n";
+  }
+  std::cout << "devices: cpu";
+  for (int i = 0; i < hooks.getNumGPUs(); ++i) std::cout << ", cuda:" << i;
+  std::cout << "\nposition methods: " << join(attention_method_names()) << "\n";
+  return 0;
+}
+
+}  // namespace rpe::cli

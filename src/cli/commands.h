@@ -1,0 +1,16 @@
+// Subcommands of rpe-train: each file adds its own CLI11 subcommand and its handler.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace rpe::cli {
+
+// Registers a subcommand on `app`; the returned function runs it (exit code).
+using Runner = std::function<int()>;
+// Prints versions and devices (rpe-train --version).
+int print_version();
+void add_dump_config(CLI::App& app, Runner& run);
+void add_pretrain(CLI::App& app, Runner& run);
+
+}  // namespace rpe::cli

@@ -1,0 +1,38 @@
+// rpe-train entry point: parses the command line and dispatches to one subcommand.
+// User errors (bad config, missing files, bad data) print one line and exit with 2.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "util/errors.h"
+#include "util/log.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"rpe-train: BERT pretraining and fine-tuning with pluggable position embeddings"};
+  app.require_subcommand(0, 1);
+  bool version = false;
+  app.add_flag("--version", version, "Print rpe-train, LibTorch and CUDA versions and the devices seen");
+  rpe::cli::Runner run;
+  rpe::cli::add_pretrain(app, run);
+  rpe::cli::add_dump_config(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : rpe::kExitUserError;
+  }
+  rpe::log::init();
+  try {
+    if (version) return rpe::cli::print_version();
+    if (!run) {
+      std::cout << app.help();
+      return rpe::kExitUserError;
+    }
+    return run();
+  } catch (const rpe::UserError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return rpe::kExitUserError;
+  } catch (const c10::Error& e) {
+    std::cerr << "error: LibTorch: " << e.what_without_backtrace() << "\n";
+    return 1;
+  }
+}

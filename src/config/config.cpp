@@ -1,0 +1,236 @@
+// Typed config reading, dumping and validation, driven by each section's visit().
+#include "config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <type_traits>
+
+#include "config/yaml_tree.h"
+#include "model/attention/registry.h"
+#include "util/errors.h"
+
+namespace rpe {
+
+namespace {
+using config_detail::YamlTree;
+
+template <class T> const char* type_name() {
+  if constexpr (std::is_same_v<T, bool>) return "true or false";
+  else if constexpr (std::is_integral_v<T>) return "an integer";
+  else if constexpr (std::is_floating_point_v<T>) return "a number";
+  else if constexpr (std::is_same_v<T, std::string>) return "a string";
+  else return "a list";
+}
+
+// Reads a YAML map into a section, strictly.
+class Reader {
+ public:
+  Reader(const YAML::Node& node, std::string prefix, const Config& cfg)
+      : node_(node), prefix_(std::move(prefix)), cfg_(cfg) {}
+
+  template <class T> void operator()(const char* key, T& field, bool required = false) {
+    seen_.insert(key);
+    const std::string path = prefix_.empty() ? key : prefix_ + "." + key;
+    const YAML::Node value = node_[key];
+    if (!value || value.IsNull()) {
+      if (required) cfg_.fail(path, "missing required key");
+      return;
+    }
+    if constexpr (requires { field.template visit<Reader>(std::declval<Reader&>()); }) {
+      if (!value.IsMap()) cfg_.fail(path, "expected a mapping of keys");
+      Reader sub(value, path, cfg_);
+      field.visit(sub);
+      sub.reject_unknown();
+    } else {
+      read_scalar(path, value, field);
+    }
+  }
+
+  // Every key in the YAML map must have been visited.
+  void reject_unknown() const {
+    std::vector<std::string> valid(seen_.begin(), seen_.end());
+    for (const auto& kv : node_) {
+      const std::string key = kv.first.Scalar();
+      if (!seen_.count(key)) {
+        const std::string path = prefix_.empty() ? key : prefix_ + "." + key;
+        cfg_.fail(path, "unknown key (valid keys here: " + join(valid) + ")");
+      }
+    }
+  }
+
+ private:
+  template <class T> void read_scalar(const std::string& path, const YAML::Node& value, T& field) {
+    if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      field.clear();
+      if (value.IsScalar()) {  // a single file name is accepted for a list
+        field.push_back(value.Scalar());
+        return;
+      }
+      if (!value.IsSequence()) cfg_.fail(path, "expected a list of strings");
+      for (const auto& item : value) {
+        if (!item.IsScalar()) cfg_.fail(path, "expected a list of strings");
+        field.push_back(item.Scalar());
+      }
+    } else {
+      if (!value.IsScalar()) cfg_.fail(path, std::string("expected ") + type_name<T>());
+      const std::string text = value.Scalar();
+      T parsed{};
+      bool ok = YAML::convert<T>::decode(value, parsed);
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        // yaml-cpp happily truncates "1.5" to 1; integers must look like integers.
+        ok = ok && text.find_first_of(".eE") == std::string::npos;
+      }
+      if (!ok) cfg_.fail(path, std::string("expected ") + type_name<T>() + ", got '" + text + "'");
+      field = parsed;
+    }
+  }
+
+  const YAML::Node& node_;
+  std::string prefix_;
+  const Config& cfg_;
+  std::set<std::string> seen_;
+};
+
+// Emits a section as YAML, in declaration order.
+class Writer {
+ public:
+  explicit Writer(YAML::Emitter& out) : out_(out) {}
+  template <class T> void operator()(const char* key, T& field, bool = false) {
+    out_ << YAML::Key << key << YAML::Value;
+    if constexpr (requires { field.template visit<Writer>(std::declval<Writer&>()); }) {
+      out_ << YAML::BeginMap;
+      field.visit(*this);
+      out_ << YAML::EndMap;
+    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      out_ << YAML::Flow << field;
+    } else if constexpr (std::is_floating_point_v<T>) {
+      out_ << YAML::Precision(17) << field;
+    } else {
+      out_ << field;
+    }
+  }
+
+ private:
+  YAML::Emitter& out_;
+};
+
+Config read_tree(const YamlTree& tree) {
+  Config cfg;
+  cfg.origins = tree.origins;
+  Reader reader(tree.root, "", cfg);
+  cfg.visit(reader);
+  reader.reject_unknown();
+  validate(cfg);
+  return cfg;
+}
+
+}  // namespace
+
+std::string Config::where(const std::string& key_path) const {
+  std::string path = key_path;
+  while (!path.empty()) {
+    auto it = origins.find(path);
+    if (it != origins.end()) return it->second;
+    const auto dot = path.rfind('.');
+    if (dot == std::string::npos) break;
+    path = path.substr(0, dot);
+  }
+  return origins.count("") ? origins.at("") : "config";
+}
+
+void Config::fail(const std::string& key_path, const std::string& message) const {
+  throw UserError(where(key_path) + ": " + key_path + ": " + message);
+}
+
+Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
+  YamlTree tree = config_detail::load_tree(file);
+  tree.origins[""] = file.string();
+  for (const auto& o : overrides) config_detail::apply_override(tree, o);
+  return read_tree(tree);
+}
+
+Config config_from_yaml(const std::string& yaml_text, const std::string& name) {
+  YamlTree tree = config_detail::tree_from_text(yaml_text, name);
+  tree.origins[""] = name;
+  return read_tree(tree);
+}
+
+std::string to_yaml(const Config& cfg) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  Writer writer(out);
+  const_cast<Config&>(cfg).visit(writer);  // Writer only reads the fields
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+void validate(const Config& cfg) {
+  const auto& m = cfg.model;
+  auto positive = [&](const char* path, int64_t v) {
+    if (v <= 0) cfg.fail(path, "must be positive, got " + std::to_string(v));
+  };
+  auto probability = [&](const char* path, double v) {
+    if (!(v >= 0.0 && v <= 1.0)) cfg.fail(path, "must be in [0, 1], got " + std::to_string(v));
+  };
+  positive("model.hidden", m.hidden);
+  positive("model.layers", m.layers);
+  positive("model.heads", m.heads);
+  positive("model.ffn", m.ffn);
+  positive("model.max_position", m.max_position);
+  positive("model.type_vocab_size", m.type_vocab_size);
+  if (m.vocab_size < 0) cfg.fail("model.vocab_size", "must be 0 (from the tokenizer) or positive");
+  if (m.hidden % m.heads != 0)
+    cfg.fail("model.heads", "hidden (" + std::to_string(m.hidden) + ") is not divisible by heads (" +
+                                std::to_string(m.heads) + ")");
+  probability("model.dropout", m.dropout);
+  probability("model.attention_dropout", m.attention_dropout);
+
+  const auto& a = m.attention;
+  const auto names = attention_method_names();
+  if (std::find(names.begin(), names.end(), a.method) == names.end())
+    cfg.fail("model.attention.method", "unknown method '" + a.method + "' (valid: " + join(names) + ")");
+  if (a.max_relative < 0) cfg.fail("model.attention.max_relative", "must be >= 0 (0 = max_position - 1)");
+  if (a.backend != "auto" && a.backend != "plain" && a.backend != "sdpa")
+    cfg.fail("model.attention.backend", "must be auto, plain or sdpa, got '" + a.backend + "'");
+  if (a.t5_buckets < 2) cfg.fail("model.attention.t5_buckets", "must be at least 2");
+  if (a.t5_max_distance < 1) cfg.fail("model.attention.t5_max_distance", "must be positive");
+  if (!(a.rope_base > 1.0)) cfg.fail("model.attention.rope_base", "must be > 1");
+  if ((m.hidden / m.heads) % 2 != 0 && a.method == "rope")
+    cfg.fail("model.attention.method", "rope needs an even head size, got " + std::to_string(m.hidden / m.heads));
+
+  const auto& d = cfg.data;
+  if (d.train_files.empty()) cfg.fail("data.train_files", "missing required key (no training files)");
+  if (d.tokenizer != "sentencepiece" && d.tokenizer != "wordpiece")
+    cfg.fail("data.tokenizer", "must be sentencepiece or wordpiece, got '" + d.tokenizer + "'");
+  if (d.max_seq_len < 8) cfg.fail("data.max_seq_len", "must be at least 8");
+  if (d.packing != "full_sentences" && d.packing != "doc_sentences")
+    cfg.fail("data.packing", "must be full_sentences or doc_sentences, got '" + d.packing + "'");
+  if (!(d.mask_prob > 0.0 && d.mask_prob < 1.0)) cfg.fail("data.mask_prob", "must be in (0, 1)");
+  probability("data.mask_token_prob", d.mask_token_prob);
+  probability("data.random_token_prob", d.random_token_prob);
+  if (d.mask_token_prob + d.random_token_prob > 1.0 + 1e-9)
+    cfg.fail("data.random_token_prob", "mask_token_prob + random_token_prob must not exceed 1");
+  if (!(d.valid_fraction >= 0.0 && d.valid_fraction < 0.5)) cfg.fail("data.valid_fraction", "must be in [0, 0.5)");
+  if (d.tokenizer_vocab_size < 16) cfg.fail("data.tokenizer_vocab_size", "must be at least 16");
+
+  const auto& t = cfg.train;
+  positive("train.batch_size", t.batch_size);
+  positive("train.grad_accum", t.grad_accum);
+  positive("train.max_steps", t.max_steps);
+  positive("train.log_every", t.log_every);
+  if (t.batch_size % t.grad_accum != 0)
+    cfg.fail("train.grad_accum", "batch_size (" + std::to_string(t.batch_size) + ") is not divisible by grad_accum");
+  if (!(t.lr > 0.0)) cfg.fail("train.lr", "must be positive");
+  if (t.warmup_steps < 0) cfg.fail("train.warmup_steps", "must be >= 0");
+  if (t.weight_decay < 0.0) cfg.fail("train.weight_decay", "must be >= 0");
+  if (t.clip_norm < 0.0) cfg.fail("train.clip_norm", "must be >= 0 (0 = off)");
+  if (t.eval_every < 0 || t.save_every < 0) cfg.fail("train.eval_every", "eval_every/save_every must be >= 0");
+  if (t.threads < 0) cfg.fail("train.threads", "must be >= 0");
+  if (cfg.run.name.empty() || cfg.run.name.find('/') != std::string::npos)
+    cfg.fail("run.name", "must be a non-empty name without '/'");
+}
+
+}  // namespace rpe

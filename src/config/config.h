@@ -1,0 +1,193 @@
+// Typed experiment configuration. YAML is the source of truth (see config.cpp): each
+// section is a small struct whose visit() lists its fields once, with a one-line comment;
+// that single list drives reading (strict: unknown keys and wrong types are errors),
+// --set overrides and dumping. Defaults below are BERT-base (Devlin et al. 2019) and
+// the paper's choices (Huang et al. 2020); experiment files hold only differences.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rpe {
+
+// Marks a field that must be given by some file in the extends chain.
+inline constexpr bool kRequired = true;
+
+struct AttentionOptions {
+  std::string method = "absolute";  // position method, see registry (absolute, m4, ...)
+  int64_t max_relative = 0;         // clipping distance k of relative methods; 0 = max_position - 1
+  bool share_across_heads = false;  // one relative table per layer instead of one per head
+  bool shaw_values = false;         // Shaw et al.'s value term a^V_ij
+  bool xl_uv_bias = true;           // Transformer-XL's global u, v query biases
+  int64_t t5_buckets = 32;          // T5 relative-position buckets
+  int64_t t5_max_distance = 128;    // T5 distance where the log buckets end
+  double rope_base = 10000.0;       // RoPE frequency base
+  bool add_absolute = false;        // also add learned absolute embeddings to the input
+  std::string backend = "auto";     // plain | sdpa | auto (sdpa on CUDA where the method allows)
+
+  template <class V> void visit(V& v) {
+    v("method", method, kRequired);
+    v("max_relative", max_relative);
+    v("share_across_heads", share_across_heads);
+    v("shaw_values", shaw_values);
+    v("xl_uv_bias", xl_uv_bias);
+    v("t5_buckets", t5_buckets);
+    v("t5_max_distance", t5_max_distance);
+    v("rope_base", rope_base);
+    v("add_absolute", add_absolute);
+    v("backend", backend);
+  }
+};
+
+struct ModelOptions {
+  int64_t vocab_size = 0;          // 0 = take it from the tokenizer
+  int64_t hidden = 768;            // model width D
+  int64_t layers = 12;             // encoder layers
+  int64_t heads = 12;              // attention heads H (head size d = D / H)
+  int64_t ffn = 3072;              // feed-forward width
+  int64_t max_position = 512;      // n: absolute table size, relative tables' default reach
+  int64_t type_vocab_size = 2;     // segment embeddings (kept for BERT checkpoint compatibility)
+  double dropout = 0.1;            // hidden dropout
+  double attention_dropout = 0.1;  // dropout on attention probabilities
+  double layer_norm_eps = 1e-12;   // BERT's LayerNorm epsilon
+  double init_std = 0.02;          // N(0, init_std) initialisation, as BERT
+  bool pre_ln = false;             // pre-LayerNorm blocks instead of BERT's post-LN
+  AttentionOptions attention;
+
+  template <class V> void visit(V& v) {
+    v("vocab_size", vocab_size);
+    v("hidden", hidden, kRequired);
+    v("layers", layers, kRequired);
+    v("heads", heads, kRequired);
+    v("ffn", ffn);
+    v("max_position", max_position);
+    v("type_vocab_size", type_vocab_size);
+    v("dropout", dropout);
+    v("attention_dropout", attention_dropout);
+    v("layer_norm_eps", layer_norm_eps);
+    v("init_std", init_std);
+    v("pre_ln", pre_ln);
+    v("attention", attention);
+  }
+};
+
+struct DataOptions {
+  std::vector<std::string> train_files;  // text files: blank line between documents
+  std::vector<std::string> valid_files;  // held-out text; empty = split valid_fraction off
+  double valid_fraction = 0.01;          // documents held out when valid_files is empty
+  std::string tokenizer = "sentencepiece";  // sentencepiece | wordpiece
+  std::string tokenizer_model;           // .model (sentencepiece) or vocab.txt (wordpiece); empty = train one
+  int64_t tokenizer_vocab_size = 8000;   // vocabulary size when training a sentencepiece model
+  bool lowercase = true;                 // lower-case text before tokenizing
+  int64_t max_seq_len = 128;             // tokens per sequence including [CLS] and [SEP]
+  std::string packing = "full_sentences";  // full_sentences (cross documents) | doc_sentences
+  double mask_prob = 0.15;               // fraction of tokens selected for prediction
+  bool whole_word = true;                // select whole words (false = single tokens)
+  double mask_token_prob = 0.8;          // of the selected: replaced by [MASK]
+  double random_token_prob = 0.1;        // of the selected: replaced by a random token
+
+  template <class V> void visit(V& v) {
+    v("train_files", train_files, kRequired);
+    v("valid_files", valid_files);
+    v("valid_fraction", valid_fraction);
+    v("tokenizer", tokenizer);
+    v("tokenizer_model", tokenizer_model);
+    v("tokenizer_vocab_size", tokenizer_vocab_size);
+    v("lowercase", lowercase);
+    v("max_seq_len", max_seq_len);
+    v("packing", packing);
+    v("mask_prob", mask_prob);
+    v("whole_word", whole_word);
+    v("mask_token_prob", mask_token_prob);
+    v("random_token_prob", random_token_prob);
+  }
+};
+
+struct TrainOptions {
+  int64_t batch_size = 160;       // sequences per optimizer step (all ranks together)
+  int64_t grad_accum = 1;         // micro-batches per optimizer step
+  int64_t max_steps = 1000;       // optimizer steps
+  double lr = 1e-4;               // peak learning rate
+  int64_t warmup_steps = 100;     // linear warmup, then linear decay to 0
+  double weight_decay = 0.01;     // AdamW decay (not on biases and LayerNorm)
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-6;
+  double clip_norm = 1.0;         // global gradient-norm clipping; 0 = off
+  int64_t seed = 1234;            // model init, data order and masking
+  int64_t log_every = 10;         // steps between progress lines / metrics.jsonl rows
+  int64_t eval_every = 0;         // steps between held-out evaluations; 0 = only at the end
+  int64_t eval_batches = 20;      // batches per held-out evaluation
+  int64_t save_every = 0;         // steps between checkpoints; 0 = only at the end
+  std::string device = "auto";    // auto | cpu | cuda | cuda:N
+  int64_t threads = 0;            // CPU intra-op threads; 0 = LibTorch's default
+
+  template <class V> void visit(V& v) {
+    v("batch_size", batch_size);
+    v("grad_accum", grad_accum);
+    v("max_steps", max_steps);
+    v("lr", lr);
+    v("warmup_steps", warmup_steps);
+    v("weight_decay", weight_decay);
+    v("adam_beta1", adam_beta1);
+    v("adam_beta2", adam_beta2);
+    v("adam_eps", adam_eps);
+    v("clip_norm", clip_norm);
+    v("seed", seed);
+    v("log_every", log_every);
+    v("eval_every", eval_every);
+    v("eval_batches", eval_batches);
+    v("save_every", save_every);
+    v("device", device);
+    v("threads", threads);
+  }
+};
+
+struct RunOptions {
+  std::string name = "run";  // run name; the folder is <root>/<name>
+  std::string root = "runs";  // where run folders go
+
+  template <class V> void visit(V& v) {
+    v("name", name);
+    v("root", root);
+  }
+};
+
+struct Config {
+  ModelOptions model;
+  DataOptions data;
+  TrainOptions train;
+  RunOptions run;
+
+  // Where each key came from ("configs/x.yaml:12", "--set"), for error messages.
+  std::map<std::string, std::string> origins;
+
+  template <class V> void visit(V& v) {
+    v("model", model);
+    v("data", data);
+    v("train", train);
+    v("run", run);
+  }
+
+  // "file:line" of a key path such as "model.hidden" (or its nearest known parent).
+  std::string where(const std::string& key_path) const;
+  // UserError "<where>: <key_path>: <message>".
+  [[noreturn]] void fail(const std::string& key_path, const std::string& message) const;
+};
+
+// Loads `file` (following `extends:`), applies `overrides` ("a.b.c=value"), reads it
+// strictly into a Config and validates it. Every problem is a one-line UserError.
+Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+
+// Same from YAML text (e.g. the config embedded in a checkpoint); `name` is used in errors.
+Config config_from_yaml(const std::string& yaml_text, const std::string& name);
+
+// The resolved config as YAML (written into run folders and checkpoints).
+std::string to_yaml(const Config& cfg);
+
+// Semantic checks (heads divide hidden, method exists, ranges). Called by load_config.
+void validate(const Config& cfg);
+
+}  // namespace rpe

@@ -1,0 +1,140 @@
+// Loading YAML files with `extends:` composition and --set overrides.
+#include "config/yaml_tree.h"
+
+#include <set>
+
+#include "util/errors.h"
+
+namespace rpe::config_detail {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string location(const std::string& file, const YAML::Mark& mark) {
+  return mark.line >= 0 ? file + ":" + std::to_string(mark.line + 1) : file;
+}
+
+// Records the origin of every key below `node` (prefix = its key path).
+void record_origins(const YAML::Node& node, const std::string& prefix, const std::string& file,
+                    std::map<std::string, std::string>& origins) {
+  if (!node.IsMap()) return;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    origins[path] = location(file, kv.first.Mark());
+    record_origins(kv.second, path, file, origins);
+  }
+}
+
+// Recursively merges `src` into `dst` (maps merge, everything else replaces).
+void merge_into(YAML::Node dst, const YAML::Node& src) {
+  for (const auto& kv : src) {
+    const std::string key = kv.first.Scalar();
+    if (kv.second.IsMap() && dst[key] && dst[key].IsMap()) {
+      merge_into(dst[key], kv.second);
+    } else {
+      dst[key] = YAML::Clone(kv.second);
+    }
+  }
+}
+
+YAML::Node parse_file(const fs::path& file) {
+  if (!fs::exists(file)) throw UserError("config file not found: " + file.string());
+  try {
+    YAML::Node node = YAML::LoadFile(file.string());
+    if (node.IsNull()) return YAML::Node(YAML::NodeType::Map);
+    if (!node.IsMap()) throw UserError(file.string() + ": the top level must be a mapping of sections");
+    return node;
+  } catch (const YAML::ParserException& e) {
+    throw UserError(location(file.string(), e.mark) + ": YAML syntax error: " + e.msg);
+  } catch (const YAML::BadFile&) {
+    throw UserError("cannot read config file " + file.string());
+  }
+}
+
+void load_into(const fs::path& file, YamlTree& tree, std::set<fs::path>& stack) {
+  const fs::path canon = fs::weakly_canonical(file);
+  if (stack.count(canon)) throw UserError(file.string() + ": extends cycle through this file");
+  stack.insert(canon);
+  YAML::Node node = parse_file(file);
+  if (node["extends"]) {
+    const YAML::Node ext = node["extends"];
+    std::vector<std::string> bases;
+    if (ext.IsScalar()) {
+      bases.push_back(ext.Scalar());
+    } else if (ext.IsSequence()) {
+      for (const auto& b : ext) bases.push_back(b.Scalar());
+    } else {
+      throw UserError(location(file.string(), ext.Mark()) + ": extends must be a file name or a list of them");
+    }
+    for (const auto& base : bases) {
+      const fs::path base_path = file.parent_path() / base;
+      if (!fs::exists(base_path))
+        throw UserError(location(file.string(), ext.Mark()) + ": extends: file not found: " + base_path.string());
+      load_into(base_path, tree, stack);
+    }
+    node.remove("extends");
+  }
+  merge_into(tree.root, node);
+  record_origins(node, "", file.string(), tree.origins);
+  stack.erase(canon);
+}
+
+}  // namespace
+
+YamlTree load_tree(const fs::path& file) {
+  YamlTree tree;
+  std::set<fs::path> stack;
+  load_into(file, tree, stack);
+  return tree;
+}
+
+YamlTree tree_from_text(const std::string& text, const std::string& name) {
+  YamlTree tree;
+  try {
+    YAML::Node node = YAML::Load(text);
+    if (!node.IsMap()) throw UserError(name + ": the top level must be a mapping of sections");
+    merge_into(tree.root, node);
+    record_origins(node, "", name, tree.origins);
+  } catch (const YAML::ParserException& e) {
+    throw UserError(location(name, e.mark) + ": YAML syntax error: " + e.msg);
+  }
+  return tree;
+}
+
+void apply_override(YamlTree& tree, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw UserError("--set " + assignment + ": expected key.path=value");
+  const std::string path = assignment.substr(0, eq);
+  const std::string value_text = assignment.substr(eq + 1);
+  YAML::Node value;
+  try {
+    value = YAML::Load(value_text);
+  } catch (const YAML::ParserException& e) {
+    throw UserError("--set " + assignment + ": cannot parse the value: " + e.msg);
+  }
+  // Walk/create the parent maps. yaml-cpp nodes are handles, so assigning to `node`
+  // rebinds rather than writes; keep a vector of handles instead.
+  std::vector<std::string> keys;
+  size_t start = 0;
+  while (true) {
+    const auto dot = path.find('.', start);
+    keys.push_back(path.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  std::vector<YAML::Node> chain{tree.root};
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    YAML::Node next = chain.back()[keys[i]];
+    if (!next || !next.IsMap()) {
+      chain.back()[keys[i]] = YAML::Node(YAML::NodeType::Map);
+      next = chain.back()[keys[i]];
+    }
+    chain.push_back(next);
+  }
+  chain.back()[keys.back()] = value;
+  tree.origins[path] = "--set " + path;
+}
+
+}  // namespace rpe::config_detail

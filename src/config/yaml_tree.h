@@ -1,0 +1,30 @@
+// Internal to src/config: the raw YAML tree of an experiment before it is typed.
+// Files compose with `extends: other.yaml` (or a list); later files and keys win,
+// maps merge recursively, anything else is replaced. Each key path remembers where
+// it was set ("configs/x.yaml:12" or "--set") so errors can point at it.
+#pragma once
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rpe::config_detail {
+
+struct YamlTree {
+  YAML::Node root = YAML::Node(YAML::NodeType::Map);
+  std::map<std::string, std::string> origins;  // key path -> "file:line"
+};
+
+// Loads a file and everything it extends. UserError on unreadable or malformed files
+// and on extends cycles.
+YamlTree load_tree(const std::filesystem::path& file);
+
+// Parses YAML text that has no extends (e.g. from a checkpoint).
+YamlTree tree_from_text(const std::string& text, const std::string& name);
+
+// Applies "a.b.c=value"; value is parsed as YAML (so 3, 1e-4, true, [a, b] work).
+void apply_override(YamlTree& tree, const std::string& assignment);
+
+}  // namespace rpe::config_detail

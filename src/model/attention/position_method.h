@@ -1,0 +1,91 @@
+// The one small interface every position method implements.
+//
+// Notation (README): B batch, L length, H heads, d head size, D = H*d model width,
+// n = model.max_position, k = clipping distance. Scores of one head:
+//   logits_ij = content_scores(q, k)_ij * scale + score_bias(q, k)_ij
+//   out_i     = sum_j softmax_j(logits)_ij v_j + value_term(probs)_i
+// A method lives in two objects:
+//   PositionMethodImpl  model-level: embeddings added to the input (absolute, sinusoid),
+//                       tables shared by all layers (T5), and a factory for ...
+//   PositionTermImpl    per-layer hooks used by the shared attention core, which has no
+//                       per-method branches.
+#pragma once
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+
+namespace rpe {
+
+class PositionTermImpl : public torch::nn::Module {
+ public:
+  ~PositionTermImpl() override = default;
+
+  // Rotates q and k in place (RoPE). q, k: [B, H, L, d].
+  virtual void transform_qk(torch::Tensor& q, torch::Tensor& k) {}
+
+  // Unscaled content scores [B, H, L, L]; q k^T unless the method is multiplicative (m1–m3).
+  virtual torch::Tensor content_scores(const torch::Tensor& q, const torch::Tensor& k) {
+    return torch::matmul(q, k.transpose(-2, -1));
+  }
+
+  // Additive logit term, already scaled, broadcastable to [B, H, L, L]; undefined = none.
+  virtual torch::Tensor score_bias(const torch::Tensor& q, const torch::Tensor& k) { return {}; }
+
+  // Term added to the attention output from the (dropped-out) probabilities
+  // [B, H, L, L] -> [B, H, L, d]; undefined = none (Shaw's value embeddings use it).
+  virtual torch::Tensor value_term(const torch::Tensor& probs) { return {}; }
+
+  // Scale applied to content scores: 1/sqrt(d) (DeBERTa: 1/sqrt(3d)).
+  virtual double scale(int64_t head_size) const { return 1.0 / std::sqrt(static_cast<double>(head_size)); }
+
+  // True when content_scores is plain q k^T and there is no value term, so a fused kernel
+  // (scaled_dot_product_attention with score_bias as its float mask) computes the same.
+  virtual bool fusable() const { return true; }
+
+  // Learned position parameters of this layer for plots (Figure 4); undefined if none.
+  virtual torch::Tensor position_weights() { return {}; }
+};
+
+class PositionMethodImpl : public torch::nn::Module {
+ public:
+  // learned_absolute: keep an [n, D] table added to the input (absolute, or add_absolute).
+  PositionMethodImpl(const ModelOptions& options, bool learned_absolute);
+  ~PositionMethodImpl() override = default;
+
+  // Added to the token embeddings: [L, D], or undefined when the method adds nothing.
+  // Refuses (UserError naming both lengths) when L exceeds a learned absolute table.
+  virtual torch::Tensor input_embeddings(int64_t length);
+
+  // Hooks for encoder layer `layer` (0-based), created once at model build.
+  virtual std::shared_ptr<PositionTermImpl> make_layer_term(int64_t layer) = 0;
+
+  // Short description for the build log, e.g. "m4 (k=127, per head)".
+  virtual std::string describe() const = 0;
+
+  const ModelOptions& options() const { return options_; }
+  int64_t head_size() const { return options_.hidden / options_.heads; }
+  // Effective clipping distance k: attention.max_relative, or n - 1 when that is 0.
+  int64_t clip_distance() const;
+  // Rows of a per-layer relative table: 1 when shared across heads, else H.
+  int64_t table_heads() const { return options_.attention.share_across_heads ? 1 : options_.heads; }
+
+  torch::Tensor absolute_table;  // [n, D] or undefined
+
+ protected:
+  ModelOptions options_;
+};
+
+// clip(j - i, k) + k for i, j in [0, L): [L, L] int64, the index into a (2k+1)-row table.
+torch::Tensor relative_index(int64_t length, int64_t k, const torch::Device& device);
+
+// Gathers per-distance scores into an [.., L, L] matrix. x: [B, H, L, 2k+1] where
+// x[..., i, r] is position i against relative slot r; returns y[..., i, j] = x[..., i, idx[i, j]].
+torch::Tensor gather_relative(const torch::Tensor& x, const torch::Tensor& idx);
+
+// Sinusoidal table of Vaswani et al. (eqs. 1–2) for positions `positions` ([P], float): [P, D].
+torch::Tensor sinusoid_table(const torch::Tensor& positions, int64_t dim);
+
+}  // namespace rpe

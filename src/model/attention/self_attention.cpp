@@ -1,0 +1,48 @@
+// Multi-head self-attention with position hooks (see position_method.h for the equation).
+#include "model/attention/self_attention.h"
+
+namespace rpe {
+
+SelfAttentionImpl::SelfAttentionImpl(const ModelOptions& o, std::shared_ptr<PositionTermImpl> pos)
+    : position(std::move(pos)), heads_(o.heads), head_size_(o.hidden / o.heads), dropout_p_(o.attention_dropout) {
+  query = register_module("query", torch::nn::Linear(o.hidden, o.hidden));
+  key = register_module("key", torch::nn::Linear(o.hidden, o.hidden));
+  value = register_module("value", torch::nn::Linear(o.hidden, o.hidden));
+  output = register_module("output", torch::nn::Linear(o.hidden, o.hidden));
+  register_module("position", position);
+}
+
+torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& key_padding) {
+  const int64_t B = x.size(0), L = x.size(1);
+  auto split = [&](const torch::Tensor& t) { return t.view({B, L, heads_, head_size_}).transpose(1, 2); };
+  auto q = split(query->forward(x));  // [B, H, L, d]
+  auto k = split(key->forward(x));    // [B, H, L, d]
+  auto v = split(value->forward(x));  // [B, H, L, d]
+  position->transform_qk(q, k);
+
+  const double scale = position->scale(head_size_);
+  const double p = is_training() ? dropout_p_ : 0.0;
+  auto pad = key_padding.view({B, 1, 1, L});  // [B, 1, 1, L], broadcast over heads and queries
+  torch::Tensor context;                       // [B, H, L, d]
+  if (fused_ && position->fusable() && !capture) {
+    // Fused kernel: padding and the method's bias travel as one float mask.
+    auto mask = torch::zeros({B, 1, 1, L}, q.options()).masked_fill(pad, -std::numeric_limits<float>::infinity());
+    auto bias = position->score_bias(q, k);
+    if (bias.defined()) mask = mask + bias;
+    context = at::scaled_dot_product_attention(q, k, v, mask, p, false, scale);
+  } else {
+    auto logits = position->content_scores(q, k) * scale;  // [B, H, L, L]
+    auto bias = position->score_bias(q, k);
+    if (bias.defined()) logits = logits + bias;
+    logits = logits.masked_fill(pad, -std::numeric_limits<float>::infinity());
+    auto probs = torch::softmax(logits, -1);  // [B, H, L, L]; padded keys get exactly 0
+    if (capture) captured_probs = probs.detach();
+    probs = torch::dropout(probs, p, is_training());
+    context = torch::matmul(probs, v);
+    auto extra = position->value_term(probs);
+    if (extra.defined()) context = context + extra;
+  }
+  return output->forward(context.transpose(1, 2).reshape({B, L, heads_ * head_size_}));
+}
+
+}  // namespace rpe

@@ -1,0 +1,38 @@
+// The shared multi-head self-attention core. Position methods plug in through
+// PositionTermImpl hooks only; there is no per-method branch here.
+#pragma once
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "config/config.h"
+#include "model/attention/position_method.h"
+
+namespace rpe {
+
+class SelfAttentionImpl : public torch::nn::Module {
+ public:
+  SelfAttentionImpl(const ModelOptions& options, std::shared_ptr<PositionTermImpl> position);
+
+  // x: [B, L, D]; key_padding: [B, L] bool, true where the token is padding. Returns [B, L, D].
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_padding);
+
+  // Uses scaled_dot_product_attention when the method is fusable (see PositionTermImpl).
+  void set_fused(bool fused) { fused_ = fused; }
+  bool fused() const { return fused_; }
+
+  // When set, the next forward keeps its attention probabilities [B, H, L, L] (plain path).
+  bool capture = false;
+  torch::Tensor captured_probs;
+
+  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, output{nullptr};
+  std::shared_ptr<PositionTermImpl> position;
+
+ private:
+  int64_t heads_, head_size_;
+  double dropout_p_;
+  bool fused_ = false;
+};
+TORCH_MODULE(SelfAttention);
+
+}  // namespace rpe

@@ -1,0 +1,79 @@
+// BERT: embeddings (+ method's input positions) -> encoder layers -> MLM head.
+#include "model/bert.h"
+
+#include "model/attention/registry.h"
+
+namespace rpe {
+
+BertModelImpl::BertModelImpl(const ModelOptions& o) : options_(o) {
+  auto ln = [&] { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.hidden}).eps(o.layer_norm_eps)); };
+  word_embeddings = register_module("word_embeddings", torch::nn::Embedding(o.vocab_size, o.hidden));
+  token_type_embeddings = register_module("token_type_embeddings", torch::nn::Embedding(o.type_vocab_size, o.hidden));
+  embeddings_norm = register_module("embeddings_norm", ln());
+  position = register_module("position", make_position_method(o));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < o.layers; ++i) {
+    layer_list_.emplace_back(o, position->make_layer_term(i));
+    layers->push_back(layer_list_.back());
+  }
+  mlm_transform = register_module("mlm_transform", torch::nn::Linear(o.hidden, o.hidden));
+  mlm_norm = register_module("mlm_norm", ln());
+  mlm_bias = register_parameter("mlm_bias", torch::zeros({o.vocab_size}));
+  init_weights();
+}
+
+void BertModelImpl::init_weights() {
+  // BERT's init: N(0, init_std) for linear and embedding weights, zero biases. Position
+  // methods initialise their own parameters (some start at 1, e.g. m1/m2 scalars).
+  torch::NoGradGuard no_grad;
+  for (auto& m : modules(/*include_self=*/false)) {
+    if (auto* lin = m->as<torch::nn::Linear>()) {
+      lin->weight.normal_(0.0, options_.init_std);
+      if (lin->bias.defined()) lin->bias.zero_();
+    } else if (auto* emb = m->as<torch::nn::Embedding>()) {
+      emb->weight.normal_(0.0, options_.init_std);
+    }
+  }
+}
+
+torch::Tensor BertModelImpl::encode(const torch::Tensor& ids, const torch::Tensor& key_padding) {
+  const int64_t L = ids.size(1);
+  auto x = word_embeddings->forward(ids) + token_type_embeddings->weight[0];  // [B, L, D]
+  auto pos = position->input_embeddings(L);                                   // [L, D] or undefined
+  if (pos.defined()) x = x + pos.to(x.dtype()).unsqueeze(0);
+  x = torch::dropout(embeddings_norm->forward(x), options_.dropout, is_training());
+  for (auto& layer : layer_list_) x = layer->forward(x, key_padding);
+  return x;
+}
+
+torch::Tensor BertModelImpl::mlm_logits(const torch::Tensor& hidden) {
+  auto h = mlm_norm->forward(torch::gelu(mlm_transform->forward(hidden)));  // [N, D]
+  return torch::nn::functional::linear(h, word_embeddings->weight, mlm_bias);  // [N, V], tied decoder
+}
+
+void BertModelImpl::capture_attention(int64_t layer) {
+  for (size_t i = 0; i < layer_list_.size(); ++i) {
+    layer_list_[i]->attention->capture = static_cast<int64_t>(i) == layer;
+    layer_list_[i]->attention->captured_probs = torch::Tensor();
+  }
+}
+
+torch::Tensor BertModelImpl::captured_attention() const {
+  for (const auto& layer : layer_list_)
+    if (layer->attention->capture) return layer->attention->captured_probs;
+  return {};
+}
+
+void BertModelImpl::set_fused_attention(bool fused) {
+  for (auto& layer : layer_list_) layer->attention->set_fused(fused);
+}
+
+int64_t BertModelImpl::position_parameter_count() const {
+  int64_t n = 0;
+  for (const auto& p : position->parameters()) n += p.numel();
+  for (const auto& layer : layer_list_)
+    for (const auto& p : layer->attention->position->parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace rpe

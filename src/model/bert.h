@@ -1,0 +1,53 @@
+// BERT encoder with a pluggable position method and the MLM head (decoder tied to the
+// word embeddings). One segment: token type 0 everywhere (no NSP), the type table is
+// kept so BERT checkpoints load.
+#pragma once
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "config/config.h"
+#include "model/attention/position_method.h"
+#include "model/encoder.h"
+
+namespace rpe {
+
+class BertModelImpl : public torch::nn::Module {
+ public:
+  explicit BertModelImpl(const ModelOptions& options);
+
+  // ids: [B, L] int64; key_padding: [B, L] bool (true = padding). Returns hidden [B, L, D].
+  torch::Tensor encode(const torch::Tensor& ids, const torch::Tensor& key_padding);
+
+  // MLM logits for selected hidden states: [N, D] -> [N, V].
+  torch::Tensor mlm_logits(const torch::Tensor& hidden);
+
+  // Keep the attention probabilities of `layer` on the next forward (-1 = none).
+  void capture_attention(int64_t layer);
+  torch::Tensor captured_attention() const;  // [B, H, L, L] or undefined
+
+  // Uses the fused attention kernel where each layer's method allows it.
+  void set_fused_attention(bool fused);
+
+  // Number of parameters owned by the position method (all layers), for the build log.
+  int64_t position_parameter_count() const;
+
+  const ModelOptions& options() const { return options_; }
+
+  torch::nn::Embedding word_embeddings{nullptr}, token_type_embeddings{nullptr};
+  torch::nn::LayerNorm embeddings_norm{nullptr};
+  std::shared_ptr<PositionMethodImpl> position;
+  torch::nn::ModuleList layers{nullptr};
+  torch::nn::Linear mlm_transform{nullptr};
+  torch::nn::LayerNorm mlm_norm{nullptr};
+  torch::Tensor mlm_bias;  // [V]
+
+ private:
+  void init_weights();
+  ModelOptions options_;
+  std::vector<EncoderLayer> layer_list_;
+};
+TORCH_MODULE(BertModel);
+
+}  // namespace rpe

@@ -1,0 +1,27 @@
+// Transformer encoder layer: attention + feed-forward, post-LN as BERT (pre-LN optional).
+//   post-LN: x = LN(x + Drop(Attn(x)));  x = LN(x + Drop(FFN(x)))
+//   pre-LN:  x = x + Drop(Attn(LN(x)));  x = x + Drop(FFN(LN(x)))
+#pragma once
+#include <torch/torch.h>
+
+#include "model/attention/self_attention.h"
+
+namespace rpe {
+
+class EncoderLayerImpl : public torch::nn::Module {
+ public:
+  EncoderLayerImpl(const ModelOptions& options, std::shared_ptr<PositionTermImpl> position);
+  // x: [B, L, D]; key_padding: [B, L] bool. Returns [B, L, D].
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_padding);
+
+  SelfAttention attention{nullptr};
+  torch::nn::LayerNorm attention_norm{nullptr}, ffn_norm{nullptr};
+  torch::nn::Linear ffn_in{nullptr}, ffn_out{nullptr};
+
+ private:
+  double dropout_p_;
+  bool pre_ln_;
+};
+TORCH_MODULE(EncoderLayer);
+
+}  // namespace rpe

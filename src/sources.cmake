@@ -1,0 +1,39 @@
+# Source lists of rpe-train, in the order data flows through the system:
+# config -> corpus -> tokenizer -> sequences -> masking -> model(attention) -> trainer -> checkpoint.
+set(RPE_CORE_SOURCES
+  # utilities: errors, logging, atomic files
+  src/util/errors.cpp
+  src/util/log.cpp
+  src/util/atomic_file.cpp
+  src/util/device.cpp
+  # config: the only place that knows YAML
+  src/config/config.cpp
+  src/config/yaml_tree.cpp
+  # data: corpus -> tokenizer -> packed sequences -> masked batches
+  src/data/corpus.cpp
+  src/data/sp_tokenizer.cpp
+  src/data/tokenizer_factory.cpp
+  src/data/packing.cpp
+  src/data/masking.cpp
+  src/data/mlm_dataset.cpp
+  # model: position methods behind one interface, attention core, encoder, BERT
+  src/model/attention/position_method.cpp
+  src/model/attention/registry.cpp
+  src/model/attention/absolute.cpp
+  src/model/attention/m4.cpp
+  src/model/attention/self_attention.cpp
+  src/model/encoder.cpp
+  src/model/bert.cpp
+  # training: optimizer + schedule, checkpoint, metrics, trainer
+  src/train/optim.cpp
+  src/train/checkpoint.cpp
+  src/train/metrics.cpp
+  src/train/trainer.cpp
+)
+
+set(RPE_CLI_SOURCES
+  src/cli/main.cpp
+  src/cli/cmd_version.cpp
+  src/cli/cmd_dump_config.cpp
+  src/cli/cmd_pretrain.cpp
+)

@@ -1,0 +1,24 @@
+// Atomic file writes: write to "<path>.tmp.<pid>", fsync, rename over the target, fsync
+// the directory. A reader never sees a half-written checkpoint, config or result file.
+#pragma once
+#include <filesystem>
+#include <functional>
+#include <string>
+
+namespace rpe {
+
+// Writes `content` to `path` atomically.
+void write_file_atomic(const std::filesystem::path& path, const std::string& content);
+
+// Lets `writer` produce a file at the given temporary path, then fsyncs and renames it
+// over `path`. Use for writers that insist on a path (torch::save, sentencepiece).
+void write_atomic_with(const std::filesystem::path& path,
+                       const std::function<void(const std::filesystem::path& tmp)>& writer);
+
+// Appends one line (plus '\n') to `path` and flushes it to disk (metrics.jsonl, results).
+void append_line_synced(const std::filesystem::path& path, const std::string& line);
+
+// Reads a whole file; UserError naming the file when it cannot be read.
+std::string read_file(const std::filesystem::path& path);
+
+}  // namespace rpe

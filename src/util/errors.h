@@ -1,0 +1,23 @@
+// User-facing errors. Anything the user can fix (bad config, missing file, bad data)
+// is thrown as UserError; main() prints its one-line message and exits with code 2.
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rpe {
+
+inline constexpr int kExitUserError = 2;
+
+class UserError : public std::runtime_error {
+ public:
+  explicit UserError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// Throws UserError(message) when cond is false.
+void require(bool cond, const std::string& message);
+
+// Joins items with ", " (for "valid ones are: a, b, c" messages).
+std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
+
+}  // namespace rpe

@@ -1,0 +1,28 @@
+// Tagged spdlog wrapper: console sink always, file sink once a run folder exists.
+#include "util/log.h"
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+namespace rpe::log {
+
+void init(bool quiet) {
+  auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  auto logger = std::make_shared<spdlog::logger>("rpe", console);
+  logger->set_pattern("%H:%M:%S %^%l%$ %v");
+  logger->set_level(quiet ? spdlog::level::warn : spdlog::level::info);
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+void add_file_sink(const std::filesystem::path& file) {
+  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.string(), /*truncate=*/false);
+  sink->set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
+  spdlog::default_logger()->sinks().push_back(sink);
+}
+
+void set_rank(int rank) {
+  if (rank != 0) spdlog::default_logger()->set_level(spdlog::level::warn);
+}
+
+}  // namespace rpe::log

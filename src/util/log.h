@@ -1,0 +1,31 @@
+// Tagged logging over spdlog: one logger for the console and, once a run folder
+// exists, a train.log inside it. Lines carry a tag ("[data]", "[train]", "[valid]").
+// In a multi-process run only rank 0 logs at info level; other ranks log warnings and up.
+#pragma once
+#include <spdlog/spdlog.h>
+#include <filesystem>
+#include <string>
+
+namespace rpe::log {
+
+// Sets up the console logger (call once in main). quiet=true shows warnings and up only.
+void init(bool quiet = false);
+// Adds <run_dir>/train.log as a second sink.
+void add_file_sink(const std::filesystem::path& file);
+// Non-zero ranks are lowered to warnings so the console shows one copy of each line.
+void set_rank(int rank);
+
+template <typename... Args>
+void info(const char* tag, spdlog::format_string_t<Args...> fmt, Args&&... args) {
+  spdlog::info("[{}] {}", tag, fmt::format(fmt, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void warn(const char* tag, spdlog::format_string_t<Args...> fmt, Args&&... args) {
+  spdlog::warn("[{}] {}", tag, fmt::format(fmt, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void debug(const char* tag, spdlog::format_string_t<Args...> fmt, Args&&... args) {
+  spdlog::debug("[{}] {}", tag, fmt::format(fmt, std::forward<Args>(args)...));
+}
+
+}  // namespace rpe::log

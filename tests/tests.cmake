@@ -1,0 +1,21 @@
+# The GoogleTest suite: one executable, sources mirroring src/. Tests that need
+# ../shared/data or a GPU skip cleanly when those are absent.
+set(RPE_TEST_SOURCES
+  tests/test_main.cpp
+  tests/config/test_config.cpp
+  tests/data/test_masking.cpp
+  tests/model/test_model.cpp
+  tests/model/attention/test_m4.cpp
+  tests/train/test_training.cpp
+)
+add_executable(rpe_tests ${RPE_TEST_SOURCES})
+target_link_libraries(rpe_tests PRIVATE rpe_core GTest::gtest)
+target_compile_definitions(rpe_tests PRIVATE RPE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+if(RPE_USE_PCH)
+  target_precompile_headers(rpe_tests REUSE_FROM rpe_core)
+endif()
+include(GoogleTest)
+gtest_discover_tests(rpe_tests DISCOVERY_TIMEOUT 120 PROPERTIES TIMEOUT 900)
+
+# The CLI's exit codes and messages, end to end.
+add_test(NAME cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_cli_errors.sh $<TARGET_FILE:rpe-train>)
