@@ -1,5 +1,6 @@
 // Chooses and builds the configured tokenizer.
 #include "data/sp_tokenizer.h"
+#include "data/wordpiece_tokenizer.h"
 #include "util/errors.h"
 
 namespace rpe {
@@ -12,7 +13,12 @@ std::unique_ptr<Tokenizer> make_tokenizer(const DataOptions& o, const fs::path& 
       train_sentencepiece(o.train_files, model, o.tokenizer_vocab_size, o.lowercase);
     return std::make_unique<SentencePieceTokenizer>(model);
   }
-  throw UserError("data.tokenizer: '" + o.tokenizer + "' is not available in this build (valid: sentencepiece)");
+  if (o.tokenizer == "wordpiece") {
+    if (o.tokenizer_model.empty())
+      throw UserError("data.tokenizer_model: wordpiece needs the path of a BERT vocab.txt");
+    return std::make_unique<WordPieceTokenizer>(o.tokenizer_model, o.lowercase);
+  }
+  throw UserError("data.tokenizer: '" + o.tokenizer + "' is not available (valid: sentencepiece, wordpiece)");
 }
 
 }  // namespace rpe
