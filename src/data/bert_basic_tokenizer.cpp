@@ -85,10 +85,11 @@ BertBasicTokenizer::Class BertBasicTokenizer::classify(char32_t cp) const {
   return is_punctuation(cp) ? kPunct : kRegular;
 }
 
-void BertBasicTokenizer::split(std::string_view text, int32_t base, std::vector<TracedWord>& out) const {
+void BertBasicTokenizer::split(std::string_view text, int32_t base, WordList& out) const {
   const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
   const auto n = static_cast<int32_t>(text.size());
-  TracedWord word;
+  thread_local TracedWord word;  // the word being read (reused: no allocation per word)
+  word.clear();
   int32_t i = 0;
   while (i < n) {
     const int32_t begin = i;
@@ -135,7 +136,7 @@ void BertBasicTokenizer::split(std::string_view text, int32_t base, std::vector<
   finish_word(word, out);
 }
 
-void BertBasicTokenizer::finish_word(TracedWord& word, std::vector<TracedWord>& out) const {
+void BertBasicTokenizer::finish_word(TracedWord& word, WordList& out) const {
   if (word.empty()) return;
   const bool ascii = std::all_of(word.begin(), word.end(), [](const TracedChar& c) { return c.cp < 0x80; });
   if (!ascii) {
@@ -144,20 +145,14 @@ void BertBasicTokenizer::finish_word(TracedWord& word, std::vector<TracedWord>& 
     else nfc(word);
   }
   // Punctuation characters become words of their own.
-  size_t start = 0;
-  for (size_t k = 0; k < word.size(); ++k) {
-    const bool punct = word[k].cp < 0x80 ? ascii_class_[word[k].cp] == kPunct : is_punctuation(word[k].cp);
-    if (!punct) continue;
-    if (k > start) out.emplace_back(word.begin() + static_cast<std::ptrdiff_t>(start),
-                                    word.begin() + static_cast<std::ptrdiff_t>(k));
-    out.push_back({word[k]});
-    start = k + 1;
+  for (const auto& c : word) {
+    const bool punct = c.cp < 0x80 ? ascii_class_[c.cp] == kPunct : is_punctuation(c.cp);
+    if (punct && !out.chars.empty() && (out.ends.empty() || out.ends.back() != out.chars.size()))
+      out.ends.push_back(static_cast<uint32_t>(out.chars.size()));  // close the word before it
+    out.chars.push_back(c);
+    if (punct) out.ends.push_back(static_cast<uint32_t>(out.chars.size()));
   }
-  if (start == 0) {
-    out.push_back(std::move(word));
-  } else if (start < word.size()) {
-    out.emplace_back(word.begin() + static_cast<std::ptrdiff_t>(start), word.end());
-  }
+  if (out.ends.empty() || out.ends.back() != out.chars.size()) out.ends.push_back(static_cast<uint32_t>(out.chars.size()));
   word.clear();
 }
 

@@ -24,17 +24,26 @@ struct TracedChar {
 // A word: its code points (each with its source byte range).
 using TracedWord = std::vector<TracedChar>;
 
+// Words stored flat (no allocation per word): word i is chars[begin(i), ends[i]).
+struct WordList {
+  std::vector<TracedChar> chars;
+  std::vector<uint32_t> ends;
+  size_t size() const { return ends.size(); }
+  uint32_t begin(size_t i) const { return i == 0 ? 0 : ends[i - 1]; }
+  void clear() { chars.clear(), ends.clear(); }
+};
+
 class BertBasicTokenizer {
  public:
   explicit BertBasicTokenizer(bool lowercase);
   // Appends the words of text[0, size) to `out`; offsets are shifted by `base`.
-  void split(std::string_view text, int32_t base, std::vector<TracedWord>& out) const;
+  void split(std::string_view text, int32_t base, WordList& out) const;
   bool lowercase() const { return lowercase_; }
 
  private:
   enum Class : uint8_t { kRegular, kSpace, kDrop, kPunct };
   Class classify(char32_t cp) const;
-  void finish_word(TracedWord& word, std::vector<TracedWord>& out) const;
+  void finish_word(TracedWord& word, WordList& out) const;
   void nfc(TracedWord& word) const;
   void strip_accents(TracedWord& word) const;
   bool lowercase_;

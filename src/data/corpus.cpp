@@ -9,7 +9,7 @@
 namespace rpe {
 namespace fs = std::filesystem;
 
-size_t find_invalid_utf8(const std::string& text) {
+size_t find_invalid_utf8(std::string_view text) {
   const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
   size_t i = 0;
   const size_t n = text.size();

@@ -2,6 +2,7 @@
 #pragma once
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rpe {
@@ -15,6 +16,6 @@ struct Document {
 std::vector<Document> read_documents(const std::filesystem::path& file);
 
 // Byte offset of the first invalid UTF-8 sequence in `text`, or npos if it is valid.
-size_t find_invalid_utf8(const std::string& text);
+size_t find_invalid_utf8(std::string_view text);
 
 }  // namespace rpe

@@ -1,7 +1,9 @@
-// RoBERTa-style sequence packing.
+// RoBERTa-style sequence packing over token streams.
 #include "data/packing.h"
 
 #include <algorithm>
+
+#include "util/errors.h"
 
 namespace rpe {
 
@@ -9,62 +11,102 @@ int64_t PackedSequences::real_tokens() const {
   return static_cast<int64_t>(std::count_if(tokens.begin(), tokens.end(), [](int32_t t) { return t != 0; }));
 }
 
-PackedSequences pack_documents(const std::vector<Document>& docs, const Tokenizer& tok, int64_t seq_len,
-                               bool cross_documents) {
-  const auto& sp = tok.special();
-  PackedSequences out;
-  out.seq_len = seq_len;
-  const int64_t room = seq_len - 2;  // [CLS] ... [SEP]
-  std::vector<int32_t> ids;
-  std::vector<uint8_t> starts;
+namespace {
+// Fills one sequence at a time; flush() closes it with [SEP] and pads to L.
+class Packer {
+ public:
+  Packer(const SpecialIds& sp, int64_t seq_len, bool cross) : sp_(sp), room_(seq_len - 2), cross_(cross) {
+    out_.seq_len = seq_len;
+  }
 
-  auto flush = [&] {
-    if (ids.empty()) return;
-    out.tokens.push_back(sp.cls);
-    out.word_start.push_back(0);
-    out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
-    out.word_start.insert(out.word_start.end(), starts.begin(), starts.end());
-    out.tokens.push_back(sp.sep);
-    out.word_start.push_back(0);
-    const int64_t pad = seq_len - 2 - static_cast<int64_t>(ids.size());
-    out.tokens.insert(out.tokens.end(), pad, sp.pad);
-    out.word_start.insert(out.word_start.end(), pad, 0);
-    ids.clear();
-    starts.clear();
-  };
-
-  for (const auto& doc : docs) {
-    for (const auto& sentence : doc.sentences) {
-      Encoding enc = tok.encode(sentence);
-      size_t pos = 0;
-      while (pos < enc.ids.size()) {
-        const int64_t left = room - static_cast<int64_t>(ids.size());
-        const int64_t remaining = static_cast<int64_t>(enc.ids.size() - pos);
-        // Start a new sequence rather than split a sentence that would fit in an empty one.
-        if (remaining > left && remaining <= room && !ids.empty()) {
-          flush();
-          continue;
-        }
-        const int64_t take = std::min(left, remaining);
-        ids.insert(ids.end(), enc.ids.begin() + pos, enc.ids.begin() + pos + take);
-        starts.insert(starts.end(), enc.word_start.begin() + pos, enc.word_start.begin() + pos + take);
-        pos += static_cast<size_t>(take);
-        if (static_cast<int64_t>(ids.size()) == room) flush();
-      }
+  void add(const TokenStream& s) {
+    for (int64_t d = 0; d < s.documents; ++d) {
+      const int64_t s0 = s.document_begin(d), s1 = static_cast<int64_t>(s.document_ends[d]);
+      for (int64_t k = s0; k < s1; ++k) add_sentence(s, s.sentence_begin(k), static_cast<int64_t>(s.sentence_ends[k]));
+      end_document();
     }
-    if (!cross_documents) {
+  }
+
+  PackedSequences finish() {
+    flush();
+    return std::move(out_);
+  }
+
+ private:
+  void add_sentence(const TokenStream& s, int64_t pos, int64_t end) {
+    while (pos < end) {
+      const int64_t left = room_ - static_cast<int64_t>(ids_.size());
+      const int64_t remaining = end - pos;
+      // Start a new sequence rather than split a sentence that would fit in an empty one.
+      if (remaining > left && remaining <= room_ && !ids_.empty()) {
+        flush();
+        continue;
+      }
+      const int64_t take = std::min(left, remaining);
+      for (int64_t i = pos; i < pos + take; ++i) {
+        ids_.push_back(s.id(i));
+        starts_.push_back(s.word_start(i) ? 1 : 0);
+      }
+      pos += take;
+      if (static_cast<int64_t>(ids_.size()) == room_) flush();
+    }
+  }
+
+  void end_document() {
+    if (!cross_) {
       flush();
-    } else if (!ids.empty()) {
-      if (static_cast<int64_t>(ids.size()) + 1 >= room) {
+    } else if (!ids_.empty()) {
+      if (static_cast<int64_t>(ids_.size()) + 1 >= room_) {
         flush();
       } else {
-        ids.push_back(sp.sep);  // document boundary inside a sequence
-        starts.push_back(0);
+        ids_.push_back(sp_.sep);  // document boundary inside a sequence
+        starts_.push_back(0);
       }
     }
   }
-  flush();
-  return out;
+
+  void flush() {
+    if (ids_.empty()) return;
+    out_.tokens.push_back(sp_.cls);
+    out_.word_start.push_back(0);
+    out_.tokens.insert(out_.tokens.end(), ids_.begin(), ids_.end());
+    out_.word_start.insert(out_.word_start.end(), starts_.begin(), starts_.end());
+    out_.tokens.push_back(sp_.sep);
+    out_.word_start.push_back(0);
+    const int64_t pad = room_ - static_cast<int64_t>(ids_.size());
+    out_.tokens.insert(out_.tokens.end(), pad, sp_.pad);
+    out_.word_start.insert(out_.word_start.end(), pad, 0);
+    ids_.clear();
+    starts_.clear();
+  }
+
+  SpecialIds sp_;
+  int64_t room_;
+  bool cross_;
+  std::vector<int32_t> ids_;
+  std::vector<uint8_t> starts_;
+  PackedSequences out_;
+};
+}  // namespace
+
+PackedSequences pack_streams(const std::vector<TokenStream>& streams, const SpecialIds& special, int64_t seq_len,
+                             bool cross_documents) {
+  require(seq_len >= 3, "max_seq_len must leave room for [CLS] and [SEP]");
+  Packer packer(special, seq_len, cross_documents);
+  for (const auto& s : streams) packer.add(s);
+  return packer.finish();
+}
+
+PackedSequences pack_documents(const std::vector<Document>& docs, const Tokenizer& tok, int64_t seq_len,
+                               bool cross_documents) {
+  ShardBuilder builder;
+  std::vector<Encoding> sentences;
+  for (const auto& doc : docs) {
+    sentences.clear();
+    for (const auto& sentence : doc.sentences) sentences.push_back(tok.encode(sentence));
+    builder.add_document(sentences);
+  }
+  return pack_streams({builder.view()}, tok.special(), seq_len, cross_documents);
 }
 
 }  // namespace rpe

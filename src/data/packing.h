@@ -1,12 +1,15 @@
-// Packing tokenized documents into fixed-length sequences, RoBERTa style:
-// [CLS] s1 s2 ... [SEP], filled with whole sentences. full_sentences crosses document
-// boundaries (marked by an extra [SEP]); doc_sentences stops at each document's end.
-// A sentence longer than the room left is split across sequences.
+// Packing tokenized documents into fixed-length sequences, RoBERTa style (Liu et al. 2019):
+// [CLS] s1 s2 ... [SEP] [PAD]..., filled with whole sentences. full_sentences crosses
+// document boundaries (marked by an extra [SEP]); doc_sentences stops at each document's end.
+// A sentence is never split unless it is longer than a whole sequence's room (L - 2).
+// Works on token streams (shards or in-memory), so the text path and the shard path pack
+// identically, across shard boundaries as if the shards were one stream.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "data/corpus.h"
+#include "data/shard.h"
 #include "data/tokenizer.h"
 
 namespace rpe {
@@ -20,6 +23,11 @@ struct PackedSequences {
   int64_t real_tokens() const;      // non-[PAD] tokens
 };
 
+// Packs the documents of `streams`, in order, as one stream.
+PackedSequences pack_streams(const std::vector<TokenStream>& streams, const SpecialIds& special, int64_t seq_len,
+                             bool cross_documents);
+
+// Tokenizes `docs` (one encode() per sentence) and packs them.
 PackedSequences pack_documents(const std::vector<Document>& docs, const Tokenizer& tokenizer, int64_t seq_len,
                                bool cross_documents);
 

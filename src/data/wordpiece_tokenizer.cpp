@@ -95,14 +95,14 @@ Encoding WordPieceTokenizer::encode(std::string_view text) const {
 
 void WordPieceTokenizer::encode_segment(std::string_view text, int32_t base, Encoding& out) const {
   if (text.empty()) return;
-  thread_local std::vector<TracedWord> words;
+  thread_local WordList words;
   words.clear();
   basic_.split(text, base, words);
-  for (const auto& w : words) encode_word(w, out);
+  for (size_t i = 0; i < words.size(); ++i)
+    encode_word(words.chars.data() + words.begin(i), words.ends[i] - words.begin(i), out);
 }
 
-void WordPieceTokenizer::encode_word(const TracedWord& word, Encoding& out) const {
-  const size_t n = word.size();
+void WordPieceTokenizer::encode_word(const TracedChar* word, size_t n, Encoding& out) const {
   const size_t first = out.ids.size();
   if (n <= kMaxWordChars) {
     // UTF-8 of the word; pos[k] = byte where code point k starts.
@@ -110,7 +110,8 @@ void WordPieceTokenizer::encode_word(const TracedWord& word, Encoding& out) cons
     thread_local std::vector<size_t> pos;
     s.clear();
     pos.clear();
-    for (const auto& c : word) {
+    for (size_t k = 0; k < n; ++k) {
+      const TracedChar& c = word[k];
       pos.push_back(s.size());
       if (c.cp < 0x80) {
         s.push_back(static_cast<char>(c.cp));
@@ -146,7 +147,7 @@ void WordPieceTokenizer::encode_word(const TracedWord& word, Encoding& out) cons
   out.offsets.resize(first);
   out.ids.push_back(special_.unk);
   out.word_start.push_back(1);
-  out.offsets.emplace_back(word.front().begin, word.back().end);
+  out.offsets.emplace_back(word[0].begin, word[n - 1].end);
 }
 
 }  // namespace rpe

@@ -32,7 +32,7 @@ class WordPieceTokenizer : public Tokenizer {
   };
   using PieceMap = std::unordered_map<std::string, int32_t, Hash, std::equal_to<>>;
   void encode_segment(std::string_view text, int32_t base, Encoding& out) const;
-  void encode_word(const TracedWord& word, Encoding& out) const;
+  void encode_word(const TracedChar* word, size_t n, Encoding& out) const;
 
   BertBasicTokenizer basic_;
   std::vector<std::string> pieces_;

@@ -1,0 +1,198 @@
+// Shard writing (ShardBuilder) and memory-mapped reading (MappedShard); layout in shard.h.
+#include "data/shard.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "util/atomic_file.h"
+#include "util/errors.h"
+
+namespace rpe {
+namespace fs = std::filesystem;
+
+namespace {
+size_t pad8(size_t n) { return (n + 7) & ~size_t{7}; }
+
+struct Header {
+  char magic[8];
+  uint32_t version, id_bytes;
+  uint64_t vocab_size, tokens, sentences, documents, words, reserved;
+};
+static_assert(sizeof(Header) == kShardHeaderBytes);
+
+// Byte size of a shard with these counts (header + padded sections).
+uint64_t shard_bytes(uint32_t id_bytes, uint64_t n, uint64_t s, uint64_t d) {
+  return kShardHeaderBytes + pad8(n * id_bytes) + pad8((n + 7) / 8) + 8 * s + 8 * d;
+}
+}  // namespace
+
+void ShardBuilder::add_document(const std::vector<Encoding>& sentences) {
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> starts;
+  std::vector<int64_t> lengths;
+  for (const auto& e : sentences) {
+    ids.insert(ids.end(), e.ids.begin(), e.ids.end());
+    starts.insert(starts.end(), e.word_start.begin(), e.word_start.end());
+    lengths.push_back(static_cast<int64_t>(e.ids.size()));
+  }
+  add_document(ids.data(), starts.data(), lengths);
+}
+
+void ShardBuilder::add_document(const int32_t* ids, const uint8_t* word_start,
+                                const std::vector<int64_t>& sentence_lengths) {
+  int64_t total = 0;
+  for (const auto len : sentence_lengths) total += len;
+  if (total == 0) return;
+  uint64_t end = static_cast<uint64_t>(tokens());
+  for (const auto len : sentence_lengths) {
+    if (len == 0) continue;
+    end += static_cast<uint64_t>(len);
+    sentence_ends_.push_back(end);
+  }
+  for (int64_t i = 0; i < total; ++i) {
+    const int64_t pos = tokens();
+    if ((pos & 7) == 0) word_bits_.push_back(0);
+    if (word_start[i]) {
+      word_bits_.back() |= static_cast<uint8_t>(1u << (pos & 7));
+      ++words_;
+    }
+    ids_.push_back(static_cast<uint32_t>(ids[i]));
+  }
+  document_ends_.push_back(sentence_ends_.size());
+}
+
+TokenStream ShardBuilder::view() const {
+  TokenStream s;
+  s.ids = ids_.data();
+  s.id_bytes = 4;
+  s.word_bits = word_bits_.data();
+  s.sentence_ends = sentence_ends_.data();
+  s.document_ends = document_ends_.data();
+  s.tokens = tokens();
+  s.sentences = static_cast<int64_t>(sentence_ends_.size());
+  s.documents = documents();
+  return s;
+}
+
+void ShardBuilder::clear() {
+  ids_.clear();
+  word_bits_.clear();
+  sentence_ends_.clear();
+  document_ends_.clear();
+  words_ = 0;
+}
+
+uint64_t ShardBuilder::write(const fs::path& file, int64_t vocab_size) const {
+  Header h{};
+  std::memcpy(h.magic, kShardMagic, 8);
+  h.version = kShardVersion;
+  h.id_bytes = vocab_size <= 65536 ? 2 : 4;
+  h.vocab_size = static_cast<uint64_t>(vocab_size);
+  h.tokens = ids_.size();
+  h.sentences = sentence_ends_.size();
+  h.documents = document_ends_.size();
+  h.words = static_cast<uint64_t>(words_);
+  const char zeros[8] = {};
+  write_atomic_with(file, [&](const fs::path& tmp) {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(&h), sizeof h);
+    if (h.id_bytes == 2) {
+      std::vector<uint16_t> narrow(ids_.begin(), ids_.end());
+      out.write(reinterpret_cast<const char*>(narrow.data()), static_cast<std::streamsize>(narrow.size() * 2));
+    } else {
+      out.write(reinterpret_cast<const char*>(ids_.data()), static_cast<std::streamsize>(ids_.size() * 4));
+    }
+    const size_t id_len = ids_.size() * h.id_bytes;
+    out.write(zeros, static_cast<std::streamsize>(pad8(id_len) - id_len));
+    out.write(reinterpret_cast<const char*>(word_bits_.data()), static_cast<std::streamsize>(word_bits_.size()));
+    out.write(zeros, static_cast<std::streamsize>(pad8(word_bits_.size()) - word_bits_.size()));
+    out.write(reinterpret_cast<const char*>(sentence_ends_.data()),
+              static_cast<std::streamsize>(sentence_ends_.size() * 8));
+    out.write(reinterpret_cast<const char*>(document_ends_.data()),
+              static_cast<std::streamsize>(document_ends_.size() * 8));
+    if (!out.flush()) throw UserError(file.string() + ": cannot write shard");
+  });
+  return shard_bytes(h.id_bytes, h.tokens, h.sentences, h.documents);
+}
+
+MappedShard::MappedShard(const fs::path& file) : file_(file) {
+  const std::string name = file.string();
+  const int fd = ::open(name.c_str(), O_RDONLY);
+  if (fd < 0) throw UserError(name + ": cannot open shard (" + std::strerror(errno) + ")");
+  struct stat st {};
+  ::fstat(fd, &st);
+  bytes_ = static_cast<size_t>(st.st_size);
+  if (bytes_ < kShardHeaderBytes) {
+    ::close(fd);
+    throw UserError(name + ": truncated shard (" + std::to_string(bytes_) + " bytes, the header alone needs 64)");
+  }
+  map_ = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map_ == MAP_FAILED) {
+    map_ = nullptr;
+    throw UserError(name + ": cannot memory-map shard");
+  }
+  auto fail = [&](const std::string& what) {
+    ::munmap(map_, bytes_);
+    map_ = nullptr;
+    throw UserError(name + ": " + what);
+  };
+  Header h;
+  std::memcpy(&h, map_, sizeof h);
+  if (std::memcmp(h.magic, kShardMagic, 8) != 0) fail("not an rpe-train shard (bad magic)");
+  if (h.version != kShardVersion)
+    fail("shard format version " + std::to_string(h.version) + ", this build reads version " +
+         std::to_string(kShardVersion) + " (rerun prepare-data)");
+  if (h.id_bytes != 2 && h.id_bytes != 4) fail("bad id size " + std::to_string(h.id_bytes) + " in shard header");
+  if (h.tokens > (uint64_t{1} << 40) || h.sentences > h.tokens || h.documents > h.sentences)
+    fail("corrupt shard header (impossible counts)");
+  const uint64_t expected = shard_bytes(h.id_bytes, h.tokens, h.sentences, h.documents);
+  if (expected != bytes_)
+    fail("truncated or corrupt shard: header implies " + std::to_string(expected) + " bytes, file has " +
+         std::to_string(bytes_));
+  const auto* base = static_cast<const uint8_t*>(map_);
+  size_t at = kShardHeaderBytes;
+  stream_.ids = base + at;
+  stream_.id_bytes = h.id_bytes;
+  at += pad8(h.tokens * h.id_bytes);
+  stream_.word_bits = base + at;
+  at += pad8((h.tokens + 7) / 8);
+  stream_.sentence_ends = reinterpret_cast<const uint64_t*>(base + at);
+  at += 8 * h.sentences;
+  stream_.document_ends = reinterpret_cast<const uint64_t*>(base + at);
+  stream_.tokens = static_cast<int64_t>(h.tokens);
+  stream_.sentences = static_cast<int64_t>(h.sentences);
+  stream_.documents = static_cast<int64_t>(h.documents);
+  vocab_size_ = static_cast<int64_t>(h.vocab_size);
+  words_ = static_cast<int64_t>(h.words);
+  // Boundaries must increase and end at the totals, or packing would read out of range.
+  uint64_t prev = 0;
+  for (int64_t s = 0; s < stream_.sentences; ++s) {
+    if (stream_.sentence_ends[s] <= prev) fail("corrupt shard: sentence ends do not increase");
+    prev = stream_.sentence_ends[s];
+  }
+  if (stream_.sentences > 0 && prev != h.tokens) fail("corrupt shard: sentences do not cover the tokens");
+  prev = 0;
+  for (int64_t d = 0; d < stream_.documents; ++d) {
+    if (stream_.document_ends[d] <= prev) fail("corrupt shard: document ends do not increase");
+    prev = stream_.document_ends[d];
+  }
+  if (stream_.documents > 0 && prev != h.sentences) fail("corrupt shard: documents do not cover the sentences");
+  if (h.tokens > 0 && (stream_.sentences == 0 || stream_.documents == 0)) fail("corrupt shard: no document index");
+  for (int64_t i = 0; i < stream_.tokens; ++i)
+    if (stream_.id(i) < 0 || stream_.id(i) >= vocab_size_) {
+      fail("corrupt shard: token " + std::to_string(i) + " has id " + std::to_string(stream_.id(i)) +
+           " outside the vocabulary (" + std::to_string(vocab_size_) + ")");
+    }
+}
+
+MappedShard::~MappedShard() {
+  if (map_) ::munmap(map_, bytes_);
+}
+
+}  // namespace rpe

@@ -1,0 +1,95 @@
+// Token shards: the versioned, memory-mapped on-disk form of a tokenized corpus that
+// prepare-data writes and training reads. Little-endian layout, version 1:
+//
+//   offset  bytes  field
+//        0      8  magic "RPESHARD"
+//        8      4  version (1)
+//       12      4  id_bytes: 2 (uint16 ids, vocabularies up to 65,536) or 4 (uint32)
+//       16      8  vocab_size of the tokenizer that wrote it
+//       24      8  tokens N
+//       32      8  sentences S
+//       40      8  documents D
+//       48      8  words W (tokens that start a word)
+//       56      8  reserved (0)
+//       64         ids [N] x id_bytes                       (zero-padded to a multiple of 8)
+//                  word_start bits [ceil(N/8)], bit i%8 of byte i/8 is token i (padded to 8)
+//                  sentence_ends [S] uint64: token index one past each sentence
+//                  document_ends [D] uint64: sentence index one past each document
+//
+// A file whose size differs from the one the header implies is rejected as truncated.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer.h"
+
+namespace rpe {
+
+inline constexpr char kShardMagic[8] = {'R', 'P', 'E', 'S', 'H', 'A', 'R', 'D'};
+inline constexpr uint32_t kShardVersion = 1;
+inline constexpr size_t kShardHeaderBytes = 64;
+
+// Read-only view of a tokenized stream (an open shard or an in-memory builder).
+struct TokenStream {
+  const void* ids = nullptr;
+  uint32_t id_bytes = 4;
+  const uint8_t* word_bits = nullptr;
+  const uint64_t* sentence_ends = nullptr;
+  const uint64_t* document_ends = nullptr;
+  int64_t tokens = 0, sentences = 0, documents = 0;
+
+  int32_t id(int64_t i) const {
+    return id_bytes == 2 ? static_cast<const uint16_t*>(ids)[i] : static_cast<int32_t>(static_cast<const uint32_t*>(ids)[i]);
+  }
+  bool word_start(int64_t i) const { return (word_bits[i >> 3] >> (i & 7)) & 1; }
+  int64_t sentence_begin(int64_t s) const { return s == 0 ? 0 : static_cast<int64_t>(sentence_ends[s - 1]); }
+  int64_t document_begin(int64_t d) const { return d == 0 ? 0 : static_cast<int64_t>(document_ends[d - 1]); }
+};
+
+// Accumulates documents in memory; writes them as one shard file.
+class ShardBuilder {
+ public:
+  // Adds one document from its sentences' encodings (empty sentences are dropped; a
+  // document with no tokens at all is dropped).
+  void add_document(const std::vector<Encoding>& sentences);
+  // Adds one document from flat ids/word starts and per-sentence token counts.
+  void add_document(const int32_t* ids, const uint8_t* word_start, const std::vector<int64_t>& sentence_lengths);
+  int64_t tokens() const { return static_cast<int64_t>(ids_.size()); }
+  int64_t documents() const { return static_cast<int64_t>(document_ends_.size()); }
+  int64_t words() const { return words_; }
+  TokenStream view() const;
+  // Writes the shard atomically; returns its size in bytes.
+  uint64_t write(const std::filesystem::path& file, int64_t vocab_size) const;
+  void clear();
+
+ private:
+  std::vector<uint32_t> ids_;
+  std::vector<uint8_t> word_bits_;
+  std::vector<uint64_t> sentence_ends_, document_ends_;
+  int64_t words_ = 0;
+};
+
+// A shard file mapped into memory (read-only). Opening validates magic, version, id size
+// and the file size; a problem is a UserError naming the file.
+class MappedShard {
+ public:
+  explicit MappedShard(const std::filesystem::path& file);
+  ~MappedShard();
+  MappedShard(const MappedShard&) = delete;
+  MappedShard& operator=(const MappedShard&) = delete;
+  const TokenStream& stream() const { return stream_; }
+  int64_t vocab_size() const { return vocab_size_; }
+  int64_t words() const { return words_; }
+  const std::filesystem::path& file() const { return file_; }
+
+ private:
+  std::filesystem::path file_;
+  void* map_ = nullptr;
+  size_t bytes_ = 0;
+  TokenStream stream_;
+  int64_t vocab_size_ = 0, words_ = 0;
+};
+
+}  // namespace rpe

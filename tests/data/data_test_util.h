@@ -1,0 +1,63 @@
+// Helpers for the data tests: temporary folders, small files, a tiny WordPiece vocabulary.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace rpe::test {
+
+// A fresh, empty folder under the system temp dir, named after the running test.
+inline std::filesystem::path temp_dir(const std::string& tag = "") {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  auto dir = std::filesystem::temp_directory_path() /
+             ("rpe_" + std::string(info->test_suite_name()) + "_" + info->name() + tag);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+inline void write_text(const std::filesystem::path& file, const std::string& text) {
+  std::ofstream(file, std::ios::binary) << text;
+}
+
+// Vocabulary: specials at 0..4, then single letters, their "##" forms and a few words.
+inline std::vector<std::string> tiny_vocab_lines() {
+  std::vector<std::string> v = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  for (char c = 'a'; c <= 'z'; ++c) v.push_back(std::string(1, c));
+  for (char c = 'a'; c <= 'z'; ++c) v.push_back("##" + std::string(1, c));
+  for (const char* w : {"the", "cat", "dog", "runs", "un", "##aff", "##able", "hello", "world", ",", ".", "!",
+                        "##ing", "play", "é", "你", "好"})
+    v.push_back(w);
+  return v;
+}
+
+inline std::filesystem::path write_tiny_vocab(const std::filesystem::path& dir) {
+  std::string text;
+  for (const auto& l : tiny_vocab_lines()) text += l + "\n";
+  write_text(dir / "vocab.txt", text);
+  return dir / "vocab.txt";
+}
+
+// Random English-like text: `docs` documents of a few sentences of lowercase words.
+inline std::string random_corpus(int docs, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::vector<std::string> words = {"the", "cat", "dog", "runs", "unaffable", "hello", "world", "playing",
+                                          "zebra", "quixotic", "abc", "x"};
+  std::string text;
+  for (int d = 0; d < docs; ++d) {
+    const int sentences = 1 + static_cast<int>(rng() % 6);
+    for (int s = 0; s < sentences; ++s) {
+      const int n = 1 + static_cast<int>(rng() % 30);
+      for (int w = 0; w < n; ++w) text += (w ? " " : "") + words[rng() % words.size()];
+      text += rng() % 2 ? " .\n" : "!\n";
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+}  // namespace rpe::test
