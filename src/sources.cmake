@@ -12,10 +12,14 @@ set(RPE_CORE_SOURCES
   # data: corpus -> tokenizer -> packed sequences -> masked batches
   src/data/corpus.cpp
   src/data/sp_tokenizer.cpp
+  src/data/bert_basic_tokenizer.cpp
+  src/data/wordpiece_tokenizer.cpp
   src/data/tokenizer_factory.cpp
+  src/data/shard.cpp
   src/data/packing.cpp
   src/data/masking.cpp
   src/data/mlm_dataset.cpp
+  src/data/prepare.cpp
   # model: position methods behind one interface, attention core, encoder, BERT
   src/model/attention/position_method.cpp
   src/model/attention/registry.cpp
@@ -36,4 +40,7 @@ set(RPE_CLI_SOURCES
   src/cli/cmd_version.cpp
   src/cli/cmd_dump_config.cpp
   src/cli/cmd_pretrain.cpp
+  src/cli/cmd_tokenize.cpp
+  src/cli/cmd_prepare_data.cpp
+  src/cli/cmd_train_tokenizer.cpp
 )

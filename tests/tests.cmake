@@ -4,6 +4,9 @@ set(RPE_TEST_SOURCES
   tests/test_main.cpp
   tests/config/test_config.cpp
   tests/data/test_masking.cpp
+  tests/data/test_wordpiece.cpp
+  tests/data/test_shards.cpp
+  tests/data/test_loader.cpp
   tests/model/test_model.cpp
   tests/model/attention/test_m4.cpp
   tests/train/test_training.cpp
@@ -19,3 +22,17 @@ gtest_discover_tests(rpe_tests DISCOVERY_TIMEOUT 120 PROPERTIES TIMEOUT 900)
 
 # The CLI's exit codes and messages, end to end.
 add_test(NAME cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_cli_errors.sh $<TARGET_FILE:rpe-train>)
+
+# WordPiece parity with HF BertTokenizer on real text (skips, code 77, without transformers or ../shared/data).
+if(EXISTS "${CMAKE_SOURCE_DIR}/.venv/bin/python")
+  set(RPE_TEST_PYTHON "${CMAKE_SOURCE_DIR}/.venv/bin/python")
+else()
+  set(RPE_TEST_PYTHON python3)
+endif()
+add_test(NAME wordpiece_parity COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/data/wordpiece_parity.py
+         $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/../shared/data)
+set_tests_properties(wordpiece_parity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+# prepare-data / train-tokenizer / tokenize end to end: summaries, no-op reruns, exit code 2 on bad input.
+add_test(NAME data_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/data/test_data_cli.sh $<TARGET_FILE:rpe-train>
+         ${CMAKE_SOURCE_DIR})
+set_tests_properties(data_cli PROPERTIES TIMEOUT 300)

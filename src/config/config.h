@@ -87,6 +87,9 @@ struct DataOptions {
   bool whole_word = true;                // select whole words (false = single tokens)
   double mask_token_prob = 0.8;          // of the selected: replaced by [MASK]
   double random_token_prob = 0.1;        // of the selected: replaced by a random token
+  std::string shards;                    // folder of prepare-data shards to train from; empty = read text
+  int64_t shard_tokens = 67108864;       // prepare-data: tokens per shard file (2^26)
+  int64_t prefetch = 2;                  // batches the loader's background thread prepares ahead; 0 = none
 
   template <class V> void visit(V& v) {
     v("train_files", train_files, kRequired);
@@ -102,6 +105,9 @@ struct DataOptions {
     v("whole_word", whole_word);
     v("mask_token_prob", mask_token_prob);
     v("random_token_prob", random_token_prob);
+    v("shards", shards);
+    v("shard_tokens", shard_tokens);
+    v("prefetch", prefetch);
   }
 };
 

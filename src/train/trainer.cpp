@@ -6,6 +6,7 @@
 
 #include "data/corpus.h"
 #include "data/mlm_dataset.h"
+#include "data/prepare.h"
 #include "model/bert.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
@@ -28,6 +29,16 @@ struct Corpus {
 // Reads the corpus and packs it; held-out documents come from data.valid_files or, if
 // none are given, from every (1/valid_fraction)-th document of the training files.
 Corpus build_corpus(const DataOptions& d, const Tokenizer& tok) {
+  const bool cross = d.packing == "full_sentences";
+  if (!d.shards.empty()) {  // prepared by rpe-train prepare-data: memory-mapped shards
+    const PreparedShards shards = open_prepared(d.shards, tok);
+    Corpus c;
+    c.train = std::make_shared<PackedSequences>(
+        pack_streams(PreparedShards::streams(shards.train), tok.special(), d.max_seq_len, cross));
+    c.valid = std::make_shared<PackedSequences>(
+        pack_streams(PreparedShards::streams(shards.valid), tok.special(), d.max_seq_len, cross));
+    return c;
+  }
   std::vector<Document> train_docs, valid_docs;
   for (const auto& f : d.train_files) {
     auto docs = read_documents(f);
@@ -44,7 +55,6 @@ Corpus build_corpus(const DataOptions& d, const Tokenizer& tok) {
       (i % every == every - 1 ? valid_docs : kept).push_back(std::move(train_docs[i]));
     train_docs = std::move(kept);
   }
-  const bool cross = d.packing == "full_sentences";
   Corpus c;
   c.train = std::make_shared<PackedSequences>(pack_documents(train_docs, tok, d.max_seq_len, cross));
   c.valid = std::make_shared<PackedSequences>(pack_documents(valid_docs, tok, d.max_seq_len, cross));
@@ -146,7 +156,7 @@ PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resu
 
   const int64_t micro_batch = t.batch_size / t.grad_accum;
   MlmLoader loader(corpus.train, *tokenizer, MaskingOptions::from(cfg.data), micro_batch,
-                   static_cast<uint64_t>(t.seed), /*shuffle=*/true);
+                   static_cast<uint64_t>(t.seed), /*shuffle=*/true, /*rank=*/0, /*world=*/1, cfg.data.prefetch);
   loader.restore(state.cursor);
   MetricsWriter metrics(run_dir / "metrics.jsonl");
   model->train();

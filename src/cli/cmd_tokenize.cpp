@@ -1,0 +1,62 @@
+// rpe-train tokenize: encodes stdin line by line with the configured tokenizer and prints
+// one JSON object per line: {"ids", "pieces", "word_start", "offsets" ([begin, end) bytes)}.
+// Used by the tokenizer parity test and for inspecting what the model sees.
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "data/tokenizer.h"
+#include "util/errors.h"
+
+namespace rpe::cli {
+
+namespace {
+struct TokenizeArgs {
+  std::string config, tokenizer = "wordpiece", model;
+  std::vector<std::string> sets;
+  bool cased = false;
+};
+
+int run_tokenize(const TokenizeArgs& a) {
+  DataOptions d;
+  if (!a.config.empty()) {
+    d = load_config(a.config, a.sets).data;
+  } else {
+    if (a.model.empty()) throw UserError("tokenize: give --config or --model (vocab.txt or .model file)");
+    d.tokenizer = a.tokenizer;
+    d.tokenizer_model = a.model;
+    d.lowercase = !a.cased;
+  }
+  if (d.tokenizer_model.empty()) throw UserError("tokenize: data.tokenizer_model is empty (nothing to load)");
+  const auto tok = make_tokenizer(d, d.tokenizer_model);
+  std::ios::sync_with_stdio(false);
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    const Encoding e = tok->encode(line);
+    nlohmann::json j;
+    j["ids"] = e.ids;
+    std::vector<std::string> pieces;
+    for (const auto id : e.ids) pieces.push_back(tok->piece(id));
+    j["pieces"] = pieces;
+    j["word_start"] = e.word_start;
+    j["offsets"] = e.offsets;
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+  }
+  return 0;
+}
+}  // namespace
+
+void add_tokenize(CLI::App& app, Runner& run) {
+  auto* cmd = app.add_subcommand("tokenize", "Encode stdin lines; print ids, pieces, word starts, offsets as JSON");
+  auto a = std::make_shared<TokenizeArgs>();
+  cmd->add_option("--config", a->config, "Experiment YAML file (its data.tokenizer* keys are used)");
+  cmd->add_option("--set", a->sets, "Override a key: a.b.c=value (repeatable)");
+  cmd->add_option("--tokenizer", a->tokenizer, "Without --config: wordpiece or sentencepiece");
+  cmd->add_option("--model", a->model, "Without --config: vocab.txt (wordpiece) or .model (sentencepiece)");
+  cmd->add_flag("--cased", a->cased, "Without --config: keep case and accents (cased vocabularies)");
+  cmd->callback([&run, a] { run = [a] { return run_tokenize(*a); }; });
+}
+
+}  // namespace rpe::cli

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# End-to-end checks of the data subcommands: prepare-data prints a summary and is a no-op
+# on a rerun; tokenize and train-tokenizer work; bad input (non-UTF-8, empty file, missing
+# vocabulary, truncated or foreign shard) gives a one-line error naming the file, exit 2;
+# pretraining reads prepared shards.
+# Usage: test_data_cli.sh RPE_TRAIN_BINARY SOURCE_DIR
+set -u
+BIN=$1
+SRC=$2
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# A tiny vocabulary and a small corpus of our own.
+{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for c in {a..z}; do echo "$c"; done;
+  for c in {a..z}; do echo "##$c"; done; printf 'the\ncat\n.\n'; } > "$T/vocab.txt"
+for d in $(seq 1 60); do
+  for s in 1 2 3; do echo "the cat number $d sat on mat $s and looked at the dog ."; done
+  echo
+done > "$T/corpus.txt"
+cat > "$T/cfg.yaml" <<YAML
+extends: [$SRC/configs/model/tiny.yaml, $SRC/configs/attention/absolute.yaml]
+data:
+  train_files: [$T/corpus.txt]
+  tokenizer: wordpiece
+  tokenizer_model: $T/vocab.txt
+  valid_fraction: 0.1
+  max_seq_len: 32
+  shards: $T/shards
+train:
+  batch_size: 4
+  max_steps: 2
+  warmup_steps: 1
+  log_every: 1
+  eval_batches: 1
+  device: cpu
+run:
+  root: $T/runs
+YAML
+
+# expect_error NAME EXPECTED_TEXT CMD... : exit code 2 and exactly one "error:" line on stderr, containing
+# the text (pretrain logs a few [run] lines before it fails).
+expect_error() {
+  local name=$1 text=$2
+  shift 2
+  "$@" > "$T/out" 2> "$T/err"
+  local rc=$?
+  local lines
+  lines=$(grep -c '^error: ' "$T/err")
+  if [[ $rc -ne 2 ]]; then fail "$name: exit code $rc, expected 2 ($(cat "$T/err"))"; fi
+  if ! grep '^error: ' "$T/err" | grep -qF -- "$text"; then fail "$name: no error line with '$text': $(cat "$T/err")"; fi
+  if [[ $lines -ne 1 ]]; then fail "$name: $lines error lines on stderr"; fi
+}
+
+out=$("$BIN" prepare-data --config "$T/cfg.yaml" 2>/dev/null) || fail "prepare-data failed"
+echo "$out"
+[[ $out == *"60 documents (54 train, 6 valid)"* ]] || fail "prepare-data summary: $out"
+[[ $out == *"MB/s"* ]] || fail "no MB/s in the summary"
+ls "$T"/shards/train-00000.shard "$T"/shards/valid-00000.shard "$T"/shards/manifest.json > /dev/null || fail "no shards"
+again=$("$BIN" prepare-data --config "$T/cfg.yaml" 2>/dev/null)
+[[ $again == *"up to date"* ]] || fail "rerun was not a no-op: $again"
+
+tok=$(echo "The cat." | "$BIN" tokenize --config "$T/cfg.yaml")
+[[ $tok == '{"ids":[57,58,59],"offsets":[[0,3],[4,7],[7,8]],"pieces":["the","cat","."],"word_start":[1,1,1]}' ]] ||
+  fail "tokenize printed $tok"
+
+"$BIN" pretrain --config "$T/cfg.yaml" > "$T/pretrain.log" 2>&1 || fail "pretrain from shards: $(tail -3 "$T/pretrain.log")"
+grep -q "held-out MLM loss" "$T/pretrain.log" || fail "pretrain from shards printed no result"
+
+# SentencePiece: train a model, then prepare shards with it.
+"$BIN" train-tokenizer --config "$T/cfg.yaml" --set data.tokenizer=sentencepiece --set data.tokenizer_vocab_size=60 \
+  --out "$T/sp.model" > /dev/null 2>&1 || fail "train-tokenizer failed"
+[[ -s $T/sp.model ]] || fail "no sentencepiece model written"
+"$BIN" prepare-data --config "$T/cfg.yaml" --set data.tokenizer=sentencepiece --set data.tokenizer_model="$T/sp.model" \
+  --out "$T/sp_shards" > /dev/null 2>&1 || fail "prepare-data with sentencepiece failed"
+
+# Bad input.
+printf 'good line\n\xff\xfe bad bytes\n' > "$T/bad.txt"
+expect_error non_utf8 "$T/bad.txt: invalid UTF-8 at byte offset 10" \
+  "$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/bad.txt" --out "$T/x"
+: > "$T/empty.txt"
+expect_error empty "$T/empty.txt: file is empty" \
+  "$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/empty.txt" --out "$T/x"
+expect_error missing_vocab "$T/nope.txt: wordpiece vocabulary not found" \
+  "$BIN" prepare-data --config "$T/cfg.yaml" --set data.tokenizer_model="$T/nope.txt" --out "$T/x"
+cp -r "$T/shards" "$T/cut"
+truncate -s -3 "$T/cut/train-00000.shard"
+expect_error truncated_shard "$T/cut/train-00000.shard: truncated or corrupt shard" \
+  "$BIN" pretrain --config "$T/cfg.yaml" --set data.shards="$T/cut" --run-dir "$T/r1"
+cp -r "$T/shards" "$T/foreign"
+printf 'NOTASHRD' | dd of="$T/foreign/valid-00000.shard" conv=notrunc status=none
+expect_error foreign_shard "$T/foreign/valid-00000.shard: not an rpe-train shard (bad magic)" \
+  "$BIN" pretrain --config "$T/cfg.yaml" --set data.shards="$T/foreign" --run-dir "$T/r2"
+expect_error sp_tokenizer_mismatch "made with the sentencepiece tokenizer, the config uses wordpiece" \
+  "$BIN" pretrain --config "$T/cfg.yaml" --set data.shards="$T/sp_shards" --run-dir "$T/r3"
+
+if [[ $fails -ne 0 ]]; then echo "$fails check(s) failed"; exit 1; fi
+echo "all data CLI checks passed"
