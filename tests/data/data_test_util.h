@@ -1,6 +1,7 @@
 // Helpers for the data tests: temporary folders, small files, a tiny WordPiece vocabulary.
 #pragma once
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -10,12 +11,26 @@
 
 namespace rpe::test {
 
+// Deletes a folder tree with POSIX calls: the std::filesystem::remove_all that LibTorch's
+// libtorch.so exports crashes (null call) when the tests link against it.
+inline void remove_tree(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return;
+  std::vector<std::filesystem::path> entries;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) entries.push_back(e.path());
+  for (const auto& p : entries) {
+    if (std::filesystem::is_directory(std::filesystem::symlink_status(p, ec))) remove_tree(p);
+    else ::unlink(p.c_str());
+  }
+  ::rmdir(dir.c_str());
+}
+
 // A fresh, empty folder under the system temp dir, named after the running test.
 inline std::filesystem::path temp_dir(const std::string& tag = "") {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   auto dir = std::filesystem::temp_directory_path() /
              ("rpe_" + std::string(info->test_suite_name()) + "_" + info->name() + tag);
-  std::filesystem::remove_all(dir);
+  remove_tree(dir);
   std::filesystem::create_directories(dir);
   return dir;
 }
