@@ -12,5 +12,7 @@ using Runner = std::function<int()>;
 int print_version();
 void add_dump_config(CLI::App& app, Runner& run);
 void add_pretrain(CLI::App& app, Runner& run);
+void add_import_hf(CLI::App& app, Runner& run);
+void add_export_hf(CLI::App& app, Runner& run);
 
 }  // namespace rpe::cli
