@@ -33,6 +33,11 @@ set(RPE_CORE_SOURCES
   src/train/checkpoint.cpp
   src/train/metrics.cpp
   src/train/trainer.cpp
+  # interop: Hugging Face BERT (safetensors, config and name mapping), method swap
+  src/interop/safetensors.cpp
+  src/interop/model_file.cpp
+  src/interop/hf_bert.cpp
+  src/interop/method_swap.cpp
 )
 
 set(RPE_CLI_SOURCES
@@ -40,7 +45,12 @@ set(RPE_CLI_SOURCES
   src/cli/cmd_version.cpp
   src/cli/cmd_dump_config.cpp
   src/cli/cmd_pretrain.cpp
+<<<<<<< HEAD
   src/cli/cmd_tokenize.cpp
   src/cli/cmd_prepare_data.cpp
   src/cli/cmd_train_tokenizer.cpp
+=======
+  src/cli/cmd_import_hf.cpp
+  src/cli/cmd_export_hf.cpp
+>>>>>>> refs/heads/hf
 )

@@ -11,6 +11,9 @@ set(RPE_TEST_SOURCES
   tests/model/attention/test_m4.cpp
   tests/train/test_training.cpp
   tests/train/test_pretrain_smoke.cpp
+  tests/interop/test_safetensors.cpp
+  tests/interop/test_hf_bert.cpp
+  tests/interop/test_method_swap.cpp
 )
 add_executable(rpe_tests ${RPE_TEST_SOURCES})
 target_link_libraries(rpe_tests PRIVATE rpe_core GTest::gtest)
@@ -24,6 +27,7 @@ gtest_discover_tests(rpe_tests DISCOVERY_TIMEOUT 120 PROPERTIES TIMEOUT 900)
 # The CLI's exit codes and messages, end to end.
 add_test(NAME cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_cli_errors.sh $<TARGET_FILE:rpe-train>)
 
+<<<<<<< HEAD
 # WordPiece parity with HF BertTokenizer on real text (skips, code 77, without transformers or ../shared/data).
 if(EXISTS "${CMAKE_SOURCE_DIR}/.venv/bin/python")
   set(RPE_TEST_PYTHON "${CMAKE_SOURCE_DIR}/.venv/bin/python")
@@ -37,3 +41,22 @@ set_tests_properties(wordpiece_parity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
 add_test(NAME data_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/data/test_data_cli.sh $<TARGET_FILE:rpe-train>
          ${CMAKE_SOURCE_DIR})
 set_tests_properties(data_cli PROPERTIES TIMEOUT 300)
+=======
+# Hugging Face interop: parity of MLM logits with transformers 4.x (skipped, exit 77, when
+# transformers is not installed: pip install 'transformers>=4.40,<5') and the CLI's errors.
+add_executable(hf_probe tests/interop/hf_probe.cpp)
+target_link_libraries(hf_probe PRIVATE rpe_core)
+if(EXISTS "${CMAKE_SOURCE_DIR}/.venv/bin/python")
+  set(RPE_TEST_PYTHON "${CMAKE_SOURCE_DIR}/.venv/bin/python")
+else()
+  find_package(Python3 COMPONENTS Interpreter)
+  set(RPE_TEST_PYTHON "${Python3_EXECUTABLE}")
+endif()
+if(RPE_TEST_PYTHON)
+  add_test(NAME hf_parity COMMAND "${RPE_TEST_PYTHON}" ${CMAKE_SOURCE_DIR}/tests/interop/hf_parity.py
+           --rpe-train $<TARGET_FILE:rpe-train> --probe $<TARGET_FILE:hf_probe> --workdir ${CMAKE_BINARY_DIR}/hf_parity)
+  set_tests_properties(hf_parity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()
+add_test(NAME hf_cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/interop/test_hf_cli_errors.sh
+         $<TARGET_FILE:rpe-train> $<TARGET_FILE:hf_probe>)
+>>>>>>> refs/heads/hf

@@ -239,6 +239,8 @@ void validate(const Config& cfg) {
   if (t.clip_norm < 0.0) cfg.fail("train.clip_norm", "must be >= 0 (0 = off)");
   if (t.eval_every < 0 || t.save_every < 0) cfg.fail("train.eval_every", "eval_every/save_every must be >= 0");
   if (t.threads < 0) cfg.fail("train.threads", "must be >= 0");
+  if (cfg.init.new_position_params != "identity" && cfg.init.new_position_params != "random")
+    cfg.fail("init.new_position_params", "must be identity or random, got '" + cfg.init.new_position_params + "'");
   if (cfg.run.name.empty() || cfg.run.name.find('/') != std::string::npos)
     cfg.fail("run.name", "must be a non-empty name without '/'");
 }
