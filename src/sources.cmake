@@ -45,12 +45,9 @@ set(RPE_CLI_SOURCES
   src/cli/cmd_version.cpp
   src/cli/cmd_dump_config.cpp
   src/cli/cmd_pretrain.cpp
-<<<<<<< HEAD
   src/cli/cmd_tokenize.cpp
   src/cli/cmd_prepare_data.cpp
   src/cli/cmd_train_tokenizer.cpp
-=======
   src/cli/cmd_import_hf.cpp
   src/cli/cmd_export_hf.cpp
->>>>>>> refs/heads/hf
 )

@@ -27,7 +27,6 @@ gtest_discover_tests(rpe_tests DISCOVERY_TIMEOUT 120 PROPERTIES TIMEOUT 900)
 # The CLI's exit codes and messages, end to end.
 add_test(NAME cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_cli_errors.sh $<TARGET_FILE:rpe-train>)
 
-<<<<<<< HEAD
 # WordPiece parity with HF BertTokenizer on real text (skips, code 77, without transformers or ../shared/data).
 if(EXISTS "${CMAKE_SOURCE_DIR}/.venv/bin/python")
   set(RPE_TEST_PYTHON "${CMAKE_SOURCE_DIR}/.venv/bin/python")
@@ -41,7 +40,6 @@ set_tests_properties(wordpiece_parity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
 add_test(NAME data_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/data/test_data_cli.sh $<TARGET_FILE:rpe-train>
          ${CMAKE_SOURCE_DIR})
 set_tests_properties(data_cli PROPERTIES TIMEOUT 300)
-=======
 # Hugging Face interop: parity of MLM logits with transformers 4.x (skipped, exit 77, when
 # transformers is not installed: pip install 'transformers>=4.40,<5') and the CLI's errors.
 add_executable(hf_probe tests/interop/hf_probe.cpp)
@@ -59,4 +57,3 @@ if(RPE_TEST_PYTHON)
 endif()
 add_test(NAME hf_cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/interop/test_hf_cli_errors.sh
          $<TARGET_FILE:rpe-train> $<TARGET_FILE:hf_probe>)
->>>>>>> refs/heads/hf

@@ -12,13 +12,10 @@ using Runner = std::function<int()>;
 int print_version();
 void add_dump_config(CLI::App& app, Runner& run);
 void add_pretrain(CLI::App& app, Runner& run);
-<<<<<<< HEAD
 void add_tokenize(CLI::App& app, Runner& run);
 void add_prepare_data(CLI::App& app, Runner& run);
 void add_train_tokenizer(CLI::App& app, Runner& run);
-=======
 void add_import_hf(CLI::App& app, Runner& run);
 void add_export_hf(CLI::App& app, Runner& run);
->>>>>>> refs/heads/hf
 
 }  // namespace rpe::cli

@@ -17,14 +17,11 @@ int main(int argc, char** argv) {
   rpe::cli::Runner run;
   rpe::cli::add_pretrain(app, run);
   rpe::cli::add_dump_config(app, run);
-<<<<<<< HEAD
   rpe::cli::add_tokenize(app, run);
   rpe::cli::add_prepare_data(app, run);
   rpe::cli::add_train_tokenizer(app, run);
-=======
   rpe::cli::add_import_hf(app, run);
   rpe::cli::add_export_hf(app, run);
->>>>>>> refs/heads/hf
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
