@@ -7,6 +7,7 @@ set(RPE_TEST_SOURCES
   tests/model/test_model.cpp
   tests/model/attention/test_m4.cpp
   tests/train/test_training.cpp
+  tests/train/test_pretrain_smoke.cpp
   tests/eval/test_squad_metrics.cpp
   tests/eval/test_glue_metrics.cpp
   tests/eval/test_tables.cpp
