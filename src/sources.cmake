@@ -38,6 +38,17 @@ set(RPE_CORE_SOURCES
   src/interop/model_file.cpp
   src/interop/hf_bert.cpp
   src/interop/method_swap.cpp
+  # evaluation: official SQuAD/GLUE metrics, result lines, tables
+  src/eval/squad_metrics.cpp
+  src/eval/glue_metrics.cpp
+  src/eval/results.cpp
+  src/eval/tables.cpp
+  # fine-tuning: SQuAD/GLUE data -> heads -> loop -> post-processing -> metrics
+  src/finetune/squad_data.cpp
+  src/finetune/squad_postprocess.cpp
+  src/finetune/glue_data.cpp
+  src/finetune/heads.cpp
+  src/finetune/finetune.cpp
 )
 
 set(RPE_CLI_SOURCES
@@ -50,4 +61,7 @@ set(RPE_CLI_SOURCES
   src/cli/cmd_train_tokenizer.cpp
   src/cli/cmd_import_hf.cpp
   src/cli/cmd_export_hf.cpp
+  src/cli/cmd_finetune.cpp
+  src/cli/cmd_tables.cpp
+  src/cli/cmd_evaluate.cpp
 )

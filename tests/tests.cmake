@@ -14,6 +14,12 @@ set(RPE_TEST_SOURCES
   tests/interop/test_safetensors.cpp
   tests/interop/test_hf_bert.cpp
   tests/interop/test_method_swap.cpp
+  tests/eval/test_squad_metrics.cpp
+  tests/eval/test_glue_metrics.cpp
+  tests/eval/test_tables.cpp
+  tests/finetune/test_squad_data.cpp
+  tests/finetune/test_glue_data.cpp
+  tests/finetune/test_heads.cpp
 )
 add_executable(rpe_tests ${RPE_TEST_SOURCES})
 target_link_libraries(rpe_tests PRIVATE rpe_core GTest::gtest)
@@ -57,3 +63,10 @@ if(RPE_TEST_PYTHON)
 endif()
 add_test(NAME hf_cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/interop/test_hf_cli_errors.sh
          $<TARGET_FILE:rpe-train> $<TARGET_FILE:hf_probe>)
+# SQuAD scoring parity with an independent Python implementation of the official scripts,
+# and the tiny end-to-end run (pretrain -> SQuAD sample -> tables). Python: <repo>/.venv.
+add_test(NAME squad_reference_parity
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/eval/test_squad_parity.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/.venv/bin/python)
+add_test(NAME finetune_tiny_e2e
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/finetune/tiny_e2e.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/.venv/bin/python)
+set_tests_properties(squad_reference_parity finetune_tiny_e2e PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} TIMEOUT 600)
