@@ -1,5 +1,6 @@
 // Fine-tuning driver (see finetune.h).
 #include "finetune/finetune.h"
+#include "interop/method_swap.h"
 
 #include <nlohmann/json.hpp>
 
@@ -160,7 +161,15 @@ Prepared prepare(const FinetuneRequest& req) {
 // Builds the encoder, loads the pretrained weights and checks that the longest input fits
 // the position method (a learned absolute table refuses lengths beyond max_position).
 void load_encoder(BertModel& bert, const Prepared& p, int64_t longest) {
-  if (!p.rc.checkpoint.empty()) load_checkpoint(p.rc.checkpoint, *bert, nullptr);
+  // Through the method-swap loader: identical to a plain load when the methods agree, and
+  // the paper's section 4.4 recipe (new position parameters start neutral) when the
+  // fine-tuning config names another method than the pretrained run.
+  if (!p.rc.checkpoint.empty()) {
+    const SwapReport r = load_pretrained_encoder(*bert, p.rc.checkpoint, swap_options_from(p.rc.cfg.init));
+    if (!r.added.empty() || !r.dropped.empty())
+      log::info("finetune", "method swap: {} tensors loaded, {} added, {} dropped (probe max logit change {:.2e})",
+                r.loaded.size(), r.added.size(), r.dropped.size(), r.probe_max_diff);
+  }
   bert->position->input_embeddings(longest);
 }
 
