@@ -229,6 +229,17 @@ void validate(const Config& cfg) {
   if (t.clip_norm < 0.0) cfg.fail("train.clip_norm", "must be >= 0 (0 = off)");
   if (t.eval_every < 0 || t.save_every < 0) cfg.fail("train.eval_every", "eval_every/save_every must be >= 0");
   if (t.threads < 0) cfg.fail("train.threads", "must be >= 0");
+  positive("train.keep_checkpoints", t.keep_checkpoints);
+  positive("train.max_nonfinite_in_a_row", t.max_nonfinite_in_a_row);
+  if (t.optimizer != "adamw" && t.optimizer != "lamb")
+    cfg.fail("train.optimizer", "must be adamw or lamb, got '" + t.optimizer + "'");
+  if (t.schedule != "linear" && t.schedule != "cosine")
+    cfg.fail("train.schedule", "must be linear or cosine, got '" + t.schedule + "'");
+  probability("train.min_lr_ratio", t.min_lr_ratio);
+  if (t.precision != "fp32" && t.precision != "bf16")
+    cfg.fail("train.precision", "must be fp32 or bf16, got '" + t.precision + "'");
+  if (!(t.dist_timeout_s > 0.0)) cfg.fail("train.dist_timeout_s", "must be positive");
+  if (!(t.bucket_mb > 0.0)) cfg.fail("train.bucket_mb", "must be positive");
   if (cfg.run.name.empty() || cfg.run.name.find('/') != std::string::npos)
     cfg.fail("run.name", "must be a non-empty name without '/'");
 }
