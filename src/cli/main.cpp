@@ -1,5 +1,7 @@
 // rpe-train entry point: parses the command line and dispatches to one subcommand.
 // User errors (bad config, missing files, bad data) print one line and exit with 2.
+#include <c10/util/Exception.h>
+
 #include <iostream>
 
 #include "cli/commands.h"
