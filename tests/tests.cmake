@@ -70,3 +70,18 @@ add_test(NAME squad_reference_parity
 add_test(NAME finetune_tiny_e2e
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/finetune/tiny_e2e.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/.venv/bin/python)
 set_tests_properties(squad_reference_parity finetune_tiny_e2e PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} TIMEOUT 600)
+# Training at scale (optimizers, checkpoints, resume) and multi-process data parallelism; the
+# distributed test launches the rpe-train binary as 2 ranks.
+target_sources(rpe_tests PRIVATE
+  tests/train/tiny_run.cpp
+  tests/train/test_optim.cpp
+  tests/train/test_checkpoint.cpp
+  tests/train/test_resume.cpp
+  tests/dist/test_data_parallel.cpp
+)
+add_dependencies(rpe_tests rpe-train)
+target_compile_definitions(rpe_tests PRIVATE RPE_TRAIN_BINARY="$<TARGET_FILE:rpe-train>")
+# torchrun --no-python --nproc-per-node=2 on CPU against one process (skips without .venv/bin/torchrun).
+add_test(NAME dist_torchrun COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/test_torchrun.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
+# SIGKILL at random moments + --resume, repeatedly, ends bitwise equal to an uninterrupted run.
+add_test(NAME train_kill_resume COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_kill_resume.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
