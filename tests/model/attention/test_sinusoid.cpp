@@ -39,7 +39,8 @@ TEST(Sinusoid, MatchesNaiveEquation) {
     RefSpec spec;
     spec.positions = naive_table(L, 8);
     spec.score = [&](const Qkv& t, int64_t i, int64_t j) { return (t.q.select(2, i) * t.k.select(2, j)).sum(-1) / 2.0; };
-    expect_matches_reference(layer, L, spec, "sinusoid L=" + std::to_string(L));
+    // The module stores its table in fp32 (computed in fp64): agreement to fp32 rounding.
+    expect_matches_reference(layer, L, spec, "sinusoid L=" + std::to_string(L), 1e-6);
   }
 }
 
