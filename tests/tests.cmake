@@ -22,6 +22,7 @@ set(RPE_TEST_SOURCES
   tests/model/attention/test_fused.cpp
   tests/model/attention/test_parameters.cpp
   tests/train/test_training.cpp
+  tests/train/test_pretrain_smoke.cpp
 )
 add_executable(rpe_tests ${RPE_TEST_SOURCES})
 target_link_libraries(rpe_tests PRIVATE rpe_core GTest::gtest)

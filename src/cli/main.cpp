@@ -9,6 +9,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"rpe-train: BERT pretraining and fine-tuning with pluggable position embeddings"};
   app.require_subcommand(0, 1);
+  app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string("error: ") + e.what() + "\n"; });
   bool version = false;
   app.add_flag("--version", version, "Print rpe-train, LibTorch and CUDA versions and the devices seen");
   rpe::cli::Runner run;

@@ -34,12 +34,18 @@ class Reader {
   template <class T> void operator()(const char* key, T& field, bool required = false) {
     seen_.insert(key);
     const std::string path = prefix_.empty() ? key : prefix_ + "." + key;
-    const YAML::Node value = node_[key];
-    if (!value || value.IsNull()) {
+    const YAML::Node found = node_[key];
+    constexpr bool is_section = requires { field.template visit<Reader>(std::declval<Reader&>()); };
+    const bool missing = !found || found.IsNull();
+    if (missing) {
       if (required) cfg_.fail(path, "missing required key");
-      return;
+      if constexpr (!is_section) return;
     }
-    if constexpr (requires { field.template visit<Reader>(std::declval<Reader&>()); }) {
+    // An absent section is read as an empty one, so its own required keys are still checked.
+    // (yaml-cpp's Node::operator= writes through the handle, hence a second node.)
+    const YAML::Node empty(YAML::NodeType::Map);
+    const YAML::Node& value = missing ? empty : found;
+    if constexpr (is_section) {
       if (!value.IsMap()) cfg_.fail(path, "expected a mapping of keys");
       Reader sub(value, path, cfg_);
       field.visit(sub);

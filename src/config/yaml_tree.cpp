@@ -134,7 +134,7 @@ void apply_override(YamlTree& tree, const std::string& assignment) {
     chain.push_back(next);
   }
   chain.back()[keys.back()] = value;
-  tree.origins[path] = "--set " + path;
+  tree.origins[path] = "--set";
 }
 
 }  // namespace rpe::config_detail

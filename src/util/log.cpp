@@ -7,7 +7,8 @@
 namespace rpe::log {
 
 void init(bool quiet) {
-  auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  // Logs go to stdout so that stderr carries only the one-line error of a failed command.
+  auto console = std::make_shared<spdlog::sinks::stdout_color_sink_mt>();
   auto logger = std::make_shared<spdlog::logger>("rpe", console);
   logger->set_pattern("%H:%M:%S %^%l%$ %v");
   logger->set_level(quiet ? spdlog::level::warn : spdlog::level::info);

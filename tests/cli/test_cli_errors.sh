@@ -1,2 +1,48 @@
 #!/usr/bin/env bash
-exit 0
+# End-to-end CLI checks: user errors are one line on stderr with exit code 2; the
+# happy paths (--version, dump-config, a few pretraining steps) work.
+set -u
+BIN="$1"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$ROOT"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+
+# expect_error NAME PATTERN CMD...: exit code 2, exactly one stderr line matching PATTERN.
+expect_error() {
+  local name="$1" pattern="$2"; shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local code=$? lines
+  lines=$(grep -c '' "$TMP/err")
+  if [ "$code" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -qE -- "$pattern" "$TMP/err"; then
+    echo "FAIL $name: exit $code, $lines stderr line(s):"; cat "$TMP/err"; fail=1
+  else
+    echo "ok   $name: $(cat "$TMP/err")"
+  fi
+}
+
+CFG=configs/pretrain/tiny_m4.yaml
+expect_error "typo in a key" "train.max_stpes: unknown key" "$BIN" pretrain --config $CFG --set train.max_stpes=5
+expect_error "wrong type" "model.hidden: expected an integer, got 'big'" "$BIN" pretrain --config $CFG --set model.hidden=big
+expect_error "missing config file" "config file not found: nope.yaml" "$BIN" pretrain --config nope.yaml
+expect_error "unknown method" "unknown method 'm7' \(valid: .*absolute.*m4" "$BIN" pretrain --config $CFG --set model.attention.method=m7
+expect_error "heads do not divide hidden" "model.heads: hidden \(128\) is not divisible by heads \(3\)" "$BIN" dump-config --config $CFG --set model.heads=3
+expect_error "missing corpus file" "missing.txt: file not found" "$BIN" pretrain --config $CFG --set "data.train_files=[$TMP/missing.txt]" --run-dir "$TMP/r0"
+printf 'ok\n\xff\xfe bad\n' > "$TMP/bad.txt"
+expect_error "invalid UTF-8" "bad.txt: invalid UTF-8 at byte offset 3" "$BIN" pretrain --config $CFG --set "data.train_files=[$TMP/bad.txt]" --run-dir "$TMP/r1"
+expect_error "unknown flag" "" "$BIN" pretrain --config $CFG --bogus
+
+# Happy paths.
+"$BIN" --version | grep -q "^rpe-train " || { echo "FAIL --version"; fail=1; }
+"$BIN" dump-config --config $CFG --set train.max_steps=9 | grep -q "max_steps: 9" || { echo "FAIL dump-config"; fail=1; }
+if "$BIN" pretrain --config $CFG --set train.max_steps=3 --set train.log_every=1 --set train.eval_batches=1 \
+    --set model.layers=1 --run-dir "$TMP/run" >"$TMP/out" 2>"$TMP/err"; then
+  [ "$(grep -c '"step"' "$TMP/run/metrics.jsonl")" -ge 3 ] || { echo "FAIL metrics.jsonl rows"; fail=1; }
+  echo "ok   pretrain 3 steps"
+else
+  echo "FAIL pretrain 3 steps"; cat "$TMP/err"; fail=1
+fi
+# An existing run folder is never overwritten silently.
+expect_error "existing run folder" "already exists: pass --resume .* or --overwrite" "$BIN" pretrain --config $CFG --run-dir "$TMP/run"
+exit $fail

@@ -1,1 +1,168 @@
+// Config system: extends, --set overrides, dumping, and every error kind with its location.
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/config.h"
+#include "util/errors.h"
+
+namespace fs = std::filesystem;
+using rpe::Config;
+using rpe::load_config;
+using rpe::UserError;
+
+namespace {
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("rpe_config_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "model");
+    write("model/small.yaml", "model:\n  hidden: 64\n  layers: 2\n  heads: 4\n  attention:\n    method: m4\n");
+    write("exp.yaml",
+          "extends: model/small.yaml\n"
+          "model:\n  layers: 3\n"
+          "data:\n  train_files: [a.txt]\n"
+          "train:\n  max_steps: 7\n  lr: 2.0e-4\n");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return dir_ / name;
+  }
+  // The UserError message of loading `file` with `sets`, or "" if it loads.
+  std::string error_of(const fs::path& file, const std::vector<std::string>& sets = {}) {
+    try {
+      load_config(file, sets);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  fs::path dir_;
+};
+
+}  // namespace
+
+TEST_F(ConfigTest, ExtendsMergesMapsAndLaterFilesWin) {
+  const Config c = load_config(dir_ / "exp.yaml");
+  EXPECT_EQ(c.model.hidden, 64);           // from the base file
+  EXPECT_EQ(c.model.layers, 3);            // overridden by the child
+  EXPECT_EQ(c.model.heads, 4);
+  EXPECT_EQ(c.model.attention.method, "m4");
+  EXPECT_EQ(c.model.ffn, 3072);            // default kept
+  EXPECT_EQ(c.train.max_steps, 7);
+  EXPECT_DOUBLE_EQ(c.train.lr, 2e-4);
+  ASSERT_EQ(c.data.train_files.size(), 1u);
+  EXPECT_EQ(c.data.train_files[0], "a.txt");
+}
+
+TEST_F(ConfigTest, ExtendsListAppliesInOrder) {
+  write("b1.yaml", "train:\n  max_steps: 1\n  seed: 5\n");
+  write("b2.yaml", "train:\n  max_steps: 2\n");
+  auto f = write("multi.yaml", "extends: [model/small.yaml, b1.yaml, b2.yaml]\ndata:\n  train_files: x.txt\n");
+  const Config c = load_config(f);
+  EXPECT_EQ(c.train.max_steps, 2);
+  EXPECT_EQ(c.train.seed, 5);
+  EXPECT_EQ(c.data.train_files, std::vector<std::string>{"x.txt"});  // scalar accepted for a list
+}
+
+TEST_F(ConfigTest, OverridesAreTypedAndWinOverFiles) {
+  const Config c = load_config(dir_ / "exp.yaml", {"model.attention.method=absolute", "train.max_steps=50",
+                                                   "train.lr=1e-3", "model.pre_ln=true",
+                                                   "data.train_files=[p.txt, q.txt]"});
+  EXPECT_EQ(c.model.attention.method, "absolute");
+  EXPECT_EQ(c.train.max_steps, 50);
+  EXPECT_DOUBLE_EQ(c.train.lr, 1e-3);
+  EXPECT_TRUE(c.model.pre_ln);
+  EXPECT_EQ(c.data.train_files, (std::vector<std::string>{"p.txt", "q.txt"}));
+  EXPECT_EQ(c.where("train.max_steps"), "--set");
+}
+
+TEST_F(ConfigTest, UnknownKeyNamesFileLineAndPath) {
+  auto f = write("typo.yaml", "extends: model/small.yaml\ndata:\n  train_files: [a]\ntrain:\n  max_stpes: 3\n");
+  const std::string e = error_of(f);
+  EXPECT_NE(e.find("typo.yaml:5"), std::string::npos) << e;
+  EXPECT_NE(e.find("train.max_stpes"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key"), std::string::npos) << e;
+  EXPECT_NE(e.find("max_steps"), std::string::npos) << e;  // lists the valid keys
+}
+
+TEST_F(ConfigTest, UnknownOverrideKeyIsAnError) {
+  const std::string e = error_of(dir_ / "exp.yaml", {"model.hiden=3"});
+  EXPECT_NE(e.find("model.hiden"), std::string::npos) << e;
+  EXPECT_NE(e.find("--set"), std::string::npos) << e;
+}
+
+TEST_F(ConfigTest, WrongTypesAreErrors) {
+  EXPECT_NE(error_of(dir_ / "exp.yaml", {"model.hidden=abc"}).find("expected an integer, got 'abc'"), std::string::npos);
+  EXPECT_NE(error_of(dir_ / "exp.yaml", {"model.hidden=1.5"}).find("expected an integer"), std::string::npos);
+  EXPECT_NE(error_of(dir_ / "exp.yaml", {"model.pre_ln=maybe"}).find("expected true or false"), std::string::npos);
+  EXPECT_NE(error_of(dir_ / "exp.yaml", {"train.lr=fast"}).find("expected a number"), std::string::npos);
+  auto f = write("map.yaml", "extends: exp.yaml\nmodel:\n  attention: m4\n");
+  const std::string e = error_of(f);
+  EXPECT_NE(e.find("map.yaml:3"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.attention: expected a mapping"), std::string::npos) << e;
+}
+
+TEST_F(ConfigTest, MissingRequiredKeys) {
+  auto f = write("nodata.yaml", "extends: model/small.yaml\n");
+  EXPECT_NE(error_of(f).find("data.train_files: missing required key"), std::string::npos) << error_of(f);
+  auto g = write("nomethod.yaml", "model:\n  hidden: 8\n  layers: 1\n  heads: 2\ndata:\n  train_files: [a]\n");
+  EXPECT_NE(error_of(g).find("model.attention.method: missing required key"), std::string::npos) << error_of(g);
+}
+
+TEST_F(ConfigTest, InvalidValuesNameTheKey) {
+  const std::string heads = error_of(dir_ / "exp.yaml", {"model.heads=5"});
+  EXPECT_NE(heads.find("model.heads"), std::string::npos) << heads;
+  EXPECT_NE(heads.find("not divisible"), std::string::npos) << heads;
+  const std::string method = error_of(dir_ / "exp.yaml", {"model.attention.method=m9"});
+  EXPECT_NE(method.find("unknown method 'm9'"), std::string::npos) << method;
+  EXPECT_NE(method.find("absolute"), std::string::npos) << method;  // lists the valid ones
+  EXPECT_NE(method.find("m4"), std::string::npos) << method;
+  EXPECT_NE(error_of(dir_ / "exp.yaml", {"data.mask_prob=1.5"}).find("data.mask_prob"), std::string::npos);
+  EXPECT_NE(error_of(dir_ / "exp.yaml", {"train.batch_size=0"}).find("must be positive"), std::string::npos);
+}
+
+TEST_F(ConfigTest, ErrorsPointAtTheFileThatSetTheKey) {
+  auto f = write("bad_heads.yaml", "extends: exp.yaml\nmodel:\n  heads: 7\n");
+  const std::string e = error_of(f);
+  EXPECT_EQ(e.rfind("", 0), 0u);
+  EXPECT_NE(e.find("bad_heads.yaml:3: model.heads"), std::string::npos) << e;
+}
+
+TEST_F(ConfigTest, FileProblems) {
+  EXPECT_NE(error_of(dir_ / "nope.yaml").find("config file not found"), std::string::npos);
+  auto cyc = write("cycle_a.yaml", "extends: cycle_b.yaml\n");
+  write("cycle_b.yaml", "extends: cycle_a.yaml\n");
+  EXPECT_NE(error_of(cyc).find("extends cycle"), std::string::npos) << error_of(cyc);
+  auto missing_base = write("orphan.yaml", "extends: gone.yaml\n");
+  EXPECT_NE(error_of(missing_base).find("gone.yaml"), std::string::npos);
+  auto syntax = write("syntax.yaml", "model:\n  hidden: [1, 2\n");
+  EXPECT_NE(error_of(syntax).find("YAML syntax error"), std::string::npos) << error_of(syntax);
+  EXPECT_NE(error_of(dir_ / "exp.yaml", {"novalue"}).find("expected key.path=value"), std::string::npos);
+}
+
+TEST_F(ConfigTest, DumpedConfigReloadsIdentically) {
+  const Config c = load_config(dir_ / "exp.yaml", {"train.lr=3.3e-5", "model.attention.max_relative=16"});
+  const std::string yaml = rpe::to_yaml(c);
+  const Config back = rpe::config_from_yaml(yaml, "dumped");
+  EXPECT_EQ(rpe::to_yaml(back), yaml);
+  EXPECT_DOUBLE_EQ(back.train.lr, 3.3e-5);
+  EXPECT_EQ(back.model.attention.max_relative, 16);
+}
+
+TEST_F(ConfigTest, ShippedConfigsLoad) {
+  const fs::path root = RPE_SOURCE_DIR;
+  int loaded = 0;
+  for (const auto& e : fs::directory_iterator(root / "configs" / "pretrain")) {
+    if (e.path().extension() != ".yaml") continue;
+    EXPECT_NO_THROW(load_config(e.path())) << e.path();
+    ++loaded;
+  }
+  EXPECT_GE(loaded, 2);
+}
