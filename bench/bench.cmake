@@ -1,4 +1,10 @@
-# benchmarks (added per issue)
+# Benchmarks: each prints ratios measured in one run; results go to bench/results/
 # Data pipeline: tokenization / prepare-data MB/s and masking + batching tokens/s (issue 4).
 add_executable(data_bench bench/data_bench.cpp)
 target_link_libraries(data_bench PRIVATE rpe_core)
+# rpe-bench-attention: time and peak memory of one BERT-base layer per position method.
+add_executable(rpe-bench-attention bench/attention_bench.cpp)
+target_link_libraries(rpe-bench-attention PRIVATE rpe_core CLI11::CLI11)
+if(RPE_USE_PCH)
+  target_precompile_headers(rpe-bench-attention REUSE_FROM rpe_core)
+endif()
