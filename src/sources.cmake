@@ -20,7 +20,17 @@ set(RPE_CORE_SOURCES
   src/model/attention/position_method.cpp
   src/model/attention/registry.cpp
   src/model/attention/absolute.cpp
+  src/model/attention/sinusoid.cpp
+  src/model/attention/shaw.cpp
+  src/model/attention/transformer_xl.cpp
+  src/model/attention/m1.cpp
+  src/model/attention/m2.cpp
+  src/model/attention/m3.cpp
   src/model/attention/m4.cpp
+  src/model/attention/t5_bias.cpp
+  src/model/attention/alibi.cpp
+  src/model/attention/rope.cpp
+  src/model/attention/deberta.cpp
   src/model/attention/self_attention.cpp
   src/model/encoder.cpp
   src/model/bert.cpp

@@ -1,7 +1,8 @@
 // m4: Huang et al. 2020, method 4 (eqs. 16–17), the paper's best:
 //   e_ij = (q_i . k_j + q_i . w_{clip(j-i,k)} + k_j . w_{clip(j-i,k)}) / sqrt(d)
 // w: (2k+1) x d per layer, per head unless share_across_heads. Computed without any
-// [L, L, d] tensor: Q W^T and K W^T are [B, H, L, 2k+1], then gathered by clip(j-i)+k.
+// [L, L, d] tensor: Q W^T and K W^T are [B, H, L, 2k'+1] (k' = min(k, L-1), the rows a
+// length-L sequence can reach), then gathered by clip(j-i, k') + k'.
 #include "model/attention/position_method.h"
 
 namespace rpe {
@@ -14,12 +15,11 @@ class M4Term : public PositionTermImpl {
   }
 
   torch::Tensor score_bias(const torch::Tensor& q, const torch::Tensor& k) override {
-    const int64_t L = q.size(2);
-    auto idx = relative_index(L, k_, q.device());   // [L, L]
-    auto wt = table_.to(q.dtype()).transpose(-2, -1);  // [H|1, d, 2k+1]
-    auto q_term = gather_relative(torch::matmul(q, wt), idx);  // [B, H, L, L]: q_i . w_{r(i,j)}
-    // k_j . w_{r(i,j)}: gather row j of K W^T at slot r(i, j); idx^T[j, i] = idx[i, j].
-    auto k_term = gather_relative(torch::matmul(k, wt), idx.t()).transpose(-2, -1);
+    const int64_t L = q.size(2), reach = relative_reach(k_, L);
+    auto idx = relative_index(L, reach, q.device());                                      // [L, L]
+    auto wt = narrow_relative(table_, 1, k_, reach).to(q.dtype()).transpose(-2, -1);     // [H|1, d, 2k'+1]
+    auto q_term = gather_relative(torch::matmul(q, wt), idx);        // [B, H, L, L]: q_i . w_{r(i,j)}
+    auto k_term = gather_relative_keys(torch::matmul(k, wt), idx);   // [B, H, L, L]: k_j . w_{r(i,j)}
     return (q_term + k_term) * scale(d_);
   }
 
@@ -32,7 +32,7 @@ class M4Term : public PositionTermImpl {
 
 class M4Method : public PositionMethodImpl {
  public:
-  explicit M4Method(const ModelOptions& o) : PositionMethodImpl(o, false) {}
+  explicit M4Method(const ModelOptions& o) : PositionMethodImpl(o, false) { clip_distance(); }
   std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override {
     return std::make_shared<M4Term>(table_heads(), clip_distance(), head_size(), options_.init_std);
   }

@@ -23,6 +23,9 @@ torch::Tensor PositionMethodImpl::input_embeddings(int64_t length) {
 }
 
 int64_t PositionMethodImpl::clip_distance() const {
+  require(options_.attention.max_relative >= 0,
+          "model.attention.max_relative: must be >= 0 (0 = max_position - 1), got " +
+              std::to_string(options_.attention.max_relative));
   return options_.attention.max_relative > 0 ? options_.attention.max_relative : options_.max_position - 1;
 }
 
@@ -37,6 +40,15 @@ torch::Tensor gather_relative(const torch::Tensor& x, const torch::Tensor& idx) 
   auto sizes = x.sizes().vec();
   sizes.back() = idx.size(1);
   return x.gather(-1, idx.expand(sizes));
+}
+
+torch::Tensor narrow_relative(const torch::Tensor& table, int64_t dim, int64_t k, int64_t reach) {
+  return table.narrow(dim, k - reach, 2 * reach + 1);
+}
+
+torch::Tensor gather_relative_keys(const torch::Tensor& x, const torch::Tensor& idx) {
+  // Row j of x at slot idx[i, j] = idx^T[j, i]: gather with idx^T, then swap the two axes.
+  return gather_relative(x, idx.t()).transpose(-2, -1);  // [B, H, L, L] (a transposed view)
 }
 
 torch::Tensor sinusoid_table(const torch::Tensor& positions, int64_t dim) {

@@ -12,6 +12,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -84,6 +85,27 @@ torch::Tensor relative_index(int64_t length, int64_t k, const torch::Device& dev
 // Gathers per-distance scores into an [.., L, L] matrix. x: [B, H, L, 2k+1] where
 // x[..., i, r] is position i against relative slot r; returns y[..., i, j] = x[..., i, idx[i, j]].
 torch::Tensor gather_relative(const torch::Tensor& x, const torch::Tensor& idx);
+
+// Reach of a clipped table at length L: distances |j - i| <= L - 1, so rows beyond
+// min(k, L - 1) are never read. Methods narrow their (2k+1)-row tables to this window so
+// that short sequences do not pay for a long table.
+inline int64_t relative_reach(int64_t k, int64_t length) { return std::min(k, std::max<int64_t>(length - 1, 0)); }
+
+// Rows [k - reach, k + reach] of a table whose dimension `dim` holds relative slots -k..k.
+torch::Tensor narrow_relative(const torch::Tensor& table, int64_t dim, int64_t k, int64_t reach);
+
+// Key-side gather: x: [B, H, L, R] where x[..., j, r] is key j against slot r; returns
+// y[..., i, j] = x[..., j, idx[i, j]] (m4's k_j . w_r term, DeBERTa's p2c).
+torch::Tensor gather_relative_keys(const torch::Tensor& x, const torch::Tensor& idx);
+
+// T5's bidirectional log buckets (Raffel et al. 2019) of relative distances rel = j - i
+// (any integer tensor): half the buckets for r > 0, exact below buckets/4, logarithmic up
+// to max_distance, then the last bucket. Same shape as rel, int64.
+torch::Tensor t5_relative_bucket(const torch::Tensor& rel, int64_t buckets, int64_t max_distance);
+
+// ALiBi head slopes (Press et al. 2021): geometric 2^(-8h/H) for H a power of two, else
+// those of the nearest lower power of two followed by every other slope of twice that. [H], fp64.
+torch::Tensor alibi_slopes(int64_t heads);
 
 // Sinusoidal table of Vaswani et al. (eqs. 1–2) for positions `positions` ([P], float): [P, D].
 torch::Tensor sinusoid_table(const torch::Tensor& positions, int64_t dim);

@@ -12,7 +12,17 @@
 // X-macro: one line per method, in the order the paper presents them.
 #define RPE_POSITION_METHODS(X) \
   X(absolute)                   \
-  X(m4)
+  X(sinusoid)                   \
+  X(shaw)                       \
+  X(transformer_xl)             \
+  X(m1)                         \
+  X(m2)                         \
+  X(m3)                         \
+  X(m4)                         \
+  X(t5_bias)                    \
+  X(alibi)                      \
+  X(rope)                       \
+  X(deberta)
 
 namespace rpe {
 

@@ -1,0 +1,85 @@
+// t5_bias: the relative attention bias of T5 (Raffel et al. 2019):
+//   e_ij = q_i . k_j / sqrt(d) + b_{bucket(j-i)}
+// bucket(): bidirectional log buckets (t5_buckets, t5_max_distance; 32 and 128 by default).
+// One table b: [buckets, H] (or [buckets, 1] with share_across_heads) shared by all layers,
+// as in T5: the model-level method owns the parameter and each layer term only reads it,
+// so it is counted and trained once. Distances beyond max_distance fall in the last bucket.
+#include <cmath>
+
+#include "model/attention/position_method.h"
+#include "util/errors.h"
+
+namespace rpe {
+
+torch::Tensor t5_relative_bucket(const torch::Tensor& rel, int64_t buckets, int64_t max_distance) {
+  const int64_t half = buckets / 2;    // one half per direction
+  const int64_t max_exact = half / 2;  // distances below this get their own bucket
+  auto ret = (rel > 0).to(torch::kLong) * half;
+  auto n = rel.abs().to(torch::kLong);
+  auto ratio = torch::log(n.clamp_min(1).to(torch::kFloat64) / static_cast<double>(max_exact)) /
+               std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact));
+  auto large = (ratio * static_cast<double>(half - max_exact)).to(torch::kLong) + max_exact;  // floor (ratio >= 0)
+  large = large.clamp_max(half - 1);
+  return ret + torch::where(n < max_exact, n, large);
+}
+
+namespace {
+
+class T5Method;
+
+class T5Term : public PositionTermImpl {
+ public:
+  explicit T5Term(std::shared_ptr<T5Method> owner) : owner_(std::move(owner)) {}
+  torch::Tensor score_bias(const torch::Tensor& q, const torch::Tensor& k) override;
+  torch::Tensor position_weights() override;
+
+ private:
+  std::shared_ptr<T5Method> owner_;  // holds the shared table; not registered here (no duplicate)
+};
+
+class T5Method : public PositionMethodImpl {
+ public:
+  explicit T5Method(const ModelOptions& o) : PositionMethodImpl(o, false) {
+    const auto& a = o.attention;
+    require(a.t5_buckets >= 4, "model.attention.t5_buckets: must be at least 4, got " + std::to_string(a.t5_buckets));
+    require(a.t5_max_distance > a.t5_buckets / 4,
+            "model.attention.t5_max_distance: must exceed t5_buckets / 4 = " + std::to_string(a.t5_buckets / 4) +
+                " (where the exact buckets end), got " + std::to_string(a.t5_max_distance));
+    table = register_parameter("relative_attention_bias", torch::randn({a.t5_buckets, table_heads()}) * o.init_std);
+  }
+
+  std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override {
+    return std::make_shared<T5Term>(std::static_pointer_cast<T5Method>(shared_from_this()));
+  }
+
+  std::string describe() const override {
+    const auto& a = options_.attention;
+    return "t5_bias (" + std::to_string(a.t5_buckets) + " buckets, max distance " +
+           std::to_string(a.t5_max_distance) + (a.share_across_heads ? ", shared across heads" : ", per head") +
+           ", shared by layers)";
+  }
+
+  // [1, H|1, L, L]: b_{bucket(j-i)} for every (i, j).
+  torch::Tensor bias(int64_t L, const torch::Device& device, torch::ScalarType dtype) const {
+    auto pos = torch::arange(L, torch::TensorOptions().dtype(torch::kLong).device(device));
+    auto bucket = t5_relative_bucket(pos.unsqueeze(0) - pos.unsqueeze(1), options_.attention.t5_buckets,
+                                     options_.attention.t5_max_distance);  // [L, L]
+    auto b = table.to(dtype).index_select(0, bucket.flatten());           // [L*L, H|1]
+    return b.view({L, L, -1}).permute({2, 0, 1}).unsqueeze(0);            // [1, H|1, L, L]
+  }
+
+  torch::Tensor table;  // [buckets, H|1]
+};
+
+torch::Tensor T5Term::score_bias(const torch::Tensor& q, const torch::Tensor&) {
+  return owner_->bias(q.size(2), q.device(), q.scalar_type());
+}
+torch::Tensor T5Term::position_weights() { return owner_->table; }
+
+}  // namespace
+
+std::shared_ptr<PositionMethodImpl> make_position_method_t5_bias(const ModelOptions& o) {
+  return std::make_shared<T5Method>(o);
+}
+
+}  // namespace rpe
