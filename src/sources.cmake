@@ -39,6 +39,17 @@ set(RPE_CORE_SOURCES
   src/train/checkpoint.cpp
   src/train/metrics.cpp
   src/train/trainer.cpp
+  # evaluation: official SQuAD/GLUE metrics, result lines, tables
+  src/eval/squad_metrics.cpp
+  src/eval/glue_metrics.cpp
+  src/eval/results.cpp
+  src/eval/tables.cpp
+  # fine-tuning: SQuAD/GLUE data -> heads -> loop -> post-processing -> metrics
+  src/finetune/squad_data.cpp
+  src/finetune/squad_postprocess.cpp
+  src/finetune/glue_data.cpp
+  src/finetune/heads.cpp
+  src/finetune/finetune.cpp
 )
 
 set(RPE_CLI_SOURCES
@@ -46,4 +57,7 @@ set(RPE_CLI_SOURCES
   src/cli/cmd_version.cpp
   src/cli/cmd_dump_config.cpp
   src/cli/cmd_pretrain.cpp
+  src/cli/cmd_finetune.cpp
+  src/cli/cmd_tables.cpp
+  src/cli/cmd_evaluate.cpp
 )

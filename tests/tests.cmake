@@ -8,6 +8,12 @@ set(RPE_TEST_SOURCES
   tests/model/attention/test_m4.cpp
   tests/train/test_training.cpp
   tests/train/test_pretrain_smoke.cpp
+  tests/eval/test_squad_metrics.cpp
+  tests/eval/test_glue_metrics.cpp
+  tests/eval/test_tables.cpp
+  tests/finetune/test_squad_data.cpp
+  tests/finetune/test_glue_data.cpp
+  tests/finetune/test_heads.cpp
 )
 add_executable(rpe_tests ${RPE_TEST_SOURCES})
 target_link_libraries(rpe_tests PRIVATE rpe_core GTest::gtest)
@@ -20,3 +26,11 @@ gtest_discover_tests(rpe_tests DISCOVERY_TIMEOUT 120 PROPERTIES TIMEOUT 900)
 
 # The CLI's exit codes and messages, end to end.
 add_test(NAME cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_cli_errors.sh $<TARGET_FILE:rpe-train>)
+
+# SQuAD scoring parity with an independent Python implementation of the official scripts,
+# and the tiny end-to-end run (pretrain -> SQuAD sample -> tables). Python: <repo>/.venv.
+add_test(NAME squad_reference_parity
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/eval/test_squad_parity.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/.venv/bin/python)
+add_test(NAME finetune_tiny_e2e
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/finetune/tiny_e2e.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/.venv/bin/python)
+set_tests_properties(squad_reference_parity finetune_tiny_e2e PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} TIMEOUT 600)

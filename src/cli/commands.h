@@ -12,5 +12,8 @@ using Runner = std::function<int()>;
 int print_version();
 void add_dump_config(CLI::App& app, Runner& run);
 void add_pretrain(CLI::App& app, Runner& run);
+void add_finetune(CLI::App& app, Runner& run);
+void add_tables(CLI::App& app, Runner& run);
+void add_evaluate(CLI::App& app, Runner& run);
 
 }  // namespace rpe::cli

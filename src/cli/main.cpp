@@ -1,5 +1,7 @@
 // rpe-train entry point: parses the command line and dispatches to one subcommand.
 // User errors (bad config, missing files, bad data) print one line and exit with 2.
+#include <c10/util/Exception.h>
+
 #include <iostream>
 
 #include "cli/commands.h"
@@ -15,6 +17,9 @@ int main(int argc, char** argv) {
   rpe::cli::Runner run;
   rpe::cli::add_pretrain(app, run);
   rpe::cli::add_dump_config(app, run);
+  rpe::cli::add_finetune(app, run);
+  rpe::cli::add_tables(app, run);
+  rpe::cli::add_evaluate(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -158,6 +158,21 @@ Config load_config(const std::filesystem::path& file, const std::vector<std::str
   return read_tree(tree);
 }
 
+Config load_config_over(const std::string& base_yaml, const std::string& base_name,
+                        const std::vector<std::string>& keep_sections, const std::filesystem::path& file,
+                        const std::vector<std::string>& overrides) {
+  YamlTree tree = config_detail::tree_from_text(base_yaml, base_name);
+  std::vector<std::string> drop;
+  for (const auto& kv : tree.root)
+    if (std::find(keep_sections.begin(), keep_sections.end(), kv.first.Scalar()) == keep_sections.end())
+      drop.push_back(kv.first.Scalar());
+  for (const auto& key : drop) tree.root.remove(key);
+  config_detail::merge_tree(tree, config_detail::load_tree(file));
+  tree.origins[""] = file.string();
+  for (const auto& o : overrides) config_detail::apply_override(tree, o);
+  return read_tree(tree);
+}
+
 Config config_from_yaml(const std::string& yaml_text, const std::string& name) {
   YamlTree tree = config_detail::tree_from_text(yaml_text, name);
   tree.origins[""] = name;
@@ -235,6 +250,23 @@ void validate(const Config& cfg) {
   if (t.clip_norm < 0.0) cfg.fail("train.clip_norm", "must be >= 0 (0 = off)");
   if (t.eval_every < 0 || t.save_every < 0) cfg.fail("train.eval_every", "eval_every/save_every must be >= 0");
   if (t.threads < 0) cfg.fail("train.threads", "must be >= 0");
+  const auto& f = cfg.finetune;
+  static const std::vector<std::string> tasks = {"squad", "cola", "sst2", "mrpc", "stsb",
+                                                 "qqp",   "mnli", "qnli", "rte",  "wnli"};
+  if (std::find(tasks.begin(), tasks.end(), f.task) == tasks.end())
+    cfg.fail("finetune.task", "unknown task '" + f.task + "' (valid: " + join(tasks) + ")");
+  if (f.max_seq_len < 16) cfg.fail("finetune.max_seq_len", "must be at least 16");
+  positive("finetune.doc_stride", f.doc_stride);
+  positive("finetune.max_query_len", f.max_query_len);
+  positive("finetune.n_best", f.n_best);
+  positive("finetune.max_answer_len", f.max_answer_len);
+  positive("finetune.eval_batch_size", f.eval_batch_size);
+  if (f.max_query_len + 8 > f.max_seq_len)
+    cfg.fail("finetune.max_query_len", "leaves no room for context within finetune.max_seq_len");
+  if (!(f.epochs > 0.0)) cfg.fail("finetune.epochs", "must be positive");
+  if (!(f.warmup_fraction >= 0.0 && f.warmup_fraction < 1.0)) cfg.fail("finetune.warmup_fraction", "must be in [0, 1)");
+  if (f.max_train_examples < 0 || f.max_eval_examples < 0)
+    cfg.fail("finetune.max_train_examples", "max_train_examples/max_eval_examples must be >= 0 (0 = all)");
   if (cfg.run.name.empty() || cfg.run.name.find('/') != std::string::npos)
     cfg.fail("run.name", "must be a non-empty name without '/'");
 }

@@ -145,6 +145,51 @@ struct TrainOptions {
   }
 };
 
+// Fine-tuning (rpe-train finetune): task, files and the SQuAD/GLUE feature settings.
+// The model and tokenizer come from the pretrained run (--init); train.* gives the
+// optimizer settings (batch 32, lr 3e-5 in the paper), these keys the rest.
+struct FinetuneOptions {
+  std::string task = "squad";         // squad | cola | sst2 | mrpc | stsb | qqp | mnli | qnli | rte | wnli
+  bool squad_v2 = false;              // SQuAD 2.0: unanswerable questions, null-score threshold
+  std::string train_file;             // SQuAD train JSON (GLUE: empty = <data_dir>/train.tsv)
+  std::string dev_file;               // SQuAD dev JSON (GLUE: empty = <data_dir>/dev.tsv, MNLI both dev sets)
+  std::string data_dir;               // GLUE task folder; empty = <glue_dir>/<task's folder, e.g. SST-2>
+  std::string glue_dir;               // GLUE root in the standard layout (CoLA/, SST-2/, ...)
+  int64_t max_seq_len = 384;          // tokens per window incl. [CLS]/[SEP] (may exceed model.max_position for relative methods)
+  int64_t doc_stride = 128;           // SQuAD: tokens between the starts of consecutive context windows
+  int64_t max_query_len = 64;         // SQuAD: question tokens kept
+  int64_t n_best = 20;                // SQuAD: start/end candidates per window
+  int64_t max_answer_len = 30;        // SQuAD: longest answer in tokens
+  double null_threshold = 0.0;        // SQuAD 2.0: predict "" when null score - best span score > this
+  double epochs = 2.0;                // passes over the training features
+  double warmup_fraction = 0.1;       // linear warmup over this fraction of the steps
+  int64_t eval_batch_size = 64;       // windows per forward pass at evaluation
+  int64_t max_train_examples = 0;     // use only the first N training examples; 0 = all
+  int64_t max_eval_examples = 0;      // evaluate on the first N dev examples; 0 = all
+  std::string results_file = "results/results.jsonl";  // every evaluation appends one JSON line here
+
+  template <class V> void visit(V& v) {
+    v("task", task);
+    v("squad_v2", squad_v2);
+    v("train_file", train_file);
+    v("dev_file", dev_file);
+    v("data_dir", data_dir);
+    v("glue_dir", glue_dir);
+    v("max_seq_len", max_seq_len);
+    v("doc_stride", doc_stride);
+    v("max_query_len", max_query_len);
+    v("n_best", n_best);
+    v("max_answer_len", max_answer_len);
+    v("null_threshold", null_threshold);
+    v("epochs", epochs);
+    v("warmup_fraction", warmup_fraction);
+    v("eval_batch_size", eval_batch_size);
+    v("max_train_examples", max_train_examples);
+    v("max_eval_examples", max_eval_examples);
+    v("results_file", results_file);
+  }
+};
+
 struct RunOptions {
   std::string name = "run";  // run name; the folder is <root>/<name>
   std::string root = "runs";  // where run folders go
@@ -160,6 +205,7 @@ struct Config {
   DataOptions data;
   TrainOptions train;
   RunOptions run;
+  FinetuneOptions finetune;
 
   // Where each key came from ("configs/x.yaml:12", "--set"), for error messages.
   std::map<std::string, std::string> origins;
@@ -169,6 +215,7 @@ struct Config {
     v("data", data);
     v("train", train);
     v("run", run);
+    v("finetune", finetune);
   }
 
   // "file:line" of a key path such as "model.hidden" (or its nearest known parent).
@@ -180,6 +227,12 @@ struct Config {
 // Loads `file` (following `extends:`), applies `overrides` ("a.b.c=value"), reads it
 // strictly into a Config and validates it. Every problem is a one-line UserError.
 Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+
+// Loads `file` on top of `base_yaml` (a pretrained run's config): the base keeps only its
+// `keep_sections` (model, data), the file and `overrides` then win as usual.
+Config load_config_over(const std::string& base_yaml, const std::string& base_name,
+                        const std::vector<std::string>& keep_sections, const std::filesystem::path& file,
+                        const std::vector<std::string>& overrides = {});
 
 // Same from YAML text (e.g. the config embedded in a checkpoint); `name` is used in errors.
 Config config_from_yaml(const std::string& yaml_text, const std::string& name);

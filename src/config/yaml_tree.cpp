@@ -102,6 +102,11 @@ YamlTree tree_from_text(const std::string& text, const std::string& name) {
   return tree;
 }
 
+void merge_tree(YamlTree& dst, const YamlTree& src) {
+  merge_into(dst.root, src.root);
+  for (const auto& kv : src.origins) dst.origins[kv.first] = kv.second;
+}
+
 void apply_override(YamlTree& tree, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)

@@ -24,6 +24,9 @@ YamlTree load_tree(const std::filesystem::path& file);
 // Parses YAML text that has no extends (e.g. from a checkpoint).
 YamlTree tree_from_text(const std::string& text, const std::string& name);
 
+// Merges `src` over `dst` (maps merge, everything else replaces) with its origins.
+void merge_tree(YamlTree& dst, const YamlTree& src);
+
 // Applies "a.b.c=value"; value is parsed as YAML (so 3, 1e-4, true, [a, b] work).
 void apply_override(YamlTree& tree, const std::string& assignment);
 

@@ -1,0 +1,83 @@
+// rpe-train evaluate-squad: scores a predictions.json ({id: text}) against a SQuAD dev file
+// exactly as the official evaluate-v1.1.py / evaluate-v2.0.py do, and prints their JSON
+// (v2.0 with --na-probs: also best_exact/best_f1 and their thresholds).
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "eval/squad_metrics.h"
+#include "finetune/squad_data.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+
+namespace rpe::cli {
+namespace {
+using nlohmann::json;
+
+struct EvalArgs {
+  std::string dataset, predictions, na_probs, version = "auto";
+};
+
+json read_json_object(const std::string& file) {
+  json j;
+  try {
+    j = json::parse(read_file(file));
+  } catch (const json::parse_error& e) {
+    throw UserError(file + ": malformed JSON at byte " + std::to_string(e.byte));
+  }
+  if (!j.is_object()) throw UserError(file + ": expected a JSON object {id: value}");
+  return j;
+}
+
+int run_eval(const EvalArgs& a) {
+  const auto examples = finetune::read_squad(a.dataset);
+  bool v2 = a.version == "2.0";
+  if (a.version == "auto") {
+    const auto top = read_json_object(a.dataset);
+    const std::string version = top.contains("version") && top["version"].is_string() ? top["version"].get<std::string>() : "";
+    v2 = version == "v2.0" || version == "2.0";
+  } else if (a.version != "1.1" && a.version != "2.0") {
+    throw UserError("--version must be 1.1, 2.0 or auto");
+  }
+  std::map<std::string, std::string> preds;
+  for (const auto& [id, v] : read_json_object(a.predictions).items()) {
+    if (!v.is_string()) throw UserError(a.predictions + ": prediction for id " + id + " is not a string");
+    preds[id] = v.get<std::string>();
+  }
+  std::map<std::string, double> na;
+  if (!a.na_probs.empty())
+    for (const auto& [id, v] : read_json_object(a.na_probs).items()) {
+      if (!v.is_number()) throw UserError(a.na_probs + ": value for id " + id + " is not a number");
+      na[id] = v.get<double>();
+    }
+  const auto gold = finetune::squad_gold(examples);
+  json out;
+  if (!v2) {
+    const auto s = eval::evaluate_squad_v1(gold, preds);
+    out = {{"exact_match", s.exact}, {"f1", s.f1}};
+  } else {
+    const auto s = eval::evaluate_squad_v2(gold, preds, na);
+    out = {{"exact", s.exact}, {"f1", s.f1}, {"total", s.total}};
+    if (s.has_ans_total) out.update(json{{"HasAns_exact", s.has_ans_exact}, {"HasAns_f1", s.has_ans_f1}, {"HasAns_total", s.has_ans_total}});
+    if (s.no_ans_total) out.update(json{{"NoAns_exact", s.no_ans_exact}, {"NoAns_f1", s.no_ans_f1}, {"NoAns_total", s.no_ans_total}});
+    if (s.has_thresh)
+      out.update(json{{"best_exact", s.best_exact}, {"best_exact_thresh", s.best_exact_thresh},
+                  {"best_f1", s.best_f1}, {"best_f1_thresh", s.best_f1_thresh}});
+  }
+  std::cout << out.dump() << "\n";
+  return 0;
+}
+}  // namespace
+
+void add_evaluate(CLI::App& app, Runner& run) {
+  auto* cmd = app.add_subcommand("evaluate-squad", "Score a SQuAD predictions.json like the official scripts");
+  auto a = std::make_shared<EvalArgs>();
+  cmd->add_option("--dataset", a->dataset, "SQuAD JSON with the gold answers")->required();
+  cmd->add_option("--predictions", a->predictions, "predictions.json ({id: text})")->required();
+  cmd->add_option("--na-probs", a->na_probs, "v2.0: no-answer scores ({id: score}, e.g. null_odds.json)");
+  cmd->add_option("--version", a->version, "1.1, 2.0 or auto (from the dataset's version field)");
+  cmd->callback([&run, a] { run = [a] { return run_eval(*a); }; });
+}
+
+}  // namespace rpe::cli

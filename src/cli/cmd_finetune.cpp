@@ -1,0 +1,82 @@
+// rpe-train finetune squad|glue: fine-tune a pretrained encoder and evaluate it with the
+// official metrics; --seeds 1,2,3 runs several seeds in one command (seed<N>/ subfolders).
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "finetune/finetune.h"
+#include "util/errors.h"
+
+namespace rpe::cli {
+namespace {
+
+struct FinetuneArgs {
+  std::string config, init, seeds, run_dir, task;
+  std::vector<std::string> sets;
+  bool overwrite = false;
+};
+
+std::vector<int64_t> parse_seeds(const std::string& text) {
+  std::vector<int64_t> seeds;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      seeds.push_back(std::stoll(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      throw UserError("--seeds " + text + ": expected comma-separated integers, e.g. 1,2,3");
+    }
+  }
+  return seeds;
+}
+
+int run(const FinetuneArgs& a, const std::string& kind) {
+  finetune::FinetuneRequest req;
+  req.config_file = a.config;
+  req.init = a.init;
+  req.seeds = parse_seeds(a.seeds);
+  req.run_dir = a.run_dir;
+  req.overwrite = a.overwrite;
+  req.sets = a.sets;
+  if (kind == "squad") {
+    req.sets.insert(req.sets.begin(), "finetune.task=squad");
+  } else if (!a.task.empty()) {
+    if (a.task == "squad") throw UserError("--task squad: use `rpe-train finetune squad`");
+    req.sets.insert(req.sets.begin(), "finetune.task=" + a.task);
+  }
+  req.kind = kind;
+  const auto out = finetune::run_finetune(req);
+  std::cout << "run folder: " << out.run_dir.string() << "\n";
+  for (const auto& r : out.rows)
+    std::cout << r.task << " " << r.split << " seed " << r.seed << " " << r.metric << " " << r.value << "\n";
+  return 0;
+}
+
+void add_common(CLI::App* cmd, const std::shared_ptr<FinetuneArgs>& a) {
+  cmd->add_option("--config", a->config, "Fine-tuning YAML (configs/finetune/...)")->required();
+  cmd->add_option("--init", a->init, "Pretrained run folder or checkpoint (default: random init)");
+  cmd->add_option("--seeds", a->seeds, "Comma-separated seeds, one fine-tuning run each (default: train.seed)");
+  cmd->add_option("--set", a->sets, "Override a key: a.b.c=value (repeatable)");
+  cmd->add_option("--run-dir", a->run_dir, "Run folder (default: run.root/run.name)");
+  cmd->add_flag("--overwrite", a->overwrite, "Delete an existing run folder first");
+}
+
+}  // namespace
+
+void add_finetune(CLI::App& app, Runner& run_fn) {
+  auto* cmd = app.add_subcommand("finetune", "Fine-tune and evaluate on SQuAD or GLUE");
+  cmd->require_subcommand(1);
+  auto sq = std::make_shared<FinetuneArgs>();
+  auto* squad = cmd->add_subcommand("squad", "SQuAD v1.1 / v2.0 (finetune.squad_v2)");
+  add_common(squad, sq);
+  squad->callback([&run_fn, sq] { run_fn = [sq] { return run(*sq, "squad"); }; });
+  auto gl = std::make_shared<FinetuneArgs>();
+  auto* glue = cmd->add_subcommand("glue", "A GLUE task (--task cola|sst2|mrpc|stsb|qqp|mnli|qnli|rte|wnli)");
+  add_common(glue, gl);
+  glue->add_option("--task", gl->task, "GLUE task (default: finetune.task of the config)");
+  glue->callback([&run_fn, gl] { run_fn = [gl] { return run(*gl, "glue"); }; });
+}
+
+}  // namespace rpe::cli

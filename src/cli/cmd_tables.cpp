@@ -1,0 +1,42 @@
+// rpe-train tables: renders the paper's Tables 2-4 (Markdown + CSV) from result lines.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "eval/tables.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+
+namespace rpe::cli {
+namespace fs = std::filesystem;
+namespace {
+struct TablesArgs {
+  std::vector<std::string> results{"results/results.jsonl"};
+  std::string out = "results";
+};
+
+int run_tables(const TablesArgs& a) {
+  std::vector<eval::ResultRow> rows;
+  for (const auto& f : a.results) {
+    auto r = eval::read_results(f);
+    rows.insert(rows.end(), r.begin(), r.end());
+  }
+  const auto t = eval::render_tables(rows);
+  fs::create_directories(a.out);
+  write_file_atomic(fs::path(a.out) / "tables.md", t.markdown);
+  write_file_atomic(fs::path(a.out) / "tables.csv", t.csv);
+  std::cout << t.markdown;
+  std::cout << "wrote " << (fs::path(a.out) / "tables.md").string() << " and tables.csv (" << rows.size()
+            << " result lines)\n";
+  return 0;
+}
+}  // namespace
+
+void add_tables(CLI::App& app, Runner& run) {
+  auto* cmd = app.add_subcommand("tables", "Render Tables 2-4 (Markdown + CSV) from result JSON lines");
+  auto a = std::make_shared<TablesArgs>();
+  cmd->add_option("--results", a->results, "Result files (JSON lines; default results/results.jsonl)");
+  cmd->add_option("--out", a->out, "Folder for tables.md and tables.csv (default results)");
+  cmd->callback([&run, a] { run = [a] { return run_tables(*a); }; });
+}
+
+}  // namespace rpe::cli

@@ -1,0 +1,85 @@
+// Result JSON lines (see results.h).
+#include "eval/results.h"
+
+#include <ctime>
+#include <sstream>
+
+#include "util/atomic_file.h"
+#include "util/errors.h"
+
+namespace rpe::eval {
+using nlohmann::json;
+
+json to_json(const ResultRow& r) {
+  return json{{"run_id", r.run_id},       {"method", r.method},
+              {"k", r.k},                 {"pretrain_run", r.pretrain_run},
+              {"pretrain_max_len", r.pretrain_max_len}, {"task", r.task},
+              {"split", r.split},         {"seed", r.seed},
+              {"metric", r.metric},       {"value", r.value},
+              {"finetune_max_len", r.finetune_max_len}, {"examples", r.examples},
+              {"git_revision", r.git_revision}, {"time", r.time}};
+}
+
+ResultRow result_from_json(const json& j, const std::string& where) {
+  auto get = [&](const char* key, auto& out) {
+    if (!j.contains(key)) throw UserError(where + ": missing field '" + key + "'");
+    try {
+      j.at(key).get_to(out);
+    } catch (const json::exception&) {
+      throw UserError(where + ": field '" + std::string(key) + "' has the wrong type");
+    }
+  };
+  ResultRow r;
+  get("run_id", r.run_id);
+  get("method", r.method);
+  get("k", r.k);
+  get("pretrain_run", r.pretrain_run);
+  get("pretrain_max_len", r.pretrain_max_len);
+  get("task", r.task);
+  get("split", r.split);
+  get("seed", r.seed);
+  get("metric", r.metric);
+  get("value", r.value);
+  get("finetune_max_len", r.finetune_max_len);
+  if (j.contains("examples")) get("examples", r.examples);
+  if (j.contains("git_revision")) get("git_revision", r.git_revision);
+  if (j.contains("time")) get("time", r.time);
+  return r;
+}
+
+void append_results(const std::filesystem::path& file, const std::vector<ResultRow>& rows) {
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+  for (const auto& r : rows) append_line_synced(file, to_json(r).dump());
+}
+
+std::vector<ResultRow> read_results(const std::filesystem::path& file) {
+  std::istringstream in(read_file(file));
+  std::vector<ResultRow> rows;
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = file.string() + ":" + std::to_string(n);
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::parse_error&) {
+      throw UserError(where + ": malformed JSON line");
+    }
+    if (!j.is_object()) throw UserError(where + ": expected a JSON object");
+    rows.push_back(result_from_json(j, where));
+  }
+  return rows;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace rpe::eval

@@ -1,0 +1,42 @@
+// Evaluation results as JSON lines: every evaluation appends one object per metric to a
+// results file (default results/results.jsonl), and the tables are rendered from those
+// lines only (never parsed out of logs).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace rpe::eval {
+
+struct ResultRow {
+  std::string run_id;          // fine-tuning run folder name (+ "/seed<N>")
+  std::string method;          // model.attention.method
+  int64_t k = 0;               // clipping distance actually used by the model
+  std::string pretrain_run;    // the --init run folder or checkpoint ("" = from scratch)
+  int64_t pretrain_max_len = 0;  // data.max_seq_len of pretraining
+  std::string task;            // squad_v1 | squad_v2 | cola | ... (GLUE task names)
+  std::string split;           // dev | dev_matched | dev_mismatched
+  int64_t seed = 0;
+  std::string metric;          // exact, f1, accuracy, mcc, pearson, spearman, best_f1, ...
+  double value = 0.0;
+  int64_t finetune_max_len = 0;  // finetune.max_seq_len
+  int64_t examples = 0;        // evaluated examples
+  std::string git_revision;
+  std::string time;            // UTC, ISO 8601
+};
+
+nlohmann::json to_json(const ResultRow& r);
+// UserError naming `where` when a field is missing or mistyped.
+ResultRow result_from_json(const nlohmann::json& j, const std::string& where);
+
+// Appends one line per row (fsynced, so a crash loses nothing already reported).
+void append_results(const std::filesystem::path& file, const std::vector<ResultRow>& rows);
+// Reads all rows; a malformed line is a UserError naming file:line.
+std::vector<ResultRow> read_results(const std::filesystem::path& file);
+
+// "2026-11-22T07:30:00Z"
+std::string utc_now();
+
+}  // namespace rpe::eval

@@ -1,0 +1,190 @@
+// Tables 2-4 from result lines (see tables.h).
+#include "eval/tables.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "eval/paper_numbers.h"
+
+namespace rpe::eval {
+
+Stat mean_std(const std::vector<double>& v) {
+  Stat s;
+  s.n = static_cast<int64_t>(v.size());
+  if (v.empty()) return s;
+  for (double x : v) s.mean += x;
+  s.mean /= static_cast<double>(v.size());
+  if (v.size() > 1) {
+    double ss = 0;
+    for (double x : v) ss += (x - s.mean) * (x - s.mean);
+    s.std = std::sqrt(ss / static_cast<double>(v.size() - 1));
+  }
+  return s;
+}
+
+namespace {
+
+struct GroupKey {
+  std::string method;
+  int64_t k, pretrain_len, finetune_len;
+  std::string pretrain_run;
+  auto tie() const { return std::tie(method, k, pretrain_len, finetune_len, pretrain_run); }
+  bool operator<(const GroupKey& o) const { return tie() < o.tie(); }
+};
+
+struct Column {
+  std::string title, task, split, metric;
+};
+
+std::string fmt(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", x);
+  return buf;
+}
+std::string cell(const std::optional<Stat>& s) {
+  if (!s || s->n == 0) return "—";
+  if (s->n == 1) return fmt(s->mean);
+  return fmt(s->mean) + " ± " + fmt(s->std) + " (n=" + std::to_string(s->n) + ")";
+}
+std::string paper_cell(const std::optional<double>& v) { return v ? fmt(*v) : "—"; }
+
+// (group, task, split, metric) -> values, one per (run_id, seed); a repeated evaluation
+// of the same run and seed replaces the earlier one.
+using Values = std::map<std::tuple<GroupKey, std::string, std::string, std::string>, std::map<std::string, double>>;
+
+Values collect(const std::vector<ResultRow>& rows) {
+  Values v;
+  for (const auto& r : rows) {
+    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len,
+               std::filesystem::path(r.pretrain_run).filename().string()};
+    v[{g, r.task, r.split, r.metric}][r.run_id + "#" + std::to_string(r.seed)] = r.value;
+  }
+  return v;
+}
+
+std::optional<Stat> lookup(const Values& v, const GroupKey& g, const Column& c) {
+  auto it = v.find({g, c.task, c.split, c.metric});
+  if (it == v.end()) return std::nullopt;
+  std::vector<double> xs;
+  for (const auto& [_, x] : it->second) xs.push_back(x);
+  return mean_std(xs);
+}
+
+using PaperFn = std::function<std::optional<double>(const GroupKey&, size_t column)>;
+
+struct Table {
+  std::string name, caption;
+  std::vector<Column> columns;
+  PaperFn paper;  // published value for (row, column) or nullopt
+  std::function<bool(const GroupKey&)> keep = [](const GroupKey&) { return true; };
+};
+
+void render(const Table& t, const Values& v, RenderedTables& out) {
+  std::set<GroupKey> groups;
+  for (const auto& [key, _] : v) {
+    const auto& [g, task, split, metric] = key;
+    for (const auto& c : t.columns)
+      if (c.task == task && c.split == split && c.metric == metric && t.keep(g)) groups.insert(g);
+  }
+  out.markdown += "## " + t.name + "\n\n" + t.caption + "\n\n";
+  if (groups.empty()) {
+    out.markdown += "(no results yet)\n\n";
+    return;
+  }
+  std::string head = "| method | k | pretrain len | fine-tune len | pretrain run |";
+  std::string rule = "|---|---|---|---|---|";
+  for (const auto& c : t.columns) {
+    head += " " + c.title + " | " + c.title + " (paper) |";
+    rule += "---|---|";
+  }
+  out.markdown += head + "\n" + rule + "\n";
+  for (const auto& g : groups) {
+    std::string line = "| " + g.method + " | " + std::to_string(g.k) + " | " + std::to_string(g.pretrain_len) + " | " +
+                       std::to_string(g.finetune_len) + " | " + g.pretrain_run + " |";
+    for (size_t i = 0; i < t.columns.size(); ++i) {
+      const auto s = lookup(v, g, t.columns[i]);
+      const auto p = t.paper(g, i);
+      line += " " + cell(s) + " | " + paper_cell(p) + " |";
+      out.csv += t.name + "," + g.method + "," + std::to_string(g.k) + "," + std::to_string(g.pretrain_len) + "," +
+                 std::to_string(g.finetune_len) + "," + g.pretrain_run + "," + t.columns[i].title + "," +
+                 (s ? fmt(s->mean) + "," + fmt(s->std) + "," + std::to_string(s->n) : ",,0") + "," +
+                 (p ? fmt(*p) : "") + "\n";
+    }
+    out.markdown += line + "\n";
+  }
+  out.markdown += "\n";
+}
+
+}  // namespace
+
+RenderedTables render_tables(const std::vector<ResultRow>& rows) {
+  const Values v = collect(rows);
+  RenderedTables out;
+  out.markdown = "# Results\n\nOurs: mean ± sample std over seeds (n = seeds; one seed shows the value). "
+                 "Paper: Huang et al. 2020, BERT-base.\n\n";
+  out.csv = "table,method,k,pretrain_max_len,finetune_max_len,pretrain_run,column,mean,std,n,paper\n";
+
+  Table t2{"Table 2", "SQuAD 1.1 dev, EM/F1 by position method.",
+           {{"EM", "squad_v1", "dev", "exact"}, {"F1", "squad_v1", "dev", "f1"}},
+           [](const GroupKey& g, size_t c) -> std::optional<double> {
+             for (const auto& r : paper::kTable2)
+               if (g.method == r.method) return c == 0 ? r.em : r.f1;
+             return std::nullopt;
+           }};
+  render(t2, v, out);
+
+  Table t3{"Table 3", "GLUE dev by position method (MNLI/SST-2/QNLI/RTE/WNLI accuracy, QQP/MRPC F1, CoLA MCC, "
+                      "STS-B Pearson/Spearman).",
+           {{"MNLI-m", "mnli", "dev_matched", "accuracy"},
+            {"MNLI-mm", "mnli", "dev_mismatched", "accuracy"},
+            {"QQP F1", "qqp", "dev", "f1"},
+            {"SST-2", "sst2", "dev", "accuracy"},
+            {"MRPC F1", "mrpc", "dev", "f1"},
+            {"CoLA MCC", "cola", "dev", "mcc"},
+            {"STS-B Pearson", "stsb", "dev", "pearson"},
+            {"STS-B Spearman", "stsb", "dev", "spearman"},
+            {"QNLI", "qnli", "dev", "accuracy"},
+            {"RTE", "rte", "dev", "accuracy"},
+            {"WNLI", "wnli", "dev", "accuracy"}},
+           [](const GroupKey& g, size_t c) -> std::optional<double> {
+             if (c > 4) return std::nullopt;
+             for (const auto& r : paper::kTable3)
+               if (g.method == r.method) {
+                 const double vals[] = {r.mnli_m, r.mnli_mm, r.qqp_f1, r.sst2_acc, r.mrpc_f1};
+                 return vals[c];
+               }
+             return std::nullopt;
+           }};
+  render(t3, v, out);
+
+  Table t4{"Table 4", "Method 4 on SQuAD 1.1 dev by clipping distance k and fine-tuning length; the paper column "
+                      "is the paper's row with the same k and fine-tuning length (its pretraining length is 512).",
+           {{"EM", "squad_v1", "dev", "exact"}, {"F1", "squad_v1", "dev", "f1"}},
+           [](const GroupKey& g, size_t c) -> std::optional<double> {
+             for (const auto& r : paper::kTable4)
+               if (r.k == g.k && r.finetune_len == g.finetune_len) return c == 0 ? r.em : r.f1;
+             return std::nullopt;
+           }};
+  t4.keep = [](const GroupKey& g) { return g.method == "m4"; };
+  render(t4, v, out);
+
+  Table t2b{"SQuAD 2.0", "SQuAD 2.0 dev (not in the paper): EM/F1 at the configured null threshold and the best "
+                         "F1 over thresholds with that threshold (as the official v2.0 script reports).",
+            {{"EM", "squad_v2", "dev", "exact"},
+             {"F1", "squad_v2", "dev", "f1"},
+             {"HasAns F1", "squad_v2", "dev", "HasAns_f1"},
+             {"NoAns F1", "squad_v2", "dev", "NoAns_f1"},
+             {"best F1", "squad_v2", "dev", "best_f1"},
+             {"best F1 thresh", "squad_v2", "dev", "best_f1_thresh"}},
+            [](const GroupKey&, size_t) -> std::optional<double> { return std::nullopt; }};
+  render(t2b, v, out);
+  return out;
+}
+
+}  // namespace rpe::eval

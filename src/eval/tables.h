@@ -1,0 +1,28 @@
+// The paper's tables rendered from result JSON lines (Markdown and CSV), our numbers as
+// mean ± sample std over seeds (n = number of seeds) next to the published ones:
+//   Table 2: SQuAD 1.1 dev EM/F1 by position method
+//   Table 3: GLUE dev by position method (the paper's MNLI-m/mm, QQP F1, SST-2, MRPC F1,
+//            plus the other tasks we ran)
+//   Table 4: method 4 on SQuAD 1.1 dev by clipping distance k and fine-tuning length
+// Rows are grouped by (method, k, pretraining length, fine-tuning length, pretraining run).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "eval/results.h"
+
+namespace rpe::eval {
+
+struct Stat {
+  double mean = 0, std = 0;
+  int64_t n = 0;
+};
+// Mean and sample standard deviation (n - 1; 0 for one value).
+Stat mean_std(const std::vector<double>& values);
+
+struct RenderedTables {
+  std::string markdown, csv;
+};
+RenderedTables render_tables(const std::vector<ResultRow>& rows);
+
+}  // namespace rpe::eval

@@ -1,0 +1,46 @@
+// Fine-tuning driver: resolves the config on top of a pretrained run, reads and checks all
+// inputs before anything is written, then per seed trains the task head and the encoder
+// (AdamW, linear warmup over warmup_fraction of the steps, linear decay; BERT's recipe),
+// evaluates on the dev set(s) with the official metrics, and writes predictions.json,
+// results.json (atomically) and one result line per metric to finetune.results_file.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "eval/results.h"
+
+namespace rpe::finetune {
+
+struct FinetuneRequest {
+  std::filesystem::path config_file;
+  std::vector<std::string> sets;  // --set overrides (applied last)
+  std::string init;               // pretrained run folder or checkpoint; "" = random init
+  std::vector<int64_t> seeds;     // empty = train.seed
+  std::string run_dir;            // "" = run.root/run.name
+  bool overwrite = false;
+  std::string kind;               // "squad" | "glue" | "" (any): the subcommand's family
+};
+
+struct ResolvedConfig {
+  Config cfg;
+  std::filesystem::path checkpoint;  // empty without --init
+  std::string pretrain_run;          // the --init argument as given
+  int64_t pretrain_max_len = 0;      // data.max_seq_len of the pretraining run
+};
+
+// The fine-tuning config: the pretrained run's model and data sections, overlaid by the
+// fine-tuning file and --set. Raising model.max_position keeps the pretrained clipping
+// distance (max_relative) so relative tables keep their shape. The tokenizer is the
+// pretraining run's tokenizer.model unless data.tokenizer_model names one.
+ResolvedConfig resolve_finetune_config(const FinetuneRequest& request);
+
+struct FinetuneOutcome {
+  std::filesystem::path run_dir;
+  std::vector<eval::ResultRow> rows;  // every metric of every seed
+};
+
+FinetuneOutcome run_finetune(const FinetuneRequest& request);
+
+}  // namespace rpe::finetune

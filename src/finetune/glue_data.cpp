@@ -1,0 +1,107 @@
+// GLUE TSV reader and pair encoding (see glue_data.h).
+#include "finetune/glue_data.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "util/atomic_file.h"
+#include "util/errors.h"
+
+namespace rpe::finetune {
+namespace fs = std::filesystem;
+
+const GlueTask& glue_task(const std::string& name) {
+  // Column layouts of the GLUE release files (train/dev; the label is the last or a fixed field).
+  static const std::vector<GlueTask> tasks = {
+      {"cola", "CoLA", false, 4, 3, -1, 1, {"0", "1"}, {"dev"}},
+      {"sst2", "SST-2", true, 2, 0, -1, 1, {"0", "1"}, {"dev"}},
+      {"mrpc", "MRPC", true, 5, 3, 4, 0, {"0", "1"}, {"dev"}},
+      {"stsb", "STS-B", true, 10, 7, 8, 9, {}, {"dev"}},
+      {"qqp", "QQP", true, 6, 3, 4, 5, {"0", "1"}, {"dev"}},
+      {"mnli", "MNLI", true, 12, 8, 9, 11, {"contradiction", "entailment", "neutral"}, {"dev_matched", "dev_mismatched"}},
+      {"qnli", "QNLI", true, 4, 1, 2, 3, {"entailment", "not_entailment"}, {"dev"}},
+      {"rte", "RTE", true, 4, 1, 2, 3, {"entailment", "not_entailment"}, {"dev"}},
+      {"wnli", "WNLI", true, 4, 1, 2, 3, {"0", "1"}, {"dev"}},
+  };
+  for (const auto& t : tasks)
+    if (t.name == name) return t;
+  throw UserError("finetune.task: '" + name + "' is not a GLUE task (valid: cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli)");
+}
+
+namespace {
+std::vector<std::string> split_tab(const std::string& line) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (true) {
+    const size_t j = line.find('\t', i);
+    out.push_back(line.substr(i, j == std::string::npos ? std::string::npos : j - i));
+    if (j == std::string::npos) break;
+    i = j + 1;
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<GlueExample> read_glue_tsv(const fs::path& file, const GlueTask& task) {
+  const std::string text = read_file(file);
+  std::vector<GlueExample> out;
+  size_t pos = 0;
+  int64_t line_no = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();  // CoLA dev has no final newline
+    std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line_no == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // MRPC's BOM
+    if (line_no == 1 && task.header) continue;
+    if (line.empty()) continue;
+    const auto fields = split_tab(line);
+    const std::string where = file.string() + ":" + std::to_string(line_no);
+    // MNLI/QQP files carry extra annotator columns; the label is then the last field.
+    const bool last_label = task.name == "mnli";
+    if (static_cast<int64_t>(fields.size()) < task.columns || (!last_label && static_cast<int64_t>(fields.size()) != task.columns))
+      throw UserError(where + ": expected " + std::to_string(task.columns) + " tab-separated fields, got " +
+                      std::to_string(fields.size()));
+    GlueExample ex;
+    ex.a = fields[task.text_a];
+    if (task.text_b >= 0) ex.b = fields[task.text_b];
+    const std::string& label = last_label ? fields.back() : fields[task.label];
+    if (task.labels.empty()) {
+      char* end = nullptr;
+      ex.label = std::strtod(label.c_str(), &end);
+      if (label.empty() || *end != '\0') throw UserError(where + ": score '" + label + "' is not a number");
+    } else {
+      auto it = std::find(task.labels.begin(), task.labels.end(), label);
+      if (it == task.labels.end())
+        throw UserError(where + ": unknown label '" + label + "' (valid: " + join(task.labels) + ")");
+      ex.label = static_cast<double>(it - task.labels.begin());
+    }
+    out.push_back(std::move(ex));
+  }
+  if (out.empty()) throw UserError(file.string() + ": no examples");
+  return out;
+}
+
+std::vector<int64_t> encode_pair(const Tokenizer& tok, const std::string& a, const std::string& b, int64_t max_len) {
+  auto ia = tok.encode(a).ids;
+  std::vector<int32_t> ib;
+  if (!b.empty()) ib = tok.encode(b).ids;
+  const int64_t budget = max_len - (b.empty() ? 2 : 3);
+  while (static_cast<int64_t>(ia.size() + ib.size()) > budget) {  // drop from the longer side
+    if (ia.size() > ib.size()) ia.pop_back();
+    else ib.pop_back();
+  }
+  const auto& sp = tok.special();
+  std::vector<int64_t> ids{sp.cls};
+  ids.insert(ids.end(), ia.begin(), ia.end());
+  ids.push_back(sp.sep);
+  if (!b.empty()) {
+    ids.insert(ids.end(), ib.begin(), ib.end());
+    ids.push_back(sp.sep);
+  }
+  return ids;
+}
+
+}  // namespace rpe::finetune

@@ -1,0 +1,42 @@
+// GLUE tasks in the standard layout written by download_glue_data.py: one folder per task
+// with train.tsv and dev.tsv (MNLI: dev_matched.tsv, dev_mismatched.tsv). Fields are split
+// on '\t' only (no CSV quoting: some texts begin with '"'); CoLA has no header; MRPC's
+// header starts with a UTF-8 BOM. Inputs are [CLS] a [SEP] (b [SEP]), the longer side
+// truncated first (BERT's _truncate_seq_pair) to max_seq_len.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer.h"
+
+namespace rpe::finetune {
+
+struct GlueTask {
+  std::string name;                   // finetune.task
+  std::string folder;                 // folder in the GLUE release (CoLA, SST-2, ...)
+  bool header = true;                 // first line is a header
+  int64_t columns = 0;                // fields per line
+  int64_t text_a = 0, text_b = -1;    // field indices (-1: single sentence)
+  int64_t label = 0;                  // field index of the label
+  std::vector<std::string> labels;    // class names in id order; empty = regression
+  std::vector<std::string> dev_splits;  // dev file stems (MNLI has two)
+};
+
+// The task spec for a finetune.task name (UserError for squad or unknown names).
+const GlueTask& glue_task(const std::string& name);
+
+struct GlueExample {
+  std::string a, b;
+  double label = 0;  // class id, or the score for STS-B
+};
+
+// Reads one TSV file of `task`. A wrong field count or an unknown label is a UserError
+// naming the file and the line.
+std::vector<GlueExample> read_glue_tsv(const std::filesystem::path& file, const GlueTask& task);
+
+// [CLS] a [SEP] b [SEP] ids, truncated to max_len.
+std::vector<int64_t> encode_pair(const Tokenizer& tok, const std::string& a, const std::string& b, int64_t max_len);
+
+}  // namespace rpe::finetune

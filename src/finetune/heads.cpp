@@ -1,0 +1,65 @@
+// SQuAD and GLUE heads (see heads.h).
+#include "finetune/heads.h"
+
+#include <algorithm>
+
+namespace rpe::finetune {
+
+Batch make_batch(const std::vector<const std::vector<int64_t>*>& seqs, int64_t pad_id, const torch::Device& device) {
+  int64_t L = 0;
+  for (const auto* s : seqs) L = std::max<int64_t>(L, static_cast<int64_t>(s->size()));
+  const int64_t B = static_cast<int64_t>(seqs.size());
+  auto ids = torch::full({B, L}, pad_id, torch::kLong);  // [B, L]
+  auto pad = torch::ones({B, L}, torch::kBool);          // [B, L]
+  auto ia = ids.accessor<int64_t, 2>();
+  auto pa = pad.accessor<bool, 2>();
+  for (int64_t b = 0; b < B; ++b)
+    for (size_t t = 0; t < seqs[b]->size(); ++t) {
+      ia[b][t] = (*seqs[b])[t];
+      pa[b][t] = false;
+    }
+  return {ids.to(device), pad.to(device)};
+}
+
+namespace {
+void init_linear(torch::nn::Linear& lin, double std) {
+  torch::NoGradGuard no_grad;
+  lin->weight.normal_(0.0, std);
+  lin->bias.zero_();
+}
+}  // namespace
+
+QaModelImpl::QaModelImpl(const ModelOptions& o) {
+  bert = register_module("bert", BertModel(o));
+  qa_outputs = register_module("qa_outputs", torch::nn::Linear(o.hidden, 2));
+  init_linear(qa_outputs, o.init_std);
+}
+
+torch::Tensor QaModelImpl::forward(const Batch& batch) {
+  auto h = bert->encode(batch.ids, batch.padding);  // [B, L, D]
+  return qa_outputs->forward(h).to(torch::kFloat);  // [B, L, 2]
+}
+
+torch::Tensor qa_loss(const torch::Tensor& logits, const torch::Tensor& start, const torch::Tensor& end) {
+  namespace F = torch::nn::functional;
+  auto s = F::cross_entropy(logits.select(-1, 0), start);  // logits[..., 0]: [B, L]
+  auto e = F::cross_entropy(logits.select(-1, 1), end);
+  return (s + e) / 2;
+}
+
+ClassifierModelImpl::ClassifierModelImpl(const ModelOptions& o, int64_t num_outputs) : dropout_(o.dropout) {
+  bert = register_module("bert", BertModel(o));
+  pooler = register_module("pooler", torch::nn::Linear(o.hidden, o.hidden));
+  classifier = register_module("classifier", torch::nn::Linear(o.hidden, num_outputs));
+  init_linear(pooler, o.init_std);
+  init_linear(classifier, o.init_std);
+}
+
+torch::Tensor ClassifierModelImpl::forward(const Batch& batch) {
+  auto h = bert->encode(batch.ids, batch.padding);            // [B, L, D]
+  auto pooled = torch::tanh(pooler->forward(h.select(1, 0)));  // [B, D] from [CLS]
+  pooled = torch::dropout(pooled, dropout_, is_training());
+  return classifier->forward(pooled).to(torch::kFloat);        // [B, C]
+}
+
+}  // namespace rpe::finetune

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# rpe-train's SQuAD scoring vs the independent Python scorer (tests/eval/squad_reference.py)
+# on noisy predictions for the sample dev sets and, when ../shared/data exists, the real
+# ones; plus gold answers as predictions on the real dev-v1.1.json must give EM = F1 = 100.
+# Usage: test_squad_parity.sh RPE_TRAIN PYTHON   (run from the repository root)
+set -euo pipefail
+RPE=$1
+PY=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+compare() {  # dataset [na]
+  local ds=$1
+  "$PY" "$HERE/make_noisy_predictions.py" "$ds" "$TMP/p.json" "$TMP/na.json"
+  local args=(--dataset "$ds" --predictions "$TMP/p.json")
+  local ref=("$ds" "$TMP/p.json")
+  if [[ "${2:-}" == na ]]; then args+=(--na-probs "$TMP/na.json"); ref+=("$TMP/na.json"); fi
+  "$RPE" evaluate-squad "${args[@]}" > "$TMP/cpp.json"
+  "$PY" "$HERE/squad_reference.py" "${ref[@]}" > "$TMP/py.json"
+  "$PY" - "$TMP/cpp.json" "$TMP/py.json" "$ds" <<'PYEOF'
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert a.keys() == b.keys(), (sorted(a), sorted(b))
+for k in a:
+    assert round(a[k], 2) == round(b[k], 2), f"{sys.argv[3]}: {k}: rpe-train {a[k]} vs reference {b[k]}"
+print(f"{sys.argv[3]}: agree on {len(a)} values: " + ", ".join(f"{k}={a[k]:.2f}" for k in a))
+PYEOF
+}
+
+compare data/sample/squad/dev-v1.1.json
+compare data/sample/squad2/dev-v2.0.json na
+DATA=../shared/data
+if [[ -f $DATA/squad/dev-v1.1.json ]]; then
+  compare $DATA/squad/dev-v1.1.json
+  "$PY" - "$DATA/squad/dev-v1.1.json" "$TMP/gold.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+json.dump({qa["id"]: qa["answers"][0]["text"] for a in d["data"] for p in a["paragraphs"] for qa in p["qas"]},
+          open(sys.argv[2], "w"))
+PYEOF
+  out=$("$RPE" evaluate-squad --dataset $DATA/squad/dev-v1.1.json --predictions "$TMP/gold.json")
+  echo "real dev-v1.1 with gold answers: $out"
+  [[ $out == '{"exact_match":100.0,"f1":100.0}' ]] || { echo "expected EM = F1 = 100"; exit 1; }
+fi
+if [[ -f $DATA/squad2/dev-v2.0.json ]]; then compare $DATA/squad2/dev-v2.0.json na; fi
+echo "squad parity: OK"

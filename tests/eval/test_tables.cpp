@@ -1,0 +1,63 @@
+// Result lines -> tables: mean ± sample std over seeds next to the paper's numbers.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "eval/results.h"
+#include "eval/tables.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+
+using namespace rpe::eval;
+
+TEST(Tables, MeanStdAndPaperColumns) {
+  const auto s = mean_std({80.0, 82.0, 84.0});
+  EXPECT_DOUBLE_EQ(s.mean, 82.0);
+  EXPECT_DOUBLE_EQ(s.std, 2.0);  // sample std: sqrt((4 + 0 + 4) / 2)
+  std::vector<ResultRow> rows;
+  for (int seed = 1; seed <= 3; ++seed)
+    for (const char* metric : {"exact", "f1"}) {
+      ResultRow r;
+      r.run_id = "ft/seed" + std::to_string(seed);
+      r.method = "m4";
+      r.k = 127;
+      r.pretrain_run = "runs/tiny_m4";
+      r.pretrain_max_len = 128;
+      r.task = "squad_v1";
+      r.split = "dev";
+      r.seed = seed;
+      r.metric = metric;
+      r.value = std::string(metric) == "exact" ? 78.0 + 2 * seed : 90.0;
+      r.finetune_max_len = 384;
+      rows.push_back(r);
+    }
+  const auto t = render_tables(rows);
+  EXPECT_NE(t.markdown.find("| m4 | 127 | 128 | 384 | tiny_m4 | 82.00 ± 2.00 (n=3) | 83.63 |"), std::string::npos)
+      << t.markdown;
+  EXPECT_NE(t.csv.find("Table 2,m4,127,128,384,tiny_m4,F1,90.00,0.00,3,90.53"), std::string::npos) << t.csv;
+}
+
+TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
+  const auto dir = std::filesystem::temp_directory_path() / "rpe_tables_test";
+  std::filesystem::remove_all(dir);
+  ResultRow r;
+  r.run_id = "x/seed1";
+  r.method = "absolute";
+  r.task = "mrpc";
+  r.split = "dev";
+  r.metric = "f1";
+  r.value = 81.5;
+  append_results(dir / "r.jsonl", {r, r});
+  const auto back = read_results(dir / "r.jsonl");
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[1].metric, "f1");
+  EXPECT_DOUBLE_EQ(back[1].value, 81.5);
+  rpe::append_line_synced(dir / "r.jsonl", "{\"run_id\": 3}");
+  try {
+    read_results(dir / "r.jsonl");
+    FAIL() << "expected a UserError";
+  } catch (const rpe::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("r.jsonl:3"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,94 @@
+// Task heads and the fine-tuning config: the QA loss against its formula, lengths beyond
+// pretraining (relative works, absolute refuses), and resolving a config on a checkpoint.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "finetune/finetune.h"
+#include "finetune/heads.h"
+#include "train/checkpoint.h"
+#include "util/errors.h"
+
+using namespace rpe;
+using namespace rpe::finetune;
+namespace fs = std::filesystem;
+
+namespace {
+ModelOptions tiny(const std::string& method, int64_t max_position) {
+  ModelOptions o;
+  o.vocab_size = 50;
+  o.hidden = 16;
+  o.layers = 1;
+  o.heads = 2;
+  o.ffn = 32;
+  o.max_position = max_position;
+  o.dropout = 0.0;
+  o.attention_dropout = 0.0;
+  o.attention.method = method;
+  return o;
+}
+}  // namespace
+
+TEST(QaHead, LossIsMeanOfStartAndEndCrossEntropy) {
+  torch::manual_seed(0);
+  auto logits = torch::randn({3, 5, 2});
+  auto start = torch::tensor({0, 2, 4}), end = torch::tensor({1, 2, 3});
+  double want = 0;
+  for (int b = 0; b < 3; ++b)
+    for (int side = 0; side < 2; ++side) {
+      auto row = logits[b].select(-1, side);  // [5]
+      const int64_t target = (side == 0 ? start : end)[b].item<int64_t>();
+      // -log softmax(row)[target], written out.
+      want += (-row[target] + row.exp().sum().log()).item<double>() / 6.0;
+    }
+  EXPECT_NEAR(qa_loss(logits, start, end).item<double>(), want, 1e-5);
+}
+
+TEST(QaHead, RelativeMethodRunsBeyondPretrainingLengthAbsoluteRefuses) {
+  torch::manual_seed(0);
+  QaModel m4(tiny("m4", 16));
+  std::vector<int64_t> ids(40, 7);
+  const auto out = m4->forward(make_batch({&ids}, 0, torch::kCPU));
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{1, 40, 2}));
+  EXPECT_TRUE(torch::isfinite(out).all().item<bool>());
+  QaModel abs(tiny("absolute", 16));
+  EXPECT_THROW(abs->forward(make_batch({&ids}, 0, torch::kCPU)), UserError);
+}
+
+TEST(FinetuneConfig, ResolvesOnTopOfCheckpointAndPinsK) {
+  const fs::path dir = fs::temp_directory_path() / "rpe_ft_resolve";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "pre");
+  Config pre = load_config(std::string(RPE_SOURCE_DIR) + "/configs/pretrain/tiny_m4.yaml");
+  pre.model.vocab_size = 50;
+  BertModel model(pre.model);
+  save_checkpoint(dir / "pre", *model, nullptr, TrainState{}, to_yaml(pre));
+  std::ofstream(dir / "pre" / "tokenizer.model") << "";
+  std::ofstream(dir / "ft.yaml") << "finetune:\n  max_seq_len: 256\ntrain:\n  lr: 3.0e-5\nmodel:\n  max_position: 512\n";
+  FinetuneRequest req;
+  req.config_file = dir / "ft.yaml";
+  req.init = (dir / "pre").string();
+  const auto r = resolve_finetune_config(req);
+  EXPECT_EQ(r.cfg.model.hidden, pre.model.hidden);              // from the pretrained run
+  EXPECT_DOUBLE_EQ(r.cfg.train.lr, 3e-5);                       // from the fine-tuning file
+  EXPECT_EQ(r.cfg.train.batch_size, TrainOptions{}.batch_size);  // pretraining's train: dropped
+  EXPECT_EQ(r.cfg.model.attention.max_relative, pre.model.max_position - 1);  // k kept
+  EXPECT_EQ(r.cfg.data.tokenizer_model, (dir / "pre" / "tokenizer.model").string());
+  EXPECT_EQ(r.pretrain_max_len, pre.data.max_seq_len);
+  // The pinned k keeps the m4 tables' shapes, so the checkpoint loads into the longer model.
+  BertModel longer(r.cfg.model);
+  EXPECT_NO_THROW(load_checkpoint(r.checkpoint, *longer, nullptr));
+  // A shape that does not fit: one-line error naming the checkpoint and the tensor.
+  std::ofstream(dir / "ft2.yaml") << "model:\n  hidden: 64\n  heads: 2\n";
+  req.config_file = dir / "ft2.yaml";
+  const auto r2 = resolve_finetune_config(req);
+  BertModel wide(r2.cfg.model);
+  try {
+    load_checkpoint(r2.checkpoint, *wide, nullptr);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("has shape"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}

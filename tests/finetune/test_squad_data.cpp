@@ -1,0 +1,144 @@
+// SQuAD reader, feature windows and post-processing against hand-worked cases, using a
+// whitespace tokenizer whose offsets are obvious.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "finetune/squad_data.h"
+#include "finetune/squad_postprocess.h"
+#include "util/errors.h"
+
+using namespace rpe;
+using namespace rpe::finetune;
+namespace fs = std::filesystem;
+
+namespace {
+// One token per space-separated word; id = 10 + word length (ids do not matter here).
+class WhitespaceTokenizer : public Tokenizer {
+ public:
+  Encoding encode(std::string_view text) const override {
+    Encoding e;
+    size_t i = 0;
+    while (i < text.size()) {
+      if (text[i] == ' ') { ++i; continue; }
+      size_t j = text.find(' ', i);
+      if (j == std::string_view::npos) j = text.size();
+      e.ids.push_back(static_cast<int32_t>(10 + j - i));
+      e.word_start.push_back(1);
+      e.offsets.emplace_back(static_cast<int32_t>(i), static_cast<int32_t>(j));
+      i = j;
+    }
+    return e;
+  }
+  int64_t vocab_size() const override { return 100; }
+  std::string piece(int32_t) const override { return "?"; }
+  int32_t first_regular_id() const override { return 5; }
+  std::string kind() const override { return "whitespace"; }
+};
+
+fs::path write_temp(const std::string& name, const std::string& text) {
+  const auto p = fs::temp_directory_path() / name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+std::string error_of(const fs::path& p) {
+  try {
+    read_squad(p);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(SquadData, ReadsSampleAndMapsCharOffsetsToBytes) {
+  const auto ex = read_squad(std::string(RPE_SOURCE_DIR) + "/data/sample/squad/dev-v1.1.json");
+  ASSERT_EQ(ex.size(), 280u);
+  for (const auto& e : ex)
+    for (const auto& a : e.answers) EXPECT_EQ(e.context.substr(a.begin, a.end - a.begin), a.text);
+  // Character offsets count code points: "é" is 2 bytes, so "dog" at char 6 is byte 7.
+  const auto p = write_temp("rpe_squad_utf8.json",
+                            R"({"data":[{"paragraphs":[{"context":"caf\u00e9 a dog","qas":[{"id":"u1","question":"q",)"
+                            R"("answers":[{"text":"dog","answer_start":7}]}]}]}]})");
+  const auto u = read_squad(p);
+  EXPECT_EQ(u[0].answers[0].begin, 8);
+  EXPECT_EQ(u[0].context.substr(8, 3), "dog");
+}
+
+TEST(SquadData, BadInputNamesFileAndRecord) {
+  auto p = write_temp("rpe_squad_bad1.json", R"({"data":[{"paragraphs":[{"context":"abc", "qas": [)");
+  EXPECT_NE(error_of(p).find("rpe_squad_bad1.json: malformed JSON"), std::string::npos) << error_of(p);
+  p = write_temp("rpe_squad_bad2.json", R"({"data":[{"paragraphs":[{"context":"abc","qas":[{"id":"x1","answers":[]}]}]}]})");
+  EXPECT_NE(error_of(p).find("data[0].paragraphs[0].qas[0] (id x1): missing field 'question'"), std::string::npos)
+      << error_of(p);
+  p = write_temp("rpe_squad_bad3.json", R"({"data":[{"paragraphs":[{"context":"the red car","qas":[{"id":"x2",)"
+                                        R"("question":"q","answers":[{"text":"red","answer_start":5}]}]}]}]})");
+  EXPECT_NE(error_of(p).find("(id x2).answers[0]: answer_start 5 does not match the context"), std::string::npos)
+      << error_of(p);
+}
+
+TEST(SquadFeatures, WindowsTargetsAndMaxContextHandWorked) {
+  // 20 one-letter words w0..w19 ("a b c ..."), answer = words 9..10.
+  std::string ctx;
+  for (int i = 0; i < 20; ++i) ctx += std::string(i ? " " : "") + static_cast<char>('a' + i);
+  SquadExample ex{"q", "x y", ctx, {{"j k", 18, 21}}, false};
+  WhitespaceTokenizer tok;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> offsets;
+  // max_seq_len 16, question 2 tokens -> 11 context tokens per window, stride 4:
+  // windows [0,11) [4,15) [8,19) [12,20).
+  const auto f = make_squad_features({ex}, tok, {16, 4, 64}, offsets);
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(f[0].doc_start, 0);
+  EXPECT_EQ(f[1].doc_start, 4);
+  EXPECT_EQ(f[2].doc_start, 8);
+  EXPECT_EQ(f[3].doc_start, 12);
+  EXPECT_EQ(f[3].doc_len, 8);
+  EXPECT_EQ(f[0].ids.size(), 16u);  // [CLS] x y [SEP] 11 words [SEP]
+  EXPECT_EQ(f[0].context_offset, 4);
+  // answer words 9..10: inside windows 0, 1, 2 -> positions 4 + 9 - start; not in window 3.
+  EXPECT_EQ(f[0].start, 13);
+  EXPECT_EQ(f[0].end, 14);
+  EXPECT_EQ(f[1].start, 9);
+  EXPECT_EQ(f[2].start, 5);
+  EXPECT_EQ(f[3].start, 0);
+  EXPECT_EQ(f[3].end, 0);
+  // word 9: window 1 has min(5, 5) = 5 context on its shorter side, window 0 has 1,
+  // window 2 has 1 -> its best window is 1.
+  EXPECT_FALSE(f[0].max_context[9]);
+  EXPECT_TRUE(f[1].max_context[9 - 4]);
+  EXPECT_FALSE(f[2].max_context[9 - 8]);
+}
+
+TEST(SquadPostprocess, BestSpanAcrossWindowsAndNullScore) {
+  std::string ctx;
+  for (int i = 0; i < 20; ++i) ctx += std::string(i ? " " : "") + static_cast<char>('a' + i);
+  SquadExample ex{"q", "x y", ctx, {{"j k", 18, 21}}, false};
+  WhitespaceTokenizer tok;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> offsets;
+  const auto f = make_squad_features({ex}, tok, {16, 4, 64}, offsets);
+  std::vector<std::vector<float>> s(f.size()), e(f.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    s[i].assign(f[i].ids.size(), 0.0f);
+    e[i].assign(f[i].ids.size(), 0.0f);
+  }
+  // Window 1: span words 9..10 scores 3 + 3; window 0 has a higher but non-max-context start
+  // (word 9 is not best in window 0) and window 3 a span longer than max_answer_len 3.
+  s[1][4 + 5] = 3;  e[1][4 + 6] = 3;
+  s[0][4 + 9] = 5;  e[0][4 + 10] = 5;
+  s[3][4 + 0] = 9;  e[3][4 + 7] = 9;  // words 12..19: 8 tokens > 3
+  s[2][0] = 4;      e[2][0] = 4;      // window 2 null score 8; windows 0, 1, 3 null 0 -> min 0
+  SquadPostOptions o;
+  o.n_best = 20;
+  o.max_answer_len = 3;
+  auto p = squad_predictions({ex}, f, offsets, s, e, o);
+  EXPECT_EQ(p.at("q").text, "j k");
+  o.v2 = true;
+  o.null_threshold = -7.0;  // null 0 - span 6 = -6 > -7 -> no answer
+  p = squad_predictions({ex}, f, offsets, s, e, o);
+  EXPECT_DOUBLE_EQ(p.at("q").score_diff, -6.0);
+  EXPECT_EQ(p.at("q").text, "");
+  o.null_threshold = 0.0;
+  EXPECT_EQ(squad_predictions({ex}, f, offsets, s, e, o).at("q").text, "j k");
+}

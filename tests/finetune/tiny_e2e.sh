@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Tiny end-to-end CPU run: pretrain tiny_m4 for a few steps on data/sample, fine-tune on the
+# SQuAD sample, check predictions.json with the independent Python scorer, render tables.
+# Usage: tiny_e2e.sh RPE_TRAIN PYTHON   (run from the repository root; ~1-2 minutes on 2 cores)
+set -euo pipefail
+RPE=$1
+PY=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+"$RPE" pretrain --config configs/pretrain/tiny_m4.yaml --run-dir "$OUT/pre" \
+  --set train.max_steps=30 --set train.eval_every=0 --set train.batch_size=16 --set data.max_seq_len=64
+"$RPE" finetune squad --config configs/finetune/tiny_squad.yaml --init "$OUT/pre" --run-dir "$OUT/ft" \
+  --seeds 1,2 --set finetune.max_train_examples=160 --set finetune.epochs=1 \
+  --set finetune.results_file="$OUT/results.jsonl"
+for s in 1 2; do
+  test -s "$OUT/ft/seed$s/predictions.json"
+  "$PY" "$HERE/../eval/squad_reference.py" data/sample/squad/dev-v1.1.json "$OUT/ft/seed$s/predictions.json" > "$OUT/ref.json"
+  "$PY" - "$OUT/ref.json" "$OUT/ft/seed$s/results.json" <<'PYEOF'
+import json, sys
+ref, ours = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert round(ref["exact_match"], 2) == round(ours["exact"], 2), (ref, ours)
+assert round(ref["f1"], 2) == round(ours["f1"], 2), (ref, ours)
+print(f"seed results agree with the reference scorer: EM {ours['exact']:.2f} F1 {ours['f1']:.2f}")
+PYEOF
+done
+test "$(wc -l < "$OUT/results.jsonl")" -eq 4  # 2 seeds x (exact, f1)
+# GLUE: MNLI's two dev sets (matched/mismatched) and STS-B's regression head, briefly.
+for task in mnli stsb; do
+  "$RPE" finetune glue --task $task --config configs/finetune/tiny_glue.yaml --init "$OUT/pre" --run-dir "$OUT/glue_$task" \
+    --seeds 1 --set finetune.max_train_examples=64 --set finetune.epochs=1 --set finetune.results_file="$OUT/results.jsonl"
+  test -s "$OUT/glue_$task/seed1/results.json"
+done
+test "$(wc -l < "$OUT/results.jsonl")" -eq 8  # + mnli m/mm accuracy + stsb pearson/spearman
+"$RPE" tables --results "$OUT/results.jsonl" --out "$OUT/tables"
+grep -q "n=2" "$OUT/tables/tables.md"
+grep -q "Table 4" "$OUT/tables/tables.md"
+grep -q "84.45" "$OUT/tables/tables.md"  # the paper's MNLI-m for method 4 beside ours
+# Bad input: an answer offset that does not match -> exit 2, one line, no run folder written.
+sed 's/"answer_start": 23/"answer_start": 24/' data/sample/squad/dev-v1.1.json > "$OUT/bad.json"
+set +e
+msg=$("$RPE" finetune squad --config configs/finetune/tiny_squad.yaml --init "$OUT/pre" --run-dir "$OUT/ft_bad" \
+  --set finetune.dev_file="$OUT/bad.json" 2>&1 >/dev/null)
+code=$?
+set -e
+echo "bad input -> exit $code: $msg"
+test $code -eq 2
+echo "$msg" | grep -q "bad.json: data\[0\].paragraphs\[0\].qas\[0\] (id squad-dev-000000).answers\[0\]: answer_start 24 does not match"
+test ! -e "$OUT/ft_bad"
+echo "tiny e2e: OK"
