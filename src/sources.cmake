@@ -50,6 +50,11 @@ set(RPE_CORE_SOURCES
   src/finetune/glue_data.cpp
   src/finetune/heads.cpp
   src/finetune/finetune.cpp
+  # interop: Hugging Face BERT (safetensors, config and name mapping), method swap
+  src/interop/safetensors.cpp
+  src/interop/model_file.cpp
+  src/interop/hf_bert.cpp
+  src/interop/method_swap.cpp
 )
 
 set(RPE_CLI_SOURCES
@@ -60,4 +65,6 @@ set(RPE_CLI_SOURCES
   src/cli/cmd_finetune.cpp
   src/cli/cmd_tables.cpp
   src/cli/cmd_evaluate.cpp
+  src/cli/cmd_import_hf.cpp
+  src/cli/cmd_export_hf.cpp
 )

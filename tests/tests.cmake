@@ -14,6 +14,9 @@ set(RPE_TEST_SOURCES
   tests/finetune/test_squad_data.cpp
   tests/finetune/test_glue_data.cpp
   tests/finetune/test_heads.cpp
+  tests/interop/test_safetensors.cpp
+  tests/interop/test_hf_bert.cpp
+  tests/interop/test_method_swap.cpp
 )
 add_executable(rpe_tests ${RPE_TEST_SOURCES})
 target_link_libraries(rpe_tests PRIVATE rpe_core GTest::gtest)
@@ -34,3 +37,20 @@ add_test(NAME squad_reference_parity
 add_test(NAME finetune_tiny_e2e
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/finetune/tiny_e2e.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/.venv/bin/python)
 set_tests_properties(squad_reference_parity finetune_tiny_e2e PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} TIMEOUT 600)
+# Hugging Face interop: parity of MLM logits with transformers 4.x (skipped, exit 77, when
+# transformers is not installed: pip install 'transformers>=4.40,<5') and the CLI's errors.
+add_executable(hf_probe tests/interop/hf_probe.cpp)
+target_link_libraries(hf_probe PRIVATE rpe_core)
+if(EXISTS "${CMAKE_SOURCE_DIR}/.venv/bin/python")
+  set(RPE_TEST_PYTHON "${CMAKE_SOURCE_DIR}/.venv/bin/python")
+else()
+  find_package(Python3 COMPONENTS Interpreter)
+  set(RPE_TEST_PYTHON "${Python3_EXECUTABLE}")
+endif()
+if(RPE_TEST_PYTHON)
+  add_test(NAME hf_parity COMMAND "${RPE_TEST_PYTHON}" ${CMAKE_SOURCE_DIR}/tests/interop/hf_parity.py
+           --rpe-train $<TARGET_FILE:rpe-train> --probe $<TARGET_FILE:hf_probe> --workdir ${CMAKE_BINARY_DIR}/hf_parity)
+  set_tests_properties(hf_parity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()
+add_test(NAME hf_cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/interop/test_hf_cli_errors.sh
+         $<TARGET_FILE:rpe-train> $<TARGET_FILE:hf_probe>)

@@ -15,5 +15,7 @@ void add_pretrain(CLI::App& app, Runner& run);
 void add_finetune(CLI::App& app, Runner& run);
 void add_tables(CLI::App& app, Runner& run);
 void add_evaluate(CLI::App& app, Runner& run);
+void add_import_hf(CLI::App& app, Runner& run);
+void add_export_hf(CLI::App& app, Runner& run);
 
 }  // namespace rpe::cli

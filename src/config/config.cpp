@@ -267,6 +267,8 @@ void validate(const Config& cfg) {
   if (!(f.warmup_fraction >= 0.0 && f.warmup_fraction < 1.0)) cfg.fail("finetune.warmup_fraction", "must be in [0, 1)");
   if (f.max_train_examples < 0 || f.max_eval_examples < 0)
     cfg.fail("finetune.max_train_examples", "max_train_examples/max_eval_examples must be >= 0 (0 = all)");
+  if (cfg.init.new_position_params != "identity" && cfg.init.new_position_params != "random")
+    cfg.fail("init.new_position_params", "must be identity or random, got '" + cfg.init.new_position_params + "'");
   if (cfg.run.name.empty() || cfg.run.name.find('/') != std::string::npos)
     cfg.fail("run.name", "must be a non-empty name without '/'");
 }

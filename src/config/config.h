@@ -200,12 +200,26 @@ struct RunOptions {
   }
 };
 
+// Starting weights (fine-tuning, method swap of the paper's section 4.4; interop/method_swap.h).
+// Whether a loaded absolute table is kept follows the model: it stays when the method is
+// absolute or model.attention.add_absolute is true, and is dropped otherwise.
+struct InitOptions {
+  std::string checkpoint;                         // start from this checkpoint's weights; "" = random init
+  std::string new_position_params = "identity";  // identity: new position tables start neutral | random
+
+  template <class V> void visit(V& v) {
+    v("checkpoint", checkpoint);
+    v("new_position_params", new_position_params);
+  }
+};
+
 struct Config {
   ModelOptions model;
   DataOptions data;
   TrainOptions train;
   RunOptions run;
   FinetuneOptions finetune;
+  InitOptions init;
 
   // Where each key came from ("configs/x.yaml:12", "--set"), for error messages.
   std::map<std::string, std::string> origins;
@@ -216,6 +230,7 @@ struct Config {
     v("train", train);
     v("run", run);
     v("finetune", finetune);
+    v("init", init);
   }
 
   // "file:line" of a key path such as "model.hidden" (or its nearest known parent).

@@ -1,0 +1,376 @@
+// Hugging Face BERT import/export (mapping summary and the distance-table flip in hf_bert.h).
+// Checked against transformers 4.x BertForMaskedLM by tests/interop/hf_parity.py.
+#include "interop/hf_bert.h"
+
+#include <fstream>
+#include <set>
+
+#include "data/sp_tokenizer.h"
+#include "interop/model_file.h"
+#include "interop/safetensors.h"
+#include "model/bert.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+#include "util/log.h"
+
+namespace rpe {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Our parameter name of each relative method's per-layer table ([H|1, 2k+1, d]).
+std::string relative_table_name(const std::string& method) {
+  if (method == "m4") return "w";
+  if (method == "shaw") return "key_table";
+  return {};
+}
+
+json read_json(const fs::path& file) {
+  if (!fs::exists(file)) throw UserError(file.string() + ": file not found");
+  try {
+    return json::parse(read_file(file));
+  } catch (const json::exception& e) {
+    throw UserError(file.string() + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+std::string shape_str(const torch::Tensor& t) { return c10::str(t.sizes()); }
+
+// Legacy TF-converted checkpoints name LayerNorm parameters gamma/beta.
+std::string normalise_hf_name(std::string name) {
+  auto replace_suffix = [&](const std::string& from, const std::string& to) {
+    if (name.size() >= from.size() && name.compare(name.size() - from.size(), from.size(), from) == 0)
+      name = name.substr(0, name.size() - from.size()) + to;
+  };
+  replace_suffix("LayerNorm.gamma", "LayerNorm.weight");
+  replace_suffix("LayerNorm.beta", "LayerNorm.bias");
+  return name;
+}
+
+size_t count_lines(const fs::path& file) {
+  std::ifstream in(file);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+}  // namespace
+
+ModelOptions model_options_from_hf(const json& c, const std::string& where) {
+  auto fail = [&](const std::string& key, const std::string& msg) -> void {
+    throw UserError(where + ": " + key + ": " + msg);
+  };
+  if (!c.is_object()) fail("(top level)", "expected a JSON object");
+  // Missing keys take transformers' BertConfig defaults, as transformers itself does.
+  auto get_int = [&](const char* key, int64_t fallback) -> int64_t {
+    if (!c.contains(key)) return fallback;
+    if (!c[key].is_number_integer()) fail(key, "expected an integer");
+    return c[key].get<int64_t>();
+  };
+  auto get_num = [&](const char* key, double fallback) -> double {
+    if (!c.contains(key) || c[key].is_null()) return fallback;
+    if (!c[key].is_number()) fail(key, "expected a number");
+    return c[key].get<double>();
+  };
+  auto get_str = [&](const char* key, const std::string& fallback) -> std::string {
+    if (!c.contains(key) || c[key].is_null()) return fallback;
+    if (!c[key].is_string()) fail(key, "expected a string");
+    return c[key].get<std::string>();
+  };
+
+  const std::string model_type = get_str("model_type", "");
+  if (model_type != "bert") fail("model_type", "unsupported model_type '" + model_type + "' (only bert can be imported)");
+  const std::string act = get_str("hidden_act", "gelu");
+  if (act != "gelu") fail("hidden_act", "'" + act + "' is not supported (rpe-train's BERT uses erf GELU, 'gelu')");
+  for (const char* key : {"is_decoder", "add_cross_attention"})
+    if (c.contains(key) && !(c[key].is_boolean() && !c[key].get<bool>()))
+      fail(key, "decoder BERT models are not supported");
+
+  ModelOptions m;
+  m.vocab_size = get_int("vocab_size", 30522);
+  m.hidden = get_int("hidden_size", 768);
+  m.layers = get_int("num_hidden_layers", 12);
+  m.heads = get_int("num_attention_heads", 12);
+  m.ffn = get_int("intermediate_size", 3072);
+  m.max_position = get_int("max_position_embeddings", 512);
+  m.type_vocab_size = get_int("type_vocab_size", 2);
+  m.dropout = get_num("hidden_dropout_prob", 0.1);
+  m.attention_dropout = get_num("attention_probs_dropout_prob", 0.1);
+  m.layer_norm_eps = get_num("layer_norm_eps", 1e-12);
+  m.init_std = get_num("initializer_range", 0.02);
+  m.pre_ln = false;
+  if (m.vocab_size <= 0 || m.hidden <= 0 || m.layers <= 0 || m.heads <= 0 || m.ffn <= 0 || m.max_position <= 0)
+    fail("hidden_size", "sizes must be positive");
+  if (m.hidden % m.heads != 0) fail("num_attention_heads", "does not divide hidden_size");
+
+  const std::string pet = get_str("position_embedding_type", "absolute");
+  auto& a = m.attention;
+  a.max_relative = 0;  // = max_position - 1: HF's distance table is unclipped
+  a.share_across_heads = true;
+  if (pet == "absolute") {
+    a.method = "absolute";
+    a.share_across_heads = false;
+  } else if (pet == "relative_key") {
+    a.method = "shaw";  // keys only (shaw_values stays false)
+  } else if (pet == "relative_key_query") {
+    a.method = "m4";
+  } else {
+    fail("position_embedding_type",
+         "'" + pet + "' is not supported (valid: absolute, relative_key, relative_key_query)");
+  }
+  return m;
+}
+
+std::string hf_export_blocker(const ModelOptions& m) {
+  const auto& a = m.attention;
+  if (a.method != "absolute" && a.method != "shaw" && a.method != "m4")
+    return "method '" + a.method +
+           "' has no Hugging Face BERT equivalent (exportable: absolute; shaw keys-only and m4 with one "
+           "unclipped table shared across heads)";
+  if (m.pre_ln) return "model.pre_ln is true but Hugging Face BERT is post-LayerNorm";
+  if (a.method == "absolute") return {};
+  if (a.add_absolute)
+    return "model.attention.add_absolute is true but HF relative_key/relative_key_query add no absolute embeddings";
+  if (!a.share_across_heads)
+    return "model.attention.share_across_heads is false but HF BERT shares one distance table across the heads";
+  if (a.max_relative != 0 && a.max_relative != m.max_position - 1)
+    return "model.attention.max_relative is " + std::to_string(a.max_relative) +
+           " but HF BERT's distance table is unclipped (k = max_position - 1 = " + std::to_string(m.max_position - 1) + ")";
+  if (a.method == "shaw" && a.shaw_values)
+    return "model.attention.shaw_values is true but HF relative_key has no value embeddings";
+  return {};
+}
+
+json hf_config_from(const ModelOptions& m) {
+  const std::string& method = m.attention.method;
+  const std::string pet = method == "m4" ? "relative_key_query" : method == "shaw" ? "relative_key" : "absolute";
+  return json{{"architectures", json::array({"BertForMaskedLM"})},
+              {"model_type", "bert"},
+              {"attention_probs_dropout_prob", m.attention_dropout},
+              {"classifier_dropout", nullptr},
+              {"hidden_act", "gelu"},
+              {"hidden_dropout_prob", m.dropout},
+              {"hidden_size", m.hidden},
+              {"initializer_range", m.init_std},
+              {"intermediate_size", m.ffn},
+              {"layer_norm_eps", m.layer_norm_eps},
+              {"max_position_embeddings", m.max_position},
+              {"num_attention_heads", m.heads},
+              {"num_hidden_layers", m.layers},
+              {"pad_token_id", 0},
+              {"position_embedding_type", pet},
+              {"torch_dtype", "float32"},
+              {"type_vocab_size", m.type_vocab_size},
+              {"use_cache", true},
+              {"vocab_size", m.vocab_size}};
+}
+
+std::vector<HfTensorLink> hf_tensor_links(const ModelOptions& m) {
+  std::vector<HfTensorLink> links;
+  auto add = [&](const std::string& ours, const std::string& hf, bool rel = false) { links.push_back({ours, hf, rel}); };
+  auto add_wb = [&](const std::string& ours, const std::string& hf) {
+    add(ours + ".weight", hf + ".weight");
+    add(ours + ".bias", hf + ".bias");
+  };
+  add("word_embeddings.weight", "bert.embeddings.word_embeddings.weight");
+  if (m.attention.method == "absolute" || m.attention.add_absolute)
+    add("position.absolute", "bert.embeddings.position_embeddings.weight");
+  add("token_type_embeddings.weight", "bert.embeddings.token_type_embeddings.weight");
+  add_wb("embeddings_norm", "bert.embeddings.LayerNorm");
+  const std::string table = relative_table_name(m.attention.method);
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const std::string o = "layers." + std::to_string(i) + ".";
+    const std::string h = "bert.encoder.layer." + std::to_string(i) + ".";
+    for (const char* p : {"query", "key", "value"}) add_wb(o + "attention." + p, h + "attention.self." + p);
+    if (!table.empty())
+      add(o + "attention.position." + table, h + "attention.self.distance_embedding.weight", /*rel=*/true);
+    add_wb(o + "attention.output", h + "attention.output.dense");
+    add_wb(o + "attention_norm", h + "attention.output.LayerNorm");
+    add_wb(o + "ffn_in", h + "intermediate.dense");
+    add_wb(o + "ffn_out", h + "output.dense");
+    add_wb(o + "ffn_norm", h + "output.LayerNorm");
+  }
+  add_wb("mlm_transform", "cls.predictions.transform.dense");
+  add_wb("mlm_norm", "cls.predictions.transform.LayerNorm");
+  add("mlm_bias", "cls.predictions.bias");
+  return links;
+}
+
+torch::Tensor to_hf_layout(const torch::Tensor& ours, const HfTensorLink& link) {
+  if (!link.relative_table) return ours;
+  // ours [1, 2k+1, d], row s = distance j - i = s - k  ->  HF [2k+1, d], row i - j + k.
+  return ours.squeeze(0).flip(0).contiguous();
+}
+
+torch::Tensor from_hf_layout(const torch::Tensor& hf, const HfTensorLink& link) {
+  if (!link.relative_table) return hf;
+  return hf.flip(0).unsqueeze(0).contiguous();  // [2n-1, d] -> [1, 2n-1, d]
+}
+
+ImportSummary import_hf_bert(const fs::path& dir, const fs::path& out_checkpoint) {
+  if (!fs::is_directory(dir)) throw UserError(dir.string() + ": not a directory (expected a Hugging Face BERT folder)");
+  const fs::path weights = dir / "model.safetensors", vocab = dir / "vocab.txt";
+  const json hf_config = read_json(dir / "config.json");
+  ImportSummary summary;
+  summary.model = model_options_from_hf(hf_config, (dir / "config.json").string());
+  if (!fs::exists(weights))
+    throw UserError(weights.string() + ": file not found (only safetensors weights are read; convert a "
+                                       "pytorch_model.bin with save_pretrained(..., safe_serialization=True))");
+  if (!fs::exists(vocab)) throw UserError(vocab.string() + ": file not found (a WordPiece vocabulary is required)");
+  const size_t vocab_lines = count_lines(vocab);
+  if (static_cast<int64_t>(vocab_lines) > summary.model.vocab_size)
+    throw UserError(vocab.string() + ": " + std::to_string(vocab_lines) + " entries but config.json vocab_size is " +
+                    std::to_string(summary.model.vocab_size));
+  const fs::path tok_config = dir / "tokenizer_config.json";
+  if (fs::exists(tok_config)) {
+    const json t = read_json(tok_config);
+    if (t.contains("do_lower_case") && !t["do_lower_case"].is_boolean())
+      throw UserError(tok_config.string() + ": do_lower_case: expected true or false");
+    summary.lowercase = t.value("do_lower_case", true);
+  } else {
+    log::warn("import", "{} not found: assuming do_lower_case = true (BertTokenizer's default)", tok_config.string());
+  }
+
+  Config cfg;
+  cfg.model = summary.model;
+  cfg.data.train_files = {"(none: imported from Hugging Face " + dir.filename().string() + ")"};
+  cfg.data.tokenizer = "wordpiece";
+  const fs::path vocab_out = (out_checkpoint.has_parent_path() ? out_checkpoint.parent_path() : fs::path(".")) / "vocab.txt";
+  cfg.data.tokenizer_model = vocab_out.string();
+  cfg.data.lowercase = summary.lowercase;
+  cfg.data.max_seq_len = std::min<int64_t>(cfg.data.max_seq_len, cfg.model.max_position);
+  cfg.run.name = "hf_import";
+  validate(cfg);
+
+  SafetensorsFile st = read_safetensors(weights);
+  std::map<std::string, torch::Tensor> hf;
+  for (auto& [name, t] : st.tensors) hf[normalise_hf_name(name)] = t;
+  // BertModel checkpoints have no "bert." prefix; BertForMaskedLM / BertForPreTraining do.
+  bool prefixed = false;
+  for (const auto& [name, t] : hf) prefixed = prefixed || name.rfind("bert.", 0) == 0;
+  auto hf_key = [&](const std::string& name) {
+    return (!prefixed && name.rfind("bert.", 0) == 0) ? name.substr(5) : name;
+  };
+
+  torch::manual_seed(cfg.train.seed);  // tensors absent from the file (an MLM head) start as BERT's init
+  BertModel model(cfg.model);
+  auto params = model->named_parameters();
+  std::set<std::string> used;
+  bool has_mlm_head = hf.count("cls.predictions.transform.dense.weight") > 0;
+  if (!has_mlm_head) log::warn("import", "{} has no MLM head (cls.predictions.*): it starts from BERT's random init", weights.string());
+  torch::NoGradGuard no_grad;
+  for (const auto& link : hf_tensor_links(cfg.model)) {
+    const std::string key = hf_key(link.hf);
+    if (link.hf.rfind("cls.", 0) == 0 && !has_mlm_head) continue;
+    auto it = hf.find(key);
+    if (it == hf.end() && link.hf == "cls.predictions.bias") it = hf.find("cls.predictions.decoder.bias");
+    if (it == hf.end()) throw UserError(weights.string() + ": tensor '" + key + "' is missing");
+    used.insert(it->first);
+    torch::Tensor& target = params[link.ours];
+    const auto expected = to_hf_layout(target, link);
+    if (it->second.sizes() != expected.sizes())
+      throw UserError(weights.string() + ": tensor '" + key + "' has shape " + shape_str(it->second) +
+                      " but config.json implies " + shape_str(expected));
+    target.copy_(from_hf_layout(it->second.to(torch::kFloat32), link));
+  }
+
+  // Tensors we knowingly do not use; anything else is an error rather than a silent drop.
+  auto known_unused = [&](const std::string& n) {
+    return n.rfind("bert.pooler.", 0) == 0 || n.rfind("pooler.", 0) == 0 || n.rfind("cls.seq_relationship.", 0) == 0 ||
+           n == hf_key("bert.embeddings.position_ids") || n == "cls.predictions.decoder.bias" ||
+           (n == hf_key("bert.embeddings.position_embeddings.weight") && cfg.model.attention.method != "absolute");
+  };
+  for (const auto& [name, t] : hf) {
+    if (used.count(name)) continue;
+    if (name == "cls.predictions.decoder.weight") {  // tied to the word embeddings: must be equal
+      if (!t.to(torch::kFloat32).equal(params["word_embeddings.weight"]))
+        throw UserError(weights.string() + ": cls.predictions.decoder.weight differs from the word embeddings "
+                                           "(untied MLM decoders are not supported)");
+      continue;
+    }
+    if (!known_unused(name))
+      throw UserError(weights.string() + ": unexpected tensor '" + name + "' " + shape_str(t) +
+                      " (no counterpart in a " + cfg.model.attention.method + " BERT)");
+    summary.ignored.push_back(name);
+  }
+
+  save_model_file(out_checkpoint, *model, to_yaml(cfg));
+  write_atomic_with(vocab_out, [&](const fs::path& tmp) { fs::copy_file(vocab, tmp, fs::copy_options::overwrite_existing); });
+  log::info("import", "{} -> {}: {} (hidden {}, layers {}, heads {}, vocab {}), ignored: {}", dir.string(),
+            out_checkpoint.string(), cfg.model.attention.method, cfg.model.hidden, cfg.model.layers, cfg.model.heads,
+            cfg.model.vocab_size, summary.ignored.empty() ? std::string("none") : join(summary.ignored));
+  return summary;
+}
+
+namespace {
+
+// The vocabulary to export: explicit file, the checkpoint's wordpiece vocab.txt, or the
+// sentencepiece pieces in id order. Returns the file's text.
+std::string export_vocab(const Config& cfg, const fs::path& checkpoint, const fs::path& vocab) {
+  if (!vocab.empty()) return read_file(vocab);
+  const fs::path named = cfg.data.tokenizer_model;
+  const fs::path beside_ck = checkpoint.parent_path() / named.filename();
+  const fs::path run_sp = checkpoint.parent_path().parent_path() / "tokenizer.model";  // <run>/checkpoints/x.pt
+  auto find = [&](std::vector<fs::path> candidates) -> fs::path {
+    for (const auto& c : candidates)
+      if (!c.empty() && fs::exists(c) && fs::is_regular_file(c)) return c;
+    return {};
+  };
+  if (cfg.data.tokenizer == "wordpiece") {
+    const fs::path f = find({named, named.empty() ? fs::path() : beside_ck});
+    if (f.empty())
+      throw UserError(checkpoint.string() + ": the wordpiece vocabulary '" + named.string() +
+                      "' was not found (pass --vocab FILE)");
+    return read_file(f);
+  }
+  const fs::path sp = find({named, run_sp});
+  if (sp.empty())
+    throw UserError(checkpoint.string() + ": the " + cfg.data.tokenizer + " model '" + named.string() +
+                    "' was not found (pass --vocab FILE, a vocab.txt whose line i is token id i)");
+  log::warn("export", "{} is a SentencePiece model: vocab.txt lists its pieces in id order, but BertTokenizer "
+                      "will not segment text the same way", sp.string());
+  SentencePieceTokenizer tok(sp);
+  std::string text;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) text += tok.piece(id) + "\n";
+  return text;
+}
+
+}  // namespace
+
+void export_hf_bert(const fs::path& checkpoint, const fs::path& out_dir, const fs::path& vocab) {
+  LoadedModel loaded = load_model_file(checkpoint);
+  const ModelOptions& m = loaded.config.model;
+  const std::string blocker = hf_export_blocker(m);
+  if (!blocker.empty()) throw UserError(checkpoint.string() + ": cannot export to Hugging Face BERT: " + blocker);
+  const std::string vocab_text = export_vocab(loaded.config, checkpoint, vocab);
+
+  auto params = loaded.model->named_parameters();
+  const auto links = hf_tensor_links(m);
+  std::set<std::string> linked;
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (const auto& link : links) {
+    linked.insert(link.ours);
+    tensors.emplace_back(link.hf, to_hf_layout(params[link.ours].detach(), link));
+  }
+  // Every parameter must have a home; a method-specific extra would otherwise vanish silently.
+  for (const auto& p : params)
+    if (!linked.count(p.key()))
+      throw UserError(checkpoint.string() + ": cannot export to Hugging Face BERT: parameter '" + p.key() +
+                      "' has no counterpart there");
+  if (m.attention.method != "absolute")  // HF builds this table for every type; relative types ignore it
+    tensors.emplace_back("bert.embeddings.position_embeddings.weight", torch::zeros({m.max_position, m.hidden}));
+  std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+
+  fs::create_directories(out_dir);
+  write_safetensors(out_dir / "model.safetensors", tensors, {{"format", "pt"}});
+  write_file_atomic(out_dir / "config.json", hf_config_from(m).dump(2) + "\n");
+  write_file_atomic(out_dir / "vocab.txt", vocab_text);
+  const json tok{{"do_lower_case", loaded.config.data.lowercase}, {"tokenizer_class", "BertTokenizer"},
+                 {"model_max_length", m.max_position}};
+  write_file_atomic(out_dir / "tokenizer_config.json", tok.dump(2) + "\n");
+  log::info("export", "{} -> {}: {} as position_embedding_type {}", checkpoint.string(), out_dir.string(),
+            m.attention.method, hf_config_from(m)["position_embedding_type"].get<std::string>());
+}
+
+}  // namespace rpe

@@ -1,0 +1,90 @@
+// Method swap: copy shared tensors, start new position parameters neutral, measure the
+// change of function on a probe input (see method_swap.h).
+#include "interop/method_swap.h"
+
+#include <set>
+
+#include "interop/model_file.h"
+#include "util/errors.h"
+#include "util/log.h"
+
+namespace rpe {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Parameters owned by a position method: the model-level "position." module and each
+// layer's "attention.position." hooks.
+bool is_position_tensor(const std::string& name) {
+  return name.rfind("position.", 0) == 0 || name.find(".attention.position.") != std::string::npos;
+}
+
+// Multiplicative methods gate q.k: a zero start would erase the scores, so their own
+// init (1 for m1/m2 scalars, near 1 for m3) is the neutral start.
+bool zero_is_neutral(const std::string& method) { return method != "m1" && method != "m2" && method != "m3"; }
+
+// MLM logits of a fixed probe sequence: [L, V].
+torch::Tensor probe_logits(BertModelImpl& model, int64_t length) {
+  const int64_t V = model.options().vocab_size;
+  auto ids = (torch::arange(length, torch::kLong) * 7 + 3).remainder(V).unsqueeze(0);  // [1, L]
+  auto pad = torch::zeros({1, length}, torch::kBool);
+  auto hidden = model.encode(ids, pad);  // [1, L, D]
+  return model.mlm_logits(hidden.squeeze(0));
+}
+
+}  // namespace
+
+SwapOptions swap_options_from(const InitOptions& init) {
+  SwapOptions o;
+  o.identity_init = init.new_position_params == "identity";
+  return o;
+}
+
+SwapReport load_pretrained_encoder(BertModelImpl& model, const fs::path& checkpoint, const SwapOptions& options) {
+  LoadedModel source = load_model_file(checkpoint);
+  auto src = source.model->named_parameters();
+  auto dst = model.named_parameters();
+  SwapReport report;
+  const std::string method = model.options().attention.method;
+  torch::NoGradGuard no_grad;
+  for (auto& p : dst) {
+    const std::string& name = p.key();
+    if (const torch::Tensor* t = src.find(name)) {
+      if (t->sizes() != p.value().sizes())
+        throw UserError(checkpoint.string() + ": tensor " + name + " has shape " + c10::str(t->sizes()) +
+                        " but the new config builds " + c10::str(p.value().sizes()));
+      p.value().copy_(*t);
+      report.loaded.push_back(name);
+    } else if (is_position_tensor(name)) {
+      if (options.identity_init && zero_is_neutral(method)) p.value().zero_();
+      report.added.push_back(name);
+    } else {
+      throw UserError(checkpoint.string() + ": tensor " + name + " is missing (not a position-method tensor: is "
+                      "this checkpoint the same architecture?)");
+    }
+  }
+  for (const auto& p : src) {
+    if (dst.find(p.key())) continue;
+    if (!is_position_tensor(p.key()))
+      throw UserError(checkpoint.string() + ": tensor " + p.key() + " has no place in the new model (not a "
+                      "position-method tensor: is this checkpoint the same architecture?)");
+    report.dropped.push_back(p.key());
+  }
+
+  if (options.verify && model.word_embeddings->weight.device().is_cpu()) {
+    const bool was_training = model.is_training();
+    model.eval();
+    const int64_t L = std::min<int64_t>({16, model.options().max_position, source.config.model.max_position});
+    report.probe_max_diff = (probe_logits(model, L) - probe_logits(*source.model, L)).abs().max().item<double>();
+    model.train(was_training);
+  }
+  log::info("init", "{} ({}) -> {}: {} tensors loaded, {} added{}, {} dropped{}; probe max |logit diff| {}",
+            checkpoint.string(), source.config.model.attention.method, method, report.loaded.size(),
+            report.added.size(),
+            report.added.empty() ? "" : (options.identity_init && zero_is_neutral(method) ? " (zero)" : " (method init)"),
+            report.dropped.size(), report.dropped.empty() ? "" : " (" + join(report.dropped) + ")",
+            report.probe_max_diff);
+  return report;
+}
+
+}  // namespace rpe

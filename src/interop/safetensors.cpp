@@ -1,0 +1,159 @@
+// safetensors I/O with nlohmann/json for the header (format summary in safetensors.h).
+// Tensors are read straight into their own storage (no whole-file buffer), so a
+// 1.3 GB BERT-large file needs 1.3 GB, not twice that.
+#include "interop/safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <fstream>
+
+#include "util/atomic_file.h"
+#include "util/errors.h"
+
+namespace rpe {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+static_assert(std::endian::native == std::endian::little, "safetensors is little-endian; so is this reader");
+
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit (100 MB)
+
+struct DtypeInfo {
+  const char* name;
+  torch::ScalarType type;
+};
+constexpr DtypeInfo kDtypes[] = {
+    {"F32", torch::kFloat32}, {"F16", torch::kFloat16}, {"BF16", torch::kBFloat16},
+    {"F64", torch::kFloat64}, {"I64", torch::kInt64},   {"I32", torch::kInt32},
+};
+
+std::vector<std::string> dtype_names() {
+  std::vector<std::string> names;
+  for (const auto& d : kDtypes) names.emplace_back(d.name);
+  return names;
+}
+
+}  // namespace
+
+std::string safetensors_dtype_name(torch::ScalarType dtype) {
+  for (const auto& d : kDtypes)
+    if (d.type == dtype) return d.name;
+  throw UserError(std::string("safetensors: cannot store dtype ") + c10::toString(dtype));
+}
+
+SafetensorsFile read_safetensors(const fs::path& file) {
+  const std::string where = file.string();
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw UserError(where + ": cannot open safetensors file");
+  const uint64_t file_size = fs::file_size(file);
+  auto fail = [&](const std::string& msg) -> void { throw UserError(where + ": " + msg); };
+
+  if (file_size < 8) fail("truncated safetensors file (" + std::to_string(file_size) + " bytes, no header length)");
+  uint64_t header_len = 0;
+  in.read(reinterpret_cast<char*>(&header_len), 8);
+  if (header_len > kMaxHeaderBytes) fail("safetensors header length " + std::to_string(header_len) + " is implausible");
+  if (8 + header_len > file_size)
+    fail("truncated safetensors file: header needs " + std::to_string(header_len) + " bytes, file has " +
+         std::to_string(file_size - 8) + " after the length");
+  std::string header_text(header_len, '\0');
+  in.read(header_text.data(), static_cast<std::streamsize>(header_len));
+
+  json header;
+  try {
+    header = json::parse(header_text);
+  } catch (const json::exception& e) {
+    fail(std::string("safetensors header is not valid JSON (") + e.what() + ")");
+  }
+  if (!header.is_object()) fail("safetensors header is not a JSON object");
+
+  const uint64_t data_size = file_size - 8 - header_len;
+  SafetensorsFile out;
+  std::vector<std::pair<uint64_t, uint64_t>> spans;  // to detect overlaps
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) fail("__metadata__ is not an object");
+      for (const auto& [k, v] : entry.items())
+        if (v.is_string()) out.metadata[k] = v.get<std::string>();
+      continue;
+    }
+    auto bad = [&](const std::string& msg) { fail("tensor '" + name + "': " + msg); };
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
+      bad("header entry needs dtype, shape and data_offsets");
+    if (!entry["dtype"].is_string()) bad("dtype is not a string");
+    const std::string dtype = entry["dtype"].get<std::string>();
+    const DtypeInfo* info = nullptr;
+    for (const auto& d : kDtypes)
+      if (dtype == d.name) info = &d;
+    if (!info) bad("unsupported dtype " + dtype + " (supported: " + join(dtype_names()) + ")");
+
+    std::vector<int64_t> shape;
+    if (!entry["shape"].is_array()) bad("shape is not a list");
+    uint64_t numel = 1;
+    for (const auto& s : entry["shape"]) {
+      if (!s.is_number_unsigned()) bad("shape holds a non-integer or negative size");
+      shape.push_back(s.get<int64_t>());
+      numel *= s.get<uint64_t>();
+    }
+    const auto& offs = entry["data_offsets"];
+    if (!offs.is_array() || offs.size() != 2 || !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
+      bad("data_offsets must be two non-negative integers");
+    const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
+    const uint64_t nbytes = numel * c10::elementSize(info->type);
+    if (end < begin || end - begin != nbytes)
+      bad("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") do not hold " +
+          std::to_string(numel) + " " + dtype + " values");
+    if (end > data_size)
+      bad("truncated safetensors file: data ends at byte " + std::to_string(end) + " of a " +
+          std::to_string(data_size) + "-byte buffer");
+    spans.emplace_back(begin, end);
+
+    auto t = torch::empty(shape, torch::TensorOptions().dtype(info->type));
+    in.seekg(static_cast<std::streamoff>(8 + header_len + begin));
+    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(nbytes));
+    if (!in) bad("read error");
+    out.tensors.emplace(name, std::move(t));
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (spans[i].first < spans[i - 1].second) fail("safetensors tensors overlap in the data buffer");
+  return out;
+}
+
+void write_safetensors(const fs::path& file, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  // ordered_json keeps the tensors in the caller's order, which is also the data order.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<torch::Tensor> data;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    auto t = tensor.detach().to(torch::kCPU).contiguous();
+    const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+    header[name] = {{"dtype", safetensors_dtype_name(t.scalar_type())},
+                    {"shape", t.sizes().vec()},
+                    {"data_offsets", {offset, offset + nbytes}}};
+    offset += nbytes;
+    data.push_back(std::move(t));
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t len = text.size();
+
+  write_atomic_with(file, [&](const fs::path& tmp) {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw UserError("cannot open " + tmp.string() + " for writing");
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out.write(text.data(), static_cast<std::streamsize>(len));
+    for (const auto& t : data)
+      out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
+    out.flush();
+    if (!out) throw UserError("cannot write " + file.string());
+  });
+}
+
+}  // namespace rpe

@@ -1,0 +1,93 @@
+// Test-only helper for tests/interop/hf_parity.py (not installed):
+//   hf_probe methods                          registered position methods, one per line
+//   hf_probe init METHOD OUT.pt [SEED]        a small random model (every tensor random,
+//                                            biases and LayerNorms included) + vocab.txt beside it
+//   hf_probe logits CHECKPOINT ID,ID,...      MLM logits of one sequence as JSON {"logits": [[...]]}
+// Exit 2 with a one-line message on bad input, like rpe-train.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "interop/model_file.h"
+#include "model/attention/registry.h"
+#include "model/bert.h"
+#include "util/errors.h"
+
+namespace fs = std::filesystem;
+using namespace rpe;
+
+namespace {
+
+int init_model(const std::string& method, const fs::path& out, int64_t seed) {
+  Config cfg;
+  auto& m = cfg.model;
+  m.vocab_size = 50;
+  m.hidden = 32;
+  m.layers = 2;
+  m.heads = 4;
+  m.ffn = 64;
+  m.max_position = 24;
+  m.attention.method = method;
+  m.attention.share_across_heads = method != "absolute";  // the layout HF BERT can express
+  const fs::path vocab = (out.has_parent_path() ? out.parent_path() : fs::path(".")) / "vocab.txt";
+  cfg.data.train_files = {"(none: random model)"};
+  cfg.data.tokenizer = "wordpiece";
+  cfg.data.tokenizer_model = vocab.string();
+  validate(cfg);
+  torch::manual_seed(seed);
+  BertModel model(m);
+  {
+    // Random values everywhere, so a tensor mapped to the wrong place changes the logits.
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->named_parameters()) {
+      const bool norm_weight = p.key().find("norm.weight") != std::string::npos;
+      p.value().normal_(norm_weight ? 1.0 : 0.0, norm_weight ? 0.2 : 0.1);
+    }
+  }
+  std::ofstream v(vocab);
+  const char* special[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  for (int64_t i = 0; i < m.vocab_size; ++i) v << (i < 5 ? special[i] : "tok" + std::to_string(i)) << "\n";
+  save_model_file(out, *model, to_yaml(cfg));
+  return 0;
+}
+
+int print_logits(const fs::path& checkpoint, const std::string& ids_text) {
+  LoadedModel loaded = load_model_file(checkpoint);
+  std::vector<int64_t> ids;
+  std::stringstream ss(ids_text);
+  for (std::string item; std::getline(ss, item, ',');) ids.push_back(std::stoll(item));
+  require(!ids.empty(), "no ids given");
+  torch::NoGradGuard no_grad;
+  auto t = torch::tensor(ids, torch::kLong).unsqueeze(0);                 // [1, L]
+  auto hidden = loaded.model->encode(t, torch::zeros_like(t, torch::kBool));  // [1, L, D]
+  auto logits = loaded.model->mlm_logits(hidden.squeeze(0)).to(torch::kDouble).contiguous();  // [L, V]
+  nlohmann::json rows = nlohmann::json::array();
+  for (int64_t i = 0; i < logits.size(0); ++i) {
+    auto row = logits[i];
+    rows.push_back(std::vector<double>(row.data_ptr<double>(), row.data_ptr<double>() + row.numel()));
+  }
+  std::cout << nlohmann::json{{"logits", rows}}.dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::vector<std::string> a(argv + 1, argv + argc);
+    if (a.size() == 1 && a[0] == "methods") {
+      for (const auto& n : attention_method_names()) std::cout << n << "\n";
+      return 0;
+    }
+    if ((a.size() == 3 || a.size() == 4) && a[0] == "init") return init_model(a[1], a[2], a.size() == 4 ? std::stoll(a[3]) : 1);
+    if (a.size() == 3 && a[0] == "logits") return print_logits(a[1], a[2]);
+    std::cerr << "usage: hf_probe methods | init METHOD OUT.pt [SEED] | logits CHECKPOINT ID,ID,...\n";
+    return kExitUserError;
+  } catch (const UserError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitUserError;
+  }
+}

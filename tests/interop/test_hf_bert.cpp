@@ -1,0 +1,287 @@
+// Hugging Face BERT mapping: the distance-table sign convention against a naive loop over
+// transformers' equation, config mapping, export refusals, the import -> export round
+// trip (byte-identical tensors) and bad input. Parity of logits with transformers itself
+// is tests/interop/hf_parity.py (ctest hf_parity).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "interop/hf_bert.h"
+#include "interop/model_file.h"
+#include "interop/safetensors.h"
+#include "model/attention/registry.h"
+#include "model/bert.h"
+#include "model/encoder.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+
+namespace fs = std::filesystem;
+using namespace rpe;
+using nlohmann::json;
+
+namespace {
+
+bool registered(const std::string& method) {
+  const auto names = attention_method_names();
+  return std::find(names.begin(), names.end(), method) != names.end();
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("rpe_hf_" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+Config tiny_config(const std::string& method) {
+  Config cfg;
+  auto& m = cfg.model;
+  m.vocab_size = 40;
+  m.hidden = 16;
+  m.layers = 2;
+  m.heads = 2;
+  m.ffn = 32;
+  m.max_position = 12;
+  m.dropout = m.attention_dropout = 0.0;
+  m.attention.method = method;
+  m.attention.share_across_heads = method != "absolute";
+  cfg.data.train_files = {"none"};
+  cfg.data.tokenizer = "wordpiece";
+  return cfg;
+}
+
+// A random model (every tensor random) saved as a checkpoint, plus a vocab file.
+fs::path random_checkpoint(const Config& cfg, const fs::path& dir, int seed) {
+  torch::manual_seed(seed);
+  BertModel model(cfg.model);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters()) p.value().normal_(0.0, 0.3);
+  const fs::path ck = dir / "model.pt";
+  save_model_file(ck, *model, to_yaml(cfg));
+  std::string vocab;
+  for (int i = 0; i < cfg.model.vocab_size; ++i) vocab += "t" + std::to_string(i) + "\n";
+  write_file_atomic(dir / "vocab.txt", vocab);
+  return ck;
+}
+
+template <class F> std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+// transformers' BertSelfAttention (4.x), relative types, one head, written as loops:
+//   e_ij = (q_i . D[i - j + n - 1]  (+ k_j . D[i - j + n - 1] for relative_key_query)) / sqrt(d)
+// Our method with the table mapped by from_hf_layout must add exactly these terms.
+TEST(HfBert, DistanceTableFollowsTransformersSignConvention) {
+  for (const std::string method : {"m4", "shaw"}) {
+    if (!registered(method)) continue;
+    Config cfg = tiny_config(method);
+    const int64_t n = cfg.model.max_position, d = cfg.model.hidden / cfg.model.heads, H = cfg.model.heads, L = 7;
+    torch::manual_seed(3);
+    BertModel model(cfg.model);
+    auto links = hf_tensor_links(cfg.model);
+    auto link = *std::find_if(links.begin(), links.end(), [](const auto& l) { return l.relative_table; });
+    auto hf_table = torch::randn({2 * n - 1, d});  // HF distance_embedding of layer 0
+    {
+      torch::NoGradGuard no_grad;
+      model->named_parameters()[link.ours].copy_(from_hf_layout(hf_table, link));
+    }
+    auto q = torch::randn({1, H, L, d}), k = torch::randn({1, H, L, d});
+    auto layer = model->layers[0]->as<EncoderLayerImpl>();
+    auto ours = layer->attention->position->score_bias(q, k).detach();  // [1, H, L, L]
+    auto expected = torch::zeros({1, H, L, L});
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < L; ++i)
+        for (int64_t j = 0; j < L; ++j) {
+          auto row = hf_table[i - j + n - 1];
+          double e = q[0][h][i].dot(row).item<double>();
+          if (method == "m4") e += k[0][h][j].dot(row).item<double>();
+          expected[0][h][i][j] = e / std::sqrt(static_cast<double>(d));
+        }
+    EXPECT_TRUE(torch::allclose(ours, expected, 1e-5, 1e-6)) << method;
+  }
+}
+
+TEST(HfBert, ConfigMapping) {
+  json c = {{"model_type", "bert"}, {"hidden_size", 64}, {"num_hidden_layers", 3}, {"num_attention_heads", 4},
+            {"intermediate_size", 128}, {"max_position_embeddings", 40}, {"vocab_size", 99},
+            {"layer_norm_eps", 1e-7}, {"position_embedding_type", "relative_key"}};
+  ModelOptions m = model_options_from_hf(c, "config.json");
+  EXPECT_EQ(m.attention.method, "shaw");
+  EXPECT_TRUE(m.attention.share_across_heads);
+  EXPECT_EQ(m.attention.max_relative, 0);  // = n - 1, unclipped
+  EXPECT_FALSE(m.attention.shaw_values);
+  EXPECT_EQ(m.hidden, 64);
+  EXPECT_EQ(m.layers, 3);
+  EXPECT_EQ(m.heads, 4);
+  EXPECT_EQ(m.ffn, 128);
+  EXPECT_EQ(m.max_position, 40);
+  EXPECT_EQ(m.vocab_size, 99);
+  EXPECT_DOUBLE_EQ(m.layer_norm_eps, 1e-7);
+  EXPECT_EQ(m.type_vocab_size, 2);  // BertConfig default
+  c["position_embedding_type"] = "relative_key_query";
+  EXPECT_EQ(model_options_from_hf(c, "config.json").attention.method, "m4");
+  json back = hf_config_from(model_options_from_hf(c, "config.json"));
+  EXPECT_EQ(back["position_embedding_type"], "relative_key_query");
+  EXPECT_EQ(back["intermediate_size"], 128);
+  EXPECT_EQ(back["architectures"][0], "BertForMaskedLM");
+
+  c["model_type"] = "roberta";
+  EXPECT_NE(error_of([&] { model_options_from_hf(c, "x/config.json"); }).find("unsupported model_type 'roberta'"),
+            std::string::npos);
+  c["model_type"] = "bert";
+  c["hidden_act"] = "gelu_new";
+  EXPECT_NE(error_of([&] { model_options_from_hf(c, "x/config.json"); }).find("hidden_act"), std::string::npos);
+  c["hidden_act"] = "gelu";
+  c["position_embedding_type"] = "rotary";
+  EXPECT_NE(error_of([&] { model_options_from_hf(c, "x/config.json"); }).find("position_embedding_type"),
+            std::string::npos);
+}
+
+TEST(HfBert, ExportRefusesWhatHfBertCannotExpress) {
+  auto m = tiny_config("m4").model;
+  EXPECT_EQ(hf_export_blocker(m), "");
+  EXPECT_EQ(hf_export_blocker(tiny_config("absolute").model), "");
+  m.attention.share_across_heads = false;
+  EXPECT_NE(hf_export_blocker(m).find("share_across_heads"), std::string::npos);
+  m.attention.share_across_heads = true;
+  m.attention.max_relative = 4;
+  EXPECT_NE(hf_export_blocker(m).find("unclipped"), std::string::npos);
+  m.attention.max_relative = m.max_position - 1;  // the same as 0
+  EXPECT_EQ(hf_export_blocker(m), "");
+  m.attention.add_absolute = true;
+  EXPECT_NE(hf_export_blocker(m).find("add_absolute"), std::string::npos);
+  auto s = tiny_config("shaw").model;
+  s.attention.shaw_values = true;
+  EXPECT_NE(hf_export_blocker(s).find("value"), std::string::npos);
+  auto t = tiny_config("t5_bias").model;
+  EXPECT_NE(hf_export_blocker(t).find("method 't5_bias'"), std::string::npos);
+  auto p = tiny_config("absolute").model;
+  p.pre_ln = true;
+  EXPECT_NE(hf_export_blocker(p).find("post-LayerNorm"), std::string::npos);
+
+  // End to end: a per-head m4 checkpoint is refused with the reason.
+  Config per_head = tiny_config("m4");
+  per_head.model.attention.share_across_heads = false;
+  const fs::path dir = temp_dir("refuse");
+  const fs::path ck = random_checkpoint(per_head, dir, 1);
+  const std::string err = error_of([&] { export_hf_bert(ck, dir / "out", dir / "vocab.txt"); });
+  EXPECT_NE(err.find("cannot export to Hugging Face BERT"), std::string::npos) << err;
+  EXPECT_NE(err.find("share_across_heads"), std::string::npos) << err;
+}
+
+TEST(HfBert, LinksCoverEveryParameter) {
+  for (const std::string method : {"absolute", "m4", "shaw"}) {
+    if (!registered(method)) continue;
+    auto m = tiny_config(method).model;
+    BertModel model(m);
+    std::set<std::string> params, linked;
+    for (const auto& p : model->named_parameters()) params.insert(p.key());
+    for (const auto& l : hf_tensor_links(m)) linked.insert(l.ours);
+    EXPECT_EQ(params, linked) << method;
+  }
+}
+
+// export -> import -> export: the two safetensors files hold identical tensors, and the
+// imported checkpoint holds our original parameters bit for bit.
+TEST(HfBert, RoundTripIsByteIdentical) {
+  for (const std::string method : {"absolute", "m4", "shaw"}) {
+    if (!registered(method)) continue;
+    const fs::path dir = temp_dir("rt_" + method);
+    const Config cfg = tiny_config(method);
+    const fs::path ck = random_checkpoint(cfg, dir, 7);
+    export_hf_bert(ck, dir / "hf1", dir / "vocab.txt");
+    EXPECT_TRUE(fs::exists(dir / "hf1" / "config.json"));
+    EXPECT_EQ(read_file(dir / "hf1" / "vocab.txt"), read_file(dir / "vocab.txt"));
+    import_hf_bert(dir / "hf1", dir / "imp" / "model.pt");
+    EXPECT_EQ(read_file(dir / "imp" / "vocab.txt"), read_file(dir / "vocab.txt"));
+    export_hf_bert(dir / "imp" / "model.pt", dir / "hf2");  // vocab found through the imported config
+    const auto a = read_safetensors(dir / "hf1" / "model.safetensors").tensors;
+    const auto b = read_safetensors(dir / "hf2" / "model.safetensors").tensors;
+    ASSERT_EQ(a.size(), b.size()) << method;
+    for (const auto& [name, t] : a) {
+      ASSERT_TRUE(b.count(name)) << name;
+      EXPECT_EQ(t.scalar_type(), torch::kFloat32);
+      EXPECT_EQ(std::memcmp(t.data_ptr(), b.at(name).data_ptr(), t.numel() * 4), 0) << method << " " << name;
+    }
+    auto original = load_model_file(ck), imported = load_model_file(dir / "imp" / "model.pt");
+    auto p2 = imported.model->named_parameters();
+    for (const auto& p : original.model->named_parameters()) EXPECT_TRUE(p.value().equal(p2[p.key()])) << p.key();
+    EXPECT_EQ(imported.config.data.tokenizer, "wordpiece");
+    EXPECT_EQ(imported.config.model.attention.method, method);
+  }
+}
+
+TEST(HfBert, ImportReadsHalfPrecisionAndLegacyNames) {
+  const fs::path dir = temp_dir("half");
+  const Config cfg = tiny_config("absolute");
+  const fs::path ck = random_checkpoint(cfg, dir, 5);
+  export_hf_bert(ck, dir / "hf", dir / "vocab.txt");
+  // Rewrite as BF16 with TF-style LayerNorm gamma/beta names and a pooler (ignored).
+  std::vector<std::pair<std::string, torch::Tensor>> t;
+  for (auto& [name, v] : read_safetensors(dir / "hf" / "model.safetensors").tensors) {
+    std::string n = name;
+    if (n.size() > 16 && n.ends_with("LayerNorm.weight")) n = n.substr(0, n.size() - 6) + "gamma";
+    if (n.size() > 14 && n.ends_with("LayerNorm.bias")) n = n.substr(0, n.size() - 4) + "beta";
+    t.emplace_back(n, v.to(torch::kBFloat16));
+  }
+  t.emplace_back("bert.pooler.dense.weight", torch::zeros({16, 16}));
+  write_safetensors(dir / "hf" / "model.safetensors", t);
+  const auto summary = import_hf_bert(dir / "hf", dir / "imp.pt");
+  EXPECT_EQ(summary.ignored, std::vector<std::string>{"bert.pooler.dense.weight"});
+  auto imported = load_model_file(dir / "imp.pt");
+  auto original = load_model_file(ck);
+  auto p2 = imported.model->named_parameters();
+  for (const auto& p : original.model->named_parameters())
+    EXPECT_TRUE(p.value().to(torch::kBFloat16).to(torch::kFloat32).equal(p2[p.key()])) << p.key();
+}
+
+TEST(HfBert, BadInputNamesTheProblem) {
+  const fs::path dir = temp_dir("bad");
+  const fs::path ck = random_checkpoint(tiny_config("absolute"), dir, 2);
+  export_hf_bert(ck, dir / "hf", dir / "vocab.txt");
+  const fs::path hf = dir / "hf", out = dir / "x.pt";
+  const json good = json::parse(read_file(hf / "config.json"));
+  auto import_error = [&] { return error_of([&] { import_hf_bert(hf, out); }); };
+
+  json c = good;
+  c["model_type"] = "gpt2";
+  write_file_atomic(hf / "config.json", c.dump());
+  EXPECT_NE(import_error().find("unsupported model_type 'gpt2'"), std::string::npos);
+  c = good;
+  c["intermediate_size"] = 33;
+  write_file_atomic(hf / "config.json", c.dump());
+  EXPECT_NE(import_error().find("'bert.encoder.layer.0.intermediate.dense.weight' has shape [32, 16] but config.json "
+                                "implies [33, 16]"),
+            std::string::npos)
+      << import_error();
+  write_file_atomic(hf / "config.json", good.dump());
+
+  auto tensors = read_safetensors(hf / "model.safetensors").tensors;
+  std::vector<std::pair<std::string, torch::Tensor>> extra(tensors.begin(), tensors.end());
+  extra.emplace_back("bert.encoder.layer.0.attention.self.mystery", torch::zeros({3}));
+  write_safetensors(hf / "model.safetensors", extra);
+  EXPECT_NE(import_error().find("unexpected tensor 'bert.encoder.layer.0.attention.self.mystery'"), std::string::npos);
+  std::vector<std::pair<std::string, torch::Tensor>> fewer;
+  for (const auto& kv : tensors)
+    if (kv.first != "bert.encoder.layer.1.output.dense.bias") fewer.push_back(kv);
+  write_safetensors(hf / "model.safetensors", fewer);
+  EXPECT_NE(import_error().find("'bert.encoder.layer.1.output.dense.bias' is missing"), std::string::npos);
+
+  write_safetensors(hf / "model.safetensors", {tensors.begin(), tensors.end()});
+  fs::resize_file(hf / "model.safetensors", fs::file_size(hf / "model.safetensors") / 2);
+  EXPECT_NE(import_error().find("truncated"), std::string::npos);
+  fs::remove(hf / "model.safetensors");
+  EXPECT_NE(import_error().find("model.safetensors: file not found"), std::string::npos);
+  fs::remove(hf / "config.json");
+  EXPECT_NE(import_error().find("config.json: file not found"), std::string::npos);
+  EXPECT_FALSE(fs::exists(out));
+}

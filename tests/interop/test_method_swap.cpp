@@ -1,0 +1,143 @@
+// Method swap (paper section 4.4): an absolute checkpoint loaded into a relative model
+// starts as the same function when the absolute table is kept and the new tables are
+// zero; dropping the table changes it; mismatched architectures are refused.
+#include <gtest/gtest.h>
+
+#include "config/config.h"
+#include "interop/method_swap.h"
+#include "interop/model_file.h"
+#include "model/attention/registry.h"
+#include "util/errors.h"
+
+namespace fs = std::filesystem;
+using namespace rpe;
+
+namespace {
+
+Config tiny(const std::string& method) {
+  Config cfg;
+  auto& m = cfg.model;
+  m.vocab_size = 30;
+  m.hidden = 16;
+  m.layers = 2;
+  m.heads = 2;
+  m.ffn = 32;
+  m.max_position = 10;
+  m.attention.method = method;
+  cfg.data.train_files = {"none"};
+  return cfg;
+}
+
+fs::path absolute_checkpoint() {
+  const fs::path dir = fs::temp_directory_path() / ("rpe_swap_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const Config cfg = tiny("absolute");
+  torch::manual_seed(11);
+  BertModel model(cfg.model);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters()) p.value().normal_(0.0, 0.3);
+  save_model_file(dir / "abs.pt", *model, to_yaml(cfg));
+  return dir / "abs.pt";
+}
+
+// MLM logits of a batch the swap's own probe does not use: [B*L, V].
+torch::Tensor logits(BertModelImpl& model) {
+  model.eval();
+  torch::NoGradGuard no_grad;
+  auto ids = torch::tensor({{5, 9, 2, 28, 14, 3, 7, 0}, {1, 1, 22, 4, 19, 6, 11, 25}}, torch::kLong);
+  auto pad = torch::zeros_like(ids, torch::kBool);
+  return model.mlm_logits(model.encode(ids, pad).view({-1, model.options().hidden}));
+}
+
+bool registered(const std::string& method) {
+  const auto names = attention_method_names();
+  return std::find(names.begin(), names.end(), method) != names.end();
+}
+
+}  // namespace
+
+TEST(MethodSwap, KeepingAbsoluteWithZeroTablesStartsAsTheLoadedFunction) {
+  const fs::path ck = absolute_checkpoint();
+  auto original = load_model_file(ck);
+  for (const std::string method : {"m4", "shaw"}) {
+    if (!registered(method)) continue;
+    for (bool shared : {false, true}) {
+      Config cfg = tiny(method);
+      cfg.model.attention.add_absolute = true;  // keep the loaded table
+      cfg.model.attention.share_across_heads = shared;
+      torch::manual_seed(99);
+      BertModel model(cfg.model);
+      const SwapReport r = load_pretrained_encoder(*model, ck);
+      EXPECT_EQ(r.probe_max_diff, 0.0) << method;
+      EXPECT_TRUE(r.dropped.empty());
+      ASSERT_EQ(r.added.size(), 2u) << method;  // one table per layer
+      for (const auto& name : r.added) {
+        EXPECT_NE(name.find(".attention.position."), std::string::npos) << name;
+        EXPECT_EQ(model->named_parameters()[name].abs().max().item<float>(), 0.0f) << name;
+      }
+      EXPECT_TRUE(torch::equal(logits(*model), logits(*original.model))) << method;
+    }
+  }
+}
+
+TEST(MethodSwap, DroppingAbsoluteTableChangesTheFunctionAndIsReported) {
+  const fs::path ck = absolute_checkpoint();
+  Config cfg = tiny("m4");
+  BertModel model(cfg.model);
+  const SwapReport r = load_pretrained_encoder(*model, ck);
+  EXPECT_EQ(r.dropped, std::vector<std::string>{"position.absolute"});
+  EXPECT_GT(r.probe_max_diff, 1e-3);
+  // Everything but positions came across.
+  auto original = load_model_file(ck);
+  auto params = model->named_parameters();
+  for (const auto& p : original.model->named_parameters())
+    if (p.key() != "position.absolute") EXPECT_TRUE(p.value().equal(params[p.key()])) << p.key();
+}
+
+TEST(MethodSwap, RandomInitKeepsTheMethodsOwnValues) {
+  const fs::path ck = absolute_checkpoint();
+  Config cfg = tiny("m4");
+  cfg.model.attention.add_absolute = true;
+  cfg.init.new_position_params = "random";
+  BertModel model(cfg.model);
+  const SwapReport r = load_pretrained_encoder(*model, ck, swap_options_from(cfg.init));
+  EXPECT_GT(model->named_parameters()[r.added.at(0)].abs().max().item<float>(), 0.0f);
+  EXPECT_GT(r.probe_max_diff, 0.0);
+}
+
+TEST(MethodSwap, RefusesOtherArchitectures) {
+  const fs::path ck = absolute_checkpoint();
+  Config wider = tiny("m4");
+  wider.model.hidden = 32;
+  BertModel a(wider.model);
+  try {
+    load_pretrained_encoder(*a, ck);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("word_embeddings.weight has shape [30, 16]"), std::string::npos) << e.what();
+  }
+  Config deeper = tiny("absolute");
+  deeper.model.layers = 3;
+  BertModel b(deeper.model);
+  try {
+    load_pretrained_encoder(*b, ck);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("layers.2."), std::string::npos) << e.what();
+  }
+}
+
+TEST(MethodSwap, ConfigValidatesInitSection) {
+  Config cfg = tiny("m4");
+  cfg.init.new_position_params = "zeros";
+  try {
+    validate(cfg);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("init.new_position_params"), std::string::npos);
+  }
+  cfg.init.new_position_params = "identity";
+  cfg.init.checkpoint = "x.pt";
+  const Config back = config_from_yaml(to_yaml(cfg), "t");
+  EXPECT_EQ(back.init.checkpoint, "x.pt");
+}
