@@ -34,7 +34,10 @@ set(RPE_CORE_SOURCES
   src/model/attention/self_attention.cpp
   src/model/encoder.cpp
   src/model/bert.cpp
+  # distributed: process group, parameter broadcast, bucketed gradient all-reduce
+  src/dist/data_parallel.cpp
   # training: optimizer + schedule, checkpoint, metrics, trainer
+  src/train/lamb.cpp
   src/train/optim.cpp
   src/train/checkpoint.cpp
   src/train/metrics.cpp

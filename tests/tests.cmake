@@ -54,3 +54,18 @@ if(RPE_TEST_PYTHON)
 endif()
 add_test(NAME hf_cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/interop/test_hf_cli_errors.sh
          $<TARGET_FILE:rpe-train> $<TARGET_FILE:hf_probe>)
+# Training at scale (optimizers, checkpoints, resume) and multi-process data parallelism; the
+# distributed test launches the rpe-train binary as 2 ranks.
+target_sources(rpe_tests PRIVATE
+  tests/train/tiny_run.cpp
+  tests/train/test_optim.cpp
+  tests/train/test_checkpoint.cpp
+  tests/train/test_resume.cpp
+  tests/dist/test_data_parallel.cpp
+)
+add_dependencies(rpe_tests rpe-train)
+target_compile_definitions(rpe_tests PRIVATE RPE_TRAIN_BINARY="$<TARGET_FILE:rpe-train>")
+# torchrun --no-python --nproc-per-node=2 on CPU against one process (skips without .venv/bin/torchrun).
+add_test(NAME dist_torchrun COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/test_torchrun.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
+# SIGKILL at random moments + --resume, repeatedly, ends bitwise equal to an uninterrupted run.
+add_test(NAME train_kill_resume COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_kill_resume.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "config/config.h"
+#include "dist/data_parallel.h"
 #include "train/trainer.h"
 #include "util/errors.h"
 #include "util/log.h"
@@ -24,6 +25,13 @@ struct PretrainArgs {
 int run_pretrain(const PretrainArgs& a) {
   const Config cfg = load_config(a.config, a.sets);
   const fs::path dir = a.run_dir.empty() ? fs::path(cfg.run.root) / cfg.run.name : fs::path(a.run_dir);
+  // Under torchrun/Slurm/mpirun only rank 0 checks, clears and logs into the run folder.
+  const auto env = dist::detect_launch_env();
+  if (env.rank != 0) {
+    log::set_rank(static_cast<int>(env.rank));
+    const PretrainResult r = pretrain(cfg, dir, a.resume);
+    return r.steps > 0 ? 0 : 1;
+  }
   const bool exists = fs::exists(dir) && !fs::is_empty(dir);
   if (exists && !a.resume && !a.overwrite)
     throw UserError("run folder " + dir.string() + " already exists: pass --resume to continue it or --overwrite to "

@@ -269,6 +269,17 @@ void validate(const Config& cfg) {
     cfg.fail("finetune.max_train_examples", "max_train_examples/max_eval_examples must be >= 0 (0 = all)");
   if (cfg.init.new_position_params != "identity" && cfg.init.new_position_params != "random")
     cfg.fail("init.new_position_params", "must be identity or random, got '" + cfg.init.new_position_params + "'");
+  positive("train.keep_checkpoints", t.keep_checkpoints);
+  positive("train.max_nonfinite_in_a_row", t.max_nonfinite_in_a_row);
+  if (t.optimizer != "adamw" && t.optimizer != "lamb")
+    cfg.fail("train.optimizer", "must be adamw or lamb, got '" + t.optimizer + "'");
+  if (t.schedule != "linear" && t.schedule != "cosine")
+    cfg.fail("train.schedule", "must be linear or cosine, got '" + t.schedule + "'");
+  probability("train.min_lr_ratio", t.min_lr_ratio);
+  if (t.precision != "fp32" && t.precision != "bf16")
+    cfg.fail("train.precision", "must be fp32 or bf16, got '" + t.precision + "'");
+  if (!(t.dist_timeout_s > 0.0)) cfg.fail("train.dist_timeout_s", "must be positive");
+  if (!(t.bucket_mb > 0.0)) cfg.fail("train.bucket_mb", "must be positive");
   if (cfg.run.name.empty() || cfg.run.name.find('/') != std::string::npos)
     cfg.fail("run.name", "must be a non-empty name without '/'");
 }

@@ -110,7 +110,7 @@ struct TrainOptions {
   int64_t grad_accum = 1;         // micro-batches per optimizer step
   int64_t max_steps = 1000;       // optimizer steps
   double lr = 1e-4;               // peak learning rate
-  int64_t warmup_steps = 100;     // linear warmup, then linear decay to 0
+  int64_t warmup_steps = 100;     // linear warmup, then `schedule` decay
   double weight_decay = 0.01;     // AdamW decay (not on biases and LayerNorm)
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
@@ -121,7 +121,15 @@ struct TrainOptions {
   int64_t eval_every = 0;         // steps between held-out evaluations; 0 = only at the end
   int64_t eval_batches = 20;      // batches per held-out evaluation
   int64_t save_every = 0;         // steps between checkpoints; 0 = only at the end
-  std::string device = "auto";    // auto | cpu | cuda | cuda:N
+  int64_t keep_checkpoints = 3;   // newest checkpoints kept in <run>/checkpoints
+  std::string optimizer = "adamw";  // adamw | lamb (You et al. 2019, large-batch BERT)
+  std::string schedule = "linear";  // linear | cosine decay after the linear warmup
+  double min_lr_ratio = 0.0;      // the decay ends at lr * min_lr_ratio
+  std::string precision = "fp32";   // fp32 | bf16 (autocast; master weights stay fp32)
+  int64_t max_nonfinite_in_a_row = 5;  // stop (checkpoint kept) after this many skipped steps in a row
+  double dist_timeout_s = 300.0;  // multi-process: a collective waiting longer than this fails
+  double bucket_mb = 25.0;        // multi-process: gradient all-reduce bucket size in MiB
+  std::string device = "auto";    // auto | cpu | cuda | cuda:N (cuda:LOCAL_RANK under torchrun)
   int64_t threads = 0;            // CPU intra-op threads; 0 = LibTorch's default
 
   template <class V> void visit(V& v) {
@@ -140,6 +148,14 @@ struct TrainOptions {
     v("eval_every", eval_every);
     v("eval_batches", eval_batches);
     v("save_every", save_every);
+    v("keep_checkpoints", keep_checkpoints);
+    v("optimizer", optimizer);
+    v("schedule", schedule);
+    v("min_lr_ratio", min_lr_ratio);
+    v("precision", precision);
+    v("max_nonfinite_in_a_row", max_nonfinite_in_a_row);
+    v("dist_timeout_s", dist_timeout_s);
+    v("bucket_mb", bucket_mb);
     v("device", device);
     v("threads", threads);
   }

@@ -1,9 +1,16 @@
-// JSON-lines metrics.
+// JSON-lines metrics and peak-memory figures.
 #include "train/metrics.h"
+
+#include <sys/resource.h>
 
 #include <cmath>
 
 #include "util/atomic_file.h"
+
+#if __has_include(<c10/cuda/CUDACachingAllocator.h>) && defined(USE_C10D_NCCL)
+#define RPE_HAVE_CUDA_ALLOCATOR 1
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 namespace rpe {
 
@@ -19,6 +26,22 @@ std::string format_duration(double seconds) {
   else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", static_cast<long>(s / 60), static_cast<long>(s % 60));
   else std::snprintf(buf, sizeof buf, "%lds", static_cast<long>(s));
   return buf;
+}
+
+int64_t peak_rss_bytes() {
+  struct rusage u {};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+int64_t peak_device_bytes(const torch::Device& device) {
+#ifdef RPE_HAVE_CUDA_ALLOCATOR
+  if (device.is_cuda() && torch::cuda::is_available()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.has_index() ? device.index() : 0);
+    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  }
+#endif
+  return -1;
 }
 
 }  // namespace rpe

@@ -1,6 +1,8 @@
 // Metrics as JSON lines (metrics.jsonl), one object per logged step or evaluation,
-// written with an fsync per line so a crash loses nothing already reported.
+// written with an fsync per line so a crash loses nothing already reported. Also the
+// resource figures of the final summary.
 #pragma once
+#include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -20,5 +22,11 @@ class MetricsWriter {
 
 // "1h02m", "3m20s", "12s" for ETAs.
 std::string format_duration(double seconds);
+
+// Peak resident set size of this process in bytes (getrusage), 0 where unknown.
+int64_t peak_rss_bytes();
+// Peak bytes allocated by LibTorch's CUDA caching allocator on `device`; -1 for CPU devices
+// or builds without CUDA.
+int64_t peak_device_bytes(const torch::Device& device);
 
 }  // namespace rpe

@@ -1,31 +1,55 @@
-// AdamW parameter groups and the warmup + linear decay schedule.
+// Parameter groups, optimizer construction and the warmup + linear/cosine schedule.
 #include "train/optim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "train/lamb.h"
 
 namespace rpe {
 
-std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, const TrainOptions& o) {
-  std::vector<torch::Tensor> decay, no_decay;
+ParamGroups split_decay_groups(torch::nn::Module& model) {
+  ParamGroups g;
   for (const auto& p : model.named_parameters()) {
     const bool is_matrix = p.value().dim() >= 2;
     const bool position = p.key().find("position") != std::string::npos;  // relative tables, absolute table
-    (is_matrix && !position ? decay : no_decay).push_back(p.value());
+    (is_matrix && !position ? g.decay : g.no_decay).push_back(p.value());
   }
+  return g;
+}
+
+std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, const TrainOptions& o) {
+  auto g = split_decay_groups(model);
   auto opts = torch::optim::AdamWOptions(o.lr).betas({o.adam_beta1, o.adam_beta2}).eps(o.adam_eps);
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(opts.weight_decay(o.weight_decay)));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(opts.weight_decay(0.0)));
+  groups.emplace_back(g.decay, std::make_unique<torch::optim::AdamWOptions>(opts.weight_decay(o.weight_decay)));
+  groups.emplace_back(g.no_decay, std::make_unique<torch::optim::AdamWOptions>(opts.weight_decay(0.0)));
   return std::make_unique<torch::optim::AdamW>(groups, opts);
 }
 
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& model, const TrainOptions& o) {
+  if (o.optimizer == "adamw") return make_adamw(model, o);
+  auto g = split_decay_groups(model);
+  auto opts = LambOptions(o.lr).beta1(o.adam_beta1).beta2(o.adam_beta2).eps(o.adam_eps);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(g.decay, std::make_unique<LambOptions>(LambOptions(opts).weight_decay(o.weight_decay)));
+  groups.emplace_back(g.no_decay, std::make_unique<LambOptions>(LambOptions(opts).weight_decay(0.0)));
+  return std::make_unique<Lamb>(groups, opts);
+}
+
 double learning_rate(const TrainOptions& o, int64_t step) {
-  const double s = static_cast<double>(step + 1);
-  if (o.warmup_steps > 0 && step < o.warmup_steps) return o.lr * s / static_cast<double>(o.warmup_steps);
-  const double rest = static_cast<double>(std::max<int64_t>(1, o.max_steps - o.warmup_steps));
-  return o.lr * std::max(0.0, static_cast<double>(o.max_steps - step) / rest);
+  if (o.warmup_steps > 0 && step < o.warmup_steps)
+    return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
+  const double floor = o.lr * o.min_lr_ratio;
+  const double span = static_cast<double>(std::max<int64_t>(1, o.max_steps - o.warmup_steps));
+  const double done = std::clamp(static_cast<double>(step - o.warmup_steps) / span, 0.0, 1.0);
+  const double remaining = o.schedule == "cosine" ? 0.5 * (1.0 + std::cos(std::numbers::pi * done)) : 1.0 - done;
+  return floor + (o.lr - floor) * remaining;
 }
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
-  for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
 }
 
 }  // namespace rpe

@@ -1,6 +1,11 @@
-// Optimizer and learning-rate schedule. AdamW (Loshchilov & Hutter 2019) with weight
-// decay on weight matrices only (not on biases, LayerNorm or position tables), linear
-// warmup then linear decay to 0 (BERT's schedule).
+// Optimizers and learning-rate schedules. AdamW (Loshchilov & Hutter 2019) or LAMB (You et
+// al. 2019, train/lamb.h), both with weight decay on weight matrices only (not on biases,
+// LayerNorm or position tables). Schedule: linear warmup to the peak lr over warmup_steps,
+// then decay to lr * min_lr_ratio at max_steps, linearly (BERT's schedule) or along a cosine:
+//   warmup:  lr(s) = peak * (s + 1) / warmup
+//   linear:  lr(s) = floor + (peak - floor) * (T - s) / (T - warmup)
+//   cosine:  lr(s) = floor + (peak - floor) * (1 + cos(pi * (s - warmup) / (T - warmup))) / 2
+// The schedule is a pure function of the step, so the step alone restores it on resume.
 #pragma once
 #include <torch/torch.h>
 
@@ -10,10 +15,19 @@
 
 namespace rpe {
 
-// Two parameter groups: decayed (matrices, embeddings) and not decayed (1-D tensors).
+// Two parameter groups: decayed (matrices, embeddings) and not decayed (1-D tensors, position tables).
+struct ParamGroups {
+  std::vector<torch::Tensor> decay, no_decay;
+};
+ParamGroups split_decay_groups(torch::nn::Module& model);
+
+// The optimizer named by options.optimizer (adamw | lamb) over split_decay_groups(model).
+// LibTorch's C++ AdamW has no foreach/fused switch (that exists only in Python), so AdamW is
+// its per-tensor loop; LAMB uses the _foreach kernels.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& model, const TrainOptions& options);
 std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, const TrainOptions& options);
 
-// lr at optimizer step `step` (0-based): peak * step/warmup during warmup, then linear to 0.
+// lr at optimizer step `step` (0-based), per the equations above.
 double learning_rate(const TrainOptions& options, int64_t step);
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);

@@ -1,0 +1,53 @@
+// LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning", Algorithm 2), the
+// layer-wise adaptive optimizer used for large-batch BERT pretraining. Per parameter tensor p
+// with gradient g at step t (bias-corrected Adam moments, decoupled weight decay):
+//   m = b1 m + (1 - b1) g          v = b2 v + (1 - b2) g^2
+//   r = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + wd * p
+//   trust = ||p|| / ||r||  (1 when either norm is 0)
+//   p = p - lr * trust * r
+// The step runs on whole parameter lists with LibTorch's _foreach kernels (one fused launch per
+// op on CUDA; a loop on CPU), so its cost does not grow with the number of small tensors.
+#pragma once
+#include <torch/optim/optimizer.h>
+#include <torch/optim/serialize.h>
+
+namespace rpe {
+
+struct LambOptions : public torch::optim::OptimizerCloneableOptions<LambOptions> {
+  LambOptions(double lr = 1e-3) : lr_(lr) {}
+  TORCH_ARG(double, lr) = 1e-3;
+  TORCH_ARG(double, beta1) = 0.9;
+  TORCH_ARG(double, beta2) = 0.999;
+  TORCH_ARG(double, eps) = 1e-6;
+  TORCH_ARG(double, weight_decay) = 0.01;
+
+ public:
+  void serialize(torch::serialize::InputArchive& archive) override;
+  void serialize(torch::serialize::OutputArchive& archive) const override;
+  double get_lr() const override { return lr(); }
+  void set_lr(const double lr) override { this->lr(lr); }
+};
+
+struct LambParamState : public torch::optim::OptimizerCloneableParamState<LambParamState> {
+  TORCH_ARG(int64_t, step) = 0;
+  TORCH_ARG(torch::Tensor, exp_avg);     // m, shape of the parameter
+  TORCH_ARG(torch::Tensor, exp_avg_sq);  // v, shape of the parameter
+
+ public:
+  void serialize(torch::serialize::InputArchive& archive) override;
+  void serialize(torch::serialize::OutputArchive& archive) const override;
+};
+
+class Lamb : public torch::optim::Optimizer {
+ public:
+  explicit Lamb(const std::vector<torch::optim::OptimizerParamGroup>& groups, LambOptions defaults = {})
+      : Optimizer(groups, std::make_unique<LambOptions>(defaults)) {}
+  explicit Lamb(std::vector<torch::Tensor> params, LambOptions defaults = {})
+      : Lamb({torch::optim::OptimizerParamGroup(std::move(params))}, std::move(defaults)) {}
+
+  torch::Tensor step(LossClosure closure = nullptr) override;
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
+};
+
+}  // namespace rpe

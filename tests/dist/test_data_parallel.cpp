@@ -1,0 +1,134 @@
+// Multi-process data parallelism, end to end: the rpe-train binary is launched as 2 ranks
+// (the torchrun environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) on CPU and must end
+// with the parameters of one process training on the same global batch (dropout off, <= 1e-6).
+// A rank that dies makes the survivor exit with a clear error within the timeout.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+
+#include "../train/tiny_run.h"
+#include "dist/data_parallel.h"
+#include "model/bert.h"
+#include "train/checkpoint.h"
+#include "util/errors.h"
+
+namespace rpe {
+namespace {
+namespace fs = std::filesystem;
+
+int free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+std::string slurp(const fs::path& f) {
+  std::ifstream in(f);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+int run_shell(const std::string& cmd) {
+  const int status = std::system(("bash -c '" + cmd + "'").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string pretrain_cmd(const fs::path& run, const std::string& sets) {
+  return std::string(RPE_TRAIN_BINARY) + " pretrain --config " + (test::tiny_data_dir() / "base.yaml").string() +
+         " --run-dir " + run.string() + " --overwrite " + sets;
+}
+
+std::vector<torch::Tensor> params_of(const fs::path& run) {
+  const auto file = latest_checkpoint(run);
+  EXPECT_TRUE(file.has_value()) << run;
+  if (!file) return {};
+  BertModel model(config_from_yaml(read_checkpoint_config(*file), file->string()).model);
+  load_checkpoint(*file, *model, nullptr);
+  return model->parameters();
+}
+
+void with_env(const std::map<std::string, std::string>& vars, const std::function<void()>& body) {
+  for (const auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
+  body();
+  for (const auto& [k, v] : vars) ::unsetenv(k.c_str());
+}
+
+TEST(LaunchEnv, ReadsTorchrunThenSlurmThenMpi) {
+  with_env({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "1234"}},
+           [] {
+             const auto e = dist::detect_launch_env();
+             EXPECT_EQ(e.rank, 3);
+             EXPECT_EQ(e.world, 8);
+             EXPECT_EQ(e.local_rank, 1);
+             EXPECT_EQ(e.master_addr, "node7");
+             EXPECT_EQ(e.master_port, 1234);
+             EXPECT_EQ(e.launcher, "torchrun");
+           });
+  with_env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"}}, [] {
+    const auto e = dist::detect_launch_env();
+    EXPECT_EQ(e.rank, 5);
+    EXPECT_EQ(e.world, 6);
+    EXPECT_EQ(e.local_rank, 2);
+    EXPECT_EQ(e.launcher, "slurm");
+  });
+  with_env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, [] {
+    EXPECT_EQ(dist::detect_launch_env().launcher, "mpirun");
+  });
+  EXPECT_EQ(dist::detect_launch_env().world, 1);
+  with_env({{"RANK", "4"}, {"WORLD_SIZE", "2"}}, [] { EXPECT_THROW(dist::detect_launch_env(), UserError); });
+  with_env({{"RANK", "x"}, {"WORLD_SIZE", "2"}}, [] { EXPECT_THROW(dist::detect_launch_env(), UserError); });
+}
+
+TEST(DataParallel, TwoProcessesMatchOneProcessWithTheSameGlobalBatch) {
+  const std::string sets = "--set train.max_steps=4 --set model.dropout=0 --set model.attention_dropout=0";
+  const fs::path single = test::fresh_dir("dp_single"), pair = test::fresh_dir("dp_pair");
+  ASSERT_EQ(run_shell(pretrain_cmd(single, sets) + " > " + (single.string() + ".log") + " 2>&1"), 0)
+      << slurp(single.string() + ".log");
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " WORLD_SIZE=2";
+  const std::string launch = "(" + env + " RANK=1 LOCAL_RANK=1 timeout 120 " + pretrain_cmd(pair, sets) + " > " +
+                             pair.string() + ".r1.log 2>&1 & " + env + " RANK=0 LOCAL_RANK=0 timeout 120 " +
+                             pretrain_cmd(pair, sets) + " > " + pair.string() + ".r0.log 2>&1; r0=$?; wait $!; r1=$?; " +
+                             "exit $((r0 + r1)))";
+  ASSERT_EQ(run_shell(launch), 0) << slurp(pair.string() + ".r0.log") << slurp(pair.string() + ".r1.log");
+  EXPECT_NE(slurp(pair.string() + ".r0.log").find("rank 0/2"), std::string::npos);
+  const auto a = params_of(single), b = params_of(pair);
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  EXPECT_LE(worst, 1e-6);
+  // Both trained: the weights left their common initialisation (seed 7).
+  torch::manual_seed(7);
+  BertModel init(config_from_yaml(read_checkpoint_config(*latest_checkpoint(single)), "init").model);
+  EXPECT_GT((init->parameters()[0] - a[0]).abs().max().item<double>(), 1e-4);
+  const std::string summary = slurp(pair / "summary.json");
+  EXPECT_NE(summary.find("\"world_size\": 2"), std::string::npos) << summary;
+}
+
+TEST(DataParallel, DeadRankMakesTheOtherExitWithinTheTimeout) {
+  const fs::path run = test::fresh_dir("dp_dead");
+  const std::string sets = "--set train.max_steps=100000 --set train.dist_timeout_s=5";
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " WORLD_SIZE=2";
+  // Rank 1 is SIGKILLed after 3 s of training; rank 0 must fail on its own, well before `timeout 90`.
+  const std::string launch = "(" + env + " RANK=1 timeout -s KILL 3 " + pretrain_cmd(run, sets) +
+                             " > /dev/null 2>&1 & " + env + " RANK=0 timeout 90 " + pretrain_cmd(run, sets) + " > " +
+                             run.string() + ".r0.log 2>&1; r0=$?; wait; exit $r0)";
+  const int code = run_shell(launch);
+  const std::string log = slurp(run.string() + ".r0.log");
+  EXPECT_EQ(code, 2) << log;  // UserError exit code, not 124 (the outer timeout) or a crash
+  EXPECT_NE(log.find("another rank died"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace rpe

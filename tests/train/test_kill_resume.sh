@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs scripts/kill_resume_check.sh on a small CPU config: 4 random SIGKILLs, each followed by
+# --resume, must end with the same final checkpoint as an uninterrupted run.
+# Usage: test_kill_resume.sh RPE_TRAIN_BINARY SOURCE_DIR
+set -euo pipefail
+bin=$1 src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+head -n 600 "$src/data/sample/corpus.txt" >"$work/corpus.txt"
+cfg=$src/configs/pretrain/tiny_absolute.yaml
+# One tokenizer for both runs (a kill during tokenizer training is not what this tests).
+"$bin" pretrain --config "$cfg" --run-dir "$work/tok" --set "data.train_files=[$work/corpus.txt]" \
+  --set data.tokenizer_vocab_size=200 --set train.max_steps=1 --set train.eval_batches=1 --set train.device=cpu \
+  >"$work/tok.log" 2>&1 || { cat "$work/tok.log"; exit 1; }
+bash "$src/scripts/kill_resume_check.sh" "$bin" "$cfg" "$work/runs" 4 -- \
+  --set "data.train_files=[$work/corpus.txt]" --set "data.tokenizer_model=$work/tok/tokenizer.model" --set data.max_seq_len=64 \
+  --set model.hidden=64 --set model.layers=2 --set model.heads=2 --set model.ffn=128 --set model.max_position=64 \
+  --set train.batch_size=16 --set train.max_steps=60 --set train.save_every=5 --set train.log_every=5 \
+  --set train.eval_every=0 --set train.eval_batches=2 --set train.device=cpu --set train.threads=1

@@ -1,0 +1,131 @@
+// End-to-end properties of the training loop on the tiny CPU model (dropout on):
+// - 2N steps == N steps + crash + --resume + N steps, bitwise (losses and parameters), for
+//   AdamW and LAMB, with gradient accumulation;
+// - gradient accumulation gives the gradient of the doubled batch (dropout off);
+// - a non-finite loss skips the update; N in a row stop the run with a checkpoint kept.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+
+#include "model/bert.h"
+#include "tiny_run.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+#include "util/errors.h"
+
+namespace rpe {
+namespace {
+namespace fs = std::filesystem;
+
+struct Crash : std::runtime_error {
+  Crash() : std::runtime_error("simulated crash") {}
+};
+
+// Parameters stored in the newest checkpoint of a run.
+std::map<std::string, torch::Tensor> final_params(const fs::path& run) {
+  const auto file = latest_checkpoint(run);
+  EXPECT_TRUE(file.has_value());
+  const Config cfg = config_from_yaml(read_checkpoint_config(*file), file->string());
+  BertModel model(cfg.model);
+  load_checkpoint(*file, *model, nullptr);
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& p : model->named_parameters()) out[p.key()] = p.value().detach().clone();
+  return out;
+}
+
+class Resume : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Resume, CrashAndResumeIsBitwiseIdentical) {
+  const Config cfg = test::tiny_config({"train.optimizer=" + GetParam(), "train.max_steps=8", "train.save_every=4",
+                                        "train.grad_accum=2"});
+  std::vector<double> straight, resumed;
+  PretrainHooks record;
+  record.on_step = [&](int64_t, double loss) { straight.push_back(loss); };
+  const fs::path a = test::fresh_dir("resume_a_" + GetParam());
+  pretrain(cfg, a, false, record);
+
+  const fs::path b = test::fresh_dir("resume_b_" + GetParam());
+  PretrainHooks crash;
+  crash.on_step = [&](int64_t step, double loss) {
+    if (step == 6) throw Crash();  // dies after the step-4 checkpoint, losing steps 5-6
+    resumed.push_back(loss);
+  };
+  EXPECT_THROW(pretrain(cfg, b, false, crash), Crash);
+  ASSERT_EQ(latest_checkpoint(b)->filename(), "step_00000004.pt");
+  resumed.resize(4);
+  PretrainHooks after;
+  after.on_step = [&](int64_t, double loss) { resumed.push_back(loss); };
+  pretrain(cfg, b, true, after);
+
+  ASSERT_EQ(straight.size(), 8u);
+  ASSERT_EQ(resumed.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(straight[i], resumed[i]) << "loss of step " << i + 1;
+  const auto pa = final_params(a), pb = final_params(b);
+  for (const auto& [name, t] : pa) EXPECT_TRUE(torch::equal(t, pb.at(name))) << name;
+  EXPECT_NE(straight.front(), straight.back());
+}
+INSTANTIATE_TEST_SUITE_P(Optimizers, Resume, ::testing::Values("adamw", "lamb"));
+
+TEST(Accumulation, TwoMicroBatchesEqualTheDoubledBatch) {
+  const std::vector<std::string> common = {"train.max_steps=3", "model.dropout=0", "model.attention_dropout=0"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), common.begin(), common.end());
+    return test::tiny_config(extra);
+  };
+  const fs::path one = test::fresh_dir("accum_1"), two = test::fresh_dir("accum_2");
+  pretrain(with({"train.grad_accum=1"}), one, false);
+  pretrain(with({"train.grad_accum=2"}), two, false);
+  const auto p1 = final_params(one), p2 = final_params(two);
+  double worst = 0;
+  for (const auto& [name, t] : p1) worst = std::max(worst, (t - p2.at(name)).abs().max().item<double>());
+  EXPECT_LE(worst, 1e-6);
+}
+
+TEST(NonFinite, OneBadStepIsSkippedAndCounted) {
+  const fs::path run = test::fresh_dir("nan_once");
+  const Config cfg = test::tiny_config({"train.max_steps=4", "train.save_every=1", "train.keep_checkpoints=10"});
+  PretrainHooks hooks;
+  hooks.on_loss = [](int64_t step, torch::Tensor& loss) {
+    if (step == 2) loss = loss * std::numeric_limits<double>::quiet_NaN();
+  };
+  const auto r = pretrain(cfg, run, false, hooks);
+  EXPECT_EQ(r.steps, 4);
+  auto params_at = [&](int step) {
+    const fs::path f = run / "checkpoints" / (std::string("step_0000000") + std::to_string(step) + ".pt");
+    BertModel model(config_from_yaml(read_checkpoint_config(f), f.string()).model);
+    load_checkpoint(f, *model, nullptr);
+    return model->parameters();
+  };
+  const auto before = params_at(2), skipped = params_at(3), after = params_at(4);
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(torch::equal(before[i], skipped[i]));  // no update
+  EXPECT_FALSE(torch::equal(skipped[0], after[0]));  // and training went on
+  std::ifstream metrics(run / "metrics.jsonl");
+  std::string line, all;
+  while (std::getline(metrics, line)) all += line + "\n";
+  EXPECT_NE(all.find("\"event\":\"nonfinite_skip\""), std::string::npos) << all;
+  std::ifstream summary(run / "summary.json");
+  std::string text((std::istreambuf_iterator<char>(summary)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"nonfinite_skipped\": 1"), std::string::npos) << text;
+}
+
+TEST(NonFinite, StopsAfterTooManyInARowWithCheckpointKept) {
+  const fs::path run = test::fresh_dir("nan_many");
+  const Config cfg = test::tiny_config({"train.max_steps=20", "train.max_nonfinite_in_a_row=3"});
+  PretrainHooks hooks;
+  hooks.on_loss = [](int64_t step, torch::Tensor& loss) {
+    if (step >= 2) loss = loss * std::numeric_limits<double>::infinity();
+  };
+  try {
+    pretrain(cfg, run, false, hooks);
+    FAIL() << "expected the run to stop";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("3 non-finite losses or gradient norms in a row"), std::string::npos)
+        << e.what();
+  }
+  ASSERT_TRUE(latest_checkpoint(run).has_value());
+  EXPECT_EQ(latest_checkpoint(run)->filename(), "step_00000005.pt");  // 2 good steps + 3 skipped
+}
+
+}  // namespace
+}  // namespace rpe
