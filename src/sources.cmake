@@ -70,4 +70,6 @@ set(RPE_CLI_SOURCES
   src/cli/cmd_evaluate.cpp
   src/cli/cmd_import_hf.cpp
   src/cli/cmd_export_hf.cpp
+  src/cli/cmd_inspect.cpp
+  src/cli/cmd_swap_method.cpp
 )

@@ -17,5 +17,7 @@ void add_tables(CLI::App& app, Runner& run);
 void add_evaluate(CLI::App& app, Runner& run);
 void add_import_hf(CLI::App& app, Runner& run);
 void add_export_hf(CLI::App& app, Runner& run);
+void add_inspect(CLI::App& app, Runner& run);
+void add_swap_method(CLI::App& app, Runner& run);
 
 }  // namespace rpe::cli
