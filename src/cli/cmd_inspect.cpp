@@ -213,7 +213,8 @@ int run_inspect(const InspectArgs& a) {
     const auto probs = bert->captured_attention();  // [1, H, T, T]
     if (!probs.defined()) throw UserError("inspect: layer " + std::to_string(a.attention_layer) + " captured nothing");
     write_output(a.attention_out, probs[0].mean(0),
-                 {{"run", a.run}, {"method", method}, {"layer", a.attention_layer}, {"tokens", pieces}}, "attention");
+                 {{"run", a.run}, {"method", method}, {"layer", a.attention_layer}, {"heads", cfg.model.heads}, {"tokens", pieces}, {"ids", ids}},
+                 "attention");
   }
   if (!a.mlm_out.empty()) {
     const auto docs = read_documents(a.eval_file);
