@@ -5,7 +5,22 @@ set(RPE_TEST_SOURCES
   tests/config/test_config.cpp
   tests/data/test_masking.cpp
   tests/model/test_model.cpp
+  tests/model/attention/reference.cpp
+  tests/model/attention/test_absolute.cpp
+  tests/model/attention/test_sinusoid.cpp
+  tests/model/attention/test_shaw.cpp
+  tests/model/attention/test_transformer_xl.cpp
+  tests/model/attention/test_m1.cpp
+  tests/model/attention/test_m2.cpp
+  tests/model/attention/test_m3.cpp
   tests/model/attention/test_m4.cpp
+  tests/model/attention/test_t5_bias.cpp
+  tests/model/attention/test_alibi.cpp
+  tests/model/attention/test_rope.cpp
+  tests/model/attention/test_deberta.cpp
+  tests/model/attention/test_properties.cpp
+  tests/model/attention/test_fused.cpp
+  tests/model/attention/test_parameters.cpp
   tests/train/test_training.cpp
   tests/train/test_pretrain_smoke.cpp
   tests/eval/test_squad_metrics.cpp

@@ -1,0 +1,216 @@
+// rpe-bench-attention: forward+backward time and peak memory of one BERT-base encoder layer
+// (hidden 768, 12 heads, FFN 3072, dropout 0.1, training mode) for every position method,
+// at each length, as ratios to `absolute` measured in the same run. Prints a Markdown table.
+//
+// Time: median over --reps repetitions after one warm-up, of forward + loss + backward
+// (the method's input positions included). Memory, on CPU: each (method, length) runs in
+// a forked child that resets its peak-RSS mark (/proc/self/clear_refs = 5), so the peak is
+// VmHWM - VmRSS-at-start: every byte the layer's forward+backward had resident at once
+// (weights, gradients, activations, allocator slack). On CUDA: the caching allocator's
+// peak allocated bytes. The parent runs no tensor op before forking (OpenMP and fork do
+// not mix), it only collects the children's numbers.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/attention/registry.h"
+#include "model/encoder.h"
+
+#if __has_include(<c10/cuda/CUDACachingAllocator.h>)
+#include <c10/cuda/CUDACachingAllocator.h>
+#define RPE_BENCH_CUDA 1
+#endif
+
+namespace {
+
+struct Result {
+  double ms = 0, peak_mib = 0;
+  bool ok = false;
+};
+
+// A field of /proc/self/status in KiB (VmRSS, VmHWM).
+double status_kib(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key + ":", 0) == 0) return std::stod(line.substr(key.size() + 1));
+  return 0;
+}
+
+Result measure(const std::string& method, int64_t L, int64_t batch, int reps, const std::string& device_name,
+               int threads) {
+  if (threads > 0) torch::set_num_threads(threads);
+  torch::manual_seed(0);
+  const torch::Device device(device_name);
+  rpe::ModelOptions o;  // BERT-base defaults
+  o.max_position = 512;
+  o.attention.method = method;
+  auto pos_method = rpe::make_position_method(o);
+  rpe::EncoderLayer layer(o, pos_method->make_layer_term(0));
+  pos_method->to(device);
+  layer->to(device);
+  layer->train();
+  layer->attention->set_fused(device.is_cuda());  // the trainer's choice: fused where allowed on CUDA
+  auto x = torch::randn({batch, L, o.hidden}, torch::TensorOptions().device(device));
+  auto pad = torch::zeros({batch, L}, torch::TensorOptions().dtype(torch::kBool).device(device));
+
+  double base_kib = 0;
+  if (device.is_cpu()) {
+    std::ofstream("/proc/self/clear_refs") << "5";  // reset VmHWM to the current RSS
+    base_kib = status_kib("VmRSS");
+  }
+#ifdef RPE_BENCH_CUDA
+  if (device.is_cuda()) {
+    torch::cuda::synchronize();
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
+  }
+#endif
+  auto step = [&] {
+    auto pos = pos_method->input_embeddings(L);
+    auto out = layer->forward(pos.defined() ? x + pos.unsqueeze(0) : x, pad);  // [B, L, D]
+    out.square().mean().backward();
+    for (auto& p : layer->parameters()) p.mutable_grad() = torch::Tensor();
+    for (auto& p : pos_method->parameters()) p.mutable_grad() = torch::Tensor();
+    if (device.is_cuda()) torch::cuda::synchronize();
+  };
+  step();  // warm-up
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    step();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  Result res;
+  res.ms = ms[ms.size() / 2];
+  res.ok = true;
+  if (device.is_cpu()) res.peak_mib = (status_kib("VmHWM") - base_kib) / 1024.0;
+#ifdef RPE_BENCH_CUDA
+  if (device.is_cuda()) {
+    const int idx = device.index() < 0 ? 0 : device.index();
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(idx);
+    res.peak_mib = static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
+  }
+#endif
+  return res;
+}
+
+// Runs measure() in a child process; the parent reads "ms peak" back through a pipe.
+Result measure_in_child(const std::string& method, int64_t L, int64_t batch, int reps, const std::string& device,
+                        int threads) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string msg = "fail";
+    try {
+      auto r = measure(method, L, batch, reps, device, threads);
+      msg = std::to_string(r.ms) + " " + std::to_string(r.peak_mib);
+    } catch (const std::exception& e) {
+      std::cerr << method << " L=" << L << ": " << e.what() << "\n";
+    }
+    if (write(fds[1], msg.data(), msg.size()) < 0) _exit(1);
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string text;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Result r;
+  std::istringstream in(text);
+  if (in >> r.ms >> r.peak_mib) r.ok = true;
+  return r;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Forward+backward time and peak memory of one BERT-base layer per position method"};
+  std::vector<int64_t> lengths{128, 512};
+  std::vector<std::string> methods = rpe::attention_method_names();
+  int64_t batch = 2;
+  int reps = 3, threads = 0;
+  std::string device = "cpu", out_file;
+  app.add_option("--lengths", lengths, "sequence lengths")->delimiter(',');
+  app.add_option("--methods", methods, "methods (default: all registered)")->delimiter(',');
+  app.add_option("--batch", batch, "sequences per batch");
+  app.add_option("--reps", reps, "timed repetitions (median reported)");
+  app.add_option("--threads", threads, "CPU threads (0 = LibTorch default)");
+  app.add_option("--device", device, "cpu or cuda");
+  app.add_option("--out", out_file, "also write the Markdown table to this file");
+  CLI11_PARSE(app, argc, argv);
+  if (std::find(methods.begin(), methods.end(), "absolute") == methods.end()) methods.insert(methods.begin(), "absolute");
+
+  std::map<std::pair<std::string, int64_t>, Result> results;
+  for (int64_t L : lengths)
+    for (const auto& m : methods) {
+      results[{m, L}] = measure_in_child(m, L, batch, reps, device, threads);
+      const auto& r = results[{m, L}];
+      std::cerr << m << " L=" << L << ": " << (r.ok ? fixed(r.ms, 1) + " ms, " + fixed(r.peak_mib, 1) + " MiB" : "failed")
+                << "\n";
+    }
+
+  std::ostringstream md;
+  md << "| method | L | fwd+bwd ms | × absolute | peak MiB | × absolute |\n|---|---:|---:|---:|---:|---:|\n";
+  for (int64_t L : lengths) {
+    const auto& base = results[{"absolute", L}];
+    for (const auto& m : methods) {
+      const auto& r = results[{m, L}];
+      if (!r.ok) {
+        md << "| " << m << " | " << L << " | failed | | | |\n";
+        continue;
+      }
+      md << "| " << m << " | " << L << " | " << fixed(r.ms, 1) << " | " << fixed(r.ms / base.ms, 2) << " | "
+         << fixed(r.peak_mib, 1) << " | " << fixed(r.peak_mib / base.peak_mib, 2) << " |\n";
+    }
+  }
+  auto ratio = [&](const std::string& a, const std::string& b, int64_t L, bool time) {
+    auto ra = results.find({a, L}), rb = results.find({b, L});
+    if (ra == results.end() || rb == results.end() || !ra->second.ok || !rb->second.ok) return std::string("n/a");
+    return fixed(time ? ra->second.ms / rb->second.ms : ra->second.peak_mib / rb->second.peak_mib, 2);
+  };
+  const int64_t Lmax = *std::max_element(lengths.begin(), lengths.end());
+  md << "\nGoals at L = " << Lmax << ": m4 time / absolute time = " << ratio("m4", "absolute", Lmax, true)
+     << " (goal <= 1.3); m3 peak / m4 peak = " << ratio("m3", "m4", Lmax, false) << " (goal <= 1.5).\n";
+
+  std::ostringstream header;
+  header << "Device: " << device << (device == "cpu" ? " (" + cpu_name() + ", " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores)" : "")
+         << "; batch " << batch << ", median of " << reps << " after 1 warm-up; one BERT-base layer (D=768, H=12, "
+         << "FFN 3072, max_position 512, k = 511 by default), training mode.\n"
+         << (device == "cpu" ? "Peak memory: child process VmHWM after resetting it (clear_refs 5) minus RSS at start.\n"
+                             : "Peak memory: CUDA caching allocator peak allocated bytes.\n")
+         << "\n";
+  std::cout << header.str() << md.str();
+  if (!out_file.empty()) std::ofstream(out_file) << header.str() << md.str();
+  return 0;
+}
