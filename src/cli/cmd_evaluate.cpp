@@ -41,13 +41,15 @@ int run_eval(const EvalArgs& a) {
     throw UserError("--version must be 1.1, 2.0 or auto");
   }
   std::map<std::string, std::string> preds;
-  for (const auto& [id, v] : read_json_object(a.predictions).items()) {
+  const json pred_json = read_json_object(a.predictions);  // kept alive: items() refers into it
+  for (const auto& [id, v] : pred_json.items()) {
     if (!v.is_string()) throw UserError(a.predictions + ": prediction for id " + id + " is not a string");
     preds[id] = v.get<std::string>();
   }
   std::map<std::string, double> na;
+  const json na_json = a.na_probs.empty() ? json::object() : read_json_object(a.na_probs);
   if (!a.na_probs.empty())
-    for (const auto& [id, v] : read_json_object(a.na_probs).items()) {
+    for (const auto& [id, v] : na_json.items()) {
       if (!v.is_number()) throw UserError(a.na_probs + ": value for id " + id + " is not a number");
       na[id] = v.get<double>();
     }

@@ -261,7 +261,7 @@ void validate(const Config& cfg) {
   positive("finetune.n_best", f.n_best);
   positive("finetune.max_answer_len", f.max_answer_len);
   positive("finetune.eval_batch_size", f.eval_batch_size);
-  if (f.max_query_len + 8 > f.max_seq_len)
+  if (f.task == "squad" && f.max_query_len + 8 > f.max_seq_len)
     cfg.fail("finetune.max_query_len", "leaves no room for context within finetune.max_seq_len");
   if (!(f.epochs > 0.0)) cfg.fail("finetune.epochs", "must be positive");
   if (!(f.warmup_fraction >= 0.0 && f.warmup_fraction < 1.0)) cfg.fail("finetune.warmup_fraction", "must be in [0, 1)");

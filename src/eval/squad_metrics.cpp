@@ -64,11 +64,45 @@ bool is_word(int32_t c) {
 // string.punctuation: the 32 ASCII punctuation characters only.
 bool is_ascii_punct(int32_t c) { return c < 0x80 && std::strchr("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", c) && c != 0; }
 
+// Unicode "cased" (has case) and "case-ignorable" (Mn, Me, Cf, Lm, Sk and the word-internal
+// apostrophes/dots/colons), as Python's str.lower() uses them for the final-sigma rule.
+bool is_cased(int32_t c) {
+  const auto cat = utf8proc_category(c);
+  return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT ||
+         utf8proc_tolower(c) != c || utf8proc_toupper(c) != c;
+}
+bool is_case_ignorable(int32_t c) {
+  switch (utf8proc_category(c)) {
+    case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_SK:
+      return true;
+    default:
+      break;
+  }
+  static const int32_t mid[] = {0x27, 0x2E, 0x3A, 0xB7, 0x387, 0x5F4, 0x2018, 0x2019, 0x2024, 0x2027,
+                                0xFE13, 0xFE52, 0xFE55, 0xFF07, 0xFF0E, 0xFF1A};
+  return std::find(std::begin(mid), std::end(mid), c) != std::end(mid);
+}
+
+// Capital sigma lower-cases to final sigma (U+03C2) after a cased letter and not before one
+// (case-ignorable characters skipped on both sides), else to U+03C3 -- Python's rule.
+int32_t lower_sigma(const std::vector<int32_t>& s, size_t i) {
+  size_t j = i;
+  while (j > 0 && is_case_ignorable(s[j - 1])) --j;
+  if (j == 0 || !is_cased(s[j - 1])) return 0x3C3;
+  size_t k = i + 1;
+  while (k < s.size() && is_case_ignorable(s[k])) ++k;
+  return (k == s.size() || !is_cased(s[k])) ? 0x3C2 : 0x3C3;
+}
+
 std::vector<int32_t> to_lower(const std::vector<int32_t>& in) {
   std::vector<int32_t> out;
   out.reserve(in.size());
-  for (auto c : in) {
-    if (c == 0x130) {  // the one full (multi-code-point) lower-case mapping: İ -> i + U+0307
+  for (size_t i = 0; i < in.size(); ++i) {
+    const int32_t c = in[i];
+    if (c == 0x3A3) {
+      out.push_back(lower_sigma(in, i));
+    } else if (c == 0x130) {  // the one full (multi-code-point) lower-case mapping: İ -> i + U+0307
       out.push_back('i');
       out.push_back(0x307);
     } else {

@@ -396,6 +396,16 @@ std::vector<eval::ResultRow> run_glue_seed(const Prepared& p, const fs::path& di
 
 }  // namespace
 
+void remove_tree(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(path, ec))) {
+    std::vector<fs::path> children;
+    for (const auto& e : fs::directory_iterator(path)) children.push_back(e.path());
+    for (const auto& c : children) remove_tree(c);
+  }
+  fs::remove(path, ec);
+}
+
 FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   Prepared p = prepare(req);
   const auto& cfg = p.rc.cfg;
@@ -417,7 +427,7 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   const bool exists = fs::exists(dir) && !fs::is_empty(dir);
   if (exists && !req.overwrite)
     throw UserError("run folder " + dir.string() + " already exists: pass --overwrite to replace it");
-  if (exists) fs::remove_all(dir);
+  if (exists) remove_tree(dir);
   fs::create_directories(dir);
   log::add_file_sink(dir / "finetune.log");
   write_file_atomic(dir / "config.yaml", to_yaml(cfg));

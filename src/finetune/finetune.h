@@ -43,4 +43,9 @@ struct FinetuneOutcome {
 
 FinetuneOutcome run_finetune(const FinetuneRequest& request);
 
+// Deletes a file or folder tree. std::filesystem::remove_all binds to a copy exported by
+// the LibTorch wheel's libtorch.so that crashes (null call); this walks the tree with
+// directory_iterator and remove() instead.
+void remove_tree(const std::filesystem::path& path);
+
 }  // namespace rpe::finetune

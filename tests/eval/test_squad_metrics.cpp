@@ -24,6 +24,9 @@ TEST(SquadNormalize, OfficialEdgeCases) {
       {"A\tB\nthe\xE2\x80\x89" "C", "b c"},   // tab, newline, thin space
       {"x\xCC\x81" "a y", "x\xCC\x81 y"},      // a combining mark is not \w, so 'a' stands alone
       {"caf\xC3\xA9 the", "caf\xC3\xA9"},
+      // Greek capital sigma: final form at a word end (Python's Final_Sigma rule), else medial.
+      {"\xCE\x9A\xCE\xA4\xCE\x95\xCE\x8A\xCE\xA3 KTEIS", "\xCE\xBA\xCF\x84\xCE\xB5\xCE\xAF\xCF\x82 kteis"},
+      {"\xCE\xA3\xCE\x91\xCE\xA3", "\xCF\x83\xCE\xB1\xCF\x82"},  // ΣΑΣ -> σας
   };
   for (const auto& [in, want] : cases) EXPECT_EQ(normalize_answer(in), want) << "input: " << in;
 }

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "eval/results.h"
+#include "finetune/finetune.h"
 #include "eval/tables.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -39,7 +40,7 @@ TEST(Tables, MeanStdAndPaperColumns) {
 
 TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
   const auto dir = std::filesystem::temp_directory_path() / "rpe_tables_test";
-  std::filesystem::remove_all(dir);
+  rpe::finetune::remove_tree(dir);
   ResultRow r;
   r.run_id = "x/seed1";
   r.method = "absolute";
@@ -59,5 +60,5 @@ TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
   } catch (const rpe::UserError& e) {
     EXPECT_NE(std::string(e.what()).find("r.jsonl:3"), std::string::npos) << e.what();
   }
-  std::filesystem::remove_all(dir);
+  rpe::finetune::remove_tree(dir);
 }

@@ -58,7 +58,7 @@ TEST(QaHead, RelativeMethodRunsBeyondPretrainingLengthAbsoluteRefuses) {
 
 TEST(FinetuneConfig, ResolvesOnTopOfCheckpointAndPinsK) {
   const fs::path dir = fs::temp_directory_path() / "rpe_ft_resolve";
-  fs::remove_all(dir);
+  remove_tree(dir);
   fs::create_directories(dir / "pre");
   Config pre = load_config(std::string(RPE_SOURCE_DIR) + "/configs/pretrain/tiny_m4.yaml");
   pre.model.vocab_size = 50;
@@ -90,5 +90,5 @@ TEST(FinetuneConfig, ResolvesOnTopOfCheckpointAndPinsK) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("has shape"), std::string::npos) << e.what();
   }
-  fs::remove_all(dir);
+  remove_tree(dir);
 }

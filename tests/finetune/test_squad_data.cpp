@@ -127,7 +127,10 @@ TEST(SquadPostprocess, BestSpanAcrossWindowsAndNullScore) {
   // (word 9 is not best in window 0) and window 3 a span longer than max_answer_len 3.
   s[1][4 + 5] = 3;  e[1][4 + 6] = 3;
   s[0][4 + 9] = 5;  e[0][4 + 10] = 5;
-  s[3][4 + 0] = 9;  e[3][4 + 7] = 9;  // words 12..19: 8 tokens > 3
+  // Window 3: the only high-scoring span, words 16..19, is 4 tokens > max_answer_len 3;
+  // every other context position there is -20 so no short span can use either end.
+  for (int64_t t = 4; t < 4 + 8; ++t) s[3][t] = e[3][t] = -20;
+  s[3][4 + 4] = 9;  e[3][4 + 7] = 9;
   s[2][0] = 4;      e[2][0] = 4;      // window 2 null score 8; windows 0, 1, 3 null 0 -> min 0
   SquadPostOptions o;
   o.n_best = 20;

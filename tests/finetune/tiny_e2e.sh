@@ -10,13 +10,24 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
 "$RPE" pretrain --config configs/pretrain/tiny_m4.yaml --run-dir "$OUT/pre" \
-  --set train.max_steps=30 --set train.eval_every=0 --set train.batch_size=16 --set data.max_seq_len=64
+  --set train.max_steps=10 --set train.eval_every=0 --set train.batch_size=16 --set data.max_seq_len=64
 "$RPE" finetune squad --config configs/finetune/tiny_squad.yaml --init "$OUT/pre" --run-dir "$OUT/ft" \
-  --seeds 1,2 --set finetune.max_train_examples=160 --set finetune.epochs=1 \
+  --seeds 1,2 --set finetune.max_train_examples=96 --set finetune.max_eval_examples=120 --set finetune.epochs=1 \
   --set finetune.results_file="$OUT/results.jsonl"
 for s in 1 2; do
   test -s "$OUT/ft/seed$s/predictions.json"
-  "$PY" "$HERE/../eval/squad_reference.py" data/sample/squad/dev-v1.1.json "$OUT/ft/seed$s/predictions.json" > "$OUT/ref.json"
+  "$PY" - data/sample/squad/dev-v1.1.json "$OUT/sub.json" 120 <<'PYEOF'
+import json, sys  # the first N questions, as finetune.max_eval_examples evaluates
+d, n = json.load(open(sys.argv[1])), int(sys.argv[3])
+for a in d["data"]:
+    for p in a["paragraphs"]:
+        keep = []
+        for qa in p["qas"]:
+            if n > 0: keep.append(qa); n -= 1
+        p["qas"] = keep
+json.dump(d, open(sys.argv[2], "w"))
+PYEOF
+  "$PY" "$HERE/../eval/squad_reference.py" "$OUT/sub.json" "$OUT/ft/seed$s/predictions.json" > "$OUT/ref.json"
   "$PY" - "$OUT/ref.json" "$OUT/ft/seed$s/results.json" <<'PYEOF'
 import json, sys
 ref, ours = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
@@ -29,7 +40,7 @@ test "$(wc -l < "$OUT/results.jsonl")" -eq 4  # 2 seeds x (exact, f1)
 # GLUE: MNLI's two dev sets (matched/mismatched) and STS-B's regression head, briefly.
 for task in mnli stsb; do
   "$RPE" finetune glue --task $task --config configs/finetune/tiny_glue.yaml --init "$OUT/pre" --run-dir "$OUT/glue_$task" \
-    --seeds 1 --set finetune.max_train_examples=64 --set finetune.epochs=1 --set finetune.results_file="$OUT/results.jsonl"
+    --seeds 1 --set finetune.max_train_examples=48 --set finetune.epochs=1 --set finetune.results_file="$OUT/results.jsonl"
   test -s "$OUT/glue_$task/seed1/results.json"
 done
 test "$(wc -l < "$OUT/results.jsonl")" -eq 8  # + mnli m/mm accuracy + stsb pearson/spearman
