@@ -1,7 +1,7 @@
 # Shared library of the reproduction scripts (sourced, not run): argument parsing, the
 # per-scale settings, and restartable pretraining / fine-tuning steps.
 #
-# Layout under --out (default reproduce/<scale>):
+# Layout under --out (default runs/reproduce/<scale>, git-ignored):
 #   pretrain/<name>/                 one pretraining run (config.yaml, metrics.jsonl, summary.json, checkpoints/)
 #   finetune/<exp>/<name>_s<seed>/   one fine-tuning run per seed (config.yaml, seed<N>/results.json, results.jsonl)
 #   tables/<exp>/                    tables.md + tables.csv (rpe-train tables) and the extra tables/figures
@@ -64,7 +64,7 @@ rp_parse_args() {
     esac
   done
   [[ -x "$BIN" ]] || rp_die "rpe-train binary '$BIN' not found (build it, or pass --rpe-train)"
-  OUT="${OUT:-$RP_ROOT/reproduce/$SCALE}"
+  OUT="${OUT:-$RP_ROOT/runs/reproduce/$SCALE}"
   mkdir -p "$OUT"
   OUT="$(cd "$OUT" && pwd)"
   rp_scale_settings
