@@ -10,7 +10,7 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
 "$RPE" pretrain --config configs/pretrain/tiny_m4.yaml --run-dir "$OUT/pre" \
-  --set train.max_steps=10 --set train.eval_every=0 --set train.batch_size=16 --set data.max_seq_len=64
+  --set train.max_steps=10 --set train.warmup_steps=2 --set train.eval_every=0 --set train.batch_size=16 --set data.max_seq_len=64
 "$RPE" finetune squad --config configs/finetune/tiny_squad.yaml --init "$OUT/pre" --run-dir "$OUT/ft" \
   --seeds 1,2 --set finetune.max_train_examples=96 --set finetune.max_eval_examples=120 --set finetune.epochs=1 \
   --set finetune.results_file="$OUT/results.jsonl"
