@@ -47,6 +47,7 @@ int init_model(const std::string& method, const fs::path& out, int64_t seed) {
       p.value().normal_(norm_weight ? 1.0 : 0.0, norm_weight ? 0.2 : 0.1);
     }
   }
+  fs::create_directories(vocab.parent_path());
   std::ofstream v(vocab);
   const char* special[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
   for (int64_t i = 0; i < m.vocab_size; ++i) v << (i < 5 ? special[i] : "tok" + std::to_string(i)) << "\n";

@@ -61,7 +61,7 @@ fs::path random_checkpoint(const Config& cfg, const fs::path& dir, int seed) {
   const fs::path ck = dir / "model.pt";
   save_model_file(ck, *model, to_yaml(cfg));
   std::string vocab;
-  for (int i = 0; i < cfg.model.vocab_size; ++i) vocab += "t" + std::to_string(i) + "\n";
+  for (int i = 0; i < cfg.model.vocab_size; ++i) vocab.append("t").append(std::to_string(i)).append("\n");
   write_file_atomic(dir / "vocab.txt", vocab);
   return ck;
 }

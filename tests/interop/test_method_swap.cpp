@@ -91,7 +91,9 @@ TEST(MethodSwap, DroppingAbsoluteTableChangesTheFunctionAndIsReported) {
   auto original = load_model_file(ck);
   auto params = model->named_parameters();
   for (const auto& p : original.model->named_parameters())
-    if (p.key() != "position.absolute") EXPECT_TRUE(p.value().equal(params[p.key()])) << p.key();
+    if (p.key() != "position.absolute") {
+      EXPECT_TRUE(p.value().equal(params[p.key()])) << p.key();
+    }
 }
 
 TEST(MethodSwap, RandomInitKeepsTheMethodsOwnValues) {
