@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # SIGKILL robustness: trains a config once without interruption, then again while killing the
 # process with SIGKILL at random moments and restarting it with --resume each time, and checks
-# that both runs end with bitwise identical final checkpoints' model parameters, optimizer state
-# and RNG (compared through the checkpoint's stored CRC32 of the whole file, which covers every
-# tensor; the config, step and version inside are equal by construction).
+# that both runs end with byte-identical final checkpoints (parameters, optimizer state, RNG,
+# counters: compared through the CRC32 and size that each checkpoint's sidecar records).
 #
 # Usage: scripts/kill_resume_check.sh BINARY CONFIG WORKDIR KILLS [-- --set k=v ...]
 # Exit 0 when identical, 1 otherwise.
@@ -26,8 +25,14 @@ while :; do
   pid=$!
   resume=(--resume)
   if (( attempt <= kills )); then
-    # a random moment: 0.3 to 2.3 s into this attempt
-    sleep "$(awk -v s="$RANDOM" 'BEGIN { printf "%.2f", 0.3 + (s % 200) / 100 }')"
+    # A random moment mid-training: after this attempt's next progress line, plus 0 to 1 s.
+    before=$(grep -c "\[train\] step" "$run/train.log" 2>/dev/null || true)
+    for _ in $(seq 1200); do
+      now=$(grep -c "\[train\] step" "$run/train.log" 2>/dev/null || true)
+      (( ${now:-0} > ${before:-0} )) || ! kill -0 "$pid" 2>/dev/null && break
+      sleep 0.1
+    done
+    sleep "$(awk -v s="$RANDOM" 'BEGIN { printf "%.2f", (s % 100) / 100 }')"
     if kill -0 "$pid" 2>/dev/null; then
       kill -KILL "$pid" 2>/dev/null || true
       wait "$pid" 2>/dev/null || true

@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "rpe/version.h"
+#include "train/lamb.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/log.h"
@@ -37,6 +38,63 @@ void remove_old(const fs::path& dir, int64_t keep_last) {
   for (size_t i = 0; i + static_cast<size_t>(keep_last) < found.size(); ++i) {
     fs::remove(found[i].second);
     fs::remove(sidecar(found[i].second));
+  }
+}
+
+// Optimizer state by parameter name ("optim/<param>/<field>"), in the model's parameter order.
+// LibTorch's own Optimizer::save keys the state by tensor addresses and walks a hash map, so
+// its bytes differ from process to process; this layout makes equal states give equal files.
+void save_optimizer_state(torch::serialize::OutputArchive& archive, torch::nn::Module& model,
+                          torch::optim::Optimizer& optimizer) {
+  for (const auto& p : model.named_parameters()) {
+    auto it = optimizer.state().find(p.value().unsafeGetTensorImpl());
+    if (it == optimizer.state().end()) continue;
+    const std::string key = "optim/" + p.key() + "/";
+    if (const auto* s = dynamic_cast<const torch::optim::AdamWParamState*>(it->second.get())) {
+      archive.write(key + "step", c10::IValue(s->step()));
+      archive.write(key + "exp_avg", s->exp_avg(), true);
+      archive.write(key + "exp_avg_sq", s->exp_avg_sq(), true);
+      if (s->max_exp_avg_sq().defined()) archive.write(key + "max_exp_avg_sq", s->max_exp_avg_sq(), true);
+    } else if (const auto* l = dynamic_cast<const LambParamState*>(it->second.get())) {
+      archive.write(key + "step", c10::IValue(l->step()));
+      archive.write(key + "exp_avg", l->exp_avg(), true);
+      archive.write(key + "exp_avg_sq", l->exp_avg_sq(), true);
+    } else {
+      throw std::logic_error("save_checkpoint: unsupported optimizer state type");
+    }
+  }
+}
+
+void load_optimizer_state(torch::serialize::InputArchive& archive, torch::nn::Module& model,
+                          torch::optim::Optimizer& optimizer, const std::string& optimizer_name,
+                          const fs::path& file) {
+  const bool lamb = dynamic_cast<Lamb*>(&optimizer) != nullptr;
+  if (!optimizer_name.empty() && (optimizer_name == "lamb") != lamb)
+    throw UserError(file.string() + ": optimizer state was written by '" + optimizer_name +
+                    "', which does not match train.optimizer");
+  for (const auto& p : model.named_parameters()) {
+    const std::string key = "optim/" + p.key() + "/";
+    c10::IValue step;
+    if (!archive.try_read(key + "step", step)) continue;  // no state yet (e.g. never had a gradient)
+    auto tensor = [&](const std::string& field) {
+      torch::Tensor t;
+      if (!archive.try_read(key + field, t)) return torch::Tensor();
+      if (t.sizes() != p.value().sizes())
+        throw UserError(file.string() + ": " + key + field + " has shape " + c10::str(t.sizes()) +
+                        " but the parameter has " + c10::str(p.value().sizes()));
+      return t.to(p.value().device()).clone();
+    };
+    auto& slot = optimizer.state()[p.value().unsafeGetTensorImpl()];
+    if (lamb) {
+      auto s = std::make_unique<LambParamState>();
+      s->step(step.toInt()).exp_avg(tensor("exp_avg")).exp_avg_sq(tensor("exp_avg_sq"));
+      slot = std::move(s);
+    } else {
+      auto s = std::make_unique<torch::optim::AdamWParamState>();
+      s->step(step.toInt()).exp_avg(tensor("exp_avg")).exp_avg_sq(tensor("exp_avg_sq"));
+      if (auto m = tensor("max_exp_avg_sq"); m.defined()) s->max_exp_avg_sq(m);
+      slot = std::move(s);
+    }
   }
 }
 
@@ -100,11 +158,7 @@ fs::path save_checkpoint(const fs::path& run_dir, torch::nn::Module& model, torc
   torch::serialize::OutputArchive archive;
   for (const auto& p : model.named_parameters()) archive.write("model/" + p.key(), p.value());
   for (const auto& b : model.named_buffers()) archive.write("model/" + b.key(), b.value(), /*is_buffer=*/true);
-  if (optimizer) {
-    torch::serialize::OutputArchive opt;
-    optimizer->save(opt);
-    archive.write("optimizer", opt);
-  }
+  if (optimizer) save_optimizer_state(archive, model, *optimizer);
   archive.write("optimizer_name", c10::IValue(state.optimizer_name));
   archive.write("schedule", c10::IValue(state.schedule));
   archive.write("step", c10::IValue(state.step));
@@ -196,8 +250,7 @@ CheckpointContents load_checkpoint(const fs::path& file, torch::nn::Module& mode
   if (archive.try_read("config", v)) out.config_yaml = v.toStringRef();
   if (archive.try_read("version", v)) out.version = v.toStringRef();
   if (optimizer) {
-    torch::serialize::InputArchive opt;
-    if (archive.try_read("optimizer", opt)) optimizer->load(opt);
+    load_optimizer_state(archive, model, *optimizer, out.state.optimizer_name, file);
     torch::Tensor rng;
     if (archive.try_read("rng_cpu", rng)) {
       at::Generator cpu = at::detail::getDefaultCPUGenerator();  // a handle sharing the global state

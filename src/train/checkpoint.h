@@ -1,6 +1,7 @@
 // Checkpoints: one LibTorch archive per save, <run>/checkpoints/step_<N>.pt, holding
 //   model/<param or buffer name>   every parameter and buffer (fp32 master weights)
-//   optimizer                      the optimizer's own archive (moments, per-tensor steps, options)
+//   optim/<param>/<field>          optimizer state per parameter: step, exp_avg, exp_avg_sq
+//                                  (+ max_exp_avg_sq for AMSGrad); options come from the config
 //   optimizer_name, schedule       which optimizer/schedule wrote it (the lr is a function of step)
 //   step, loader_epoch, loader_position, tokens_seen, nonfinite_total, nonfinite_in_a_row
 //   rng_cpu, rng_cuda_<i>          torch's default CPU generator and each CUDA generator's state

@@ -120,14 +120,18 @@ TEST(DataParallel, DeadRankMakesTheOtherExitWithinTheTimeout) {
   const fs::path run = test::fresh_dir("dp_dead");
   const std::string sets = "--set train.max_steps=100000 --set train.dist_timeout_s=5";
   const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " WORLD_SIZE=2";
-  // Rank 1 is SIGKILLed after 3 s of training; rank 0 must fail on its own, well before `timeout 90`.
-  const std::string launch = "(" + env + " RANK=1 timeout -s KILL 3 " + pretrain_cmd(run, sets) +
-                             " > /dev/null 2>&1 & " + env + " RANK=0 timeout 90 " + pretrain_cmd(run, sets) + " > " +
-                             run.string() + ".r0.log 2>&1; r0=$?; wait; exit $r0)";
+  // Rank 1 is SIGKILLed once rank 0 logs its first training step; rank 0 must then fail on its
+  // own (dist_timeout_s = 5), well before the outer `timeout 90`.
+  const std::string r0_log = run.string() + ".r0.log";
+  const std::string launch = "(" + env + " RANK=1 " + pretrain_cmd(run, sets) + " > /dev/null 2>&1 & p1=$!; " + env +
+                             " RANK=0 timeout 90 " + pretrain_cmd(run, sets) + " > " + r0_log + " 2>&1 & p0=$!; " +
+                             "for i in $(seq 900); do grep -q \"train\\] step\" " + r0_log +
+                             " && break; sleep 0.1; done; kill -9 $p1; wait $p0; exit $?)";
   const int code = run_shell(launch);
-  const std::string log = slurp(run.string() + ".r0.log");
+  const std::string log = slurp(r0_log);
   EXPECT_EQ(code, 2) << log;  // UserError exit code, not 124 (the outer timeout) or a crash
-  EXPECT_NE(log.find("another rank died"), std::string::npos) << log;
+  EXPECT_NE(log.find("[train] step"), std::string::npos) << log;  // it died mid-training
+  EXPECT_NE(log.find("failed on rank 0 (another rank died"), std::string::npos) << log;
 }
 
 }  // namespace
