@@ -74,6 +74,8 @@ set(RPE_CLI_SOURCES
   src/cli/cmd_train_tokenizer.cpp
   src/cli/cmd_import_hf.cpp
   src/cli/cmd_export_hf.cpp
+  src/cli/cmd_inspect.cpp
+  src/cli/cmd_swap_method.cpp
   src/cli/cmd_finetune.cpp
   src/cli/cmd_tables.cpp
   src/cli/cmd_evaluate.cpp

@@ -100,3 +100,8 @@ target_compile_definitions(rpe_tests PRIVATE RPE_TRAIN_BINARY="$<TARGET_FILE:rpe
 add_test(NAME dist_torchrun COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/test_torchrun.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
 # SIGKILL at random moments + --resume, repeatedly, ends bitwise equal to an uninterrupted run.
 add_test(NAME train_kill_resume COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_kill_resume.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
+# The reproduction scripts end to end at tiny scale (Table 2 for absolute and m4, restart,
+# `rpe-train inspect` against the checkpoint, Figures 4/5 as PNG). Python: <repo>/.venv.
+add_test(NAME reproduce_table2_tiny
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_table2_tiny.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/.venv/bin/python)
+set_tests_properties(reproduce_table2_tiny PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} TIMEOUT 900)

@@ -17,6 +17,8 @@ void add_prepare_data(CLI::App& app, Runner& run);
 void add_train_tokenizer(CLI::App& app, Runner& run);
 void add_import_hf(CLI::App& app, Runner& run);
 void add_export_hf(CLI::App& app, Runner& run);
+void add_inspect(CLI::App& app, Runner& run);
+void add_swap_method(CLI::App& app, Runner& run);
 void add_finetune(CLI::App& app, Runner& run);
 void add_tables(CLI::App& app, Runner& run);
 void add_evaluate(CLI::App& app, Runner& run);

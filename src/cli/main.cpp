@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   rpe::cli::add_train_tokenizer(app, run);
   rpe::cli::add_import_hf(app, run);
   rpe::cli::add_export_hf(app, run);
+  rpe::cli::add_inspect(app, run);
+  rpe::cli::add_swap_method(app, run);
   rpe::cli::add_finetune(app, run);
   rpe::cli::add_tables(app, run);
   rpe::cli::add_evaluate(app, run);

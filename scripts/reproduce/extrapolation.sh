@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Length extrapolation (not in the paper): per method, the held-out MLM loss at evaluation
+# lengths up to twice the pretraining length, and SQuAD 1.1 dev F1 after fine-tuning at lengths
+# beyond it. Methods that cannot take a length (the learned absolute table has n rows) get
+# "n/a" there instead of a number. Uses the Table 2 pretraining runs.
+# Eval text: RPE_EVAL_FILE, else the first --corpus file (at tiny scale the sample corpus, which
+# the model was also trained on: the tiny curve shows the mechanics, not generalisation).
+# -> <out>/tables/extrapolation/{extrapolation.png,extrapolation.md,extrapolation.csv}
+#   scripts/reproduce/extrapolation.sh --scale tiny [--methods absolute,m4,alibi,rope]
+source "$(dirname "$0")/lib.sh"
+rp_parse_args "$@"
+rp_method_list absolute,shaw,m1,m2,m3,m4,sinusoid,transformer_xl,t5_bias,alibi,rope,deberta
+eval_file="${RPE_EVAL_FILE:-$FIRST_CORPUS}"
+[[ -f "$eval_file" ]] || rp_die "no evaluation text: set RPE_EVAL_FILE or --corpus"
+dir="$OUT/tables/extrapolation"
+mkdir -p "$dir"
+lens="$(IFS=,; echo "${EXTRAP_MLM_LENS[*]}")"
+mlm=()
+for m in "${METHOD_LIST[@]}"; do
+  rp_pretrain "$m" "$m"
+  run="$RUN_DIR"
+  f="$dir/mlm_${m}.json"
+  [[ -f "$f" ]] || rp_exec "$BIN" inspect "$run" --mlm-loss "$f" --eval-file "$eval_file" --lengths "$lens"
+  mlm+=("$f")
+  for len in "${EXTRAP_FT_LENS[@]}"; do
+    for s in "${SEED_LIST[@]}"; do
+      if ! rp_finetune squad extrapolation "${m}_ft$len" "$run" "$s" "finetune.max_seq_len=$len"; then
+        rp_log "extrapolation: $m cannot be fine-tuned at length $len (see the message above); left out"
+        rm -rf "$OUT/finetune/extrapolation/${m}_ft${len}_s$s"
+        break
+      fi
+    done
+  done
+done
+results="$dir/results.jsonl"
+[[ "$DRY_RUN" == 1 ]] || find "$OUT/finetune/extrapolation" -name results.jsonl -size +0 -exec cat {} + >"$results" 2>/dev/null || true
+rp_render extrapolation --out "$dir" --mlm "${mlm[@]}" --results "$results"

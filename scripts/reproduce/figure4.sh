@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Figure 4 of Huang et al. 2020: heat map of method 4's learned relative position embedding of
+# one layer/head for distances -50..50 (rows of the [2k+1, d] table, clipped to k). Uses the
+# Table 2 pretraining run <out>/pretrain/m4 (pretrained here if missing). Layers/heads: the
+# first and the last layer, head 0 (RPE_FIG4_HEAD to change). -> <out>/figures/figure4.png
+#   scripts/reproduce/figure4.sh --scale tiny
+source "$(dirname "$0")/lib.sh"
+rp_parse_args "$@"
+rp_method_list m4
+head="${RPE_FIG4_HEAD:-0}"
+mkdir -p "$OUT/figures"
+inputs=()
+for m in "${METHOD_LIST[@]}"; do
+  rp_pretrain "$m" "$m"
+  last=$(( $(sed -n 's/^ *layers: *\([0-9]*\).*/\1/p' "$RUN_DIR/config.yaml" | head -1) - 1 ))
+  for layer in 0 "$last"; do
+    f="$OUT/figures/figure4_${m}_layer${layer}_head${head}.json"
+    rp_exec "$BIN" inspect "$RUN_DIR" --position-weights "$f" --layer "$layer" --head "$head" --max-distance 50
+    inputs+=("$f")
+  done
+done
+rp_render figure4 --out "$OUT/figures/figure4.png" --inputs "${inputs[@]}"

@@ -1,0 +1,198 @@
+# Shared library of the reproduction scripts (sourced, not run): argument parsing, the
+# per-scale settings, and restartable pretraining / fine-tuning steps.
+#
+# Layout under --out (default runs/reproduce/<scale>, git-ignored):
+#   pretrain/<name>/                 one pretraining run (config.yaml, metrics.jsonl, summary.json, checkpoints/)
+#   finetune/<exp>/<name>_s<seed>/   one fine-tuning run per seed (config.yaml, seed<N>/results.json, results.jsonl)
+#   tables/<exp>/                    tables.md + tables.csv (rpe-train tables) and the extra tables/figures
+# Restart rules: a pretraining run with summary.json is done (skipped); one without is continued
+# with --resume from its newest valid checkpoint. A fine-tuning run with seed<N>/results.json is
+# done; an unfinished one is redone from its start (--overwrite): fine-tuning is short and keeps
+# no optimizer checkpoints.
+set -euo pipefail
+
+RP_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+SCALE=tiny
+OUT=""
+METHODS=""
+SEEDS=""
+BIN="${RPE_TRAIN:-$RP_ROOT/build/rpe-train}"
+PY="${RPE_PYTHON:-$RP_ROOT/.venv/bin/python}"
+CORPUS="${RPE_CORPUS:-}"        # comma-separated text files (one sentence per line, blank line between documents)
+VOCAB="${RPE_VOCAB:-}"          # WordPiece vocab.txt (paper scale)
+SQUAD_DIR="${RPE_SQUAD_DIR:-}"  # folder with train-v1.1.json and dev-v1.1.json
+GLUE_DIR="${RPE_GLUE_DIR:-}"    # GLUE folder (MNLI/, QQP/, SST-2/, MRPC/ ...)
+HF_BERT="${RPE_HF_BERT:-}"      # Hugging Face BERT folder for Table 5 at paper scale
+PRE_EXTRA=()                    # --pretrain-set a.b=c (and --set): every pretraining run
+FT_EXTRA=()                     # --finetune-set a.b=c (and --set): every fine-tuning run
+DRY_RUN=0
+
+rp_usage() {
+  cat <<EOF
+usage: $0 [--scale tiny|mini|paper] [--out DIR] [--methods a,b,...] [--seeds 1,2,3]
+          [--corpus a.txt,b.txt] [--vocab vocab.txt] [--squad-dir DIR] [--glue-dir DIR]
+          [--hf-bert DIR] [--set|--pretrain-set|--finetune-set key=value ...]
+          [--rpe-train BIN] [--python PY] [--dry-run]
+tiny reads the project's data/sample; mini and paper need --squad-dir/--glue-dir (and a corpus;
+paper also --vocab). Environment: RPE_CORPUS RPE_VOCAB RPE_SQUAD_DIR RPE_GLUE_DIR RPE_HF_BERT.
+EOF
+}
+
+rp_die() { echo "error: $*" >&2; exit 2; }
+rp_log() { echo "[reproduce $(date -u +%H:%M:%S)] $*" >&2; }
+
+rp_parse_args() {
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --scale) SCALE="$2"; shift 2 ;;
+      --out) OUT="$2"; shift 2 ;;
+      --methods) METHODS="$2"; shift 2 ;;
+      --seeds) SEEDS="$2"; shift 2 ;;
+      --corpus) CORPUS="$2"; shift 2 ;;
+      --vocab) VOCAB="$2"; shift 2 ;;
+      --squad-dir) SQUAD_DIR="$2"; shift 2 ;;
+      --glue-dir) GLUE_DIR="$2"; shift 2 ;;
+      --hf-bert) HF_BERT="$2"; shift 2 ;;
+      --set) PRE_EXTRA+=("$2"); FT_EXTRA+=("$2"); shift 2 ;;
+      --pretrain-set) PRE_EXTRA+=("$2"); shift 2 ;;
+      --finetune-set) FT_EXTRA+=("$2"); shift 2 ;;
+      --rpe-train) BIN="$2"; shift 2 ;;
+      --python) PY="$2"; shift 2 ;;
+      --dry-run) DRY_RUN=1; shift ;;
+      -h|--help) rp_usage; exit 0 ;;
+      *) rp_usage >&2; rp_die "unknown argument '$1'" ;;
+    esac
+  done
+  [[ -x "$BIN" ]] || rp_die "rpe-train binary '$BIN' not found (build it, or pass --rpe-train)"
+  OUT="${OUT:-$RP_ROOT/runs/reproduce/$SCALE}"
+  mkdir -p "$OUT"
+  OUT="$(cd "$OUT" && pwd)"
+  rp_scale_settings
+}
+
+# Per-scale settings. PRE_LEN: pretraining length. FT_SETS: fine-tuning overrides. K_LIST and
+# LONG_K/LONG_LENS: Table 4 (the paper's k and 576/640/704 scaled by PRE_LEN/512).
+rp_scale_settings() {
+  SQUAD_SETS=()
+  GLUE_SETS=()
+  PRE_SETS=()
+  case "$SCALE" in
+    tiny)
+      PRESET_PREFIX=tiny; PRE_LEN=128
+      SQUAD_CONFIG=configs/finetune/tiny_squad.yaml; GLUE_CONFIG=configs/finetune/tiny_glue.yaml
+      SQUAD_SETS+=(finetune.max_seq_len=128 finetune.doc_stride=64)
+      : "${SEEDS:=1,2}"
+      K_LIST=(2 4 8 16 32 64 127); LONG_K=64; LONG_LENS=(144 160 176)
+      T5_LENS=(128 144 160 176); T5_EPOCHS=2; T5_LR=5.0e-4
+      EXTRAP_FT_LENS=(128 160 192); EXTRAP_MLM_LENS=(64 128 192 256)
+      GLUE_TASKS=(mnli qqp sst2 mrpc)
+      [[ -z "$SQUAD_DIR" ]] && SQUAD_DIR="$RP_ROOT/data/sample/squad"
+      [[ -z "$GLUE_DIR" ]] && GLUE_DIR="$RP_ROOT/data/sample/glue"
+      [[ -z "$CORPUS" ]] && CORPUS="$RP_ROOT/data/sample/corpus.txt"
+      ;;
+    mini)
+      PRESET_PREFIX=mini; PRE_LEN=128
+      SQUAD_CONFIG=configs/finetune/mini_squad.yaml; GLUE_CONFIG=configs/finetune/glue.yaml
+      SQUAD_SETS+=(finetune.max_seq_len=128 finetune.doc_stride=64 finetune.max_query_len=32)
+      GLUE_SETS+=(finetune.max_seq_len=128 train.lr=1.0e-4)
+      : "${SEEDS:=1,2,3}"
+      K_LIST=(2 4 8 16 32 64 127); LONG_K=64; LONG_LENS=(144 160 176)
+      T5_LENS=(128 144 160 176); T5_EPOCHS=3; T5_LR=1.0e-4
+      EXTRAP_FT_LENS=(128 192 256); EXTRAP_MLM_LENS=(128 256 512)
+      GLUE_TASKS=(mnli qqp sst2 mrpc)
+      [[ -n "$SQUAD_DIR" ]] || rp_die "--scale mini needs --squad-dir (train-v1.1.json, dev-v1.1.json) or RPE_SQUAD_DIR"
+      ;;
+    paper)
+      PRESET_PREFIX=base; PRE_LEN=512
+      SQUAD_CONFIG=configs/finetune/squad_v1.yaml; GLUE_CONFIG=configs/finetune/glue.yaml
+      : "${SEEDS:=1,2,3}"
+      K_LIST=(2 4 8 16 32 64 128 256 511); LONG_K=256; LONG_LENS=(576 640 704)
+      T5_LENS=(512 576 640 704); T5_EPOCHS=3; T5_LR=5.0e-5
+      EXTRAP_FT_LENS=(512 576 640 704); EXTRAP_MLM_LENS=(512 640 768 1024)
+      GLUE_TASKS=(mnli qqp sst2 mrpc)
+      [[ -n "$SQUAD_DIR" ]] || rp_die "--scale paper needs --squad-dir or RPE_SQUAD_DIR"
+      [[ -n "$CORPUS" ]] || rp_die "--scale paper needs --corpus (BooksCorpus + Wikipedia text) or RPE_CORPUS"
+      [[ -n "$VOCAB" ]] && PRE_SETS+=(data.tokenizer_model="$VOCAB")
+      ;;
+    *) rp_die "--scale must be tiny, mini or paper, got '$SCALE'" ;;
+  esac
+  [[ -f "$SQUAD_DIR/train-v1.1.json" && -f "$SQUAD_DIR/dev-v1.1.json" ]] ||
+    rp_die "--squad-dir $SQUAD_DIR: train-v1.1.json / dev-v1.1.json not found"
+  SQUAD_SETS+=(finetune.train_file="$SQUAD_DIR/train-v1.1.json" finetune.dev_file="$SQUAD_DIR/dev-v1.1.json")
+  [[ -n "$GLUE_DIR" ]] && GLUE_SETS+=(finetune.glue_dir="$GLUE_DIR")
+  if [[ -n "$CORPUS" ]]; then
+    local f
+    for f in ${CORPUS//,/ }; do [[ -f "$f" ]] || rp_die "--corpus: $f not found"; done
+    PRE_SETS+=("data.train_files=[${CORPUS}]")
+  fi
+  FIRST_CORPUS="${CORPUS%%,*}"
+  IFS=, read -r -a SEED_LIST <<<"$SEEDS"
+}
+
+rp_method_list() {  # default list when --methods is not given
+  local default="$1"
+  IFS=, read -r -a METHOD_LIST <<<"${METHODS:-$default}"
+}
+
+rp_sets() {  # prints --set KEY=VALUE for each argument (one word a line, for mapfile)
+  local s
+  for s in "$@"; do printf -- '--set\n%s\n' "$s"; done
+}
+
+rp_exec() {  # runs (or with --dry-run prints) a command, from the repository root
+  rp_log "$*"
+  [[ "$DRY_RUN" == 1 ]] && return 0
+  (cd "$RP_ROOT" && "$@")
+}
+
+# rp_pretrain NAME METHOD [KEY=VALUE ...]: pretrains configs/pretrain/<prefix>_<METHOD>.yaml
+# into $OUT/pretrain/NAME; skipped when finished, resumed when interrupted. Sets RUN_DIR.
+rp_pretrain() {
+  local name="$1" method="$2"; shift 2
+  local preset="configs/pretrain/${PRESET_PREFIX}_${method}.yaml"
+  [[ -f "$RP_ROOT/$preset" ]] || rp_die "no preset $preset for method '$method'"
+  RUN_DIR="$OUT/pretrain/$name"
+  if [[ -f "$RUN_DIR/summary.json" ]]; then rp_log "pretrain $name: done, skipped"; return 0; fi
+  local mode=()
+  if [[ -d "$RUN_DIR" && -n "$(ls -A "$RUN_DIR" 2>/dev/null)" ]]; then mode=(--resume); rp_log "pretrain $name: resuming"; fi
+  local sets=()
+  mapfile -t sets < <(rp_sets "${PRE_SETS[@]+"${PRE_SETS[@]}"}" "run.name=$name" "$@" "${PRE_EXTRA[@]+"${PRE_EXTRA[@]}"}")
+  rp_exec "$BIN" pretrain --config "$preset" --run-dir "$RUN_DIR" "${mode[@]+"${mode[@]}"}" "${sets[@]}"
+}
+
+# rp_finetune KIND EXP NAME INIT SEED [KEY=VALUE ...]: one fine-tuning seed into
+# $OUT/finetune/EXP/NAME_s<SEED> (KIND: squad or glue:<task>). Skipped when finished.
+rp_finetune() {
+  local kind="$1" exp="$2" name="$3" init="$4" seed="$5"; shift 5
+  local dir="$OUT/finetune/$exp/${name}_s${seed}"
+  if [[ -f "$dir/seed${seed}/results.json" ]]; then rp_log "finetune $exp/${name}_s$seed: done, skipped"; return 0; fi
+  local over=()
+  [[ -d "$dir" ]] && over=(--overwrite)
+  local sets=() cmd=()
+  if [[ "$kind" == squad ]]; then
+    mapfile -t sets < <(rp_sets "${SQUAD_SETS[@]}" "finetune.results_file=$dir/results.jsonl" "run.name=${name}_s$seed" "$@" "${FT_EXTRA[@]+"${FT_EXTRA[@]}"}")
+    cmd=(finetune squad --config "$SQUAD_CONFIG")
+  else
+    mapfile -t sets < <(rp_sets "${GLUE_SETS[@]+"${GLUE_SETS[@]}"}" "finetune.results_file=$dir/results.jsonl" "run.name=${name}_s$seed" "$@" "${FT_EXTRA[@]+"${FT_EXTRA[@]}"}")
+    cmd=(finetune glue --task "${kind#glue:}" --config "$GLUE_CONFIG")
+  fi
+  rp_exec "$BIN" "${cmd[@]}" --init "$init" --seeds "$seed" --run-dir "$dir" "${over[@]+"${over[@]}"}" "${sets[@]}"
+}
+
+# rp_tables EXP: rpe-train tables over the finished runs of EXP -> $OUT/tables/EXP/tables.{md,csv}.
+rp_tables() {
+  local exp="$1"
+  local files=()
+  mapfile -t files < <(find "$OUT/finetune/$exp" -name results.jsonl -size +0 2>/dev/null | sort)
+  [[ "$DRY_RUN" == 1 ]] && return 0
+  [[ ${#files[@]} -gt 0 ]] || rp_die "no result lines under $OUT/finetune/$exp"
+  mkdir -p "$OUT/tables/$exp"
+  cat "${files[@]}" >"$OUT/tables/$exp/results.jsonl"
+  rp_exec "$BIN" tables --results "$OUT/tables/$exp/results.jsonl" --out "$OUT/tables/$exp"
+}
+
+# rp_render WHAT [ARGS...]: the Python renderer (extra tables, cost table, PNG figures).
+rp_render() {
+  [[ "$DRY_RUN" == 1 ]] && return 0
+  rp_exec "$PY" "$RP_ROOT/scripts/reproduce/render.py" "$@"
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Table 2 of Huang et al. 2020: SQuAD 1.1 dev EM/F1 per position method. Pretrains one model
+# per method (the paper's absolute, shaw, m1-m4, then the methods the paper lacks as extra
+# rows), fine-tunes each with every seed, renders tables/table2/tables.{md,csv} (mean ± std,
+# the paper's numbers beside ours) and the cost table (parameters added, tokens/s, peak memory).
+#   scripts/reproduce/table2.sh --scale tiny [--methods absolute,m4] [--seeds 1,2]
+source "$(dirname "$0")/lib.sh"
+rp_parse_args "$@"
+rp_method_list absolute,shaw,m1,m2,m3,m4,sinusoid,transformer_xl,t5_bias,alibi,rope,deberta
+runs=()
+for m in "${METHOD_LIST[@]}"; do
+  rp_pretrain "$m" "$m"
+  runs+=("$RUN_DIR")
+  for s in "${SEED_LIST[@]}"; do rp_finetune squad table2 "$m" "$RUN_DIR" "$s"; done
+done
+rp_tables table2
+rp_render cost --out "$OUT/tables/table2" --runs "${runs[@]}"

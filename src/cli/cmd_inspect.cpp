@@ -1,0 +1,258 @@
+// rpe-train inspect: looks inside a pretrained run or checkpoint for the paper's figures.
+//   --position-weights OUT  Figure 4: one layer/head's learned relative table at distances
+//                           j - i = -D..D (D = --max-distance, default 50). Row s of a table
+//                           [H|1, 2k+1, d] holds distance s - k; distances beyond k read the
+//                           edge row, as the model does (clip(j - i, k)). Output [2D+1, d].
+//   --attention OUT         Figure 5: softmax attention probabilities of one layer (default
+//                           the first) averaged over heads, for the first --tokens (50) pieces
+//                           of "[CLS] text [SEP]": mean_h P[0, h] -> [T, T].
+//   --mlm-loss OUT.json     Length extrapolation: held-out MLM cross-entropy (mean over masked
+//                           pieces, the pretraining masking) of --eval-file packed at each of
+//                           --lengths; null with the reason where the method refuses a length.
+// OUT ending in .npy gets a float32 NumPy array (format 1.0); anything else gets JSON with the
+// labels (distances or token pieces) beside the numbers.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "data/corpus.h"
+#include "data/masking.h"
+#include "data/mlm_dataset.h"
+#include "data/packing.h"
+#include "data/tokenizer.h"
+#include "model/bert.h"
+#include "train/checkpoint.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+#include "util/log.h"
+
+namespace rpe::cli {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+struct InspectArgs {
+  std::string run, weights_out, attention_out, text, text_file;
+  int64_t layer = 0, head = 0, max_distance = 50, attention_layer = 0, tokens = 50;
+  std::string mlm_out, eval_file, lengths = "128";
+  int64_t eval_sequences = 64;
+};
+
+// Mean MLM cross-entropy over the masked pieces of up to `max_sequences` sequences of length L.
+json mlm_loss_at(BertModel& bert, const Tokenizer& tok, const Config& cfg, const std::vector<Document>& docs,
+                 int64_t L, int64_t max_sequences) {
+  auto packed = std::make_shared<PackedSequences>(pack_documents(docs, tok, L, true));
+  const int64_t batch = 8;
+  const int64_t batches = std::min(packed->size(), max_sequences) / batch;
+  if (batches == 0) return {{"length", L}, {"loss", nullptr}, {"why", "fewer than 8 sequences of this length"}};
+  try {
+    bert->position->input_embeddings(L);  // a learned absolute table refuses L > max_position
+  } catch (const UserError& e) {
+    return {{"length", L}, {"loss", nullptr}, {"why", e.what()}};
+  }
+  MlmLoader loader(packed, tok, MaskingOptions::from(cfg.data), batch, /*seed=*/1, /*shuffle=*/false);
+  double loss_sum = 0.0;
+  int64_t total = 0;
+  for (int64_t b = 0; b < batches; ++b) {
+    const auto mb = loader.next();
+    auto hidden = bert->encode(mb.ids, mb.padding);                                       // [B, L, D]
+    auto labels = mb.labels.view({-1});                                                   // [B*L]
+    auto sel = labels.ne(kIgnoreLabel).nonzero().view({-1});                              // [N]
+    auto logits = bert->mlm_logits(hidden.view({-1, hidden.size(-1)}).index_select(0, sel));  // [N, V]
+    namespace F = torch::nn::functional;
+    loss_sum += F::cross_entropy(logits, labels.index_select(0, sel), F::CrossEntropyFuncOptions().reduction(torch::kSum))
+                    .item<double>();
+    total += sel.size(0);
+  }
+  return {{"length", L}, {"loss", loss_sum / std::max<int64_t>(1, total)}, {"masked", total}, {"sequences", batches * batch}};
+}
+
+// A 2-D float32 array as NumPy's .npy v1.0: magic, header dict padded to 64 bytes, raw data.
+std::string to_npy(const torch::Tensor& m) {
+  auto t = m.to(torch::kFloat32).contiguous().cpu();
+  std::ostringstream shape;
+  shape << "(" << t.size(0) << ", " << t.size(1) << ")";
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape.str() + ", }";
+  const size_t unpadded = 10 + header.size() + 1;  // magic(6) + version(2) + length(2) + header + '\n'
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>((header.size() >> 8) & 0xff);
+  out += header;
+  out.append(reinterpret_cast<const char*>(t.data_ptr<float>()), static_cast<size_t>(t.numel()) * sizeof(float));
+  return out;
+}
+
+json matrix_json(const torch::Tensor& m) {
+  auto t = m.to(torch::kFloat64).contiguous().cpu();
+  json rows = json::array();
+  for (int64_t i = 0; i < t.size(0); ++i) {
+    json row = json::array();
+    for (int64_t j = 0; j < t.size(1); ++j) row.push_back(t[i][j].item<double>());
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+void write_output(const std::string& out, const torch::Tensor& m, json meta, const char* key) {
+  if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
+  if (fs::path(out).extension() == ".npy") {
+    write_file_atomic(out, to_npy(m));
+  } else {
+    meta[key] = matrix_json(m);
+    write_file_atomic(out, meta.dump() + "\n");
+  }
+  std::cout << "wrote " << out << " [" << m.size(0) << ", " << m.size(1) << "]\n";
+}
+
+// Figure 4: [2D+1, width] rows of one head's table for distances -D..D.
+torch::Tensor weights_by_distance(const torch::Tensor& table, const InspectArgs& a, const std::string& method) {
+  if (!table.defined())
+    throw UserError("--position-weights: method " + method + " has no learned per-distance table (nothing to plot)");
+  torch::Tensor rows;  // [2k+1, width]
+  if (table.dim() == 3) {  // [H|1, 2k+1, d]; one row-block when shared across heads
+    const int64_t h = table.size(0) == 1 ? 0 : a.head;
+    if (h < 0 || h >= table.size(0))
+      throw UserError("--head " + std::to_string(a.head) + ": the table has " + std::to_string(table.size(0)) + " heads");
+    rows = table[h];
+  } else if (table.dim() == 2 && table.size(0) % 2 == 1) {  // [2k+1, width] (e.g. DeBERTa)
+    rows = table;
+  } else {
+    throw UserError("--position-weights: method " + method + "'s table has shape " + c10::str(table.sizes()) + ", not one row per distance (e.g. bucketed T5 bias)");
+  }
+  const int64_t k = (rows.size(0) - 1) / 2;
+  auto d = torch::arange(-a.max_distance, a.max_distance + 1, torch::kLong);  // [2D+1]
+  return rows.detach().index_select(0, d.clamp(-k, k) + k);                     // [2D+1, width]
+}
+}  // namespace
+
+int run_inspect(const InspectArgs& a) {
+  if (a.weights_out.empty() && a.attention_out.empty() && a.mlm_out.empty())
+    throw UserError("inspect: nothing to do: pass --position-weights, --attention and/or --mlm-loss");
+  std::vector<int64_t> lengths;
+  if (!a.mlm_out.empty()) {
+    if (a.eval_file.empty()) throw UserError("--mlm-loss needs --eval-file (a text corpus, as data.train_files)");
+    std::stringstream in(a.lengths);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      try {
+        lengths.push_back(std::stoll(item));
+      } catch (const std::exception&) {
+        throw UserError("--lengths " + a.lengths + ": expected comma-separated integers, e.g. 64,128,256");
+      }
+      if (lengths.back() < 8) throw UserError("--lengths: each length must be at least 8");
+    }
+  }
+  if (a.max_distance < 0) throw UserError("--max-distance must be >= 0");
+  if (a.tokens < 2) throw UserError("--tokens must be at least 2");
+  const fs::path init(a.run);
+  fs::path checkpoint, run_dir;
+  if (fs::is_directory(init)) {
+    auto latest = latest_checkpoint(init);
+    if (!latest) throw UserError(a.run + ": no checkpoint in this run folder (checkpoints/latest)");
+    checkpoint = *latest;
+    run_dir = init;
+  } else if (fs::exists(init)) {
+    checkpoint = init;
+    run_dir = init.parent_path().filename() == "checkpoints" ? init.parent_path().parent_path() : init.parent_path();
+  } else {
+    throw UserError(a.run + ": no such run folder or checkpoint");
+  }
+  Config cfg = config_from_yaml(read_checkpoint_config(checkpoint), checkpoint.string() + " (embedded config)");
+  const fs::path tok_path = run_dir / "tokenizer.model";
+  if (cfg.data.tokenizer == "sentencepiece" && cfg.data.tokenizer_model.empty() && !fs::exists(tok_path))
+    throw UserError(a.run + ": the run's tokenizer " + tok_path.string() + " is missing");
+  auto tok = make_tokenizer(cfg.data, tok_path);
+  if (cfg.model.vocab_size == 0) cfg.model.vocab_size = tok->vocab_size();
+  BertModel bert(cfg.model);
+  load_checkpoint(checkpoint, *bert, nullptr);
+  bert->eval();
+  torch::NoGradGuard no_grad;
+  const int64_t n_layers = static_cast<int64_t>(bert->layers->size());
+  const std::string method = cfg.model.attention.method;
+
+  if (!a.weights_out.empty()) {
+    if (a.layer < 0 || a.layer >= n_layers)
+      throw UserError("--layer " + std::to_string(a.layer) + ": the model has " + std::to_string(n_layers) + " layers");
+    auto layer = bert->layers[a.layer]->as<EncoderLayerImpl>();
+    const auto w = weights_by_distance(layer->attention->position->position_weights(), a, method);
+    std::vector<int64_t> distances;
+    for (int64_t d = -a.max_distance; d <= a.max_distance; ++d) distances.push_back(d);
+    write_output(a.weights_out, w,
+                 {{"run", a.run}, {"method", method}, {"layer", a.layer}, {"head", a.head}, {"distances", distances}},
+                 "weights");
+  }
+  if (!a.attention_out.empty()) {
+    std::string text = a.text;
+    if (!a.text_file.empty()) {
+      std::ifstream in(a.text_file);
+      if (!in) throw UserError("--text-file " + a.text_file + ": cannot read");
+      text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    if (text.empty()) throw UserError("--attention needs --text or --text-file");
+    if (a.attention_layer < 0 || a.attention_layer >= n_layers)
+      throw UserError("--attention-layer " + std::to_string(a.attention_layer) + ": out of range");
+    const auto enc = tok->encode(text);
+    std::vector<int64_t> ids{tok->special().cls};
+    for (auto id : enc.ids) ids.push_back(id);
+    ids.push_back(tok->special().sep);
+    const int64_t limit = std::min<int64_t>({a.tokens, static_cast<int64_t>(ids.size()), cfg.model.max_position});
+    ids.resize(limit);
+    std::vector<std::string> pieces;
+    for (auto id : ids) pieces.push_back(tok->piece(static_cast<int32_t>(id)));
+    auto x = torch::tensor(ids, torch::kLong).unsqueeze(0);  // [1, T]
+    auto pad = torch::zeros({1, limit}, torch::kBool);       // no padding
+    bert->set_fused_attention(false);                        // capture needs the plain path
+    bert->capture_attention(a.attention_layer);
+    bert->encode(x, pad);
+    const auto probs = bert->captured_attention();  // [1, H, T, T]
+    if (!probs.defined()) throw UserError("inspect: layer " + std::to_string(a.attention_layer) + " captured nothing");
+    write_output(a.attention_out, probs[0].mean(0),
+                 {{"run", a.run}, {"method", method}, {"layer", a.attention_layer}, {"heads", cfg.model.heads}, {"tokens", pieces}, {"ids", ids}},
+                 "attention");
+  }
+  if (!a.mlm_out.empty()) {
+    const auto docs = read_documents(a.eval_file);
+    json rows = json::array();
+    for (auto L : lengths) {
+      rows.push_back(mlm_loss_at(bert, *tok, cfg, docs, L, a.eval_sequences));
+      std::cout << "MLM loss at length " << L << ": " << rows.back()["loss"].dump() << "\n";
+    }
+    if (fs::path(a.mlm_out).has_parent_path()) fs::create_directories(fs::path(a.mlm_out).parent_path());
+    write_file_atomic(a.mlm_out, json{{"run", a.run},
+                                      {"method", method},
+                                      {"pretrain_max_len", cfg.data.max_seq_len},
+                                      {"eval_file", a.eval_file},
+                                      {"mlm_loss", rows}}
+                                         .dump() +
+                                     "\n");
+  }
+  return 0;
+}
+
+void add_inspect(CLI::App& app, Runner& run) {
+  auto* cmd = app.add_subcommand("inspect", "Write learned position weights / first-layer attention of a run (Figures 4, 5)");
+  auto a = std::make_shared<InspectArgs>();
+  cmd->add_option("run", a->run, "Pretrained run folder or checkpoint file")->required();
+  cmd->add_option("--position-weights", a->weights_out, "Output (.json or .npy): the table at distances -D..D");
+  cmd->add_option("--layer", a->layer, "Layer of --position-weights (0-based, default 0)");
+  cmd->add_option("--head", a->head, "Head of --position-weights (default 0; ignored for shared tables)");
+  cmd->add_option("--max-distance", a->max_distance, "D for --position-weights (default 50)");
+  cmd->add_option("--attention", a->attention_out, "Output (.json or .npy): head-averaged attention probabilities");
+  cmd->add_option("--attention-layer", a->attention_layer, "Layer of --attention (default 0, the first)");
+  cmd->add_option("--text", a->text, "Text for --attention");
+  cmd->add_option("--text-file", a->text_file, "File with the text for --attention");
+  cmd->add_option("--tokens", a->tokens, "Pieces of [CLS] text [SEP] to keep (default 50)");
+  cmd->add_option("--mlm-loss", a->mlm_out, "Output JSON: MLM loss of --eval-file at each of --lengths");
+  cmd->add_option("--eval-file", a->eval_file, "Text corpus for --mlm-loss");
+  cmd->add_option("--lengths", a->lengths, "Comma-separated sequence lengths for --mlm-loss (default 128)");
+  cmd->add_option("--eval-sequences", a->eval_sequences, "Sequences per length for --mlm-loss (default 64)");
+  cmd->callback([&run, a] { run = [a] { return run_inspect(*a); }; });
+}
+
+}  // namespace rpe::cli

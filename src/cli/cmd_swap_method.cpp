@@ -1,0 +1,74 @@
+// rpe-train swap-method INIT --config SWAP.yaml --run-dir OUT: the paper's "near drop-in"
+// recipe (Huang et al. 2020, sec. 4.4, Table 5) as a run folder that `rpe-train finetune
+// --init OUT` can start from. The pretrained checkpoint's model/data sections are kept, the
+// file and --set go on top (typically model.attention.method: m4, add_absolute: true,
+// max_relative: 0), the model is rebuilt and loaded with load_pretrained_encoder(): shared
+// tensors are copied, the new method's tables start neutral (init.new_position_params:
+// identity) so that, with the absolute table kept, the new model computes the same function.
+// OUT gets checkpoints/step_0.pt (+ sidecar, latest), config.yaml and the tokenizer.
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "interop/method_swap.h"
+#include "model/bert.h"
+#include "train/checkpoint.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+
+namespace rpe::cli {
+namespace fs = std::filesystem;
+
+namespace {
+struct SwapArgs {
+  std::string init, config, run_dir;
+  std::vector<std::string> sets;
+};
+
+int run_swap(const SwapArgs& a) {
+  const fs::path init(a.init);
+  fs::path checkpoint, source_dir;
+  if (fs::is_directory(init)) {
+    auto latest = latest_checkpoint(init);
+    if (!latest) throw UserError(a.init + ": no checkpoint in this run folder (checkpoints/latest)");
+    checkpoint = *latest;
+    source_dir = init;
+  } else if (fs::exists(init)) {
+    checkpoint = init;
+    source_dir = init.parent_path().filename() == "checkpoints" ? init.parent_path().parent_path() : init.parent_path();
+  } else {
+    throw UserError(a.init + ": no such run folder or checkpoint");
+  }
+  Config cfg = load_config_over(read_checkpoint_config(checkpoint), checkpoint.string(), {"model", "data"}, a.config, a.sets);
+  const fs::path out(a.run_dir);
+  if (fs::exists(out) && !fs::is_empty(out))
+    throw UserError("--run-dir " + a.run_dir + " already exists (delete it to redo the swap)");
+  const fs::path tok = source_dir / "tokenizer.model";
+  if (cfg.data.tokenizer_model.empty() && cfg.data.tokenizer == "sentencepiece" && !fs::exists(tok))
+    throw UserError(a.init + ": the pretraining tokenizer " + tok.string() + " is missing");
+  BertModel bert(cfg.model);
+  const SwapReport r = load_pretrained_encoder(*bert, checkpoint, swap_options_from(cfg.init));
+  fs::create_directories(out);
+  if (cfg.data.tokenizer_model.empty() && fs::exists(tok)) fs::copy_file(tok, out / "tokenizer.model");
+  const std::string yaml = to_yaml(cfg);
+  save_checkpoint(out, *bert, nullptr, TrainState{}, yaml);
+  write_file_atomic(out / "config.yaml", yaml);
+  std::cout << "wrote " << (out / "checkpoints").string() << " (method " << cfg.model.attention.method << "): "
+            << r.loaded.size() << " tensors loaded, " << r.added.size() << " added, " << r.dropped.size()
+            << " dropped; probe max |logit change| " << r.probe_max_diff << "\n";
+  return 0;
+}
+}  // namespace
+
+void add_swap_method(CLI::App& app, Runner& run) {
+  auto* cmd = app.add_subcommand("swap-method", "Give a pretrained checkpoint another position method (Table 5 recipe)");
+  auto a = std::make_shared<SwapArgs>();
+  cmd->add_option("init", a->init, "Pretrained run folder or checkpoint (e.g. from import-hf)")->required();
+  cmd->add_option("--config", a->config, "YAML with the new model.attention (and init.new_position_params)")->required();
+  cmd->add_option("--set", a->sets, "Override a key: a.b.c=value (repeatable)");
+  cmd->add_option("--run-dir", a->run_dir, "Run folder to create")->required();
+  cmd->callback([&run, a] { run = [a] { return run_swap(*a); }; });
+}
+
+}  // namespace rpe::cli

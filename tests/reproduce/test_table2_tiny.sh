@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# End to end: scripts/reproduce/table2.sh at tiny scale for absolute and m4 (two seeds, a few
+# pretraining steps, a small SQuAD sample) must render Table 2 with both methods, n = 2 seeds
+# and the paper's numbers, and the cost table; a second call must skip every finished run; a
+# pretraining run without summary.json must be continued with --resume. Then `rpe-train
+# inspect` output is checked against the checkpoint (check_inspect.py) and Figures 4/5 render.
+# usage: test_table2_tiny.sh RPE_TRAIN PYTHON
+set -euo pipefail
+BIN="$(realpath "$1")"
+PY="$2"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+OUT="$(mktemp -d)"
+trap 'rm -rf "$OUT"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+small=(--methods absolute,m4 --seeds 1,2 --out "$OUT" --rpe-train "$BIN" --python "$PY"
+  --pretrain-set train.max_steps=12 --pretrain-set train.batch_size=8 --pretrain-set train.warmup_steps=2
+  --pretrain-set train.log_every=4 --pretrain-set train.eval_every=0 --pretrain-set train.save_every=6
+  --finetune-set finetune.max_train_examples=32 --finetune-set finetune.max_eval_examples=48
+  --finetune-set finetune.epochs=1)
+bash "$ROOT/scripts/reproduce/table2.sh" --scale tiny "${small[@]}" >"$OUT/first.log" 2>&1 ||
+  { tail -30 "$OUT/first.log"; fail "table2.sh exited $?"; }
+
+md="$OUT/tables/table2/tables.md"
+csv="$OUT/tables/table2/tables.csv"
+[[ -s "$md" && -s "$csv" ]] || fail "tables.md / tables.csv missing"
+grep -q '^## Table 2' "$md" || fail "no Table 2 section in tables.md"
+# table,method,k,pretrain_max_len,finetune_max_len,pretrain_run,column,mean,std,n,paper
+for row in "absolute,EM,81.58" "absolute,F1,88.59" "m4,EM,83.63" "m4,F1,90.53"; do
+  IFS=, read -r method column paper <<<"$row"
+  n=$(awk -F, -v m="$method" -v c="$column" -v p="$paper" \
+      '$1 == "Table 2" && $2 == m && $7 == c && $10 == 2 && $11 == p' "$csv" | wc -l)
+  [[ "$n" == 1 ]] || { cat "$csv"; fail "expected one Table 2 row $method/$column with n=2 and paper $paper"; }
+done
+rows=$(awk -F, '$1 == "Table 2"' "$csv" | wc -l)
+[[ "$rows" == 4 ]] || fail "Table 2 has $rows CSV rows, expected 4 (2 methods x EM/F1)"
+cost="$OUT/tables/table2/cost.csv"
+[[ $(tail -n +2 "$cost" | cut -d, -f1 | sort | tr '\n' ' ') == "absolute m4 " ]] || { cat "$cost"; fail "cost table rows"; }
+for m in absolute m4; do [[ -s "$OUT/pretrain/$m/config.yaml" ]] || fail "pretrain/$m keeps no config.yaml"; done
+[[ -s "$OUT/finetune/table2/m4_s2/config.yaml" ]] || fail "fine-tuning run keeps no config.yaml"
+
+# Restart: everything finished is skipped; a pretraining run without summary.json is resumed.
+rm "$OUT/pretrain/m4/summary.json"
+bash "$ROOT/scripts/reproduce/table2.sh" --scale tiny "${small[@]}" >"$OUT/second.log" 2>&1 ||
+  { tail -30 "$OUT/second.log"; fail "second table2.sh exited $?"; }
+[[ $(grep -c 'done, skipped' "$OUT/second.log") == 5 ]] || { cat "$OUT/second.log"; fail "expected 5 skipped runs"; }
+grep -q 'pretrain m4: resuming' "$OUT/second.log" || fail "m4 pretraining was not resumed"
+grep -q -- 'pretrain --config configs/pretrain/tiny_m4.yaml .*--resume' "$OUT/second.log" || fail "no --resume"
+[[ -s "$OUT/pretrain/m4/summary.json" ]] || fail "resumed run wrote no summary.json"
+if grep -q 'finetune squad' "$OUT/second.log"; then fail "a finished fine-tuning run was redone"; fi
+
+# inspect against the checkpoint, then the figures.
+ck="$OUT/pretrain/m4/checkpoints/$(cat "$OUT/pretrain/m4/checkpoints/latest")"
+"$BIN" inspect "$OUT/pretrain/m4" --position-weights "$OUT/w.json" --layer 1 --head 1 >/dev/null
+"$BIN" inspect "$ck" --position-weights "$OUT/w.npy" --layer 1 --head 1 \
+  --attention "$OUT/a.json" --text "The quick brown fox jumps over the lazy dog near the river bank." >/dev/null
+"$PY" "$ROOT/tests/reproduce/check_inspect.py" "$ck" "$OUT/w.json" "$OUT/w.npy" "$OUT/a.json"
+set +e
+"$BIN" inspect "$OUT/pretrain/absolute" --position-weights "$OUT/x.json" >"$OUT/err.log" 2>&1
+rc=$?
+set -e
+[[ $rc == 2 ]] && grep -q 'no learned per-distance table' "$OUT/err.log" || { cat "$OUT/err.log"; fail "absolute: expected exit 2"; }
+bash "$ROOT/scripts/reproduce/figure4.sh" --scale tiny "${small[@]}" --methods m4 >"$OUT/fig4.log" 2>&1 ||
+  { tail -20 "$OUT/fig4.log"; fail "figure4.sh"; }
+bash "$ROOT/scripts/reproduce/figure5.sh" --scale tiny "${small[@]}" >"$OUT/fig5.log" 2>&1 ||
+  { tail -20 "$OUT/fig5.log"; fail "figure5.sh"; }
+for f in figure4 figure5; do
+  [[ "$(head -c 8 "$OUT/figures/$f.png" | od -An -tx1 | tr -d ' \n')" == 89504e470d0a1a0a ]] || fail "$f.png is not a PNG"
+done
+echo "reproduce table2 tiny: OK"
