@@ -236,8 +236,8 @@ void validate(const Config& cfg) {
     cfg.fail("data.random_token_prob", "mask_token_prob + random_token_prob must not exceed 1");
   if (!(d.valid_fraction >= 0.0 && d.valid_fraction < 0.5)) cfg.fail("data.valid_fraction", "must be in [0, 0.5)");
   if (d.tokenizer_vocab_size < 16) cfg.fail("data.tokenizer_vocab_size", "must be at least 16");
-  if (d.tokenizer == "wordpiece" && d.tokenizer_model.empty())
-    cfg.fail("data.tokenizer_model", "wordpiece needs the path of a BERT vocab.txt");
+  // A wordpiece tokenizer's vocab.txt is checked where the tokenizer is built
+  // (make_tokenizer): a checkpoint's embedded config may legitimately carry none.
   if (d.shard_tokens < 1024) cfg.fail("data.shard_tokens", "must be at least 1024");
   if (d.prefetch < 0 || d.prefetch > 64) cfg.fail("data.prefetch", "must be in [0, 64]");
 
