@@ -21,6 +21,7 @@ set(RPE_TEST_SOURCES
   tests/model/attention/test_alibi.cpp
   tests/model/attention/test_rope.cpp
   tests/model/attention/test_deberta.cpp
+  tests/model/attention/test_relative_scores.cpp
   tests/model/attention/test_properties.cpp
   tests/model/attention/test_fused.cpp
   tests/model/attention/test_parameters.cpp

@@ -4,7 +4,7 @@
 //   d(i,j) = clip(i - j, k) + k,   P^K = P W^{K,r},   P^Q = P W^{Q,r}
 // P: relative embeddings [2k+1, D] shared by all layers (owned by the model-level method,
 // only read by the layers); W^{K,r}, W^{Q,r}: [D, D] per layer, split into heads. The c2p
-// and p2c terms are Q P^K^T and K P^Q^T, [B, H, L, 2k'+1], gathered; no [L, L, d] tensor.
+// and p2c terms are Q P^K^T and K P^Q^T laid out as [L, L] by relative_scores; no [L, L, d] tensor.
 // Not modelled: DeBERTa's log buckets, LayerNorm on P and the enhanced mask decoder.
 #include "model/attention/position_method.h"
 
@@ -35,6 +35,7 @@ class DebertaMethod : public PositionMethodImpl {
     return std::make_shared<DebertaTerm>(std::static_pointer_cast<DebertaMethod>(shared_from_this()), options_,
                                          clip_distance());
   }
+  std::vector<std::string> option_keys() const override { return {"max_relative"}; }
   std::string describe() const override {
     return "deberta (k=" + std::to_string(clip_distance()) + ", c2p + p2c, relative table shared by layers)";
   }
@@ -50,15 +51,14 @@ DebertaTerm::DebertaTerm(std::shared_ptr<DebertaMethod> owner, const ModelOption
 torch::Tensor DebertaTerm::score_bias(const torch::Tensor& q, const torch::Tensor& k) {
   const int64_t L = q.size(2), reach = relative_reach(k_, L), slots = 2 * reach + 1;
   auto p = narrow_relative(owner_->rel_embeddings, 0, k_, reach).to(q.dtype());  // [2k'+1, D]
-  auto per_head = [&](const torch::Tensor& w) {  // [2k'+1, D] x [D, D] -> [H, d, 2k'+1]
-    return torch::matmul(p, w.to(q.dtype())).view({slots, heads_, d_}).permute({1, 2, 0});
+  auto per_head = [&](const torch::Tensor& w) {  // [2k'+1, D] x [D, D] -> [H, 2k'+1, d], pre-scaled
+    return torch::matmul(p, w.to(q.dtype()) * scale(d_)).view({slots, heads_, d_}).permute({1, 0, 2});
   };
-  auto idx = relative_index(L, reach, q.device());  // [L, L], clip(j-i) + k'
-  // c2p: q_i . P^K at clip(i-j) + k' = 2k' - idx[i, j].
-  auto c2p = gather_relative(torch::matmul(q, per_head(key_proj_)), 2 * reach - idx);  // [B, H, L, L]
-  // p2c: k_j . P^Q at clip(j-i) + k' = idx[i, j], read from key j's row.
-  auto p2c = gather_relative_keys(torch::matmul(k, per_head(query_proj_)), idx);  // [B, H, L, L]
-  return (c2p + p2c) * scale(d_);
+  // c2p: q_i . P^K at clip(i-j) + k', i.e. the reversed table at clip(j-i) + k'.
+  auto c2p = relative_scores(q, per_head(key_proj_).flip(1), reach);  // [B, H, L, L]
+  // p2c: k_j . P^Q at clip(j-i) + k', read from key j's row.
+  auto p2c = relative_key_scores(k, per_head(query_proj_), reach);  // [B, H, L, L]
+  return c2p + p2c;
 }
 
 torch::Tensor DebertaTerm::position_weights() { return owner_->rel_embeddings; }

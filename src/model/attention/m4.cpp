@@ -1,8 +1,8 @@
 // m4: Huang et al. 2020, method 4 (eqs. 16–17), the paper's best:
 //   e_ij = (q_i . k_j + q_i . w_{clip(j-i,k)} + k_j . w_{clip(j-i,k)}) / sqrt(d)
 // w: (2k+1) x d per layer, per head unless share_across_heads. Computed without any
-// [L, L, d] tensor: Q W^T and K W^T are [B, H, L, 2k'+1] (k' = min(k, L-1), the rows a
-// length-L sequence can reach), then gathered by clip(j-i, k') + k'.
+// [L, L, d] tensor: both terms are products with the table rows a length-L sequence
+// reaches, laid out as [L, L] by relative_scores (gather or blocked skew).
 #include "model/attention/position_method.h"
 
 namespace rpe {
@@ -15,12 +15,8 @@ class M4Term : public PositionTermImpl {
   }
 
   torch::Tensor score_bias(const torch::Tensor& q, const torch::Tensor& k) override {
-    const int64_t L = q.size(2), reach = relative_reach(k_, L);
-    auto idx = relative_index(L, reach, q.device());                                      // [L, L]
-    auto wt = narrow_relative(table_, 1, k_, reach).to(q.dtype()).transpose(-2, -1);     // [H|1, d, 2k'+1]
-    auto q_term = gather_relative(torch::matmul(q, wt), idx);        // [B, H, L, L]: q_i . w_{r(i,j)}
-    auto k_term = gather_relative_keys(torch::matmul(k, wt), idx);   // [B, H, L, L]: k_j . w_{r(i,j)}
-    return (q_term + k_term) * scale(d_);
+    auto w = table_.to(q.dtype()) * scale(d_);  // [H|1, 2k+1, d]; scaling the table spares an [L, L] pass
+    return relative_scores(q, w, k_) + relative_key_scores(k, w, k_);  // [B, H, L, L]: q_i . w_r + k_j . w_r
   }
 
   torch::Tensor position_weights() override { return table_; }
@@ -36,6 +32,7 @@ class M4Method : public PositionMethodImpl {
   std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override {
     return std::make_shared<M4Term>(table_heads(), clip_distance(), head_size(), options_.init_std);
   }
+  std::vector<std::string> option_keys() const override { return {"max_relative", "share_across_heads"}; }
   std::string describe() const override {
     return "m4 (k=" + std::to_string(clip_distance()) +
            (options_.attention.share_across_heads ? ", shared across heads)" : ", per head)");

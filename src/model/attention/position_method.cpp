@@ -1,6 +1,8 @@
 // Shared pieces of position methods: the learned absolute table and relative indexing.
 #include "model/attention/position_method.h"
 
+#include <vector>
+
 #include "util/errors.h"
 
 namespace rpe {
@@ -49,6 +51,43 @@ torch::Tensor narrow_relative(const torch::Tensor& table, int64_t dim, int64_t k
 torch::Tensor gather_relative_keys(const torch::Tensor& x, const torch::Tensor& idx) {
   // Row j of x at slot idx[i, j] = idx^T[j, i]: gather with idx^T, then swap the two axes.
   return gather_relative(x, idx.t()).transpose(-2, -1);  // [B, H, L, L] (a transposed view)
+}
+
+namespace {
+
+// Skewed scores of one query block: rows i0 .. i0+lb-1 of x against all L keys.
+torch::Tensor skewed_block(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t i0, int64_t lb) {
+  const int64_t L = x.size(2);
+  // Distances j - i the block reaches, from -(i0+lb-1) to L-1-i0: lb + L - 1 table rows.
+  auto dist = torch::arange(-(i0 + lb - 1), L - i0, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+  auto rows = table.index_select(-2, dist.clamp(-k, k) + k);                       // [H|1, C, d], C = lb+L-1
+  auto s = torch::matmul(x.narrow(2, i0, lb), rows.transpose(-2, -1)).contiguous();  // [B, H, lb, C]
+  // s[.., i', c] holds distance c - (i0+lb-1); key j of query i0+i' is at c = j - i' + lb - 1,
+  // so row i' starts at offset lb-1-i' + i'*C: a view with row stride C - 1 (non-overlapping).
+  const int64_t C = s.size(-1);
+  return s.as_strided({s.size(0), s.size(1), lb, L}, {s.stride(0), s.stride(1), C - 1, 1}, s.storage_offset() + lb - 1);
+}
+
+}  // namespace
+
+torch::Tensor relative_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t blocks) {
+  const int64_t L = x.size(2), reach = relative_reach(k, L);
+  auto window = narrow_relative(table, -2, k, reach);  // [H|1, 2k'+1, d]
+  const int64_t block = (L + blocks - 1) / std::max<int64_t>(blocks, 1);
+  // Gather when the table is short next to the rows a skewed block multiplies by
+  // (measured crossover on CPU at L = 512: k' between L/4 and L/2).
+  if (4 * (2 * reach + 1) < 3 * (L + block - 1)) {
+    auto idx = relative_index(L, reach, x.device());                               // [L, L]
+    return gather_relative(torch::matmul(x, window.transpose(-2, -1)), idx);       // [B, H, L, L]
+  }
+  std::vector<torch::Tensor> parts;
+  for (int64_t i0 = 0; i0 < L; i0 += block) parts.push_back(skewed_block(x, window, reach, i0, std::min(block, L - i0)));
+  return parts.size() == 1 ? parts[0] : torch::cat(parts, 2);  // [B, H, L, L]
+}
+
+torch::Tensor relative_key_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t blocks) {
+  // z[j, i] = x_j . flip(table)[clip(i - j) + k] = x_j . table[clip(j - i) + k]; y = z^T.
+  return relative_scores(x, table.flip(-2), k, blocks).transpose(-2, -1);
 }
 
 torch::Tensor sinusoid_table(const torch::Tensor& positions, int64_t dim) {

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 
@@ -95,8 +96,21 @@ inline int64_t relative_reach(int64_t k, int64_t length) { return std::min(k, st
 torch::Tensor narrow_relative(const torch::Tensor& table, int64_t dim, int64_t k, int64_t reach);
 
 // Key-side gather: x: [B, H, L, R] where x[..., j, r] is key j against slot r; returns
-// y[..., i, j] = x[..., j, idx[i, j]] (m4's k_j . w_r term, DeBERTa's p2c).
+// y[..., i, j] = x[..., j, idx[i, j]].
 torch::Tensor gather_relative_keys(const torch::Tensor& x, const torch::Tensor& idx);
+
+// Query-side relative scores without any [L, L, d] tensor:
+//   y[b, h, i, j] = x[b, h, i] . table[h, clip(j - i, k) + k]
+// x: [B, H, L, d]; table: [H|1, 2k+1, d] (slots for distances -k..k); returns [B, H, L, L].
+// Short reaches multiply by the table and gather; long ones (the default k = n - 1) use a
+// blocked skew: each block of `blocks` query blocks multiplies by just the table rows its
+// distances reach (L + L/blocks - 1 of them, clipped rows repeated) and reads the result
+// through a strided view, which has no gather and a cheap backward (bench/results).
+torch::Tensor relative_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t blocks = 4);
+
+// Key-side relative scores: y[b, h, i, j] = x[b, h, j] . table[h, clip(j - i, k) + k]
+// (m4's k_j . w term, DeBERTa's p2c); the query-side scores with the table reversed, transposed.
+torch::Tensor relative_key_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t blocks = 4);
 
 // T5's bidirectional log buckets (Raffel et al. 2019) of relative distances rel = j - i
 // (any integer tensor): half the buckets for r > 0, exact below buckets/4, logarithmic up

@@ -31,7 +31,8 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
     if (bias.defined()) mask = mask + bias;
     context = at::scaled_dot_product_attention(q, k, v, mask, p, false, scale);
   } else {
-    auto logits = position->content_scores(q, k) * scale;  // [B, H, L, L]
+    // Content scores are linear in q, so scaling q ([B, H, L, d]) spares a pass over [B, H, L, L].
+    auto logits = position->content_scores(q * scale, k);  // [B, H, L, L]
     auto bias = position->score_bias(q, k);
     if (bias.defined()) logits = logits + bias;
     logits = logits.masked_fill(pad, -std::numeric_limits<float>::infinity());

@@ -2,7 +2,7 @@
 //   e_ij = q_i . (k_j + w^K_{clip(j-i,k)}) / sqrt(d)
 //   z_i  = sum_j a_ij (v_j + w^V_{clip(j-i,k)})          (value term, shaw_values: true)
 // Tables [H|1, 2k+1, d] per layer ("key_table", "value_table"). No [L, L, d] tensor: the
-// key term is Q W^K^T [B, H, L, 2k'+1] gathered by clip(j-i, k') + k'; the value term sums
+// key term is Q W^K^T laid out as [L, L] by relative_scores; the value term sums
 // the probabilities into their 2k'+1 relative slots (a scatter-add, [B, H, L, 2k'+1]) and
 // multiplies by W^V.
 #include "model/attention/position_method.h"
@@ -18,10 +18,7 @@ class ShawTerm : public PositionTermImpl {
   }
 
   torch::Tensor score_bias(const torch::Tensor& q, const torch::Tensor& k) override {
-    const int64_t L = q.size(2), reach = relative_reach(k_, L);
-    auto idx = relative_index(L, reach, q.device());                                      // [L, L]
-    auto wt = narrow_relative(key_table_, 1, k_, reach).to(q.dtype()).transpose(-2, -1);  // [H|1, d, 2k'+1]
-    return gather_relative(torch::matmul(q, wt), idx) * scale(d_);                       // [B, H, L, L]
+    return relative_scores(q, key_table_.to(q.dtype()) * scale(d_), k_);  // [B, H, L, L]
   }
 
   torch::Tensor value_term(const torch::Tensor& probs) override {
@@ -51,6 +48,7 @@ class ShawMethod : public PositionMethodImpl {
     return std::make_shared<ShawTerm>(table_heads(), clip_distance(), head_size(), options_.attention.shaw_values,
                                       options_.init_std);
   }
+  std::vector<std::string> option_keys() const override { return {"max_relative", "share_across_heads", "shaw_values"}; }
   std::string describe() const override {
     return "shaw (k=" + std::to_string(clip_distance()) +
            (options_.attention.share_across_heads ? ", shared across heads" : ", per head") +

@@ -4,7 +4,7 @@
 // [H, d] per layer (xl_uv_bias; the paper saw instability with them, so they can be turned
 // off, and start at 0). Distances are clipped at max_relative when it is set; by default
 // they are not (the sinusoid extrapolates). The position term is (Q + v) P^T with
-// P = R W^R: [B, H, L, 2k'+1], gathered at clip(i-j, k') + k'; no [L, L, d] tensor.
+// P = R W^R, laid out as [L, L] by relative_scores; no [L, L, d] tensor.
 #include "model/attention/position_method.h"
 
 namespace rpe {
@@ -24,11 +24,10 @@ class TransformerXlTerm : public PositionTermImpl {
   torch::Tensor score_bias(const torch::Tensor& q, const torch::Tensor& k) override {
     const int64_t L = q.size(2);
     const int64_t reach = clip_ > 0 ? relative_reach(clip_, L) : std::max<int64_t>(L - 1, 0);
-    auto p = projected(reach, q.device(), q.scalar_type()).transpose(-2, -1);  // [H, d, 2k'+1], slot s: i-j = s-k'
-    auto qv = v_.defined() ? q + v_.to(q.dtype()) : q;                          // [B, H, L, d]
-    // Slot of (i, j) is clip(i-j) + k' = 2k' - (clip(j-i) + k'), so flip the index.
-    auto idx = 2 * reach - relative_index(L, reach, q.device());  // [L, L]
-    auto bias = gather_relative(torch::matmul(qv, p), idx);      // [B, H, L, L]
+    auto p = projected(reach, q.device(), q.scalar_type());  // [H, 2k'+1, d], slot s: i-j = s-k'
+    auto qv = v_.defined() ? q + v_.to(q.dtype()) : q;        // [B, H, L, d]
+    // Slot of (i, j) is clip(i-j) + k': reversing the table indexes it by clip(j-i) + k'.
+    auto bias = relative_scores(qv, p.flip(1), reach);  // [B, H, L, L]
     if (u_.defined()) bias = bias + torch::matmul(u_.to(q.dtype()), k.transpose(-2, -1));  // + u . k_j, [B, H, 1, L]
     return bias * scale(d_);
   }
@@ -60,6 +59,7 @@ class TransformerXlMethod : public PositionMethodImpl {
     term->default_reach_ = options_.max_position - 1;
     return term;
   }
+  std::vector<std::string> option_keys() const override { return {"max_relative", "xl_uv_bias"}; }
   std::string describe() const override {
     const auto& a = options_.attention;
     return std::string("transformer_xl (") + (a.max_relative > 0 ? "k=" + std::to_string(a.max_relative) : "unclipped") +

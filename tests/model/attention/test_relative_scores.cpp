@@ -1,0 +1,56 @@
+// relative_scores / relative_key_scores, the [L, L] layout shared by shaw, transformer_xl,
+// m4 and deberta, against a loop over (i, j) that reads the table at clip(j - i, k) + k.
+// Every block count and both code paths (gather for short reaches, blocked skew for long
+// ones), values and gradients, shared and per-head tables.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "model/attention/position_method.h"
+
+namespace rpe {
+namespace {
+
+// y[b, h, i, j] = x[b, h, key ? j : i] . table[h or 0, clip(j - i, k) + k], in fp64, through
+// the [H, L, L, d] tensor of table rows that the real implementation avoids; the slot of
+// each (i, j) comes from a plain loop.
+torch::Tensor naive(const torch::Tensor& x, const torch::Tensor& table, int64_t k, bool key) {
+  const int64_t L = x.size(2);
+  auto slot = torch::empty({L, L}, torch::kLong);
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t j = 0; j < L; ++j) slot[i][j] = std::clamp<int64_t>(j - i, -k, k) + k;
+  auto rows = table.index_select(1, slot.flatten()).view({table.size(0), L, L, table.size(2)});  // [H|1, L, L, d]
+  auto xi = key ? x.unsqueeze(2) : x.unsqueeze(3);  // [B, H, 1, L, d] (key j) or [B, H, L, 1, d] (query i)
+  return (xi * rows.unsqueeze(0)).sum(-1);          // [B, H, L, L]
+}
+
+TEST(RelativeScores, MatchLoopForEveryPathAndBlockCount) {
+  auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  for (int64_t L : {1, 2, 7, 33}) {
+    for (int64_t k : {1, 3, 15, 40}) {
+      for (int64_t table_heads : {1, 3}) {
+        for (int64_t blocks : {1, 2, 3, 4, 5, 40}) {
+          for (bool key : {false, true}) {
+            torch::manual_seed(L * 1000 + k * 10 + blocks);
+            auto x = torch::randn({2, 3, L, 4}, opts).requires_grad_();
+            auto table = torch::randn({table_heads, 2 * k + 1, 4}, opts).requires_grad_();
+            auto got = key ? relative_key_scores(x, table, k, blocks) : relative_scores(x, table, k, blocks);
+            auto want = naive(x, table, k, key);
+            const std::string where = "L=" + std::to_string(L) + " k=" + std::to_string(k) + " heads=" +
+                                      std::to_string(table_heads) + " blocks=" + std::to_string(blocks) +
+                                      (key ? " key" : " query");
+            ASSERT_EQ(got.sizes(), want.sizes()) << where;
+            EXPECT_LT((got - want).abs().max().item<double>(), 1e-12) << where;
+            auto g = torch::randn_like(want);
+            auto got_grad = torch::autograd::grad({got}, {x, table}, {g});
+            auto want_grad = torch::autograd::grad({want}, {x, table}, {g});
+            EXPECT_LT((got_grad[0] - want_grad[0]).abs().max().item<double>(), 1e-12) << where << " dx";
+            EXPECT_LT((got_grad[1] - want_grad[1]).abs().max().item<double>(), 1e-12) << where << " dtable";
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rpe
