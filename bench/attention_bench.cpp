@@ -25,6 +25,7 @@
 
 #include "model/attention/registry.h"
 #include "model/encoder.h"
+#include "util/cpu_memory.h"
 
 #if __has_include(<c10/cuda/CUDACachingAllocator.h>)
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -61,7 +62,9 @@ Result measure(const std::string& method, int64_t L, int64_t batch, int reps, co
   layer->to(device);
   layer->train();
   layer->attention->set_fused(device.is_cuda());  // the trainer's choice: fused where allowed on CUDA
-  auto x = torch::randn({batch, L, o.hidden}, torch::TensorOptions().device(device));
+  // The input needs its gradient, as in every layer but the first of a stack: otherwise
+  // only absolute (whose table is added to x) would pay for the backward to the input.
+  auto x = torch::randn({batch, L, o.hidden}, torch::TensorOptions().device(device)).requires_grad_();
   auto pad = torch::zeros({batch, L}, torch::TensorOptions().dtype(torch::kBool).device(device));
 
   double base_kib = 0;
@@ -81,6 +84,7 @@ Result measure(const std::string& method, int64_t L, int64_t batch, int reps, co
     out.square().mean().backward();
     for (auto& p : layer->parameters()) p.mutable_grad() = torch::Tensor();
     for (auto& p : pos_method->parameters()) p.mutable_grad() = torch::Tensor();
+    x.mutable_grad() = torch::Tensor();
     if (device.is_cuda()) torch::cuda::synchronize();
   };
   step();  // warm-up
@@ -159,25 +163,53 @@ int main(int argc, char** argv) {
   std::vector<int64_t> lengths{128, 512};
   std::vector<std::string> methods = rpe::attention_method_names();
   int64_t batch = 2;
-  int reps = 3, threads = 0;
+  int reps = 3, threads = 0, rounds = 1;
   std::string device = "cpu", out_file;
   app.add_option("--lengths", lengths, "sequence lengths")->delimiter(',');
   app.add_option("--methods", methods, "methods (default: all registered)")->delimiter(',');
   app.add_option("--batch", batch, "sequences per batch");
   app.add_option("--reps", reps, "timed repetitions (median reported)");
+  app.add_option("--rounds", rounds,
+                 "measure every method this many times, interleaved; times and ratios are medians over rounds, "
+                 "each ratio taken within its round (robust to a shared machine's drift)");
   app.add_option("--threads", threads, "CPU threads (0 = LibTorch default)");
   app.add_option("--device", device, "cpu or cuda");
   app.add_option("--out", out_file, "also write the Markdown table to this file");
   CLI11_PARSE(app, argc, argv);
+  rpe::keep_freed_host_memory();  // as rpe-train does
   if (std::find(methods.begin(), methods.end(), "absolute") == methods.end()) methods.insert(methods.begin(), "absolute");
 
-  std::map<std::pair<std::string, int64_t>, Result> results;
+  // rounds x (method, L) measurements; per round, ratios against absolute from the same round.
+  std::map<std::pair<std::string, int64_t>, std::vector<Result>> runs;
+  for (int round = 0; round < rounds; ++round)
+    for (int64_t L : lengths)
+      for (const auto& m : methods) {
+        auto r = measure_in_child(m, L, batch, reps, device, threads);
+        runs[{m, L}].push_back(r);
+        std::cerr << "round " << round + 1 << "/" << rounds << " " << m << " L=" << L << ": "
+                  << (r.ok ? fixed(r.ms, 1) + " ms, " + fixed(r.peak_mib, 1) + " MiB" : "failed") << "\n";
+      }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+  };
+  struct Summary {
+    bool ok = false;
+    double ms = 0, peak_mib = 0, time_ratio = 0;
+  };
+  std::map<std::pair<std::string, int64_t>, Summary> results;
   for (int64_t L : lengths)
     for (const auto& m : methods) {
-      results[{m, L}] = measure_in_child(m, L, batch, reps, device, threads);
-      const auto& r = results[{m, L}];
-      std::cerr << m << " L=" << L << ": " << (r.ok ? fixed(r.ms, 1) + " ms, " + fixed(r.peak_mib, 1) + " MiB" : "failed")
-                << "\n";
+      const auto& mine = runs[{m, L}];
+      const auto& base = runs[{"absolute", L}];
+      std::vector<double> ms, peaks, ratios;
+      for (size_t i = 0; i < mine.size(); ++i) {
+        if (!mine[i].ok) continue;
+        ms.push_back(mine[i].ms);
+        peaks.push_back(mine[i].peak_mib);
+        if (base[i].ok) ratios.push_back(mine[i].ms / base[i].ms);
+      }
+      if (!ms.empty()) results[{m, L}] = Summary{true, median(ms), median(peaks), median(ratios)};
     }
 
   std::ostringstream md;
@@ -190,13 +222,14 @@ int main(int argc, char** argv) {
         md << "| " << m << " | " << L << " | failed | | | |\n";
         continue;
       }
-      md << "| " << m << " | " << L << " | " << fixed(r.ms, 1) << " | " << fixed(r.ms / base.ms, 2) << " | "
+      md << "| " << m << " | " << L << " | " << fixed(r.ms, 1) << " | " << fixed(r.time_ratio, 2) << " | "
          << fixed(r.peak_mib, 1) << " | " << fixed(r.peak_mib / base.peak_mib, 2) << " |\n";
     }
   }
   auto ratio = [&](const std::string& a, const std::string& b, int64_t L, bool time) {
     auto ra = results.find({a, L}), rb = results.find({b, L});
     if (ra == results.end() || rb == results.end() || !ra->second.ok || !rb->second.ok) return std::string("n/a");
+    if (time && b == "absolute") return fixed(ra->second.time_ratio, 2);  // per-round ratio
     return fixed(time ? ra->second.ms / rb->second.ms : ra->second.peak_mib / rb->second.peak_mib, 2);
   };
   const int64_t Lmax = *std::max_element(lengths.begin(), lengths.end());
@@ -205,7 +238,8 @@ int main(int argc, char** argv) {
 
   std::ostringstream header;
   header << "Device: " << device << (device == "cpu" ? " (" + cpu_name() + ", " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores)" : "")
-         << "; batch " << batch << ", median of " << reps << " after 1 warm-up; one BERT-base layer (D=768, H=12, "
+         << "; batch " << batch << ", median of " << reps << " after 1 warm-up, " << rounds
+         << " interleaved round(s) (ratios: median of per-round ratios); one BERT-base layer (D=768, H=12, "
          << "FFN 3072, max_position 512, k = 511 by default), training mode.\n"
          << (device == "cpu" ? "Peak memory: child process VmHWM after resetting it (clear_refs 5) minus RSS at start.\n"
                              : "Peak memory: CUDA caching allocator peak allocated bytes.\n")

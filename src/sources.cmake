@@ -6,6 +6,7 @@ set(RPE_CORE_SOURCES
   src/util/log.cpp
   src/util/atomic_file.cpp
   src/util/device.cpp
+  src/util/cpu_memory.cpp
   # config: the only place that knows YAML
   src/config/config.cpp
   src/config/yaml_tree.cpp

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "util/cpu_memory.h"
 #include "util/errors.h"
 #include "util/log.h"
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : rpe::kExitUserError;
   }
   rpe::log::init();
+  rpe::keep_freed_host_memory();
   try {
     if (version) return rpe::cli::print_version();
     if (!run) {
