@@ -11,6 +11,7 @@ class AbsoluteMethod : public PositionMethodImpl {
   std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override {
     return std::make_shared<PositionTermImpl>();  // no per-layer position terms
   }
+  std::vector<std::string> option_keys() const override { return {}; }
   std::string describe() const override {
     return "absolute (learned [" + std::to_string(options_.max_position) + ", " + std::to_string(options_.hidden) +
            "] table)";

@@ -47,6 +47,7 @@ class AlibiMethod : public PositionMethodImpl {
   std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override {
     return std::make_shared<AlibiTerm>(options_.heads);
   }
+  std::vector<std::string> option_keys() const override { return {}; }
   std::string describe() const override { return "alibi (fixed slopes, no parameters)"; }
 };
 

@@ -36,6 +36,7 @@ class M1Method : public PositionMethodImpl {
   std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override {
     return std::make_shared<M1Term>(table_heads(), clip_distance());
   }
+  std::vector<std::string> option_keys() const override { return {"max_relative", "share_across_heads"}; }
   std::string describe() const override {
     return "m1 (k=" + std::to_string(clip_distance()) +
            (options_.attention.share_across_heads ? ", shared across heads)" : ", per head)");

@@ -177,6 +177,7 @@ class M3Method : public PositionMethodImpl {
   std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override {
     return std::make_shared<M3Term>(table_heads(), clip_distance(), head_size(), options_.init_std);
   }
+  std::vector<std::string> option_keys() const override { return {"max_relative", "share_across_heads"}; }
   std::string describe() const override {
     return "m3 (k=" + std::to_string(clip_distance()) +
            (options_.attention.share_across_heads ? ", shared across heads)" : ", per head)");

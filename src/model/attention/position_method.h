@@ -67,6 +67,11 @@ class PositionMethodImpl : public torch::nn::Module {
   // Short description for the build log, e.g. "m4 (k=127, per head)".
   virtual std::string describe() const = 0;
 
+  // The model.attention keys this method reads, besides those every method reads (method,
+  // add_absolute, backend). A non-default value of any other key draws a warning at build:
+  // it would silently do nothing.
+  virtual std::vector<std::string> option_keys() const = 0;
+
   const ModelOptions& options() const { return options_; }
   int64_t head_size() const { return options_.hidden / options_.heads; }
   // Effective clipping distance k: attention.max_relative, or n - 1 when that is 0.

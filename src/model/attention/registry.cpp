@@ -3,11 +3,13 @@
 // in configs/attention/ and a test.
 #include "model/attention/registry.h"
 
+#include <algorithm>
 #include <functional>
 #include <utility>
 
 #include "model/attention/position_method.h"
 #include "util/errors.h"
+#include "util/log.h"
 
 // X-macro: one line per method, in the order the paper presents them.
 #define RPE_POSITION_METHODS(X) \
@@ -47,9 +49,32 @@ std::vector<std::string> attention_method_names() {
   return names;
 }
 
+std::vector<std::string> unused_attention_options(const PositionMethodImpl& method, const AttentionOptions& a) {
+  const AttentionOptions d;  // defaults
+  const std::pair<const char*, bool> changed[] = {
+      {"max_relative", a.max_relative != d.max_relative},
+      {"share_across_heads", a.share_across_heads != d.share_across_heads},
+      {"shaw_values", a.shaw_values != d.shaw_values},
+      {"xl_uv_bias", a.xl_uv_bias != d.xl_uv_bias},
+      {"t5_buckets", a.t5_buckets != d.t5_buckets},
+      {"t5_max_distance", a.t5_max_distance != d.t5_max_distance},
+      {"rope_base", a.rope_base != d.rope_base},
+  };
+  const auto keys = method.option_keys();
+  std::vector<std::string> unused;
+  for (const auto& [key, differs] : changed)
+    if (differs && std::find(keys.begin(), keys.end(), key) == keys.end()) unused.emplace_back(key);
+  return unused;
+}
+
 std::shared_ptr<PositionMethodImpl> make_position_method(const ModelOptions& options) {
   for (const auto& [name, factory] : registry())
-    if (name == options.attention.method) return factory(options);
+    if (name == options.attention.method) {
+      auto method = factory(options);
+      for (const auto& key : unused_attention_options(*method, options.attention))
+        log::warn("model", "model.attention.{} is set but {} does not use it (ignored)", key, name);
+      return method;
+    }
   throw UserError("model.attention.method: unknown method '" + options.attention.method +
                   "' (valid: " + join(attention_method_names()) + ")");
 }

@@ -45,6 +45,7 @@ class RopeMethod : public PositionMethodImpl {
   std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override {
     return std::make_shared<RopeTerm>(options_.attention.rope_base);
   }
+  std::vector<std::string> option_keys() const override { return {"rope_base"}; }
   std::string describe() const override {
     return "rope (base " + std::to_string(static_cast<int64_t>(options_.attention.rope_base)) + ", no parameters)";
   }

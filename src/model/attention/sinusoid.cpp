@@ -24,6 +24,7 @@ class SinusoidMethod : public PositionMethodImpl {
   std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override {
     return std::make_shared<PositionTermImpl>();  // plain q . k attention
   }
+  std::vector<std::string> option_keys() const override { return {}; }
   std::string describe() const override { return "sinusoid (fixed, no parameters)"; }
 
  private:

@@ -52,6 +52,7 @@ class T5Method : public PositionMethodImpl {
     return std::make_shared<T5Term>(std::static_pointer_cast<T5Method>(shared_from_this()));
   }
 
+  std::vector<std::string> option_keys() const override { return {"share_across_heads", "t5_buckets", "t5_max_distance"}; }
   std::string describe() const override {
     const auto& a = options_.attention;
     return "t5_bias (" + std::to_string(a.t5_buckets) + " buckets, max distance " +

@@ -91,3 +91,26 @@ TEST(PositionParameters, CapturedAttentionIsAProbabilityMap) {
 }
 
 }  // namespace rpe::test
+
+namespace rpe::test {
+
+// Options a method does not read are reported (make_position_method warns about them).
+TEST(PositionParameters, OptionsAMethodIgnoresAreReported) {
+  using V = std::vector<std::string>;
+  auto unused = [](ModelOptions o) { return unused_attention_options(*make_position_method(o), o.attention); };
+  auto o = tiny_options("m4", 3, true);  // k and sharing: both read by m4
+  EXPECT_EQ(unused(o), V{});
+  o.attention.shaw_values = true;
+  o.attention.rope_base = 500.0;
+  EXPECT_EQ(unused(o), (V{"shaw_values", "rope_base"}));
+  o.attention.method = "shaw";
+  EXPECT_EQ(unused(o), V{"rope_base"});
+  o.attention.method = "absolute";
+  EXPECT_EQ(unused(o), (V{"max_relative", "share_across_heads", "shaw_values", "rope_base"}));
+  auto t5 = tiny_options("t5_bias");
+  t5.attention.t5_buckets = 8;
+  t5.attention.t5_max_distance = 20;
+  EXPECT_EQ(unused(t5), V{});
+}
+
+}  // namespace rpe::test
