@@ -185,6 +185,7 @@ struct FinetuneOptions {
   double null_threshold = 0.0;        // SQuAD 2.0: predict "" when null score - best span score > this
   double epochs = 2.0;                // passes over the training features
   double warmup_fraction = 0.1;       // linear warmup over this fraction of the steps
+  bool token_types = true;            // BERT's segment ids on pairs (0: question/sentence A, 1: context/B)
   int64_t eval_batch_size = 64;       // windows per forward pass at evaluation
   int64_t max_train_examples = 0;     // use only the first N training examples; 0 = all
   int64_t max_eval_examples = 0;      // evaluate on the first N dev examples; 0 = all
@@ -205,6 +206,7 @@ struct FinetuneOptions {
     v("null_threshold", null_threshold);
     v("epochs", epochs);
     v("warmup_fraction", warmup_fraction);
+    v("token_types", token_types);
     v("eval_batch_size", eval_batch_size);
     v("max_train_examples", max_train_examples);
     v("max_eval_examples", max_eval_examples);

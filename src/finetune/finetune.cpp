@@ -110,6 +110,9 @@ Prepared prepare(const FinetuneRequest& req) {
   p.tok = make_tokenizer(cfg.data, fs::path(cfg.run.root) / cfg.run.name / "tokenizer.model");
   if (cfg.model.vocab_size == 0) cfg.model.vocab_size = p.tok->vocab_size();
   p.squad = f.task == "squad";
+  require(!f.token_types || cfg.model.type_vocab_size >= 2,
+          "finetune.token_types: pairs need model.type_vocab_size >= 2 (got " +
+              std::to_string(cfg.model.type_vocab_size) + "); set finetune.token_types: false");
   if (req.kind == "glue" && p.squad)
     throw UserError(req.config_file.string() + ": finetune.task is squad; pass --task NAME for a GLUE task");
   const auto t0 = Clock::now();
@@ -259,6 +262,7 @@ std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const fs::path& d
   model->to(device);
   model->bert->set_fused_attention(device.is_cuda() && cfg.model.attention.backend != "plain");
   const int64_t pad = p.tok->special().pad;
+  const int64_t sep = f.token_types ? p.tok->special().sep : -1;  // token types 1 after the first [SEP]
 
   auto loss_of = [&](const std::vector<int64_t>& idx) {
     std::vector<const std::vector<int64_t>*> seqs;
@@ -268,7 +272,7 @@ std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const fs::path& d
       s.push_back(p.train_f[i].start);
       e.push_back(p.train_f[i].end);
     }
-    auto logits = model->forward(make_batch(seqs, pad, device));  // [B, L, 2]
+    auto logits = model->forward(make_batch(seqs, pad, device, sep));  // [B, L, 2]
     return qa_loss(logits, torch::tensor(s).to(device), torch::tensor(e).to(device));
   };
   train_loop(*model, static_cast<int64_t>(p.train_f.size()), loss_of, cfg, seed, MetricsWriter(dir / "metrics.jsonl"));
@@ -280,7 +284,7 @@ std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const fs::path& d
     const size_t e = std::min(p.dev_f.size(), b + static_cast<size_t>(f.eval_batch_size));
     std::vector<const std::vector<int64_t>*> seqs;
     for (size_t i = b; i < e; ++i) seqs.push_back(&p.dev_f[i].ids);
-    auto logits = model->forward(make_batch(seqs, pad, device)).to(torch::kCPU).contiguous();  // [B, L, 2]
+    auto logits = model->forward(make_batch(seqs, pad, device, sep)).to(torch::kCPU).contiguous();  // [B, L, 2]
     auto acc = logits.accessor<float, 3>();
     for (size_t i = b; i < e; ++i) {
       const int64_t L = static_cast<int64_t>(p.dev_f[i].ids.size());
@@ -352,6 +356,7 @@ std::vector<eval::ResultRow> run_glue_seed(const Prepared& p, const fs::path& di
   model->to(device);
   model->bert->set_fused_attention(device.is_cuda() && cfg.model.attention.backend != "plain");
   const int64_t pad = p.tok->special().pad;
+  const int64_t sep = f.token_types ? p.tok->special().sep : -1;  // token types 1 after the first [SEP]
 
   auto loss_of = [&](const std::vector<int64_t>& idx) {
     std::vector<const std::vector<int64_t>*> seqs;
@@ -360,7 +365,7 @@ std::vector<eval::ResultRow> run_glue_seed(const Prepared& p, const fs::path& di
       seqs.push_back(&p.train_ids[i]);
       y.push_back(p.train_labels[i]);
     }
-    auto out = model->forward(make_batch(seqs, pad, device));  // [B, C]
+    auto out = model->forward(make_batch(seqs, pad, device, sep));  // [B, C]
     auto target = torch::tensor(y, torch::kDouble).to(device);
     if (regression) return torch::mse_loss(out.squeeze(-1), target.to(torch::kFloat));
     return torch::nn::functional::cross_entropy(out, target.to(torch::kLong));
@@ -376,7 +381,7 @@ std::vector<eval::ResultRow> run_glue_seed(const Prepared& p, const fs::path& di
       const size_t e = std::min(split.ids.size(), b + static_cast<size_t>(f.eval_batch_size));
       std::vector<const std::vector<int64_t>*> seqs;
       for (size_t i = b; i < e; ++i) seqs.push_back(&split.ids[i]);
-      auto out = model->forward(make_batch(seqs, pad, device)).to(torch::kCPU);  // [B, C]
+      auto out = model->forward(make_batch(seqs, pad, device, sep)).to(torch::kCPU);  // [B, C]
       auto v = regression ? out.squeeze(-1).to(torch::kDouble) : out.argmax(-1).to(torch::kDouble);
       auto a = v.contiguous();
       pred.insert(pred.end(), a.data_ptr<double>(), a.data_ptr<double>() + a.numel());

@@ -5,20 +5,32 @@
 
 namespace rpe::finetune {
 
-Batch make_batch(const std::vector<const std::vector<int64_t>*>& seqs, int64_t pad_id, const torch::Device& device) {
+Batch make_batch(const std::vector<const std::vector<int64_t>*>& seqs, int64_t pad_id, const torch::Device& device,
+                 int64_t sep_id) {
   int64_t L = 0;
   for (const auto* s : seqs) L = std::max<int64_t>(L, static_cast<int64_t>(s->size()));
   const int64_t B = static_cast<int64_t>(seqs.size());
   auto ids = torch::full({B, L}, pad_id, torch::kLong);  // [B, L]
   auto pad = torch::ones({B, L}, torch::kBool);          // [B, L]
+  auto types = torch::zeros({B, L}, torch::kLong);       // [B, L]
   auto ia = ids.accessor<int64_t, 2>();
   auto pa = pad.accessor<bool, 2>();
-  for (int64_t b = 0; b < B; ++b)
-    for (size_t t = 0; t < seqs[b]->size(); ++t) {
-      ia[b][t] = (*seqs[b])[t];
-      pa[b][t] = false;
+  auto ta = types.accessor<int64_t, 2>();
+  for (int64_t b = 0; b < B; ++b) {
+    bool second = false;  // past the first [SEP]
+    for (int64_t t = 0; t < L; ++t) {
+      const bool real = t < static_cast<int64_t>(seqs[b]->size());
+      if (real) {
+        ia[b][t] = (*seqs[b])[t];
+        pa[b][t] = false;
+      }
+      ta[b][t] = second ? 1 : 0;
+      if (real && ia[b][t] == sep_id) second = true;
     }
-  return {ids.to(device), pad.to(device)};
+  }
+  Batch batch{ids.to(device), pad.to(device), {}};
+  if (sep_id >= 0) batch.types = types.to(device);
+  return batch;
 }
 
 namespace {
@@ -36,7 +48,7 @@ QaModelImpl::QaModelImpl(const ModelOptions& o) {
 }
 
 torch::Tensor QaModelImpl::forward(const Batch& batch) {
-  auto h = bert->encode(batch.ids, batch.padding);  // [B, L, D]
+  auto h = bert->encode(batch.ids, batch.padding, batch.types);  // [B, L, D]
   return qa_outputs->forward(h).to(torch::kFloat);  // [B, L, 2]
 }
 
@@ -56,7 +68,7 @@ ClassifierModelImpl::ClassifierModelImpl(const ModelOptions& o, int64_t num_outp
 }
 
 torch::Tensor ClassifierModelImpl::forward(const Batch& batch) {
-  auto h = bert->encode(batch.ids, batch.padding);            // [B, L, D]
+  auto h = bert->encode(batch.ids, batch.padding, batch.types);  // [B, L, D]
   auto pooled = torch::tanh(pooler->forward(h.select(1, 0)));  // [B, D] from [CLS]
   pooled = torch::dropout(pooled, dropout_, is_training());
   return classifier->forward(pooled).to(torch::kFloat);        // [B, C]

@@ -2,8 +2,10 @@
 //   SQuAD:  [start, end] = H W + b,  W: D x 2 over every position; loss = (CE_start + CE_end) / 2
 //   GLUE:   p = tanh(W_p h_[CLS] + b_p);  logits = W_c dropout(p) + b_c   (C classes, or 1 for
 //           STS-B regression with a mean-squared-error loss)
-// The pooler is new (our pretraining has no next-sentence task) and the whole input is one
-// segment (token type 0), as in pretraining; [SEP] separates question/context and pairs.
+// The pooler is new (our pretraining has no next-sentence task). Pairs carry BERT's token
+// types: 0 up to and including the first [SEP] (question, or sentence A), 1 after it
+// (context, or sentence B); finetune.token_types: false keeps type 0 everywhere, as in our
+// single-segment pretraining.
 #pragma once
 #include <torch/torch.h>
 
@@ -11,12 +13,16 @@
 
 namespace rpe::finetune {
 
-// Padded batch: ids [B, L] int64 and key padding [B, L] bool (true = padding).
+// Padded batch: ids [B, L] int64, key padding [B, L] bool (true = padding), token types
+// [B, L] int64 (undefined = type 0 everywhere).
 struct Batch {
-  torch::Tensor ids, padding;
+  torch::Tensor ids, padding, types;
 };
-// Pads id sequences to the longest one with `pad_id`.
-Batch make_batch(const std::vector<const std::vector<int64_t>*>& seqs, int64_t pad_id, const torch::Device& device);
+// Pads id sequences to the longest one with `pad_id`. With sep_id >= 0, token types are 1
+// after the first sep_id of each sequence (padding included) and 0 up to it; with
+// sep_id < 0 they are left undefined.
+Batch make_batch(const std::vector<const std::vector<int64_t>*>& seqs, int64_t pad_id, const torch::Device& device,
+                 int64_t sep_id = -1);
 
 class QaModelImpl : public torch::nn::Module {
  public:

@@ -36,9 +36,12 @@ void BertModelImpl::init_weights() {
   }
 }
 
-torch::Tensor BertModelImpl::encode(const torch::Tensor& ids, const torch::Tensor& key_padding) {
+torch::Tensor BertModelImpl::encode(const torch::Tensor& ids, const torch::Tensor& key_padding,
+                                    const torch::Tensor& token_types) {
   const int64_t L = ids.size(1);
-  auto x = word_embeddings->forward(ids) + token_type_embeddings->weight[0];  // [B, L, D]
+  auto types = token_types.defined() ? token_type_embeddings->forward(token_types)  // [B, L, D]
+                                     : token_type_embeddings->weight[0];             // [D]
+  auto x = word_embeddings->forward(ids) + types;                                    // [B, L, D]
   auto pos = position->input_embeddings(L);                                   // [L, D] or undefined
   if (pos.defined()) x = x + pos.to(x.dtype()).unsqueeze(0);
   x = torch::dropout(embeddings_norm->forward(x), options_.dropout, is_training());

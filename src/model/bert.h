@@ -1,6 +1,6 @@
 // BERT encoder with a pluggable position method and the MLM head (decoder tied to the
-// word embeddings). One segment: token type 0 everywhere (no NSP), the type table is
-// kept so BERT checkpoints load.
+// word embeddings). Pretraining uses one segment (token type 0, no NSP); fine-tuning on
+// pairs passes token types as BERT does, and the type table loads from BERT checkpoints.
 #pragma once
 #include <torch/torch.h>
 
@@ -17,8 +17,10 @@ class BertModelImpl : public torch::nn::Module {
  public:
   explicit BertModelImpl(const ModelOptions& options);
 
-  // ids: [B, L] int64; key_padding: [B, L] bool (true = padding). Returns hidden [B, L, D].
-  torch::Tensor encode(const torch::Tensor& ids, const torch::Tensor& key_padding);
+  // ids: [B, L] int64; key_padding: [B, L] bool (true = padding); token_types: [B, L] int64
+  // in [0, type_vocab_size), or undefined for type 0 everywhere. Returns hidden [B, L, D].
+  torch::Tensor encode(const torch::Tensor& ids, const torch::Tensor& key_padding,
+                       const torch::Tensor& token_types = {});
 
   // MLM logits for selected hidden states: [N, D] -> [N, V].
   torch::Tensor mlm_logits(const torch::Tensor& hidden);

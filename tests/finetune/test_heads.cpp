@@ -56,6 +56,36 @@ TEST(QaHead, RelativeMethodRunsBeyondPretrainingLengthAbsoluteRefuses) {
   EXPECT_THROW(abs->forward(make_batch({&ids}, 0, torch::kCPU)), UserError);
 }
 
+TEST(QaHead, BatchTokenTypesFollowTheFirstSep) {
+  // [CLS]=2 q q [SEP]=3 c c [SEP]=3, and a single sentence [CLS] a [SEP], padded with 0.
+  std::vector<int64_t> pair{2, 11, 12, 3, 13, 14, 3}, single{2, 15, 3};
+  auto batch = make_batch({&pair, &single}, 0, torch::kCPU, 3);
+  auto want = torch::tensor({0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1}, torch::kLong).view({2, 7});
+  EXPECT_TRUE(torch::equal(batch.types, want)) << batch.types;
+  EXPECT_TRUE(torch::equal(batch.padding[1], torch::tensor({0, 0, 0, 1, 1, 1, 1}).to(torch::kBool)));
+  EXPECT_FALSE(make_batch({&pair}, 0, torch::kCPU).types.defined());  // sep_id < 0: no types
+}
+
+TEST(QaHead, TokenTypesAddTheirEmbeddingRow) {
+  torch::manual_seed(0);
+  BertModel bert(tiny("m4", 16));
+  bert->eval();
+  std::vector<int64_t> ids{2, 11, 3, 13, 14};  // types 0 0 0 1 1 (sep_id 3)
+  auto b = make_batch({&ids}, 0, torch::kCPU, 3);
+  // Type 0 everywhere is what encode does without types.
+  auto zeros = torch::zeros_like(b.types);
+  EXPECT_TRUE(torch::equal(bert->encode(b.ids, b.padding, zeros), bert->encode(b.ids, b.padding)));
+  // Type-1 tokens get row 1 instead of row 0: moving that difference into the word
+  // embeddings of 13 and 14 (which occur only as type 1) gives the same hidden states.
+  auto with_types = bert->encode(b.ids, b.padding, b.types);
+  EXPECT_GT((with_types - bert->encode(b.ids, b.padding)).abs().max().item<double>(), 1e-4);
+  torch::NoGradGuard no_grad;
+  auto delta = bert->token_type_embeddings->weight[1] - bert->token_type_embeddings->weight[0];
+  bert->word_embeddings->weight[13] += delta;
+  bert->word_embeddings->weight[14] += delta;
+  EXPECT_TRUE(torch::allclose(with_types, bert->encode(b.ids, b.padding), 1e-5, 1e-6));
+}
+
 TEST(FinetuneConfig, ResolvesOnTopOfCheckpointAndPinsK) {
   const fs::path dir = fs::temp_directory_path() / "rpe_ft_resolve";
   remove_tree(dir);
