@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "util/atomic_file.h"
 
@@ -16,6 +17,23 @@ namespace rpe {
 
 void MetricsWriter::write(const nlohmann::json& row) const {
   if (!file_.empty()) append_line_synced(file_, row.dump());
+}
+
+int64_t drop_metrics_after(const std::filesystem::path& file, int64_t step) {
+  if (!std::filesystem::exists(file)) return 0;
+  std::istringstream in(read_file(file));
+  std::string line, kept;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool keep = row.is_object() && row.contains("step") && row["step"].is_number_integer() &&
+                      row["step"].get<int64_t>() <= step;
+    if (keep) kept += line + "\n";
+    else ++dropped;
+  }
+  if (dropped > 0) write_file_atomic(file, kept);
+  return dropped;
 }
 
 std::string format_duration(double seconds) {

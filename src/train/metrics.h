@@ -20,6 +20,12 @@ class MetricsWriter {
   std::filesystem::path file_;
 };
 
+// On resume from a checkpoint at `step`: rewrites `file` atomically without the rows of
+// later steps (they were lost with the crash and will be redone), so every step appears
+// once. A line that is not a JSON object with a "step" (e.g. torn by the crash) is dropped
+// too. Returns the number of rows dropped; no file = nothing to do.
+int64_t drop_metrics_after(const std::filesystem::path& file, int64_t step);
+
 // "1h02m", "3m20s", "12s" for ETAs.
 std::string format_duration(double seconds);
 

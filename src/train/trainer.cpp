@@ -206,6 +206,10 @@ PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resu
                    static_cast<uint64_t>(t.seed), /*shuffle=*/true, dp.rank(), dp.world(), cfg.data.prefetch);
   loader.restore(state.cursor);
   MetricsWriter metrics = chief ? MetricsWriter(run_dir / "metrics.jsonl") : MetricsWriter();
+  if (chief) {
+    if (const auto n = drop_metrics_after(run_dir / "metrics.jsonl", state.step))
+      log::info("train", "metrics.jsonl: dropped {} rows after step {} (they are redone)", n, state.step);
+  }
   model->train();
 
   PretrainResult result;
