@@ -179,8 +179,8 @@ rp_finetune() {
   rp_exec "$BIN" "${cmd[@]}" --init "$init" --seeds "$seed" --run-dir "$dir" "${over[@]+"${over[@]}"}" "${sets[@]}"
 }
 
-# rp_tables EXP: rpe-train tables over the finished runs of EXP -> $OUT/tables/EXP/tables.{md,csv}.
-rp_tables() {
+# rp_collect EXP: the result lines of EXP's finished runs -> $OUT/tables/EXP/results.jsonl.
+rp_collect() {
   local exp="$1"
   local files=()
   mapfile -t files < <(find "$OUT/finetune/$exp" -name results.jsonl -size +0 2>/dev/null | sort)
@@ -188,7 +188,14 @@ rp_tables() {
   [[ ${#files[@]} -gt 0 ]] || rp_die "no result lines under $OUT/finetune/$exp"
   mkdir -p "$OUT/tables/$exp"
   cat "${files[@]}" >"$OUT/tables/$exp/results.jsonl"
-  rp_exec "$BIN" tables --results "$OUT/tables/$exp/results.jsonl" --out "$OUT/tables/$exp"
+}
+
+# rp_tables EXP TABLE: rpe-train tables (TABLE: 2, 3 or 4) over the finished runs of EXP
+# -> $OUT/tables/EXP/tables.{md,csv}.
+rp_tables() {
+  rp_collect "$1"
+  [[ "$DRY_RUN" == 1 ]] && return 0
+  rp_exec "$BIN" tables --results "$OUT/tables/$1/results.jsonl" --out "$OUT/tables/$1" --only "$2"
 }
 
 # rp_render WHAT [ARGS...]: the Python renderer (extra tables, cost table, PNG figures).

@@ -13,5 +13,5 @@ for m in "${METHOD_LIST[@]}"; do
   runs+=("$RUN_DIR")
   for s in "${SEED_LIST[@]}"; do rp_finetune squad table2 "$m" "$RUN_DIR" "$s"; done
 done
-rp_tables table2
+rp_tables table2 2
 rp_render cost --out "$OUT/tables/table2" --runs "${runs[@]}"

@@ -14,5 +14,5 @@ for m in "${METHOD_LIST[@]}"; do
     for s in "${SEED_LIST[@]}"; do rp_finetune "glue:$task" table3 "${m}_${task}" "$RUN_DIR" "$s"; done
   done
 done
-rp_tables table3
+rp_tables table3 3
 rp_render cost --out "$OUT/tables/table3" --runs "${runs[@]}"

@@ -15,6 +15,6 @@ for len in "${LONG_LENS[@]}"; do
     rp_finetune squad table4 "m4_k${LONG_K}_ft$len" "$RUN_DIR" "$s" "finetune.max_seq_len=$len"
   done
 done
-rp_tables table4
+rp_tables table4 4
 rp_render scaled-table4 --out "$OUT/tables/table4" --results "$OUT/tables/table4/results.jsonl" \
   --ks "${K_LIST[*]}" --long-k "$LONG_K" --long-lens "${LONG_LENS[*]}" --pretrain-len "$PRE_LEN"

@@ -38,5 +38,5 @@ for len in "${T5_LENS[@]}"; do
     rp_finetune squad table5 "drop_in_m4_ft$len" "$init" "$s" "${ft_sets[@]}" "finetune.max_seq_len=$len"
   done
 done
-rp_tables table5
+rp_collect table5
 rp_render table5 --out "$OUT/tables/table5" --results "$OUT/tables/table5/results.jsonl" --lens "${T5_LENS[*]}"

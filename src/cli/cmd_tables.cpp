@@ -12,6 +12,7 @@ namespace {
 struct TablesArgs {
   std::vector<std::string> results{"results/results.jsonl"};
   std::string out = "results";
+  std::vector<std::string> only;
 };
 
 int run_tables(const TablesArgs& a) {
@@ -20,7 +21,7 @@ int run_tables(const TablesArgs& a) {
     auto r = eval::read_results(f);
     rows.insert(rows.end(), r.begin(), r.end());
   }
-  const auto t = eval::render_tables(rows);
+  const auto t = eval::render_tables(rows, a.only);
   fs::create_directories(a.out);
   write_file_atomic(fs::path(a.out) / "tables.md", t.markdown);
   write_file_atomic(fs::path(a.out) / "tables.csv", t.csv);
@@ -36,6 +37,7 @@ void add_tables(CLI::App& app, Runner& run) {
   auto a = std::make_shared<TablesArgs>();
   cmd->add_option("--results", a->results, "Result files (JSON lines; default results/results.jsonl)");
   cmd->add_option("--out", a->out, "Folder for tables.md and tables.csv (default results)");
+  cmd->add_option("--only", a->only, "Render only these tables: 2, 3, 4, squad2 (default: all)")->delimiter(',');
   cmd->callback([&run, a] { run = [a] { return run_tables(*a); }; });
 }
 

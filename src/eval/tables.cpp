@@ -1,6 +1,7 @@
 // Tables 2-4 from result lines (see tables.h).
 #include "eval/tables.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <tuple>
 
 #include "eval/paper_numbers.h"
+#include "util/errors.h"
 
 namespace rpe::eval {
 
@@ -123,7 +125,14 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
 
 }  // namespace
 
-RenderedTables render_tables(const std::vector<ResultRow>& rows) {
+RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vector<std::string>& only) {
+  const std::vector<std::string> names{"2", "3", "4", "squad2"};
+  for (const auto& name : only)
+    require(std::find(names.begin(), names.end(), name) != names.end(),
+            "tables: unknown table '" + name + "' (valid: 2, 3, 4, squad2)");
+  auto want = [&](const std::string& name) {
+    return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+  };
   const Values v = collect(rows);
   RenderedTables out;
   out.markdown = "# Results\n\nOurs: mean ± sample std over seeds (n = seeds; one seed shows the value). "
@@ -137,7 +146,7 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows) {
                if (g.method == r.method) return c == 0 ? r.em : r.f1;
              return std::nullopt;
            }};
-  render(t2, v, out);
+  if (want("2")) render(t2, v, out);
 
   Table t3{"Table 3", "GLUE dev by position method (MNLI/SST-2/QNLI/RTE/WNLI accuracy, QQP/MRPC F1, CoLA MCC, "
                       "STS-B Pearson/Spearman).",
@@ -161,7 +170,7 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows) {
                }
              return std::nullopt;
            }};
-  render(t3, v, out);
+  if (want("3")) render(t3, v, out);
 
   Table t4{"Table 4", "Method 4 on SQuAD 1.1 dev by clipping distance k and fine-tuning length; the paper column "
                       "is the paper's row with the same k and fine-tuning length (its pretraining length is 512).",
@@ -172,7 +181,7 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows) {
              return std::nullopt;
            }};
   t4.keep = [](const GroupKey& g) { return g.method == "m4"; };
-  render(t4, v, out);
+  if (want("4")) render(t4, v, out);
 
   Table t2b{"SQuAD 2.0", "SQuAD 2.0 dev (not in the paper): EM/F1 at the configured null threshold and the best "
                          "F1 over thresholds with that threshold (as the official v2.0 script reports).",
@@ -183,7 +192,7 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows) {
              {"best F1", "squad_v2", "dev", "best_f1"},
              {"best F1 thresh", "squad_v2", "dev", "best_f1_thresh"}},
             [](const GroupKey&, size_t) -> std::optional<double> { return std::nullopt; }};
-  render(t2b, v, out);
+  if (want("squad2")) render(t2b, v, out);
   return out;
 }
 

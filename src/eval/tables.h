@@ -23,6 +23,8 @@ Stat mean_std(const std::vector<double>& values);
 struct RenderedTables {
   std::string markdown, csv;
 };
-RenderedTables render_tables(const std::vector<ResultRow>& rows);
+// `only`: the tables to render by short name ("2", "3", "4", "squad2"); empty = all.
+// UserError for an unknown name.
+RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vector<std::string>& only = {});
 
 }  // namespace rpe::eval

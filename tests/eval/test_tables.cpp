@@ -36,6 +36,13 @@ TEST(Tables, MeanStdAndPaperColumns) {
   EXPECT_NE(t.markdown.find("| m4 | 127 | 128 | 384 | tiny_m4 | 82.00 ± 2.00 (n=3) | 83.63 |"), std::string::npos)
       << t.markdown;
   EXPECT_NE(t.csv.find("Table 2,m4,127,128,384,tiny_m4,F1,90.00,0.00,3,90.53"), std::string::npos) << t.csv;
+  EXPECT_NE(t.markdown.find("## Table 4"), std::string::npos);  // m4 SQuAD rows also fill Table 4
+  // --only: just the named tables.
+  const auto only2 = render_tables(rows, {"2"});
+  EXPECT_NE(only2.markdown.find("## Table 2"), std::string::npos);
+  EXPECT_EQ(only2.markdown.find("## Table 4"), std::string::npos) << only2.markdown;
+  EXPECT_EQ(only2.csv.find("Table 4,"), std::string::npos);
+  EXPECT_THROW(render_tables(rows, {"5"}), rpe::UserError);
 }
 
 TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
