@@ -85,8 +85,9 @@ namespace {
 template <class F> auto guarded(const std::string& what, int64_t rank, double timeout_s, F&& f) {
   try {
     return f();
-  } catch (const c10::Error& e) {
-    std::string msg = e.what_without_backtrace();
+  } catch (const std::exception& e) {  // c10::Error, or gloo's IoException from a dead peer
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+    std::string msg = c10_error ? c10_error->what_without_backtrace() : e.what();
     if (auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);
     throw UserError("distributed " + what + " failed on rank " + std::to_string(rank) +
                     " (another rank died, hangs, or is unreachable; timeout train.dist_timeout_s=" +
@@ -99,6 +100,12 @@ class C10dCollectives : public Collectives {
  public:
   C10dCollectives(c10::intrusive_ptr<c10d::Backend> pg, std::string name, int64_t rank, double timeout_s)
       : pg_(std::move(pg)), name_(std::move(name)), rank_(rank), timeout_s_(timeout_s) {}
+  // After a failed collective the group talks to a dead peer: its destructor could block on
+  // or throw from the broken connections while the process exits with the error, so it is
+  // deliberately leaked (the OS reclaims it at exit).
+  ~C10dCollectives() override {
+    if (failed_) (void)pg_.release();
+  }
   std::string name() const override { return name_; }
   void all_reduce_sum(torch::Tensor& flat) override {
     std::vector<torch::Tensor> t{flat};
@@ -114,11 +121,14 @@ class C10dCollectives : public Collectives {
 
  private:
   void wait(const std::string& what, const c10::intrusive_ptr<c10d::Work>& work) {
+    failed_ = true;  // until the wait returns
     guarded(what, rank_, timeout_s_, [&] {
       work->wait(milliseconds(static_cast<int64_t>(timeout_s_ * 1000)));
       return 0;
     });
+    failed_ = false;
   }
+  bool failed_ = false;
   c10::intrusive_ptr<c10d::Backend> pg_;
   std::string name_;
   int64_t rank_;

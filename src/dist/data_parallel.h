@@ -4,8 +4,9 @@
 // gradients are averaged in buckets:  g <- (1/W) * sum_r g_r  (W = world size). Accumulation
 // micro-steps never communicate (the trainer calls average_gradients once per optimizer step).
 //
-// Backends: NCCL for CUDA devices (ProcessGroupNCCL). For CPU, ProcessGroupGloo when the
-// LibTorch build ships gloo's headers; the PyPI wheel does not, so the CPU fallback is a
+// Backends: NCCL for CUDA devices (ProcessGroupNCCL). For CPU, ProcessGroupGloo, LibTorch's
+// own Gloo; the PyPI wheel ships no gloo headers, so they come from Debian's libgloo-dev
+// (declarations only: the implementation is LibTorch's). Without them the CPU fallback is a
 // store all-reduce over the same TCPStore: each rank publishes its bucket, every rank sums all
 // buckets in rank order (so all ranks get bitwise identical results). Every collective waits at
 // most train.dist_timeout_s: a rank that died makes the others fail with a clear error.

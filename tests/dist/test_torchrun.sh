@@ -26,6 +26,10 @@ timeout 300 "$torchrun" --no-python --nproc-per-node=2 --master-port=$((20000 + 
   "$bin" pretrain --config "$cfg" --run-dir "$work/pair" "${sets[@]}" >"$work/pair.log" 2>&1 \
   || { cat "$work/pair.log"; exit 1; }
 grep -q "rank 0/2" "$work/pair.log" || { echo "torchrun did not start 2 ranks"; cat "$work/pair.log"; exit 1; }
+# With gloo's headers installed (libgloo-dev) the CPU backend must be Gloo, not the fallback.
+if [[ -f /usr/include/gloo/context.h ]]; then
+  grep -q "backend gloo" "$work/pair.log" || { echo "expected the Gloo backend"; grep "backend" "$work/pair.log"; exit 1; }
+fi
 python3 - "$work/single2/summary.json" "$work/pair/summary.json" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
