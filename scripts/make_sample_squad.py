@@ -55,10 +55,40 @@ def paragraph(rng):
     return context, qas, impossible
 
 
+FILLER = ["The {noun} was {adj} that day, and nobody said much about it.",
+          "Later the {adj} {noun} was moved to another room for a while.",
+          "Some people think the {noun} looks {adj}, but others do not agree.",
+          "It rained for a short time in the afternoon, then the sky was clear again.",
+          "Everyone talked about the {adj} {noun} over lunch and again at dinner.",
+          "The old {noun} stayed where it was, as it had for many years."]
+
+
+def filler(frng, sentences):
+    """Neutral sentences (no names, places, times, numbers or animals): they lengthen a context
+    without adding a second answer to any question."""
+    out = []
+    for _ in range(sentences):
+        noun, adj = frng.choice(TOPICS[frng.choice(sorted(TOPICS))]["things"])
+        out.append(frng.choice(FILLER).format(noun=noun, adj=adj))
+    return " ".join(out)
+
+
+def lengthen(context, qas, key):
+    """Every third paragraph is padded to 200-300 words, facts in the middle, so that at the
+    tiny scale some windows run past a 128-token pretraining length (Table 4/5, extrapolation).
+    Its own seeded generator keeps the main one, and every other file, unchanged."""
+    frng = random.Random(key)
+    before, after = filler(frng, frng.randint(8, 12)), filler(frng, frng.randint(8, 12))
+    shift = len(before) + 1
+    return f"{before} {context} {after}", [(q, a, start + shift) for q, a, start in qas]
+
+
 def squad(rng, paragraphs, v2, prefix):
     data, qid = [], 0
     for p in range(paragraphs):
         context, qas, impossible = paragraph(rng)
+        if p % 3 == 2:
+            context, qas = lengthen(context, qas, f"{prefix}{p}")
         items = []
         for q, a, start in qas:
             assert context[start:start + len(a)] == a
