@@ -227,7 +227,9 @@ def extrapolation(args):
     axes[0].set_ylabel("held-out MLM loss")
     axes[0].set_title("MLM loss beyond the pretraining length (dotted)")
     by_method = defaultdict(list)
-    for (method, k, pre, ft, name), v in groups.items():
+    order = {d["method"]: i for i, d in enumerate(mlm)}  # rows in the script's method order, then by length
+    for (method, k, pre, ft, name) in sorted(groups, key=lambda g: (order.get(g[0], len(order)), g[0], g[3])):
+        v = groups[(method, k, pre, ft, name)]
         m, s = mean_std(v["f1"])
         by_method[method].append((ft, m, s, pre))
         rows.append([method, "SQuAD F1", pre, ft, fmt(m, s, len(v["f1"]))])

@@ -31,6 +31,47 @@ int64_t PositionMethodImpl::clip_distance() const {
   return options_.attention.max_relative > 0 ? options_.attention.max_relative : options_.max_position - 1;
 }
 
+namespace {
+
+class ScalarGateTerm : public PositionTermImpl {
+ public:
+  ScalarGateTerm(int64_t table_heads, int64_t k, bool signed_distance) : k_(k), signed_(signed_distance) {
+    table_ = register_parameter("w", torch::ones({table_heads, signed_distance ? 2 * k + 1 : k + 1}));  // [H|1, slots]
+  }
+
+  torch::Tensor content_scores(const torch::Tensor& q, const torch::Tensor& k) override {
+    const int64_t L = q.size(2);
+    auto slot = relative_index(L, k_, q.device());   // [L, L], clip(j-i, k) + k
+    if (!signed_) slot = (slot - k_).abs();          // [L, L], min(|j-i|, k)
+    auto gate = table_.to(q.dtype()).index_select(1, slot.flatten()).view({-1, L, L});  // [H|1, L, L]
+    return torch::matmul(q, k.transpose(-2, -1)) * gate;                                // [B, H, L, L]
+  }
+
+  bool fusable() const override { return false; }  // multiplicative: not a float mask
+  torch::Tensor position_weights() override { return table_; }
+
+ private:
+  int64_t k_;
+  bool signed_;
+  torch::Tensor table_;
+};
+
+}  // namespace
+
+ScalarGateMethod::ScalarGateMethod(const ModelOptions& options, std::string name, bool signed_distance)
+    : PositionMethodImpl(options, false), name_(std::move(name)), signed_(signed_distance) {
+  clip_distance();  // validates max_relative
+}
+
+std::shared_ptr<PositionTermImpl> ScalarGateMethod::make_layer_term(int64_t) {
+  return std::make_shared<ScalarGateTerm>(table_heads(), clip_distance(), signed_);
+}
+
+std::string ScalarGateMethod::describe() const {
+  return name_ + " (k=" + std::to_string(clip_distance()) +
+         (options_.attention.share_across_heads ? ", shared across heads)" : ", per head)");
+}
+
 torch::Tensor relative_index(int64_t length, int64_t k, const torch::Device& device) {
   auto pos = torch::arange(length, torch::TensorOptions().dtype(torch::kLong).device(device));
   auto rel = pos.unsqueeze(0) - pos.unsqueeze(1);  // [L, L], rel[i, j] = j - i

@@ -85,6 +85,24 @@ class PositionMethodImpl : public torch::nn::Module {
   ModelOptions options_;
 };
 
+// m1 and m2 (Huang et al. 2020, eqs. 11–13): a learned scalar per relative slot gates the
+// content score, e_ij = (q_i . k_j) * w[slot(i, j)] (the core applies 1/sqrt(d)), with
+//   unsigned (m1): slot = min(|j - i|, k), k + 1 scalars;
+//   signed   (m2): slot = clip(j - i, k) + k, 2k + 1 scalars;
+// per layer, per head unless shared. Scalars start at 1 (plain attention). The gate is
+// [H|1, L, L], never [L, L, d]. The two methods differ only in the slot, so they share it.
+class ScalarGateMethod : public PositionMethodImpl {
+ public:
+  ScalarGateMethod(const ModelOptions& options, std::string name, bool signed_distance);
+  std::shared_ptr<PositionTermImpl> make_layer_term(int64_t layer) override;
+  std::vector<std::string> option_keys() const override { return {"max_relative", "share_across_heads"}; }
+  std::string describe() const override;
+
+ private:
+  std::string name_;
+  bool signed_;
+};
+
 // clip(j - i, k) + k for i, j in [0, L): [L, L] int64, the index into a (2k+1)-row table.
 torch::Tensor relative_index(int64_t length, int64_t k, const torch::Device& device);
 
