@@ -106,3 +106,7 @@ add_test(NAME train_kill_resume COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/tes
 add_test(NAME reproduce_table2_tiny
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_table2_tiny.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/.venv/bin/python)
 set_tests_properties(reproduce_table2_tiny PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} TIMEOUT 900)
+# Tables 3, 4, 5 and the extrapolation sweep at tiny scale with a few steps, one seed.
+add_test(NAME reproduce_tables345_tiny
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_tables345_tiny.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/.venv/bin/python)
+set_tests_properties(reproduce_tables345_tiny PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} TIMEOUT 1200)
