@@ -49,12 +49,14 @@ gtest_discover_tests(rpe_tests DISCOVERY_TIMEOUT 120 PROPERTIES TIMEOUT 900)
 # The CLI's exit codes and messages, end to end.
 add_test(NAME cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_cli_errors.sh $<TARGET_FILE:rpe-train>)
 
-# WordPiece parity with HF BertTokenizer on real text (skips, code 77, without transformers or ../shared/data).
+# Python for the parity tests: the project's .venv (with transformers), else the system's.
 if(EXISTS "${CMAKE_SOURCE_DIR}/.venv/bin/python")
   set(RPE_TEST_PYTHON "${CMAKE_SOURCE_DIR}/.venv/bin/python")
 else()
-  set(RPE_TEST_PYTHON python3)
+  find_package(Python3 COMPONENTS Interpreter)
+  set(RPE_TEST_PYTHON "${Python3_EXECUTABLE}")
 endif()
+# WordPiece parity with HF BertTokenizer on real text (skips, code 77, without transformers or ../shared/data).
 add_test(NAME wordpiece_parity COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/data/wordpiece_parity.py
          $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/../shared/data)
 set_tests_properties(wordpiece_parity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
@@ -66,12 +68,6 @@ set_tests_properties(data_cli PROPERTIES TIMEOUT 300)
 # transformers is not installed: pip install 'transformers>=4.40,<5') and the CLI's errors.
 add_executable(hf_probe tests/interop/hf_probe.cpp)
 target_link_libraries(hf_probe PRIVATE rpe_core)
-if(EXISTS "${CMAKE_SOURCE_DIR}/.venv/bin/python")
-  set(RPE_TEST_PYTHON "${CMAKE_SOURCE_DIR}/.venv/bin/python")
-else()
-  find_package(Python3 COMPONENTS Interpreter)
-  set(RPE_TEST_PYTHON "${Python3_EXECUTABLE}")
-endif()
 if(RPE_TEST_PYTHON)
   add_test(NAME hf_parity COMMAND "${RPE_TEST_PYTHON}" ${CMAKE_SOURCE_DIR}/tests/interop/hf_parity.py
            --rpe-train $<TARGET_FILE:rpe-train> --probe $<TARGET_FILE:hf_probe> --workdir ${CMAKE_BINARY_DIR}/hf_parity)
