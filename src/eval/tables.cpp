@@ -55,6 +55,8 @@ std::string cell(const std::optional<Stat>& s) {
   return fmt(s->mean) + " ± " + fmt(s->std) + " (n=" + std::to_string(s->n) + ")";
 }
 std::string paper_cell(const std::optional<double>& v) { return v ? fmt(*v) : "—"; }
+// k = 0: the method has no clipping distance (absolute, sinusoid, t5_bias, alibi, rope).
+std::string k_text(int64_t k, const char* none) { return k > 0 ? std::to_string(k) : none; }
 
 // (group, task, split, metric) -> values, one per (run_id, seed); a repeated evaluation
 // of the same run and seed replaces the earlier one.
@@ -107,13 +109,13 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
   }
   out.markdown += head + "\n" + rule + "\n";
   for (const auto& g : groups) {
-    std::string line = "| " + g.method + " | " + std::to_string(g.k) + " | " + std::to_string(g.pretrain_len) + " | " +
+    std::string line = "| " + g.method + " | " + k_text(g.k, "—") + " | " + std::to_string(g.pretrain_len) + " | " +
                        std::to_string(g.finetune_len) + " | " + g.pretrain_run + " |";
     for (size_t i = 0; i < t.columns.size(); ++i) {
       const auto s = lookup(v, g, t.columns[i]);
       const auto p = t.paper(g, i);
       line += " " + cell(s) + " | " + paper_cell(p) + " |";
-      out.csv += t.name + "," + g.method + "," + std::to_string(g.k) + "," + std::to_string(g.pretrain_len) + "," +
+      out.csv += t.name + "," + g.method + "," + k_text(g.k, "") + "," + std::to_string(g.pretrain_len) + "," +
                  std::to_string(g.finetune_len) + "," + g.pretrain_run + "," + t.columns[i].title + "," +
                  (s ? fmt(s->mean) + "," + fmt(s->std) + "," + std::to_string(s->n) : ",,0") + "," +
                  (p ? fmt(*p) : "") + "\n";

@@ -239,7 +239,8 @@ eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::st
   eval::ResultRow r;
   r.run_id = run_id;
   r.method = p.rc.cfg.model.attention.method;
-  r.k = bert->position->clip_distance();
+  const auto keys = bert->position->option_keys();  // k only where the method has a clipping distance
+  r.k = std::find(keys.begin(), keys.end(), "max_relative") != keys.end() ? bert->position->clip_distance() : 0;
   r.pretrain_run = p.rc.pretrain_run;
   r.pretrain_max_len = p.rc.pretrain_max_len;
   r.seed = seed;

@@ -43,6 +43,13 @@ TEST(Tables, MeanStdAndPaperColumns) {
   EXPECT_EQ(only2.markdown.find("## Table 4"), std::string::npos) << only2.markdown;
   EXPECT_EQ(only2.csv.find("Table 4,"), std::string::npos);
   EXPECT_THROW(render_tables(rows, {"5"}), rpe::UserError);
+  // A method without a clipping distance (k = 0) shows no k.
+  auto abs_row = rows.front();
+  abs_row.method = "absolute";
+  abs_row.k = 0;
+  const auto with_abs = render_tables({abs_row}, {"2"});
+  EXPECT_NE(with_abs.markdown.find("| absolute | — | 128 | 384 |"), std::string::npos) << with_abs.markdown;
+  EXPECT_NE(with_abs.csv.find("Table 2,absolute,,128,384,"), std::string::npos) << with_abs.csv;
 }
 
 TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
