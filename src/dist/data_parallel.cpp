@@ -121,12 +121,15 @@ class C10dCollectives : public Collectives {
 
  private:
   void wait(const std::string& what, const c10::intrusive_ptr<c10d::Work>& work) {
-    failed_ = true;  // until the wait returns
-    guarded(what, rank_, timeout_s_, [&] {
-      work->wait(milliseconds(static_cast<int64_t>(timeout_s_ * 1000)));
-      return 0;
-    });
-    failed_ = false;
+    try {
+      guarded(what, rank_, timeout_s_, [&] {
+        work->wait(milliseconds(static_cast<int64_t>(timeout_s_ * 1000)));
+        return 0;
+      });
+    } catch (...) {
+      failed_ = true;
+      throw;
+    }
   }
   bool failed_ = false;
   c10::intrusive_ptr<c10d::Backend> pg_;

@@ -98,6 +98,13 @@ struct Prepared {
   std::vector<Split> dev;
 };
 
+// A padded batch with the tokenizer's [PAD] and, unless finetune.token_types is off, token
+// types 1 after the first [SEP].
+Batch batch_of(const Prepared& p, const std::vector<const std::vector<int64_t>*>& seqs, const torch::Device& device) {
+  const auto& special = p.tok->special();
+  return make_batch(seqs, special.pad, device, p.rc.cfg.finetune.token_types ? special.sep : -1);
+}
+
 template <class T> void take_first(std::vector<T>& v, int64_t n) {
   if (n > 0 && static_cast<int64_t>(v.size()) > n) v.resize(n);
 }
@@ -262,8 +269,6 @@ std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const fs::path& d
   load_encoder(model->bert, p, longest);
   model->to(device);
   model->bert->set_fused_attention(device.is_cuda() && cfg.model.attention.backend != "plain");
-  const int64_t pad = p.tok->special().pad;
-  const int64_t sep = f.token_types ? p.tok->special().sep : -1;  // token types 1 after the first [SEP]
 
   auto loss_of = [&](const std::vector<int64_t>& idx) {
     std::vector<const std::vector<int64_t>*> seqs;
@@ -273,7 +278,7 @@ std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const fs::path& d
       s.push_back(p.train_f[i].start);
       e.push_back(p.train_f[i].end);
     }
-    auto logits = model->forward(make_batch(seqs, pad, device, sep));  // [B, L, 2]
+    auto logits = model->forward(batch_of(p, seqs, device));  // [B, L, 2]
     return qa_loss(logits, torch::tensor(s).to(device), torch::tensor(e).to(device));
   };
   train_loop(*model, static_cast<int64_t>(p.train_f.size()), loss_of, cfg, seed, MetricsWriter(dir / "metrics.jsonl"));
@@ -285,7 +290,7 @@ std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const fs::path& d
     const size_t e = std::min(p.dev_f.size(), b + static_cast<size_t>(f.eval_batch_size));
     std::vector<const std::vector<int64_t>*> seqs;
     for (size_t i = b; i < e; ++i) seqs.push_back(&p.dev_f[i].ids);
-    auto logits = model->forward(make_batch(seqs, pad, device, sep)).to(torch::kCPU).contiguous();  // [B, L, 2]
+    auto logits = model->forward(batch_of(p, seqs, device)).to(torch::kCPU).contiguous();  // [B, L, 2]
     auto acc = logits.accessor<float, 3>();
     for (size_t i = b; i < e; ++i) {
       const int64_t L = static_cast<int64_t>(p.dev_f[i].ids.size());
@@ -356,8 +361,6 @@ std::vector<eval::ResultRow> run_glue_seed(const Prepared& p, const fs::path& di
   load_encoder(model->bert, p, longest);
   model->to(device);
   model->bert->set_fused_attention(device.is_cuda() && cfg.model.attention.backend != "plain");
-  const int64_t pad = p.tok->special().pad;
-  const int64_t sep = f.token_types ? p.tok->special().sep : -1;  // token types 1 after the first [SEP]
 
   auto loss_of = [&](const std::vector<int64_t>& idx) {
     std::vector<const std::vector<int64_t>*> seqs;
@@ -366,7 +369,7 @@ std::vector<eval::ResultRow> run_glue_seed(const Prepared& p, const fs::path& di
       seqs.push_back(&p.train_ids[i]);
       y.push_back(p.train_labels[i]);
     }
-    auto out = model->forward(make_batch(seqs, pad, device, sep));  // [B, C]
+    auto out = model->forward(batch_of(p, seqs, device));  // [B, C]
     auto target = torch::tensor(y, torch::kDouble).to(device);
     if (regression) return torch::mse_loss(out.squeeze(-1), target.to(torch::kFloat));
     return torch::nn::functional::cross_entropy(out, target.to(torch::kLong));
@@ -382,7 +385,7 @@ std::vector<eval::ResultRow> run_glue_seed(const Prepared& p, const fs::path& di
       const size_t e = std::min(split.ids.size(), b + static_cast<size_t>(f.eval_batch_size));
       std::vector<const std::vector<int64_t>*> seqs;
       for (size_t i = b; i < e; ++i) seqs.push_back(&split.ids[i]);
-      auto out = model->forward(make_batch(seqs, pad, device, sep)).to(torch::kCPU);  // [B, C]
+      auto out = model->forward(batch_of(p, seqs, device)).to(torch::kCPU);  // [B, C]
       auto v = regression ? out.squeeze(-1).to(torch::kDouble) : out.argmax(-1).to(torch::kDouble);
       auto a = v.contiguous();
       pred.insert(pred.end(), a.data_ptr<double>(), a.data_ptr<double>() + a.numel());

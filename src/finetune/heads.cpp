@@ -12,24 +12,20 @@ Batch make_batch(const std::vector<const std::vector<int64_t>*>& seqs, int64_t p
   const int64_t B = static_cast<int64_t>(seqs.size());
   auto ids = torch::full({B, L}, pad_id, torch::kLong);  // [B, L]
   auto pad = torch::ones({B, L}, torch::kBool);          // [B, L]
-  auto types = torch::zeros({B, L}, torch::kLong);       // [B, L]
   auto ia = ids.accessor<int64_t, 2>();
   auto pa = pad.accessor<bool, 2>();
-  auto ta = types.accessor<int64_t, 2>();
-  for (int64_t b = 0; b < B; ++b) {
-    bool second = false;  // past the first [SEP]
-    for (int64_t t = 0; t < L; ++t) {
-      const bool real = t < static_cast<int64_t>(seqs[b]->size());
-      if (real) {
-        ia[b][t] = (*seqs[b])[t];
-        pa[b][t] = false;
-      }
-      ta[b][t] = second ? 1 : 0;
-      if (real && ia[b][t] == sep_id) second = true;
+  for (int64_t b = 0; b < B; ++b)
+    for (size_t t = 0; t < seqs[b]->size(); ++t) {
+      ia[b][t] = (*seqs[b])[t];
+      pa[b][t] = false;
     }
-  }
   Batch batch{ids.to(device), pad.to(device), {}};
-  if (sep_id >= 0) batch.types = types.to(device);
+  if (sep_id >= 0) {
+    // 1 from the token after the first [SEP] on (padding included): a running count of [SEP]s
+    // seen before each position, capped at 1.
+    auto sep_seen = ids.eq(sep_id).to(torch::kLong).cumsum(1) - ids.eq(sep_id).to(torch::kLong);  // [B, L]
+    batch.types = sep_seen.clamp_max(1).to(device);
+  }
   return batch;
 }
 

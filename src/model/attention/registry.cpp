@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <iomanip>
+#include <sstream>
 #include <utility>
 
 #include "model/attention/position_method.h"
@@ -49,21 +51,29 @@ std::vector<std::string> attention_method_names() {
   return names;
 }
 
-std::vector<std::string> unused_attention_options(const PositionMethodImpl& method, const AttentionOptions& a) {
-  const AttentionOptions d;  // defaults
-  const std::pair<const char*, bool> changed[] = {
-      {"max_relative", a.max_relative != d.max_relative},
-      {"share_across_heads", a.share_across_heads != d.share_across_heads},
-      {"shaw_values", a.shaw_values != d.shaw_values},
-      {"xl_uv_bias", a.xl_uv_bias != d.xl_uv_bias},
-      {"t5_buckets", a.t5_buckets != d.t5_buckets},
-      {"t5_max_distance", a.t5_max_distance != d.t5_max_distance},
-      {"rope_base", a.rope_base != d.rope_base},
+namespace {
+// Every model.attention key with its value as text, in declaration order (AttentionOptions::visit).
+std::vector<std::pair<std::string, std::string>> option_values(AttentionOptions options) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto record = [&out](const char* key, const auto& value, bool = false) {
+    std::ostringstream text;
+    text << std::setprecision(17) << value;
+    out.emplace_back(key, text.str());
   };
-  const auto keys = method.option_keys();
+  options.visit(record);
+  return out;
+}
+}  // namespace
+
+std::vector<std::string> unused_attention_options(const PositionMethodImpl& method, const AttentionOptions& a) {
+  std::vector<std::string> read = method.option_keys();
+  for (const char* every : {"method", "add_absolute", "backend"}) read.emplace_back(every);  // read by all
+  const auto defaults = option_values(AttentionOptions{}), values = option_values(a);
   std::vector<std::string> unused;
-  for (const auto& [key, differs] : changed)
-    if (differs && std::find(keys.begin(), keys.end(), key) == keys.end()) unused.emplace_back(key);
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].second != defaults[i].second &&
+        std::find(read.begin(), read.end(), values[i].first) == read.end())
+      unused.push_back(values[i].first);
   return unused;
 }
 
