@@ -21,6 +21,7 @@ set(RPE_CORE_SOURCES
   src/data/masking.cpp
   src/data/mlm_dataset.cpp
   src/data/prepare.cpp
+  src/data/pretrain_corpus.cpp
   # model: position methods behind one interface, attention core, encoder, BERT
   src/model/attention/position_method.cpp
   src/model/attention/registry.cpp

@@ -10,9 +10,8 @@
 #include <chrono>
 #include <cmath>
 
-#include "data/corpus.h"
 #include "data/mlm_dataset.h"
-#include "data/prepare.h"
+#include "data/pretrain_corpus.h"
 #include "dist/data_parallel.h"
 #include "model/bert.h"
 #include "train/checkpoint.h"
@@ -29,45 +28,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-struct Corpus {
-  std::shared_ptr<PackedSequences> train, valid;
-};
-
-// Reads the corpus and packs it; held-out documents come from data.valid_files or, if
-// none are given, from every (1/valid_fraction)-th document of the training files.
-Corpus build_corpus(const DataOptions& d, const Tokenizer& tok) {
-  const bool cross = d.packing == "full_sentences";
-  if (!d.shards.empty()) {  // prepared by rpe-train prepare-data: memory-mapped shards
-    const PreparedShards shards = open_prepared(d.shards, tok);
-    Corpus c;
-    c.train = std::make_shared<PackedSequences>(
-        pack_streams(PreparedShards::streams(shards.train), tok.special(), d.max_seq_len, cross));
-    c.valid = std::make_shared<PackedSequences>(
-        pack_streams(PreparedShards::streams(shards.valid), tok.special(), d.max_seq_len, cross));
-    return c;
-  }
-  std::vector<Document> train_docs, valid_docs;
-  for (const auto& f : d.train_files) {
-    auto docs = read_documents(f);
-    train_docs.insert(train_docs.end(), std::make_move_iterator(docs.begin()), std::make_move_iterator(docs.end()));
-  }
-  for (const auto& f : d.valid_files) {
-    auto docs = read_documents(f);
-    valid_docs.insert(valid_docs.end(), std::make_move_iterator(docs.begin()), std::make_move_iterator(docs.end()));
-  }
-  if (d.valid_files.empty() && d.valid_fraction > 0.0 && train_docs.size() >= 2) {
-    const auto every = std::max<size_t>(2, static_cast<size_t>(std::llround(1.0 / d.valid_fraction)));
-    std::vector<Document> kept;
-    for (size_t i = 0; i < train_docs.size(); ++i)
-      (i % every == every - 1 ? valid_docs : kept).push_back(std::move(train_docs[i]));
-    train_docs = std::move(kept);
-  }
-  Corpus c;
-  c.train = std::make_shared<PackedSequences>(pack_documents(train_docs, tok, d.max_seq_len, cross));
-  c.valid = std::make_shared<PackedSequences>(pack_documents(valid_docs, tok, d.max_seq_len, cross));
-  return c;
-}
 
 struct StepStats {
   torch::Tensor loss_sum;  // scalar, sum of CE over the selected tokens
@@ -163,7 +123,7 @@ PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resu
           "model.vocab_size " + std::to_string(cfg.model.vocab_size) + " is smaller than the tokenizer's " +
               std::to_string(tokenizer->vocab_size()));
   const auto t0 = Clock::now();
-  Corpus corpus = build_corpus(cfg.data, *tokenizer);
+  PretrainCorpus corpus = build_corpus(cfg.data, *tokenizer);
   log::info("data", "{} tokenizer, vocab {} | {} train sequences ({} tokens), {} held-out, length {} | {:.1f}s",
             tokenizer->kind(), tokenizer->vocab_size(), corpus.train->size(), corpus.train->real_tokens(),
             corpus.valid->size(), cfg.data.max_seq_len,
