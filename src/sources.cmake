@@ -47,6 +47,8 @@ set(RPE_CORE_SOURCES
   src/train/optim.cpp
   src/train/checkpoint.cpp
   src/train/metrics.cpp
+  src/train/engine.cpp
+  src/train/mlm_task.cpp
   src/train/trainer.cpp
   # interop: Hugging Face BERT (safetensors, config and name mapping), method swap
   src/interop/safetensors.cpp

@@ -26,6 +26,7 @@
 #include "data/tokenizer.h"
 #include "model/bert.h"
 #include "train/checkpoint.h"
+#include "train/mlm_task.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/log.h"
@@ -59,14 +60,9 @@ json mlm_loss_at(BertModel& bert, const Tokenizer& tok, const Config& cfg, const
   int64_t total = 0;
   for (int64_t b = 0; b < batches; ++b) {
     const auto mb = loader.next();
-    auto hidden = bert->encode(mb.ids, mb.padding);                                       // [B, L, D]
-    auto labels = mb.labels.view({-1});                                                   // [B*L]
-    auto sel = labels.ne(kIgnoreLabel).nonzero().view({-1});                              // [N]
-    auto logits = bert->mlm_logits(hidden.view({-1, hidden.size(-1)}).index_select(0, sel));  // [N, V]
-    namespace F = torch::nn::functional;
-    loss_sum += F::cross_entropy(logits, labels.index_select(0, sel), F::CrossEntropyFuncOptions().reduction(torch::kSum))
-                    .item<double>();
-    total += sel.size(0);
+    const auto sel = mlm_selection(mb.labels);  // the training loss's own function (train/mlm_task.h)
+    loss_sum += mlm_loss(bert, mb.ids, mb.padding, sel.index, sel.targets).loss.item<double>();
+    total += sel.index.size(0);
   }
   return {{"length", L}, {"loss", loss_sum / std::max<int64_t>(1, total)}, {"masked", total}, {"sequences", batches * batch}};
 }

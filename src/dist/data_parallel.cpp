@@ -315,4 +315,11 @@ void DataParallel::barrier() {
   if (impl_) impl_->barrier();
 }
 
+void DataParallel::all_reduce_sum(torch::Tensor& t) {
+  if (!impl_) return;
+  auto flat = t.contiguous();
+  impl_->all_reduce_sum(flat);
+  if (!flat.is_same(t)) t.copy_(flat);
+}
+
 }  // namespace rpe::dist

@@ -59,6 +59,9 @@ class DataParallel {
   // Element-wise sum over ranks of a few float64 statistics (loss sums, token counts).
   std::vector<double> sum(const std::vector<double>& values);
   void barrier();
+  // In-place element-wise sum over ranks of a tensor on this rank's device, through the process
+  // group (no host copy with NCCL/Gloo); a no-op in a single process.
+  void all_reduce_sum(torch::Tensor& t);
 
  private:
   int64_t rank_ = 0, world_ = 1;

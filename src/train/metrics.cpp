@@ -36,6 +36,17 @@ int64_t drop_metrics_after(const std::filesystem::path& file, int64_t step) {
   return dropped;
 }
 
+double first_logged_loss(const std::filesystem::path& file) {
+  if (!std::filesystem::exists(file)) return std::nan("");
+  std::istringstream in(read_file(file));
+  for (std::string line; std::getline(in, line);) {
+    const auto row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!row.is_object() || row.contains("split") || row.contains("event")) continue;
+    if (row.contains("loss") && row["loss"].is_number()) return row["loss"].get<double>();
+  }
+  return std::nan("");
+}
+
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   const auto s = static_cast<int64_t>(seconds + 0.5);

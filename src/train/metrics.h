@@ -26,6 +26,10 @@ class MetricsWriter {
 // too. Returns the number of rows dropped; no file = nothing to do.
 int64_t drop_metrics_after(const std::filesystem::path& file, int64_t step);
 
+// The loss of the first training row (no "split", no "event") with a numeric loss, NaN if none:
+// a resumed run reports its original first loss in summary.json.
+double first_logged_loss(const std::filesystem::path& file);
+
 // "1h02m", "3m20s", "12s" for ETAs.
 std::string format_duration(double seconds);
 

@@ -4,6 +4,7 @@
 #include <torch/version.h>
 
 #include "util/errors.h"
+#include "util/log.h"
 
 namespace rpe {
 
@@ -19,6 +20,19 @@ torch::Device resolve_device(const std::string& name) {
     }
   }
   throw UserError("train.device: '" + name + "' is not a device; valid: auto, cpu, cuda, cuda:N");
+}
+
+torch::Device training_device(const std::string& name, int64_t local_rank, bool distributed) {
+  torch::Device d = resolve_device(name);
+  if (d.is_cuda() && distributed && (name == "auto" || name == "cuda"))
+    d = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  if (name == "auto" && d.is_cpu())
+    log::info("device", "train.device auto: LibTorch sees no CUDA device, running on the CPU");
+  return d;
+}
+
+bool use_fused_attention(const torch::Device& device, const std::string& backend) {
+  return device.is_cuda() && backend != "plain";
 }
 
 std::string describe_runtime() {

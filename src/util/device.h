@@ -1,4 +1,5 @@
-// Device selection: "auto" picks CUDA when LibTorch sees a GPU, else CPU.
+// Device selection: "auto" picks CUDA when LibTorch sees a GPU, else CPU. The one place that
+// decides which device and attention backend a run uses (pretraining and fine-tuning alike).
 #pragma once
 #include <torch/torch.h>
 #include <string>
@@ -7,6 +8,15 @@ namespace rpe {
 
 // Parses "auto", "cpu", "cuda", "cuda:N"; UserError for anything else or a missing GPU.
 torch::Device resolve_device(const std::string& name);
+
+// The device of one training process: resolve_device(name), except that in a multi-process
+// run ("auto" or "cuda") rank-local process `local_rank` takes GPU cuda:local_rank. Says so in the
+// log when "auto" ends on the CPU (no GPU visible), so a missing GPU is never silent.
+torch::Device training_device(const std::string& name, int64_t local_rank, bool distributed);
+
+// Whether the attention runs LibTorch's fused SDPA kernels: on CUDA unless
+// model.attention.backend is "plain".
+bool use_fused_attention(const torch::Device& device, const std::string& backend);
 
 // One line describing the LibTorch build and the devices it sees (for --version and logs).
 std::string describe_runtime();

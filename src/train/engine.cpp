@@ -1,0 +1,254 @@
+// The training engine (see engine.h).
+#include "train/engine.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "train/optim.h"
+#include "train/precision.h"
+#include "util/errors.h"
+#include "util/log.h"
+
+namespace rpe {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return torch::zeros({}, torch::kFloat);
+  auto norms = at::_foreach_norm(grads, 2);               // one [ ] per tensor
+  return torch::stack(norms).to(torch::kFloat).norm();   // [ ] = sqrt(sum of squares)
+}
+
+void clip_gradients(const std::vector<torch::Tensor>& params, const torch::Tensor& norm, double max_norm) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return;
+  // clamp to 1: no scaling below max_norm (multiplying by exactly 1 changes nothing)
+  const auto coef = (max_norm / (norm + 1e-6)).clamp_max(1.0);  // [ ] float32
+  at::_foreach_mul_(grads, coef);
+}
+
+bool all_finite(const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> flags;
+  for (const auto& p : params) flags.push_back(torch::isfinite(p).all());
+  return flags.empty() || torch::stack(flags).all().item<bool>();
+}
+
+Engine::Engine(EngineSetup setup, torch::nn::Module& model, torch::optim::Optimizer& optimizer, Task& task)
+    : s_(std::move(setup)), model_(model), optimizer_(optimizer), task_(task), params_(model.parameters()) {
+  require(s_.dp != nullptr, "Engine: no DataParallel given");
+}
+
+MicroBatch Engine::to_device(MicroBatch b) const {
+  if (s_.device.is_cpu()) return b;
+  for (auto& t : b.tensors) {
+    if (!t.defined() || t.device() == s_.device) continue;
+    // pinned staging buffer -> asynchronous copy on the current stream, ordered before the step's kernels
+    t = t.pin_memory().to(s_.device, /*non_blocking=*/true);
+  }
+  return b;
+}
+
+MicroBatch Engine::take_batch() {
+  if (!next_) next_ = to_device(task_.next_batch());
+  MicroBatch b = std::move(*next_);
+  next_ = to_device(task_.next_batch());  // its copy overlaps the compute queued for `b`
+  return b;
+}
+
+StepStats Engine::step(int64_t step) {
+  const auto& t = s_.train;
+  auto& dp = *s_.dp;
+  const auto dopt = torch::TensorOptions(torch::kDouble).device(s_.device);
+  optimizer_.zero_grad();
+  std::vector<MicroBatch> batches;
+  auto local_count = torch::zeros({}, dopt);
+  for (int64_t m = 0; m < t.grad_accum; ++m) {
+    batches.push_back(take_batch());
+    local_count = local_count + task_.count(batches.back()).to(torch::kDouble);
+  }
+  // N: items of the whole optimizer step over all ranks (the loss's denominator), on device.
+  auto n = local_count.clone();
+  dp.all_reduce_sum(n);
+  const auto scale = torch::full({}, static_cast<double>(dp.world()), dopt).div(n.clamp_min(1.0));  // [ ] W / N
+  auto local = torch::zeros({3}, dopt);  // [loss / W, correct, tokens] of this rank
+  const bool bf16 = t.precision == "bf16";
+  for (auto& batch : batches) {
+    BatchSums sums;
+    {
+      AutocastGuard autocast(s_.device, bf16);
+      sums = task_.forward(batch);
+    }
+    auto loss = sums.loss * scale.to(sums.loss.scalar_type());
+    if (s_.hooks.on_loss) s_.hooks.on_loss(step, loss);
+    loss.backward();
+    local[0] += loss.detach().to(torch::kDouble) / static_cast<double>(dp.world());
+    if (sums.correct.defined()) local[1] += sums.correct.detach().to(torch::kDouble);
+    local[2] += sums.tokens.to(torch::kDouble);
+    consumed_ = batch.cursor;
+  }
+  dp.average_gradients(params_);  // the only gradient communication of the step
+  dp.all_reduce_sum(local);       // on-device statistics, no host copy
+  StepStats st;
+  st.loss = local[0];
+  st.correct = local[1];
+  st.tokens = local[2];
+  st.count = n;
+  st.grad_norm = global_grad_norm(params_);
+  if (t.clip_norm > 0) clip_gradients(params_, st.grad_norm, t.clip_norm);
+  st.finite = torch::isfinite(st.loss).logical_and(torch::isfinite(st.grad_norm));
+  return st;
+}
+
+fs::path Engine::save(TrainState& state) {
+  state.cursor = consumed_;
+  if (s_.run_dir.empty() || s_.dp->rank() != 0) return {};
+  if (!all_finite(params_)) {
+    // issue 17: never keep (or call "good") weights that are NaN/inf
+    const auto good = latest_checkpoint(s_.run_dir);
+    throw UserError("training stopped at step " + std::to_string(state.step) +
+                    ": the weights became non-finite (an update diverged: lower train.lr, check model.layer_norm_eps); "
+                    "not saved; newest checkpoint with finite weights: " +
+                    (good ? good->string() : std::string("none")));
+  }
+  return save_checkpoint(s_.run_dir, model_, &optimizer_, state, s_.config_yaml, s_.train.keep_checkpoints);
+}
+
+nlohmann::json Engine::evaluate(int64_t step) {
+  if (s_.dp->rank() != 0) return nlohmann::json::object();
+  torch::NoGradGuard no_grad;
+  model_.eval();
+  nlohmann::json fields;
+  {
+    AutocastGuard autocast(s_.device, s_.train.precision == "bf16");
+    fields = task_.evaluate();
+  }
+  model_.train();
+  if (fields.empty()) return fields;
+  nlohmann::json row = {{"step", step}, {"split", "valid"}};
+  std::string line;
+  for (const auto& [k, v] : fields.items()) {
+    row[k] = v;
+    line += fmt::format(" | {} {}", k, v.is_number() ? fmt::format("{:.4f}", v.get<double>()) : v.dump());
+  }
+  log::info("valid", "step {}{}", step, line);
+  s_.metrics.write(row);
+  return fields;
+}
+
+namespace {
+// Sums of the log window, on the device until the log line: [loss, grad_norm, correct, count, tokens]
+// (loss and grad_norm over finite steps only).
+struct Window {
+  torch::Tensor sums;
+  int64_t finite_steps = 0, skipped = 0;
+  Clock::time_point start = Clock::now();
+};
+}  // namespace
+
+EngineResult Engine::run(TrainState state) {
+  const auto& t = s_.train;
+  auto& dp = *s_.dp;
+  task_.restore(state.cursor);
+  consumed_ = state.cursor;
+  model_.train();
+  EngineResult result;
+  result.first_loss = s_.first_loss;
+  const auto dopt = torch::TensorOptions(torch::kDouble).device(s_.device);
+  Window w;
+  w.sums = torch::zeros({5}, dopt);
+  const auto loop_start = Clock::now();
+  const int64_t first_step = state.step;
+  auto seen_tokens = torch::zeros({}, dopt);  // not yet added to state.tokens_seen
+  auto flush_tokens = [&] {
+    state.tokens_seen += static_cast<int64_t>(seen_tokens.item<double>());
+    seen_tokens.zero_();
+  };
+
+  while (state.step < t.max_steps) {
+    const double lr = learning_rate(t, state.step);
+    set_learning_rate(optimizer_, lr);
+    const StepStats st = step(state.step);
+    const bool finite = st.finite.item<bool>();  // the one host read of a step (see engine.h)
+    if (finite) {
+      optimizer_.step();
+      state.nonfinite_in_a_row = 0;
+      w.sums.slice(0, 0, 2) += torch::stack({st.loss, st.grad_norm.to(torch::kDouble)});
+      ++w.finite_steps;
+    } else {
+      optimizer_.zero_grad();  // no update from this step
+      ++state.nonfinite_total;
+      ++state.nonfinite_in_a_row;
+      ++w.skipped;
+      const double loss = st.loss.item<double>(), gnorm = st.grad_norm.item<double>();
+      log::warn(s_.log_tag.c_str(), "step {}: non-finite {} ({}), update skipped ({} in a row, {} in total)",
+                state.step + 1, std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? gnorm : loss,
+                state.nonfinite_in_a_row, state.nonfinite_total);
+      s_.metrics.write({{"step", state.step + 1}, {"event", "nonfinite_skip"}, {"loss", loss}, {"grad_norm", gnorm},
+                        {"nonfinite_in_a_row", state.nonfinite_in_a_row}, {"nonfinite_total", state.nonfinite_total}});
+    }
+    w.sums.slice(0, 2, 5) += torch::stack({st.correct, st.count, st.tokens});
+    seen_tokens += st.tokens;
+    ++state.step;
+    if (s_.hooks.on_step) s_.hooks.on_step(state.step, st.loss.item<double>());
+    if (!finite && state.nonfinite_in_a_row >= t.max_nonfinite_in_a_row) {
+      dp.barrier();
+      flush_tokens();
+      const auto file = save(state);  // throws if the weights themselves are non-finite
+      throw UserError("training stopped at step " + std::to_string(state.step) + ": " +
+                      std::to_string(state.nonfinite_in_a_row) +
+                      " non-finite losses or gradient norms in a row (train.max_nonfinite_in_a_row); the weights "
+                      "(finite, from the last update that was not skipped) " +
+                      (file.empty() ? std::string("are not kept") : "are kept in " + file.string()) +
+                      " (lower train.lr, raise warmup_steps, or use precision fp32)");
+    }
+    if (state.step % t.log_every == 0 || state.step == t.max_steps) {
+      const auto h = w.sums.cpu();  // the window's one device -> host copy
+      const double* v = h.data_ptr<double>();
+      flush_tokens();
+      const double secs = std::chrono::duration<double>(Clock::now() - w.start).count();
+      const double done_secs = std::chrono::duration<double>(Clock::now() - loop_start).count();
+      const double eta = done_secs / static_cast<double>(state.step - first_step) *
+                         static_cast<double>(t.max_steps - state.step);
+      const double steps = static_cast<double>(w.finite_steps);
+      const double mean_loss = w.finite_steps ? v[0] / steps : std::nan("");
+      const double mean_grad = w.finite_steps ? v[1] / steps : std::nan("");
+      const double acc = v[2] / std::max(1.0, v[3]);
+      const double tok_s = v[4] / std::max(secs, 1e-9);
+      const std::string acc_name = task_.accuracy_name();
+      log::info(s_.log_tag.c_str(), "step {}/{} | loss {:.4f}{} | lr {:.2e} | gnorm {:.2f} | {:.0f} tok/s | ETA {}{}",
+                state.step, t.max_steps, mean_loss, acc_name.empty() ? std::string() : fmt::format(" | acc {:.3f}", acc),
+                lr, mean_grad, tok_s, format_duration(eta),
+                w.skipped ? fmt::format(" | {} skipped", w.skipped) : std::string());
+      nlohmann::json row = {{"step", state.step}, {"loss", mean_loss}, {"lr", lr}, {"grad_norm", mean_grad},
+                            {"tokens_per_s", tok_s}, {"tokens_seen", state.tokens_seen}, {"skipped", w.skipped},
+                            {"elapsed_s", done_secs}};
+      if (!acc_name.empty()) row[acc_name] = acc;
+      s_.metrics.write(row);
+      if (w.finite_steps) {
+        if (std::isnan(result.first_loss)) result.first_loss = mean_loss;
+        result.final_loss = mean_loss;
+      }
+      w = Window{};
+      w.sums = torch::zeros({5}, dopt);
+    }
+    if (t.eval_every > 0 && state.step % t.eval_every == 0 && state.step != t.max_steps) evaluate(state.step);
+    if (t.save_every > 0 && state.step % t.save_every == 0 && state.step != t.max_steps && !s_.run_dir.empty()) {
+      flush_tokens();
+      save(state);
+    }
+  }
+  dp.barrier();  // every rank done with collectives before rank 0 saves and the group closes
+  flush_tokens();
+  if (!s_.run_dir.empty()) result.checkpoint = save(state);
+  state.cursor = consumed_;
+  result.state = state;
+  return result;
+}
+
+}  // namespace rpe

@@ -1,0 +1,143 @@
+// The one training engine of rpe-train: pretraining (MLM) and every fine-tuning task (SQuAD,
+// GLUE) run their optimizer steps through Engine. A task supplies batches, a forward pass
+// that returns on-device sums, and (optionally) an evaluation; the engine owns the rest:
+//   lr schedule, bf16 autocast, gradient accumulation, data parallelism (dist::DataParallel),
+//   gradient clipping, the non-finite guard, progress line, metrics.jsonl rows, periodic
+//   evaluation and checkpoints/resume (train/checkpoint.h).
+//
+// One optimizer step (W ranks, A = grad_accum micro-batches per rank):
+//   N      = sum over ranks and micro-batches of task.count(batch)   (on-device all-reduce)
+//   loss_m = task.forward(batch_m).loss * W / N,  backward per micro-batch
+//   grads <- mean over ranks (one DataParallel::average_gradients)
+// so the gradient is that of the item-mean loss over the global batch whatever W and A are.
+//
+// Host synchronisation: the step keeps loss, counts, accuracy and gradient norm on the device
+// and accumulates them over the log window; they reach the host once per log interval. The one
+// exception is the non-finite guard: skipping an update exactly (AdamW/LAMB state untouched)
+// needs the decision on the host before optimizer.step(), so each optimizer step reads ONE
+// 1-element flag (isfinite(loss) && isfinite(grad norm)), never per micro-batch or per tensor.
+// The alternative (always stepping, then undoing on device with torch::where) would need a copy
+// of the parameters and both moment buffers, 3x the parameter memory, at every step.
+#pragma once
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "dist/data_parallel.h"
+#include "train/checkpoint.h"
+#include "train/metrics.h"
+
+namespace rpe {
+
+// One micro-batch: task-defined tensors (host tensors from Task::next_batch; the engine copies
+// them to the device, pinned and non-blocking on CUDA; undefined entries stay undefined).
+struct MicroBatch {
+  std::vector<torch::Tensor> tensors;
+  LoaderCursor cursor;  // the task's data position after this batch (saved in checkpoints)
+};
+
+// On-device scalars of one micro-batch's forward pass.
+struct BatchSums {
+  torch::Tensor loss;     // sum of the per-item losses (the engine divides by N), with grad
+  torch::Tensor correct;  // correct predictions; undefined = the task reports no accuracy
+  torch::Tensor tokens;   // non-pad tokens (throughput)
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  // This rank's next micro-batch (host tensors).
+  virtual MicroBatch next_batch() = 0;
+  // Items in `batch`'s loss (masked tokens, examples), a 0-dim tensor on the batch's device;
+  // must not read anything back from the device.
+  virtual torch::Tensor count(const MicroBatch& batch) = 0;
+  // Forward pass on a device batch (the engine sets autocast and train mode).
+  virtual BatchSums forward(const MicroBatch& batch) = 0;
+  // Continues the data stream after `cursor` (resume).
+  virtual void restore(const LoaderCursor& /*cursor*/) {}
+  // metrics.jsonl name of the training accuracy (correct / count); "" = the task reports none.
+  virtual std::string accuracy_name() const { return ""; }
+  // Periodic held-out evaluation (rank 0, no grad, eval mode): metric name -> value.
+  virtual nlohmann::json evaluate() { return nlohmann::json::object(); }
+};
+
+// Observation points for tests and tools; all optional.
+struct EngineHooks {
+  // Sees (and may replace, e.g. by NaN) each micro-batch's scaled loss before backward; step is 0-based.
+  std::function<void(int64_t step, torch::Tensor& loss)> on_loss;
+  // After each optimizer step (1-based count) with that step's loss over all ranks. Installing
+  // it costs one host read per step (tests only).
+  std::function<void(int64_t step, double loss)> on_step;
+};
+
+struct EngineSetup {
+  TrainOptions train;  // max_steps, warmup, clip_norm, grad_accum, log/eval/save intervals, precision
+  torch::Device device = torch::kCPU;
+  dist::DataParallel* dp = nullptr;  // required
+  MetricsWriter metrics;             // rank 0's metrics.jsonl; disabled elsewhere
+  std::filesystem::path run_dir;     // checkpoints go to run_dir/checkpoints; empty = no checkpoints
+  std::string config_yaml;           // embedded in checkpoints
+  std::string log_tag = "train";
+  double first_loss = std::nan("");  // a resumed run's first logged loss (from its metrics.jsonl)
+  EngineHooks hooks;
+};
+
+// On-device results of one optimizer step (all ranks together), for logging and tests.
+struct StepStats {
+  torch::Tensor loss;       // 0-dim float64: mean loss of the step over all ranks
+  torch::Tensor correct;    // 0-dim float64: correct predictions, all ranks
+  torch::Tensor count;      // 0-dim float64: N, the loss denominator, all ranks
+  torch::Tensor tokens;     // 0-dim float64: non-pad tokens, all ranks
+  torch::Tensor grad_norm;  // 0-dim float32: global gradient L2 norm before clipping
+  torch::Tensor finite;     // 0-dim bool: loss and gradient norm finite
+};
+
+struct EngineResult {
+  TrainState state;
+  double first_loss = std::nan("");  // mean training loss of the first logged window
+  double final_loss = std::nan("");  // mean training loss of the last logged window
+  std::filesystem::path checkpoint;  // the final checkpoint (rank 0, run_dir given)
+};
+
+class Engine {
+ public:
+  Engine(EngineSetup setup, torch::nn::Module& model, torch::optim::Optimizer& optimizer, Task& task);
+  // Trains from `state` (step 0 or a resumed checkpoint's) to train.max_steps; saves the final
+  // checkpoint when run_dir is set. UserError after max_nonfinite_in_a_row skipped steps.
+  EngineResult run(TrainState state);
+  // One optimizer step at 0-based `step`: forward/backward of grad_accum micro-batches, gradient
+  // averaging and clipping; the update itself is left to the caller (see run()). No host sync.
+  StepStats step(int64_t step);
+  // Rank 0: task.evaluate() in eval mode under the run's precision, logged and written as a
+  // {"step", "split": "valid", ...} row; returns the task's fields (empty on other ranks).
+  nlohmann::json evaluate(int64_t step);
+
+ private:
+  MicroBatch take_batch();  // the prefetched device batch; starts the copy of the following one
+  MicroBatch to_device(MicroBatch host) const;
+  std::filesystem::path save(TrainState& state);
+
+  EngineSetup s_;
+  torch::nn::Module& model_;
+  torch::optim::Optimizer& optimizer_;
+  Task& task_;
+  std::vector<torch::Tensor> params_;
+  std::optional<MicroBatch> next_;  // device copy in flight
+  LoaderCursor consumed_;           // cursor of the last batch a step used
+};
+
+// L2 norm of all gradients together (0-dim float32, on their device): per-tensor norms with
+// _foreach_norm, stacked, one more norm; no host read.
+torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& params);
+// Scales the gradients by min(1, max_norm / (norm + 1e-6)) on the device (clip_grad_norm_'s
+// rule, without its host read of the norm).
+void clip_gradients(const std::vector<torch::Tensor>& params, const torch::Tensor& norm, double max_norm);
+// True when every parameter is finite (one host read).
+bool all_finite(const std::vector<torch::Tensor>& params);
+
+}  // namespace rpe

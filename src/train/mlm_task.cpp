@@ -1,0 +1,81 @@
+// The MLM task and loss (see mlm_task.h).
+#include "train/mlm_task.h"
+
+#include <cmath>
+
+namespace rpe {
+
+MlmSelection mlm_selection(const torch::Tensor& labels) {
+  auto flat = labels.reshape({-1});                          // [B*L], host
+  auto index = flat.ne(kIgnoreLabel).nonzero().view({-1});   // [N]
+  return {index, flat.index_select(0, index)};
+}
+
+MlmSums mlm_loss(BertModel& model, const torch::Tensor& ids, const torch::Tensor& padding, const torch::Tensor& index,
+                 const torch::Tensor& targets) {
+  auto hidden = model->encode(ids, padding);                             // [B, L, D]
+  auto h = hidden.reshape({-1, hidden.size(-1)}).index_select(0, index);  // [N, D]
+  auto logits = model->mlm_logits(h).to(torch::kFloat);                  // [N, V]
+  namespace F = torch::nn::functional;
+  MlmSums s;
+  s.loss = F::cross_entropy(logits, targets, F::CrossEntropyFuncOptions().reduction(torch::kSum));
+  s.correct = logits.detach().argmax(-1).eq(targets).sum();
+  return s;
+}
+
+MlmTask::MlmTask(BertModel model, std::shared_ptr<const PackedSequences> train,
+                 std::shared_ptr<const PackedSequences> valid, const Tokenizer& tokenizer, const Config& cfg,
+                 int64_t micro_batch, int64_t rank, int64_t world, const torch::Device& device)
+    : model_(std::move(model)),
+      valid_(std::move(valid)),
+      tokenizer_(tokenizer),
+      cfg_(cfg),
+      micro_batch_(micro_batch),
+      device_(device),
+      loader_(std::move(train), tokenizer, MaskingOptions::from(cfg.data), micro_batch,
+              static_cast<uint64_t>(cfg.train.seed), /*shuffle=*/true, rank, world, cfg.data.prefetch) {}
+
+MicroBatch MlmTask::next_batch() {
+  MlmBatch b = loader_.next();
+  auto sel = mlm_selection(b.labels);
+  MicroBatch out;
+  out.tensors = {b.ids, b.padding, sel.index, sel.targets, torch::full({}, static_cast<double>(b.tokens), torch::kDouble)};
+  out.cursor = loader_.cursor();
+  return out;
+}
+
+torch::Tensor MlmTask::count(const MicroBatch& batch) {
+  // N is a shape, known on the host: a fill on the batch's device, nothing read back
+  return torch::full({}, static_cast<double>(batch.tensors[2].size(0)),
+                     torch::TensorOptions(torch::kDouble).device(batch.tensors[2].device()));
+}
+
+BatchSums MlmTask::forward(const MicroBatch& b) {
+  const auto& t = b.tensors;
+  const MlmSums s = mlm_loss(model_, t[0], t[1], t[2], t[3]);
+  return {s.loss, s.correct, t[4]};
+}
+
+nlohmann::json MlmTask::evaluate() {
+  if (!valid_ || valid_->size() == 0) return {{"loss", std::nan("")}, {"mlm_accuracy", std::nan("")}};
+  MlmLoader loader(valid_, tokenizer_, MaskingOptions::from(cfg_.data), micro_batch_,
+                   static_cast<uint64_t>(cfg_.train.seed) + 1, /*shuffle=*/false);
+  const int64_t batches = std::min(cfg_.train.eval_batches, std::max<int64_t>(1, valid_->size() / micro_batch_));
+  const auto dopt = torch::TensorOptions(torch::kDouble).device(device_);
+  auto sums = torch::zeros({2}, dopt);  // [loss, correct] on the device until the end
+  int64_t total = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    const MlmBatch b = loader.next();
+    const auto sel = mlm_selection(b.labels);
+    const MlmSums s = mlm_loss(model_, b.ids.to(device_), b.padding.to(device_), sel.index.to(device_),
+                               sel.targets.to(device_));
+    sums += torch::stack({s.loss.to(torch::kDouble), s.correct.to(torch::kDouble)});
+    total += sel.index.size(0);
+  }
+  const auto h = sums.cpu();
+  const double loss = h[0].item<double>() / static_cast<double>(std::max<int64_t>(1, total));
+  const double acc = h[1].item<double>() / static_cast<double>(std::max<int64_t>(1, total));
+  return {{"loss", loss}, {"mlm_accuracy", acc}, {"perplexity", std::exp(loss)}};
+}
+
+}  // namespace rpe

@@ -1,0 +1,64 @@
+// Masked language modelling as an engine task (train/engine.h), and the one MLM loss of the
+// project (pretraining, held-out evaluation, `rpe-train inspect`).
+//
+// Selecting the masked positions: the loss needs only the ~15% of positions that carry a label,
+// so the hidden states are gathered there before the vocabulary projection ([N, D] x [D, V]
+// instead of [B*L, D] x [D, V]: at BERT-base the projection over all positions would cost about
+// as much as three more encoder layers). The index of those positions is computed on the HOST,
+// where the loader builds the labels anyway (mlm_selection: a CPU nonzero over B*L labels, a few
+// microseconds), and travels to the device with the batch. So the device never reports a count
+// back (no nonzero() on the device, no host sync), and the selection stays exact, unlike a
+// fixed-capacity gather that must either waste work or drop tokens.
+#pragma once
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "config/config.h"
+#include "data/mlm_dataset.h"
+#include "model/bert.h"
+#include "train/engine.h"
+
+namespace rpe {
+
+// Masked positions of a batch's labels [B, L] (host): flat indices into B*L and their targets.
+struct MlmSelection {
+  torch::Tensor index;    // [N] int64
+  torch::Tensor targets;  // [N] int64 original token ids
+};
+MlmSelection mlm_selection(const torch::Tensor& labels);
+
+struct MlmSums {
+  torch::Tensor loss;     // 0-dim float32: sum of the CE over the N selected positions
+  torch::Tensor correct;  // 0-dim int64: argmax hits among them
+};
+// The MLM loss: encode [B, L] -> gather the selected hidden states [N, D] -> logits [N, V]
+// (fp32) -> summed cross-entropy. All tensors on the model's device.
+MlmSums mlm_loss(BertModel& model, const torch::Tensor& ids, const torch::Tensor& padding,
+                 const torch::Tensor& index, const torch::Tensor& targets);
+
+// Pretraining data as engine micro-batches: tensors = {ids [B, L], padding [B, L], index [N],
+// targets [N], tokens [ ]}. evaluate() is the held-out MLM loss over train.eval_batches batches.
+class MlmTask : public Task {
+ public:
+  MlmTask(BertModel model, std::shared_ptr<const PackedSequences> train, std::shared_ptr<const PackedSequences> valid,
+          const Tokenizer& tokenizer, const Config& cfg, int64_t micro_batch, int64_t rank, int64_t world,
+          const torch::Device& device);
+  MicroBatch next_batch() override;
+  torch::Tensor count(const MicroBatch& batch) override;
+  BatchSums forward(const MicroBatch& batch) override;
+  void restore(const LoaderCursor& cursor) override { loader_.restore(cursor); }
+  std::string accuracy_name() const override { return "mlm_accuracy"; }
+  nlohmann::json evaluate() override;
+
+ private:
+  BertModel model_;
+  std::shared_ptr<const PackedSequences> valid_;
+  const Tokenizer& tokenizer_;
+  const Config& cfg_;
+  int64_t micro_batch_;
+  torch::Device device_;
+  MlmLoader loader_;
+};
+
+}  // namespace rpe
