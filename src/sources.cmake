@@ -65,6 +65,10 @@ set(RPE_CORE_SOURCES
   src/finetune/squad_postprocess.cpp
   src/finetune/glue_data.cpp
   src/finetune/heads.cpp
+  src/finetune/prepare.cpp
+  src/finetune/seed_run.cpp
+  src/finetune/squad_task.cpp
+  src/finetune/glue_task.cpp
   src/finetune/finetune.cpp
 )
 

@@ -4,8 +4,10 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "dist/data_parallel.h"
 #include "finetune/finetune.h"
 #include "util/errors.h"
+#include "util/log.h"
 
 namespace rpe::cli {
 namespace {
@@ -47,6 +49,8 @@ int run(const FinetuneArgs& a, const std::string& kind) {
     req.sets.insert(req.sets.begin(), "finetune.task=" + a.task);
   }
   req.kind = kind;
+  // Under torchrun every rank trains; only rank 0 logs at info level and prints the results.
+  if (const auto env = dist::detect_launch_env(); env.rank != 0) log::set_rank(static_cast<int>(env.rank));
   const auto out = finetune::run_finetune(req);
   std::cout << "run folder: " << out.run_dir.string() << "\n";
   for (const auto& r : out.rows)

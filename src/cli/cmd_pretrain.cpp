@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "dist/data_parallel.h"
+#include "finetune/finetune.h"
 #include "train/trainer.h"
 #include "util/errors.h"
 #include "util/log.h"
@@ -36,7 +37,7 @@ int run_pretrain(const PretrainArgs& a) {
   if (exists && !a.resume && !a.overwrite)
     throw UserError("run folder " + dir.string() + " already exists: pass --resume to continue it or --overwrite to "
                     "replace it");
-  if (exists && a.overwrite) fs::remove_all(dir);
+  if (exists && a.overwrite) finetune::remove_tree(dir);  // not fs::remove_all: it crashes with LibTorch here
   fs::create_directories(dir);
   log::add_file_sink(dir / "train.log");
   const PretrainResult r = pretrain(cfg, dir, a.resume && exists);

@@ -1,0 +1,118 @@
+// Fine-tuning inputs (see prepare.h).
+#include "finetune/prepare.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "interop/method_swap.h"
+#include "util/errors.h"
+#include "util/log.h"
+
+namespace rpe::finetune {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+template <class T> void take_first(std::vector<T>& v, int64_t n) {
+  if (n > 0 && static_cast<int64_t>(v.size()) > n) v.resize(n);
+}
+
+void read_squad_inputs(Prepared& p) {
+  const auto& f = p.rc.cfg.finetune;
+  const auto t0 = Clock::now();
+  require(!f.train_file.empty(), "finetune.train_file: missing (the SQuAD train JSON)");
+  require(!f.dev_file.empty(), "finetune.dev_file: missing (the SQuAD dev JSON)");
+  p.train_ex = read_squad(f.train_file);
+  p.dev_ex = read_squad(f.dev_file);
+  take_first(p.train_ex, f.max_train_examples);
+  take_first(p.dev_ex, f.max_eval_examples);
+  const SquadFeatureOptions fo{f.max_seq_len, f.doc_stride, f.max_query_len};
+  p.train_f = make_squad_features(p.train_ex, *p.tok, fo, p.train_off);
+  p.dev_f = make_squad_features(p.dev_ex, *p.tok, fo, p.dev_off);
+  log::info("data", "SQuAD {}: {} train questions -> {} windows, {} dev questions -> {} windows | {:.1f}s",
+            f.squad_v2 ? "2.0" : "1.1", p.train_ex.size(), p.train_f.size(), p.dev_ex.size(), p.dev_f.size(),
+            std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+void read_glue_inputs(Prepared& p) {
+  const auto& f = p.rc.cfg.finetune;
+  const auto t0 = Clock::now();
+  p.glue = &glue_task(f.task);
+  require(!f.data_dir.empty() || !f.glue_dir.empty(),
+          "finetune.data_dir: missing (or set finetune.glue_dir to the GLUE root)");
+  const fs::path dir = f.data_dir.empty() ? fs::path(f.glue_dir) / p.glue->folder : fs::path(f.data_dir);
+  const fs::path train_file = f.train_file.empty() ? dir / "train.tsv" : fs::path(f.train_file);
+  auto train = read_glue_tsv(train_file, *p.glue);
+  take_first(train, f.max_train_examples);
+  for (const auto& ex : train) {
+    p.train_ids.push_back(encode_pair(*p.tok, ex.a, ex.b, f.max_seq_len));
+    p.train_labels.push_back(ex.label);
+  }
+  for (const auto& split : p.glue->dev_splits) {
+    const fs::path file = (!f.dev_file.empty() && p.glue->dev_splits.size() == 1) ? fs::path(f.dev_file)
+                                                                                   : dir / (split + ".tsv");
+    auto dev = read_glue_tsv(file, *p.glue);
+    take_first(dev, f.max_eval_examples);
+    Prepared::Split s{split, {}, {}};
+    for (const auto& ex : dev) {
+      s.ids.push_back(encode_pair(*p.tok, ex.a, ex.b, f.max_seq_len));
+      s.labels.push_back(ex.label);
+    }
+    p.dev.push_back(std::move(s));
+  }
+  log::info("data", "GLUE {}: {} train, {} | {:.1f}s", f.task, p.train_ids.size(),
+            p.dev.size() == 2 ? std::to_string(p.dev[0].ids.size()) + "/" + std::to_string(p.dev[1].ids.size()) + " dev"
+                              : std::to_string(p.dev[0].ids.size()) + " dev",
+            std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+}  // namespace
+
+Batch batch_of(const Prepared& p, const std::vector<const std::vector<int64_t>*>& seqs, const torch::Device& device) {
+  const auto& special = p.tok->special();
+  return make_batch(seqs, special.pad, device, p.rc.cfg.finetune.token_types ? special.sep : -1);
+}
+
+Prepared prepare(const FinetuneRequest& req) {
+  Prepared p;
+  p.rc = resolve_finetune_config(req);
+  auto& cfg = p.rc.cfg;
+  const auto& f = cfg.finetune;
+  p.tok = make_tokenizer(cfg.data, fs::path(cfg.run.root) / cfg.run.name / "tokenizer.model");
+  if (cfg.model.vocab_size == 0) cfg.model.vocab_size = p.tok->vocab_size();
+  p.squad = f.task == "squad";
+  require(!f.token_types || cfg.model.type_vocab_size >= 2,
+          "finetune.token_types: pairs need model.type_vocab_size >= 2 (got " +
+              std::to_string(cfg.model.type_vocab_size) + "); set finetune.token_types: false");
+  if (req.kind == "glue" && p.squad)
+    throw UserError(req.config_file.string() + ": finetune.task is squad; pass --task NAME for a GLUE task");
+  if (p.squad) read_squad_inputs(p);
+  else read_glue_inputs(p);
+  return p;
+}
+
+int64_t longest_input(const Prepared& p) {
+  int64_t longest = 0;
+  for (const auto& x : p.train_f) longest = std::max<int64_t>(longest, x.ids.size());
+  for (const auto& x : p.dev_f) longest = std::max<int64_t>(longest, x.ids.size());
+  for (const auto& x : p.train_ids) longest = std::max<int64_t>(longest, x.size());
+  for (const auto& s : p.dev)
+    for (const auto& x : s.ids) longest = std::max<int64_t>(longest, x.size());
+  return longest;
+}
+
+void load_encoder(BertModel& bert, const Prepared& p, int64_t longest) {
+  // Through the method-swap loader: identical to a plain load when the methods agree, and
+  // the paper's section 4.4 recipe (new position parameters start neutral) when the
+  // fine-tuning config names another method than the pretrained run.
+  if (!p.rc.checkpoint.empty()) {
+    const SwapReport r = load_pretrained_encoder(*bert, p.rc.checkpoint, swap_options_from(p.rc.cfg.init));
+    if (!r.added.empty() || !r.dropped.empty())
+      log::info("finetune", "method swap: {} tensors loaded, {} added, {} dropped (probe max logit change {:.2e})",
+                r.loaded.size(), r.added.size(), r.dropped.size(), r.probe_max_diff);
+  }
+  bert->position->input_embeddings(longest);  // a learned absolute table refuses lengths beyond max_position
+}
+
+}  // namespace rpe::finetune

@@ -1,0 +1,55 @@
+// Fine-tuning inputs, read and checked before any output is written: the resolved config,
+// the tokenizer, and the task's training and dev data as token ids; plus what the task
+// modules share (padded batches, loading the pretrained encoder, result rows).
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "eval/results.h"
+#include "finetune/finetune.h"
+#include "finetune/glue_data.h"
+#include "finetune/heads.h"
+#include "finetune/squad_data.h"
+
+namespace rpe::finetune {
+
+struct Prepared {
+  ResolvedConfig rc;
+  std::unique_ptr<Tokenizer> tok;
+  bool squad = false;
+  // SQuAD
+  std::vector<SquadExample> train_ex, dev_ex;
+  std::vector<SquadFeature> train_f, dev_f;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> train_off, dev_off;
+  // GLUE
+  const GlueTask* glue = nullptr;
+  std::vector<std::vector<int64_t>> train_ids;
+  std::vector<double> train_labels;
+  struct Split {
+    std::string name;
+    std::vector<std::vector<int64_t>> ids;
+    std::vector<double> labels;
+  };
+  std::vector<Split> dev;
+};
+
+// Reads the request's config, tokenizer and data (SQuAD features or GLUE pairs).
+Prepared prepare(const FinetuneRequest& req);
+
+// A padded batch with the tokenizer's [PAD] and, unless finetune.token_types is off, token
+// types 1 after the first [SEP].
+Batch batch_of(const Prepared& p, const std::vector<const std::vector<int64_t>*>& seqs, const torch::Device& device);
+
+// The longest input (training and dev) in tokens.
+int64_t longest_input(const Prepared& p);
+
+// Loads the pretrained weights into `bert` (through the method-swap loader) and checks that
+// inputs of `longest` tokens fit the position method.
+void load_encoder(BertModel& bert, const Prepared& p, int64_t longest);
+
+// A result row with everything but task, split, metric, value and examples (finetune.cpp).
+eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::string& run_id, int64_t seed);
+
+}  // namespace rpe::finetune

@@ -1,0 +1,89 @@
+// One fine-tuning seed through the engine (see seed_run.h).
+#include "finetune/seed_run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "train/optim.h"
+#include "util/errors.h"
+#include "util/log.h"
+
+namespace rpe::finetune {
+
+ItemTask::ItemTask(int64_t n_items, const TrainOptions& t, const SeedContext& ctx)
+    : n_(n_items),
+      accum_(t.grad_accum),
+      rank_(ctx.dp->rank()),
+      world_(ctx.dp->world()),
+      rng_(static_cast<uint64_t>(ctx.seed)) {
+  require(n_ > 0, "fine-tuning: no training examples");
+  require(t.grad_accum >= 1, "train.grad_accum must be at least 1");
+  micro_ = t.batch_size / (t.grad_accum * world_);
+  require(micro_ >= 1, "train.batch_size (" + std::to_string(t.batch_size) + ") is smaller than grad_accum x world size (" +
+                           std::to_string(t.grad_accum) + " x " + std::to_string(world_) + ")");
+}
+
+int64_t ItemTask::next_item() {
+  if (cursor_ >= order_.size()) {  // new epoch: reshuffle
+    order_.resize(static_cast<size_t>(n_));
+    std::iota(order_.begin(), order_.end(), 0);
+    std::shuffle(order_.begin(), order_.end(), rng_);
+    cursor_ = 0;
+    ++epoch_;
+  }
+  return order_[cursor_++];
+}
+
+MicroBatch ItemTask::next_batch() {
+  if (micro_index_ == 0) {  // a new optimizer step: draw every rank's items, keep this rank's share
+    share_.clear();
+    const int64_t per_rank = micro_ * accum_;
+    for (int64_t r = 0; r < world_; ++r)
+      for (int64_t i = 0; i < per_rank; ++i) {
+        const int64_t item = next_item();
+        if (r == rank_) share_.push_back(item);
+      }
+  }
+  const auto begin = share_.begin() + micro_index_ * micro_;
+  const std::vector<int64_t> items(begin, begin + micro_);
+  micro_index_ = (micro_index_ + 1) % accum_;
+  MicroBatch b = make_batch(items);
+  b.cursor = {epoch_, static_cast<int64_t>(cursor_)};
+  return b;
+}
+
+torch::Tensor ItemTask::count(const MicroBatch& batch) {
+  const auto& rows = batch.tensors.at(0);
+  return torch::full({}, static_cast<double>(rows.size(0)), torch::TensorOptions(torch::kDouble).device(rows.device()));
+}
+
+TrainOptions finetune_schedule(const Config& cfg, int64_t n_items) {
+  TrainOptions t = cfg.train;
+  const int64_t per_epoch = (n_items + t.batch_size - 1) / t.batch_size;
+  t.max_steps = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(cfg.finetune.epochs * static_cast<double>(per_epoch))));
+  t.warmup_steps = static_cast<int64_t>(std::llround(cfg.finetune.warmup_fraction * static_cast<double>(t.max_steps)));
+  t.eval_every = 0;  // the task evaluates after training (finetune.cpp)
+  t.save_every = 0;  // fine-tuning keeps no checkpoints
+  return t;
+}
+
+double train_seed(torch::nn::Module& model, ItemTask& task, const TrainOptions& t, const SeedContext& ctx) {
+  auto optimizer = make_adamw(model, t);
+  ctx.dp->broadcast_parameters(model);  // every rank starts from rank 0's head initialisation
+  log::info("finetune", "seed {}: {} steps, batch {} ({} x {} micro-batches x {} ranks), lr {}, warmup {}, {}", ctx.seed,
+            t.max_steps, t.batch_size, t.batch_size / (t.grad_accum * ctx.dp->world()), t.grad_accum, ctx.dp->world(),
+            t.lr, t.warmup_steps, t.precision);
+  EngineSetup setup;
+  setup.train = t;
+  setup.device = ctx.device;
+  setup.dp = ctx.dp;
+  setup.log_tag = "finetune";
+  if (ctx.chief()) setup.metrics = MetricsWriter(ctx.dir / "metrics.jsonl");
+  Engine engine(std::move(setup), model, *optimizer, task);
+  const EngineResult r = engine.run(TrainState{});
+  model.eval();
+  return r.final_loss;
+}
+
+}  // namespace rpe::finetune

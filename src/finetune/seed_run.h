@@ -1,0 +1,59 @@
+// What the fine-tuning tasks share: one seed's training through the engine (train/engine.h)
+// and the order in which training items are drawn.
+//
+// Items: each epoch is a permutation of the n items drawn from one std::mt19937_64(seed)
+// (the same on every rank); an optimizer step takes the next micro * grad_accum * W items of
+// that stream, rank r takes its contiguous share [r*micro*grad_accum, (r+1)*micro*grad_accum)
+// and cuts it into grad_accum micro-batches of `micro` items. With W = 1 this is the stream
+// itself, micro-batch after micro-batch.
+#pragma once
+#include <filesystem>
+#include <random>
+#include <vector>
+
+#include "dist/data_parallel.h"
+#include "finetune/prepare.h"
+#include "train/engine.h"
+
+namespace rpe::finetune {
+
+// Where a seed runs: this process's device and data-parallel group.
+struct SeedContext {
+  torch::Device device = torch::kCPU;
+  dist::DataParallel* dp = nullptr;
+  std::filesystem::path dir;  // seed<N>/ (rank 0 writes there)
+  std::string run_id;
+  int64_t seed = 0;
+  bool chief() const { return dp->rank() == 0; }
+};
+
+// Base of the SQuAD and GLUE tasks: draws items as above and asks the task for their batch.
+class ItemTask : public Task {
+ public:
+  ItemTask(int64_t n_items, const TrainOptions& t, const SeedContext& ctx);
+  MicroBatch next_batch() final;
+  torch::Tensor count(const MicroBatch& batch) final;  // examples: rows of tensors[0]
+
+ protected:
+  // Host tensors of the items' micro-batch; tensors[0] must have one row per item.
+  virtual MicroBatch make_batch(const std::vector<int64_t>& items) = 0;
+
+ private:
+  int64_t next_item();
+  int64_t n_, micro_, accum_, rank_, world_;
+  std::mt19937_64 rng_;
+  std::vector<int64_t> order_, share_;
+  size_t cursor_ = 0;
+  int64_t micro_index_ = 0;
+  int64_t epoch_ = -1;
+};
+
+// Fine-tuning steps per seed: ceil(epochs * ceil(n / batch_size)), warmup a fraction of them.
+TrainOptions finetune_schedule(const Config& cfg, int64_t n_items);
+
+// Trains `model` on `task` for the fine-tuning schedule with AdamW (train/optim.h) through the
+// engine: bf16 autocast per train.precision, the non-finite guard, the progress line, rank 0's
+// seed<N>/metrics.jsonl. Returns the mean loss of the last logged window.
+double train_seed(torch::nn::Module& model, ItemTask& task, const TrainOptions& t, const SeedContext& ctx);
+
+}  // namespace rpe::finetune
