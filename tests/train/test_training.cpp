@@ -1,1 +1,242 @@
+// The training engine (train/engine.h) on a toy least-squares task, against closed-form
+// references: the step's on-device statistics, gradient accumulation, the non-finite guard, the
+// log rows; and two pretraining properties: a resumed run's summary.json equals an
+// uninterrupted one's, and non-finite weights are never saved (issue 17, train.lr = inf).
 #include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tiny_run.h"
+#include "train/checkpoint.h"
+#include "train/engine.h"
+#include "train/metrics.h"
+#include "train/optim.h"
+#include "train/trainer.h"
+#include "util/errors.h"
+
+namespace rpe {
+namespace {
+namespace fs = std::filesystem;
+
+// y = x w* + noise over 16 fixed items; a micro-batch is the next `micro` items (cycling);
+// loss = sum over the batch of (f(x) - y)^2, count = rows, tokens = 3 per row.
+struct Toy {
+  torch::Tensor x, y;
+  Toy() {
+    torch::manual_seed(3);
+    x = torch::randn({16, 4});
+    y = x.matmul(torch::tensor({1.0, -2.0, 0.5, 3.0}, torch::kFloat)) + 0.1 * torch::randn({16});
+  }
+};
+
+class ToyTask : public Task {
+ public:
+  ToyTask(const Toy& d, torch::nn::Linear model, int64_t micro) : d_(d), model_(std::move(model)), micro_(micro) {}
+  MicroBatch next_batch() override {
+    auto idx = (torch::arange(micro_) + next_) % d_.x.size(0);
+    next_ = (next_ + micro_) % d_.x.size(0);
+    return {{d_.x.index_select(0, idx), d_.y.index_select(0, idx)}, {0, next_}};
+  }
+  torch::Tensor count(const MicroBatch& b) override { return torch::full({}, static_cast<double>(b.tensors[0].size(0))); }
+  BatchSums forward(const MicroBatch& b) override {
+    auto err = model_->forward(b.tensors[0]).squeeze(-1) - b.tensors[1];  // [B]
+    return {err.pow(2).sum(), {}, torch::full({}, 3.0 * static_cast<double>(b.tensors[0].size(0)))};
+  }
+
+ private:
+  const Toy& d_;
+  torch::nn::Linear model_;
+  int64_t micro_;
+  int64_t next_ = 0;
+};
+
+TrainOptions toy_options(int64_t steps, int64_t accum) {
+  TrainOptions t;
+  t.batch_size = 16;
+  t.grad_accum = accum;
+  t.max_steps = steps;
+  t.lr = 0.05;
+  t.warmup_steps = 0;
+  t.log_every = 2;
+  t.clip_norm = 0;
+  t.max_nonfinite_in_a_row = 3;
+  t.weight_decay = 0;
+  return t;
+}
+
+struct ToyRun {
+  Toy data;
+  torch::nn::Linear model{nullptr};
+  dist::DataParallel dp;
+  std::unique_ptr<torch::optim::Optimizer> opt;
+  std::unique_ptr<ToyTask> task;
+  std::unique_ptr<Engine> engine;
+  explicit ToyRun(const TrainOptions& t, EngineHooks hooks = {}, const fs::path& metrics = {}) {
+    torch::manual_seed(5);
+    model = torch::nn::Linear(4, 1);
+    opt = make_adamw(*model, t);
+    task = std::make_unique<ToyTask>(data, model, t.batch_size / t.grad_accum);
+    EngineSetup s;
+    s.train = t;
+    s.dp = &dp;
+    s.hooks = std::move(hooks);
+    if (!metrics.empty()) s.metrics = MetricsWriter(metrics);
+    engine = std::make_unique<Engine>(std::move(s), *model, *opt, *task);
+  }
+};
+
+TEST(Engine, StepReturnsOnDeviceStatsEqualToClosedForm) {
+  ToyRun r(toy_options(1, 1));
+  const auto w = r.model->weight.detach().to(torch::kDouble).clone();  // [1, 4]
+  const auto b = r.model->bias.detach().to(torch::kDouble).clone();    // [1]
+  const auto x = r.data.x.to(torch::kDouble), y = r.data.y.to(torch::kDouble);
+  const auto err = x.matmul(w.t()).squeeze(-1) + b - y;                 // [16]
+  const double loss_ref = err.pow(2).mean().item<double>();
+  // d/dw mean(err^2) = 2/N err^T x ; d/db = 2/N sum(err)
+  const auto gw = 2.0 / 16 * err.matmul(x), gb = 2.0 / 16 * err.sum();
+  const double gnorm_ref = std::sqrt(gw.pow(2).sum().item<double>() + gb.pow(2).item<double>());
+
+  const StepStats st = r.engine->step(0);
+  for (const auto* t : {&st.loss, &st.correct, &st.count, &st.tokens, &st.grad_norm, &st.finite}) {
+    ASSERT_TRUE(t->defined());
+    EXPECT_EQ(t->dim(), 0);
+    EXPECT_EQ(t->device(), torch::Device(torch::kCPU));  // the engine's device: tensors, not host numbers
+  }
+  EXPECT_NEAR(st.loss.item<double>(), loss_ref, 1e-6 * loss_ref);
+  EXPECT_NEAR(st.grad_norm.item<double>(), gnorm_ref, 1e-5 * gnorm_ref);
+  EXPECT_EQ(st.count.item<double>(), 16.0);
+  EXPECT_EQ(st.tokens.item<double>(), 48.0);
+  EXPECT_TRUE(st.finite.item<bool>());
+  EXPECT_TRUE(torch::equal(r.model->weight.detach().to(torch::kDouble), w));  // step() leaves the update to run()
+}
+
+TEST(Engine, AccumulationOfHalfBatchesEqualsTheFullBatch) {
+  ToyRun one(toy_options(4, 1)), two(toy_options(4, 2));
+  one.engine->run(TrainState{});
+  two.engine->run(TrainState{});
+  EXPECT_LE((one.model->weight - two.model->weight).abs().max().item<double>(), 1e-6);
+  EXPECT_LE((one.model->bias - two.model->bias).abs().max().item<double>(), 1e-6);
+  EXPECT_FALSE(torch::equal(one.model->weight, ToyRun(toy_options(4, 1)).model->weight));  // it did train
+}
+
+TEST(Engine, NonFiniteLossSkipsTheUpdateAndLeavesWeightsUnchanged) {
+  std::vector<torch::Tensor> after;  // weights after each optimizer step
+  torch::nn::Linear* m = nullptr;
+  EngineHooks hooks;
+  hooks.on_loss = [](int64_t step, torch::Tensor& loss) {
+    if (step == 1) loss = loss * std::numeric_limits<double>::quiet_NaN();
+  };
+  hooks.on_step = [&](int64_t, double) { after.push_back((*m)->weight.detach().clone()); };
+  ToyRun r(toy_options(3, 2), hooks);
+  m = &r.model;
+  const EngineResult e = r.engine->run(TrainState{});
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_TRUE(torch::equal(after[0], after[1]));  // step 2 skipped
+  EXPECT_FALSE(torch::equal(after[1], after[2]));
+  EXPECT_EQ(e.state.nonfinite_total, 1);
+  EXPECT_EQ(e.state.nonfinite_in_a_row, 0);
+  EXPECT_TRUE(torch::isfinite(r.model->weight).all().item<bool>());
+}
+
+TEST(Engine, TooManyNonFiniteStepsInARowStop) {
+  EngineHooks hooks;
+  hooks.on_loss = [](int64_t step, torch::Tensor& loss) {
+    if (step >= 1) loss = loss * std::numeric_limits<double>::infinity();
+  };
+  ToyRun r(toy_options(10, 1), hooks);
+  try {
+    r.engine->run(TrainState{});
+    FAIL() << "expected a stop";
+  } catch (const UserError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("training stopped at step 4: 3 non-finite"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("last good weights"), std::string::npos) << msg;
+  }
+}
+
+TEST(Engine, LogRowsEqualTheStepsTheyAverage) {
+  const fs::path file = test::fresh_dir("engine_log") / "metrics.jsonl";
+  std::vector<double> losses;
+  EngineHooks hooks;
+  hooks.on_step = [&](int64_t, double loss) { losses.push_back(loss); };
+  ToyRun r(toy_options(4, 2), hooks, file);
+  r.engine->run(TrainState{});
+  std::ifstream in(file);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_EQ(losses.size(), 4u);
+  EXPECT_EQ(rows[0]["step"], 2);
+  EXPECT_NEAR(rows[0]["loss"].get<double>(), (losses[0] + losses[1]) / 2, 1e-12);
+  EXPECT_NEAR(rows[1]["loss"].get<double>(), (losses[2] + losses[3]) / 2, 1e-12);
+  EXPECT_EQ(rows[1]["tokens_seen"], 4 * 48);
+  EXPECT_FALSE(rows[0].contains("mlm_accuracy"));  // the toy task reports no accuracy
+  EXPECT_DOUBLE_EQ(first_logged_loss(file), rows[0]["loss"].get<double>());
+}
+
+TEST(Engine, GradNormAndClippingMatchTheDoubleReference) {
+  torch::manual_seed(11);
+  std::vector<torch::Tensor> params;
+  double sq = 0;
+  for (int64_t n : {3, 17, 64}) {
+    auto p = torch::randn({n}).requires_grad_();
+    p.mutable_grad() = torch::randn({n});
+    sq += p.grad().to(torch::kDouble).pow(2).sum().item<double>();
+    params.push_back(p);
+  }
+  const auto norm = global_grad_norm(params);
+  EXPECT_NEAR(norm.item<double>(), std::sqrt(sq), 1e-5 * std::sqrt(sq));
+  clip_gradients(params, norm, std::sqrt(sq) / 4);
+  EXPECT_NEAR(global_grad_norm(params).item<double>(), std::sqrt(sq) / 4, 1e-4 * std::sqrt(sq));
+  const auto before = params[0].grad().clone();
+  clip_gradients(params, global_grad_norm(params), 1e9);  // below the limit: unchanged
+  EXPECT_TRUE(torch::equal(before, params[0].grad()));
+}
+
+// summary.json of a run resumed after a crash equals the uninterrupted run's, timings aside.
+TEST(PretrainSummary, ResumedRunReportsTheSameSummary) {
+  const Config cfg = test::tiny_config({"train.max_steps=8", "train.save_every=4"});
+  struct Crash : std::runtime_error {
+    Crash() : std::runtime_error("crash") {}
+  };
+  const fs::path a = test::fresh_dir("summary_a"), b = test::fresh_dir("summary_b");
+  pretrain(cfg, a, false);
+  PretrainHooks crash;
+  crash.on_step = [](int64_t step, double) {
+    if (step == 7) throw Crash();
+  };
+  EXPECT_THROW(pretrain(cfg, b, false, crash), Crash);
+  pretrain(cfg, b, true);
+  auto read = [](const fs::path& f) {
+    std::ifstream in(f);
+    auto j = nlohmann::json::parse(in);
+    for (const char* k : {"wall_s", "peak_rss_bytes", "peak_device_bytes"}) j.erase(k);
+    return j;
+  };
+  EXPECT_EQ(read(a / "summary.json"), read(b / "summary.json"));
+}
+
+// Issue 17: with train.lr = inf the first update makes the weights non-finite; the run must
+// stop without saving them or calling anything "last good weights".
+TEST(PretrainSummary, NonFiniteWeightsAreNeverSaved) {
+  Config cfg = test::tiny_config({"train.max_steps=20", "train.max_nonfinite_in_a_row=2"});
+  cfg.train.lr = std::numeric_limits<double>::infinity();  // set past the config's validation
+  const fs::path run = test::fresh_dir("lr_inf");
+  try {
+    pretrain(cfg, run, false);
+    FAIL() << "expected the run to stop";
+  } catch (const UserError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("weights became non-finite"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("not saved"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("last good weights"), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(latest_checkpoint(run).has_value());
+}
+
+}  // namespace
+}  // namespace rpe
