@@ -317,9 +317,9 @@ void DataParallel::barrier() {
 
 void DataParallel::all_reduce_sum(torch::Tensor& t) {
   if (!impl_) return;
-  auto flat = t.contiguous();
+  auto flat = t.contiguous().view({-1});  // 1-D ([1] for a scalar), as every backend takes it
   impl_->all_reduce_sum(flat);
-  if (!flat.is_same(t)) t.copy_(flat);
+  if (flat.data_ptr() != t.data_ptr()) t.copy_(flat.view_as(t));
 }
 
 }  // namespace rpe::dist

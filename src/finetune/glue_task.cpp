@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 GlueTrainTask::GlueTrainTask(const Prepared& p, ClassifierModel model, const TrainOptions& t, const SeedContext& ctx)
-    : ItemTask(static_cast<int64_t>(p.train_ids.size()), t, ctx),
+    : ItemTask(static_cast<int64_t>(p.train_ids.size()), t, ctx.seed, ctx.dp->rank(), ctx.dp->world()),
       p_(p),
       model_(std::move(model)),
       regression_(p.glue->labels.empty()) {}

@@ -11,12 +11,8 @@
 
 namespace rpe::finetune {
 
-ItemTask::ItemTask(int64_t n_items, const TrainOptions& t, const SeedContext& ctx)
-    : n_(n_items),
-      accum_(t.grad_accum),
-      rank_(ctx.dp->rank()),
-      world_(ctx.dp->world()),
-      rng_(static_cast<uint64_t>(ctx.seed)) {
+ItemTask::ItemTask(int64_t n_items, const TrainOptions& t, int64_t seed, int64_t rank, int64_t world)
+    : n_(n_items), accum_(t.grad_accum), rank_(rank), world_(world), rng_(static_cast<uint64_t>(seed)) {
   require(n_ > 0, "fine-tuning: no training examples");
   require(t.grad_accum >= 1, "train.grad_accum must be at least 1");
   micro_ = t.batch_size / (t.grad_accum * world_);

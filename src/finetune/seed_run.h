@@ -30,7 +30,8 @@ struct SeedContext {
 // Base of the SQuAD and GLUE tasks: draws items as above and asks the task for their batch.
 class ItemTask : public Task {
  public:
-  ItemTask(int64_t n_items, const TrainOptions& t, const SeedContext& ctx);
+  // This process is `rank` of `world`; the order's generator is seeded with `seed`.
+  ItemTask(int64_t n_items, const TrainOptions& t, int64_t seed, int64_t rank, int64_t world);
   MicroBatch next_batch() final;
   torch::Tensor count(const MicroBatch& batch) final;  // examples: rows of tensors[0]
 

@@ -16,7 +16,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 SquadTask::SquadTask(const Prepared& p, QaModel model, const TrainOptions& t, const SeedContext& ctx)
-    : ItemTask(static_cast<int64_t>(p.train_f.size()), t, ctx), p_(p), model_(std::move(model)) {}
+    : ItemTask(static_cast<int64_t>(p.train_f.size()), t, ctx.seed, ctx.dp->rank(), ctx.dp->world()),
+      p_(p),
+      model_(std::move(model)) {}
 
 MicroBatch SquadTask::make_batch(const std::vector<int64_t>& items) {
   std::vector<const std::vector<int64_t>*> seqs;

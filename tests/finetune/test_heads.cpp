@@ -2,11 +2,13 @@
 // pretraining (relative works, absolute refuses), and resolving a config on a checkpoint.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include "finetune/finetune.h"
 #include "finetune/heads.h"
+#include "finetune/seed_run.h"
 #include "train/checkpoint.h"
 #include "util/errors.h"
 
@@ -121,4 +123,53 @@ TEST(FinetuneConfig, ResolvesOnTopOfCheckpointAndPinsK) {
     EXPECT_NE(std::string(e.what()).find("has shape"), std::string::npos) << e.what();
   }
   remove_tree(dir);
+}
+
+namespace {
+// An ItemTask whose micro-batches are the item indices themselves ([B] int64).
+class IndexTask : public ItemTask {
+ public:
+  using ItemTask::ItemTask;
+  BatchSums forward(const MicroBatch&) override { return {}; }
+
+ protected:
+  MicroBatch make_batch(const std::vector<int64_t>& items) override { return {{torch::tensor(items)}, {}}; }
+};
+std::vector<int64_t> items_of(const MicroBatch& b) {
+  auto t = b.tensors[0].contiguous();
+  return {t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel()};
+}
+}  // namespace
+
+// Fine-tuning data order under data parallelism: per optimizer step, the W ranks' micro-batches
+// together are exactly the items one process takes (seeded order, every epoch a permutation).
+TEST(FinetuneItems, RanksShareEachStepOfTheSingleProcessStream) {
+  TrainOptions one;
+  one.batch_size = 8;
+  one.grad_accum = 2;
+  IndexTask single(10, one, /*seed=*/4, /*rank=*/0, /*world=*/1);
+  IndexTask r0(10, one, 4, 0, 2), r1(10, one, 4, 1, 2);
+  std::vector<int64_t> seen;
+  for (int step = 0; step < 5; ++step) {  // 40 items: four epochs of 10
+    std::vector<int64_t> expect, got;
+    for (int m = 0; m < 2; ++m) {
+      auto s = items_of(single.next_batch());
+      EXPECT_EQ(s.size(), 4u);
+      expect.insert(expect.end(), s.begin(), s.end());
+    }
+    for (auto* r : {&r0, &r1})
+      for (int m = 0; m < 2; ++m) {
+        auto s = items_of(r->next_batch());
+        EXPECT_EQ(s.size(), 2u);  // 8 / (2 micro-batches x 2 ranks)
+        got.insert(got.end(), s.begin(), s.end());
+      }
+    EXPECT_EQ(got, expect) << "step " << step;
+    seen.insert(seen.end(), expect.begin(), expect.end());
+  }
+  for (int epoch = 0; epoch < 4; ++epoch) {
+    std::vector<int64_t> e(seen.begin() + epoch * 10, seen.begin() + (epoch + 1) * 10);
+    std::sort(e.begin(), e.end());
+    for (int64_t i = 0; i < 10; ++i) EXPECT_EQ(e[i], i) << "epoch " << epoch;
+  }
+  EXPECT_EQ(single.count(MicroBatch{{torch::zeros({3, 5})}, {}}).item<double>(), 3.0);
 }
