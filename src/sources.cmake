@@ -10,6 +10,7 @@ set(RPE_CORE_SOURCES
   # config: the only place that knows YAML
   src/config/config.cpp
   src/config/yaml_tree.cpp
+  src/config/model_size.cpp
   # data: corpus -> tokenizer -> packed sequences -> masked batches
   src/data/corpus.cpp
   src/data/sp_tokenizer.cpp

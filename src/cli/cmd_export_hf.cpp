@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "interop/hf_bert.h"
 
 namespace rpe::cli {
@@ -19,6 +20,7 @@ void add_export_hf(CLI::App& app, Runner& run) {
   cmd->add_option("--vocab", *vocab, "vocab.txt to write (default: the checkpoint's wordpiece vocabulary)");
   cmd->callback([&run, checkpoint, out, vocab] {
     run = [checkpoint, out, vocab] {
+      check_output_folder("--out", *out);
       export_hf_bert(*checkpoint, *out, *vocab);
       std::cout << "wrote " << *out << "/{config.json, model.safetensors, vocab.txt}\n";
       return 0;

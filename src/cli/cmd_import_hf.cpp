@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "interop/hf_bert.h"
 
 namespace rpe::cli {
@@ -16,6 +17,7 @@ void add_import_hf(CLI::App& app, Runner& run) {
   cmd->add_option("--out", *out, "Checkpoint file to write (vocab.txt goes next to it)")->required();
   cmd->callback([&run, dir, out] {
     run = [dir, out] {
+      check_output_file("--out", *out);  // the checkpoint, with vocab.txt beside it
       const ImportSummary s = import_hf_bert(*dir, *out);
       std::cout << "wrote " << *out << " (method " << s.model.attention.method << ")\n";
       return 0;

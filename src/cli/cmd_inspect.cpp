@@ -1,8 +1,8 @@
 // rpe-train inspect: looks inside a pretrained run or checkpoint for the paper's figures.
 //   --position-weights OUT  Figure 4: one layer/head's learned relative table at distances
-//                           j - i = -D..D (D = --max-distance, default 50). Row s of a table
-//                           [H|1, 2k+1, d] holds distance s - k; distances beyond k read the
-//                           edge row, as the model does (clip(j - i, k)). Output [2D+1, d].
+//                           j - i = -D..D (D = --max-distance, default 50), read per method
+//                           (cli/inspect_weights.h); distances beyond k read the edge row, as
+//                           the model does. Output [2D+1, d] ([2D+1, 1] for m1/m2's scalars).
 //   --attention OUT         Figure 5: softmax attention probabilities of one layer (default
 //                           the first) averaged over heads, for the first --tokens (50) pieces
 //                           of "[CLS] text [SEP]": mean_h P[0, h] -> [T, T].
@@ -18,6 +18,8 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/inspect_weights.h"
+#include "cli/output_paths.h"
 #include "config/config.h"
 #include "data/corpus.h"
 #include "data/masking.h"
@@ -106,25 +108,6 @@ void write_output(const std::string& out, const torch::Tensor& m, json meta, con
   std::cout << "wrote " << out << " [" << m.size(0) << ", " << m.size(1) << "]\n";
 }
 
-// Figure 4: [2D+1, width] rows of one head's table for distances -D..D.
-torch::Tensor weights_by_distance(const torch::Tensor& table, const InspectArgs& a, const std::string& method) {
-  if (!table.defined())
-    throw UserError("--position-weights: method " + method + " has no learned per-distance table (nothing to plot)");
-  torch::Tensor rows;  // [2k+1, width]
-  if (table.dim() == 3) {  // [H|1, 2k+1, d]; one row-block when shared across heads
-    const int64_t h = table.size(0) == 1 ? 0 : a.head;
-    if (h < 0 || h >= table.size(0))
-      throw UserError("--head " + std::to_string(a.head) + ": the table has " + std::to_string(table.size(0)) + " heads");
-    rows = table[h];
-  } else if (table.dim() == 2 && table.size(0) % 2 == 1) {  // [2k+1, width] (e.g. DeBERTa)
-    rows = table;
-  } else {
-    throw UserError("--position-weights: method " + method + "'s table has shape " + c10::str(table.sizes()) + ", not one row per distance (e.g. bucketed T5 bias)");
-  }
-  const int64_t k = (rows.size(0) - 1) / 2;
-  auto d = torch::arange(-a.max_distance, a.max_distance + 1, torch::kLong);  // [2D+1]
-  return rows.detach().index_select(0, d.clamp(-k, k) + k);                     // [2D+1, width]
-}
 }  // namespace
 
 int run_inspect(const InspectArgs& a) {
@@ -145,6 +128,11 @@ int run_inspect(const InspectArgs& a) {
     }
   }
   if (a.max_distance < 0) throw UserError("--max-distance must be >= 0");
+  if (a.max_distance > 1000000) throw UserError("--max-distance must be at most 1000000");
+  // Outputs are checked before the model is loaded: a bad path fails fast.
+  if (!a.weights_out.empty()) check_output_file("--position-weights", a.weights_out);
+  if (!a.attention_out.empty()) check_output_file("--attention", a.attention_out);
+  if (!a.mlm_out.empty()) check_output_file("--mlm-loss", a.mlm_out);
   if (a.tokens < 2) throw UserError("--tokens must be at least 2");
   const fs::path init(a.run);
   fs::path checkpoint, run_dir;
@@ -176,7 +164,7 @@ int run_inspect(const InspectArgs& a) {
     if (a.layer < 0 || a.layer >= n_layers)
       throw UserError("--layer " + std::to_string(a.layer) + ": the model has " + std::to_string(n_layers) + " layers");
     auto layer = bert->layers[a.layer]->as<EncoderLayerImpl>();
-    const auto w = weights_by_distance(layer->attention->position->position_weights(), a, method);
+    const auto w = weights_by_distance(layer->attention->position->position_weights(), method, a.head, a.max_distance);
     std::vector<int64_t> distances;
     for (int64_t d = -a.max_distance; d <= a.max_distance; ++d) distances.push_back(d);
     write_output(a.weights_out, w,

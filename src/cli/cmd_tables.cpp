@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "eval/tables.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -16,6 +17,7 @@ struct TablesArgs {
 };
 
 int run_tables(const TablesArgs& a) {
+  check_output_folder("--out", a.out);  // before reading: a bad --out fails fast, creates nothing
   std::vector<eval::ResultRow> rows;
   for (const auto& f : a.results) {
     auto r = eval::read_results(f);

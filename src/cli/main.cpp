@@ -1,13 +1,46 @@
 // rpe-train entry point: parses the command line and dispatches to one subcommand.
-// User errors (bad config, missing files, bad data) print one line and exit with 2.
+// User errors (bad config, missing files, bad data) print one line and exit with 2;
+// failures of the environment (disk full, out of memory, I/O error) print one line and
+// exit with 1. Whatever escapes a command, stderr gets exactly one line.
 #include <c10/util/Exception.h>
 
+#include <cerrno>
 #include <iostream>
+#include <new>
+#include <system_error>
 
 #include "cli/commands.h"
 #include "util/cpu_memory.h"
 #include "util/errors.h"
 #include "util/log.h"
+
+namespace {
+
+// Multi-line messages (LibTorch's, some library errors) folded into one line.
+std::string one_line(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  for (auto& c : text)
+    if (c == '\n' || c == '\r') c = ' ';
+  return text;
+}
+
+// Errors the user cannot fix by changing the command: the disk, memory or the device.
+bool environment_error(const std::error_code& ec) {
+  if (ec.category() != std::generic_category() && ec.category() != std::system_category()) return false;
+  switch (ec.value()) {
+    case ENOSPC: case EDQUOT: case EIO: case ENOMEM: case EMFILE: case ENFILE: case EFBIG:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int report(const std::string& message, int code) {
+  std::cerr << "error: " << one_line(message) << "\n";
+  return code;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"rpe-train: BERT pretraining and fine-tuning with pluggable position embeddings"};
@@ -44,10 +77,19 @@ int main(int argc, char** argv) {
     }
     return run();
   } catch (const rpe::UserError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return rpe::kExitUserError;
+    return report(e.what(), rpe::kExitUserError);
   } catch (const c10::Error& e) {
-    std::cerr << "error: LibTorch: " << e.what_without_backtrace() << "\n";
-    return 1;
+    return report(std::string("LibTorch: ") + e.what_without_backtrace(), 1);
+  } catch (const std::system_error& e) {
+    // std::filesystem::filesystem_error (what() names the operation and the path(s):
+    // "filesystem error: cannot create directories: Not a directory [runs/x]"),
+    // std::ios_base::failure and writers' "cannot write FILE: <errno text>".
+    return report(e.what(), environment_error(e.code()) ? 1 : rpe::kExitUserError);
+  } catch (const std::bad_alloc&) {
+    return report("out of memory (the model, batch or data does not fit; try smaller sizes)", 1);
+  } catch (const std::exception& e) {
+    return report(std::string("internal error: ") + e.what(), 1);
+  } catch (...) {
+    return report("internal error: unknown exception", 1);
   }
 }

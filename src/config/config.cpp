@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <type_traits>
 
+#include "config/model_size.h"
 #include "config/yaml_tree.h"
 #include "model/attention/registry.h"
 #include "util/errors.h"
@@ -123,9 +125,21 @@ class Writer {
   YAML::Emitter& out_;
 };
 
+// A key written with no value reads as "missing" and takes its default; for names that
+// would silently become another name (run.name: -> "run") that is an error.
+void reject_empty_names(const YamlTree& tree, const Config& cfg) {
+  const YAML::Node run = tree.root["run"];
+  if (!run || !run.IsMap()) return;
+  for (const char* key : {"name", "root"}) {
+    const YAML::Node v = run[key];
+    if (v && v.IsNull()) cfg.fail(std::string("run.") + key, "is empty (give a folder name or remove the key)");
+  }
+}
+
 Config read_tree(const YamlTree& tree) {
   Config cfg;
   cfg.origins = tree.origins;
+  reject_empty_names(tree, cfg);
   Reader reader(tree.root, "", cfg);
   cfg.visit(reader);
   reader.reject_unknown();
@@ -187,6 +201,81 @@ std::string to_yaml(const Config& cfg) {
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
+
+namespace {
+
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Optimizer and numerics keys: a bad value here otherwise surfaces as LibTorch's message
+// (adam_beta1 = 2), a NaN loss blamed on the learning rate (layer_norm_eps = -1), or a
+// silent 0.0 held-out loss (eval_batches = -5).
+void validate_numbers(const Config& cfg) {
+  auto finite_positive = [&](const char* path, double v) {
+    if (!(std::isfinite(v) && v > 0.0)) cfg.fail(path, "must be a finite number > 0, got " + number_text(v));
+  };
+  auto beta = [&](const char* path, double v) {
+    if (!(v >= 0.0 && v < 1.0)) cfg.fail(path, "must be in [0, 1), got " + number_text(v));
+  };
+  auto finite = [&](const char* path, double v) {
+    if (!std::isfinite(v)) cfg.fail(path, "must be a finite number, got " + number_text(v));
+  };
+  const auto& t = cfg.train;
+  finite_positive("train.lr", t.lr);
+  beta("train.adam_beta1", t.adam_beta1);
+  beta("train.adam_beta2", t.adam_beta2);
+  finite_positive("train.adam_eps", t.adam_eps);
+  finite("train.weight_decay", t.weight_decay);
+  finite("train.clip_norm", t.clip_norm);
+  finite_positive("train.dist_timeout_s", t.dist_timeout_s);
+  finite_positive("train.bucket_mb", t.bucket_mb);
+  if (t.eval_batches < 1) cfg.fail("train.eval_batches", "must be >= 1, got " + std::to_string(t.eval_batches));
+  finite_positive("model.init_std", cfg.model.init_std);
+  finite_positive("model.layer_norm_eps", cfg.model.layer_norm_eps);
+  finite("model.attention.rope_base", cfg.model.attention.rope_base);
+  finite_positive("finetune.epochs", cfg.finetune.epochs);
+  finite("finetune.null_threshold", cfg.finetune.null_threshold);
+}
+
+// run.name is one folder below run.root: no separators, not "." or "..", no control bytes.
+void validate_run_name(const Config& cfg) {
+  const std::string& n = cfg.run.name;
+  if (n.empty() || n == "." || n == ".." || n.find('/') != std::string::npos)
+    cfg.fail("run.name", "must be a plain folder name (non-empty, no '/', not . or ..), got '" + n + "'");
+  for (unsigned char c : n)
+    if (c < 0x20 || c == 0x7f) cfg.fail("run.name", "must not contain control characters");
+  if (cfg.run.root.empty()) cfg.fail("run.root", "must not be empty");
+}
+
+// Upper bounds on sizes, then the parameter memory against this machine's.
+void validate_sizes(const Config& cfg) {
+  auto at_most = [&](const char* path, int64_t v, int64_t limit) {
+    if (v > limit) cfg.fail(path, "is implausibly large (" + std::to_string(v) + " > " + std::to_string(limit) + ")");
+  };
+  const auto& m = cfg.model;
+  at_most("model.hidden", m.hidden, int64_t{1} << 16);
+  at_most("model.layers", m.layers, 1024);
+  at_most("model.ffn", m.ffn, int64_t{1} << 20);
+  at_most("model.max_position", m.max_position, int64_t{1} << 20);
+  at_most("model.vocab_size", m.vocab_size, int64_t{1} << 24);
+  at_most("model.type_vocab_size", m.type_vocab_size, int64_t{1} << 16);
+  at_most("model.attention.max_relative", m.attention.max_relative, int64_t{1} << 20);
+  at_most("model.attention.t5_buckets", m.attention.t5_buckets, int64_t{1} << 16);
+  at_most("data.tokenizer_vocab_size", cfg.data.tokenizer_vocab_size, int64_t{1} << 24);
+  at_most("data.max_seq_len", cfg.data.max_seq_len, int64_t{1} << 20);
+  at_most("data.shard_tokens", cfg.data.shard_tokens, int64_t{1} << 34);
+  at_most("train.batch_size", cfg.train.batch_size, int64_t{1} << 24);
+  at_most("finetune.max_seq_len", cfg.finetune.max_seq_len, int64_t{1} << 20);
+  at_most("finetune.eval_batch_size", cfg.finetune.eval_batch_size, int64_t{1} << 24);
+  const std::string problem =
+      model_memory_problem(m, cfg.data.tokenizer_vocab_size, "model.hidden/layers/ffn/max_position/vocab_size");
+  if (!problem.empty()) cfg.fail("model", problem);
+}
+
+}  // namespace
 
 void validate(const Config& cfg) {
   const auto& m = cfg.model;
@@ -284,8 +373,9 @@ void validate(const Config& cfg) {
     cfg.fail("train.precision", "must be fp32 or bf16, got '" + t.precision + "'");
   if (!(t.dist_timeout_s > 0.0)) cfg.fail("train.dist_timeout_s", "must be positive");
   if (!(t.bucket_mb > 0.0)) cfg.fail("train.bucket_mb", "must be positive");
-  if (cfg.run.name.empty() || cfg.run.name.find('/') != std::string::npos)
-    cfg.fail("run.name", "must be a non-empty name without '/'");
+  validate_run_name(cfg);
+  validate_numbers(cfg);
+  validate_sizes(cfg);
 }
 
 }  // namespace rpe

@@ -1,7 +1,9 @@
 // Loading YAML files with `extends:` composition and --set overrides.
 #include "config/yaml_tree.h"
 
+#include <ios>
 #include <set>
+#include <system_error>
 
 #include "util/errors.h"
 
@@ -38,8 +40,21 @@ void merge_into(YAML::Node dst, const YAML::Node& src) {
   }
 }
 
+// A config path must name a readable regular file: a folder would reach yaml-cpp's
+// stream as an uncaught std::ios_base::failure. `what` says how the file was named.
+void check_config_file(const fs::path& file, const std::string& what) {
+  std::error_code ec;
+  const auto status = fs::status(file, ec);
+  if (status.type() == fs::file_type::not_found) throw UserError(what + "config file not found: " + file.string());
+  if (ec) throw UserError(what + "cannot access config file " + file.string() + ": " + ec.message());
+  if (status.type() == fs::file_type::directory)
+    throw UserError(what + "config file " + file.string() + " is a folder, not a YAML file");
+  if (status.type() != fs::file_type::regular)
+    throw UserError(what + "config file " + file.string() + " is not a regular file");
+}
+
 YAML::Node parse_file(const fs::path& file) {
-  if (!fs::exists(file)) throw UserError("config file not found: " + file.string());
+  check_config_file(file, "");
   try {
     YAML::Node node = YAML::LoadFile(file.string());
     if (node.IsNull()) return YAML::Node(YAML::NodeType::Map);
@@ -49,11 +64,15 @@ YAML::Node parse_file(const fs::path& file) {
     throw UserError(location(file.string(), e.mark) + ": YAML syntax error: " + e.msg);
   } catch (const YAML::BadFile&) {
     throw UserError("cannot read config file " + file.string());
+  } catch (const std::ios_base::failure& e) {
+    throw UserError("cannot read config file " + file.string() + ": " + e.what());
   }
 }
 
 void load_into(const fs::path& file, YamlTree& tree, std::set<fs::path>& stack) {
-  const fs::path canon = fs::weakly_canonical(file);
+  std::error_code ec;
+  fs::path canon = fs::weakly_canonical(file, ec);
+  if (ec) canon = file.lexically_normal();
   if (stack.count(canon)) throw UserError(file.string() + ": extends cycle through this file");
   stack.insert(canon);
   YAML::Node node = parse_file(file);
@@ -63,14 +82,17 @@ void load_into(const fs::path& file, YamlTree& tree, std::set<fs::path>& stack) 
     if (ext.IsScalar()) {
       bases.push_back(ext.Scalar());
     } else if (ext.IsSequence()) {
-      for (const auto& b : ext) bases.push_back(b.Scalar());
+      for (const auto& b : ext) {
+        if (!b.IsScalar() || b.Scalar().empty())
+          throw UserError(location(file.string(), b.Mark()) + ": extends: each entry must be a file name");
+        bases.push_back(b.Scalar());
+      }
     } else {
       throw UserError(location(file.string(), ext.Mark()) + ": extends must be a file name or a list of them");
     }
     for (const auto& base : bases) {
       const fs::path base_path = file.parent_path() / base;
-      if (!fs::exists(base_path))
-        throw UserError(location(file.string(), ext.Mark()) + ": extends: file not found: " + base_path.string());
+      check_config_file(base_path, location(file.string(), ext.Mark()) + ": extends: ");
       load_into(base_path, tree, stack);
     }
     node.remove("extends");

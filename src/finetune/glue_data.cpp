@@ -2,8 +2,10 @@
 #include "finetune/glue_data.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
+#include "data/corpus.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 
@@ -29,6 +31,8 @@ const GlueTask& glue_task(const std::string& name) {
 }
 
 namespace {
+constexpr double kStsbMinScore = 0.0, kStsbMaxScore = 5.0;
+
 std::vector<std::string> split_tab(const std::string& line) {
   std::vector<std::string> out;
   size_t i = 0;
@@ -43,6 +47,9 @@ std::vector<std::string> split_tab(const std::string& line) {
 }  // namespace
 
 std::vector<GlueExample> read_glue_tsv(const fs::path& file, const GlueTask& task) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) throw UserError(file.string() + ": file not found");
+  if (fs::is_directory(file, ec)) throw UserError(file.string() + ": is a folder, not a GLUE .tsv file");
   const std::string text = read_file(file);
   std::vector<GlueExample> out;
   size_t pos = 0;
@@ -57,8 +64,11 @@ std::vector<GlueExample> read_glue_tsv(const fs::path& file, const GlueTask& tas
     if (line_no == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // MRPC's BOM
     if (line_no == 1 && task.header) continue;
     if (line.empty()) continue;
-    const auto fields = split_tab(line);
     const std::string where = file.string() + ":" + std::to_string(line_no);
+    // Text goes to the tokenizer as UTF-8 (SQuAD JSON and corpora are checked the same way).
+    if (const size_t bad = find_invalid_utf8(line); bad != std::string::npos)
+      throw UserError(where + ": invalid UTF-8 at byte " + std::to_string(bad + 1) + " of the line");
+    const auto fields = split_tab(line);
     // MNLI/QQP files carry extra annotator columns; the label is then the last field.
     const bool last_label = task.name == "mnli";
     if (static_cast<int64_t>(fields.size()) < task.columns || (!last_label && static_cast<int64_t>(fields.size()) != task.columns))
@@ -69,9 +79,12 @@ std::vector<GlueExample> read_glue_tsv(const fs::path& file, const GlueTask& tas
     if (task.text_b >= 0) ex.b = fields[task.text_b];
     const std::string& label = last_label ? fields.back() : fields[task.label];
     if (task.labels.empty()) {
+      // STS-B similarity scores lie in [0, 5]; nan, inf or 1e999 would make the loss NaN.
       char* end = nullptr;
       ex.label = std::strtod(label.c_str(), &end);
       if (label.empty() || *end != '\0') throw UserError(where + ": score '" + label + "' is not a number");
+      if (!std::isfinite(ex.label) || ex.label < kStsbMinScore || ex.label > kStsbMaxScore)
+        throw UserError(where + ": score '" + label + "' is outside [0, 5]");
     } else {
       auto it = std::find(task.labels.begin(), task.labels.end(), label);
       if (it == task.labels.end())

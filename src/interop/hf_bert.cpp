@@ -2,9 +2,11 @@
 // Checked against transformers 4.x BertForMaskedLM by tests/interop/hf_parity.py.
 #include "interop/hf_bert.h"
 
+#include <cmath>
 #include <fstream>
 #include <set>
 
+#include "config/model_size.h"
 #include "data/sp_tokenizer.h"
 #include "interop/model_file.h"
 #include "interop/safetensors.h"
@@ -103,6 +105,23 @@ ModelOptions model_options_from_hf(const json& c, const std::string& where) {
   if (m.vocab_size <= 0 || m.hidden <= 0 || m.layers <= 0 || m.heads <= 0 || m.ffn <= 0 || m.max_position <= 0)
     fail("hidden_size", "sizes must be positive");
   if (m.hidden % m.heads != 0) fail("num_attention_heads", "does not divide hidden_size");
+  // Absurd sizes must fail here, naming the key, not abort in LibTorch's allocator.
+  const std::pair<const char*, std::pair<int64_t, int64_t>> limits[] = {
+      {"vocab_size", {m.vocab_size, int64_t{1} << 24}},
+      {"hidden_size", {m.hidden, int64_t{1} << 16}},
+      {"num_hidden_layers", {m.layers, 1024}},
+      {"intermediate_size", {m.ffn, int64_t{1} << 20}},
+      {"max_position_embeddings", {m.max_position, int64_t{1} << 20}},
+      {"type_vocab_size", {m.type_vocab_size, int64_t{1} << 16}}};
+  for (const auto& [key, value_limit] : limits)
+    if (value_limit.first > value_limit.second)
+      fail(key, "is implausibly large (" + std::to_string(value_limit.first) + " > " +
+                    std::to_string(value_limit.second) + ")");
+  for (const auto& [key, v] : {std::pair{"layer_norm_eps", m.layer_norm_eps}, std::pair{"initializer_range", m.init_std}})
+    if (!(std::isfinite(v) && v > 0.0)) fail(key, "must be a finite number > 0");
+  for (const auto& [key, v] : {std::pair{"hidden_dropout_prob", m.dropout},
+                               std::pair{"attention_probs_dropout_prob", m.attention_dropout}})
+    if (!(v >= 0.0 && v <= 1.0)) fail(key, "must be in [0, 1]");
 
   const std::string pet = get_str("position_embedding_type", "absolute");
   auto& a = m.attention;
@@ -119,6 +138,8 @@ ModelOptions model_options_from_hf(const json& c, const std::string& where) {
     fail("position_embedding_type",
          "'" + pet + "' is not supported (valid: absolute, relative_key, relative_key_query)");
   }
+  const std::string memory = model_memory_problem(m, 0, "vocab_size/hidden_size/num_hidden_layers/intermediate_size");
+  if (!memory.empty()) fail("hidden_size", memory);
   return m;
 }
 

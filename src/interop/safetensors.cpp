@@ -5,10 +5,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
+#include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <system_error>
 
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -48,9 +54,12 @@ std::string safetensors_dtype_name(torch::ScalarType dtype) {
 
 SafetensorsFile read_safetensors(const fs::path& file) {
   const std::string where = file.string();
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) throw UserError(where + ": is a folder, not a safetensors file");
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw UserError(where + ": cannot open safetensors file");
-  const uint64_t file_size = fs::file_size(file);
+  if (!in) throw UserError(where + ": cannot open safetensors file: " + std::strerror(errno));
+  const uint64_t file_size = fs::file_size(file, ec);
+  if (ec) throw UserError(where + ": cannot read safetensors file: " + ec.message());
   auto fail = [&](const std::string& msg) -> void { throw UserError(where + ": " + msg); };
 
   if (file_size < 8) fail("truncated safetensors file (" + std::to_string(file_size) + " bytes, no header length)");
@@ -74,7 +83,10 @@ SafetensorsFile read_safetensors(const fs::path& file) {
   const uint64_t data_size = file_size - 8 - header_len;
   SafetensorsFile out;
   std::vector<std::pair<uint64_t, uint64_t>> spans;  // to detect overlaps
-  for (const auto& [name, entry] : header.items()) {
+  for (const auto& item : header.items()) {
+    // Named variables, not a structured binding: clang (the fuzz build) cannot capture those.
+    const std::string name = item.key();
+    const json& entry = item.value();
     if (name == "__metadata__") {
       if (!entry.is_object()) fail("__metadata__ is not an object");
       for (const auto& [k, v] : entry.items())
@@ -93,17 +105,24 @@ SafetensorsFile read_safetensors(const fs::path& file) {
 
     std::vector<int64_t> shape;
     if (!entry["shape"].is_array()) bad("shape is not a list");
+    // Element and byte counts are multiplied with overflow checks: a shape such as
+    // [2^62, 4] must not wrap around to a size that matches the offsets.
     uint64_t numel = 1;
     for (const auto& s : entry["shape"]) {
       if (!s.is_number_unsigned()) bad("shape holds a non-integer or negative size");
-      shape.push_back(s.get<int64_t>());
-      numel *= s.get<uint64_t>();
+      const uint64_t dim = s.get<uint64_t>();
+      if (dim > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, dim, &numel))
+        bad("shape " + entry["shape"].dump() + " has more elements than fit in 64 bits");
+      shape.push_back(static_cast<int64_t>(dim));
     }
+    if (shape.size() > 64) bad("shape has " + std::to_string(shape.size()) + " dimensions");
     const auto& offs = entry["data_offsets"];
     if (!offs.is_array() || offs.size() != 2 || !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
       bad("data_offsets must be two non-negative integers");
     const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
-    const uint64_t nbytes = numel * c10::elementSize(info->type);
+    uint64_t nbytes = 0;
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(c10::elementSize(info->type)), &nbytes))
+      bad("shape " + entry["shape"].dump() + " needs more bytes than fit in 64 bits");
     if (end < begin || end - begin != nbytes)
       bad("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") do not hold " +
           std::to_string(numel) + " " + dtype + " values");
@@ -144,15 +163,29 @@ void write_safetensors(const fs::path& file, const std::vector<std::pair<std::st
   text.append((8 - text.size() % 8) % 8, ' ');
   const uint64_t len = text.size();
 
+  // POSIX writes, so that a failure says why (errno: "No space left on device", ...).
   write_atomic_with(file, [&](const fs::path& tmp) {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw UserError("cannot open " + tmp.string() + " for writing");
-    out.write(reinterpret_cast<const char*>(&len), 8);
-    out.write(text.data(), static_cast<std::streamsize>(len));
-    for (const auto& t : data)
-      out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
-    out.flush();
-    if (!out) throw UserError("cannot write " + file.string());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot open " + tmp.string() + " for writing");
+    auto put = [&](const void* bytes, uint64_t size) {
+      const char* p = static_cast<const char*>(bytes);
+      while (size > 0) {
+        const ssize_t n = ::write(fd, p, std::min<uint64_t>(size, uint64_t{1} << 30));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          const int err = n < 0 ? errno : EIO;
+          ::close(fd);
+          // system_error: main() tells a full disk (exit 1) from the user's fault (exit 2).
+          throw std::system_error(err, std::generic_category(), "cannot write " + file.string());
+        }
+        p += n;
+        size -= static_cast<uint64_t>(n);
+      }
+    };
+    put(&len, 8);
+    put(text.data(), len);
+    for (const auto& t : data) put(t.data_ptr(), static_cast<uint64_t>(t.numel()) * t.element_size());
+    if (::close(fd) != 0) throw std::system_error(errno, std::generic_category(), "cannot write " + file.string());
   });
 }
 

@@ -26,6 +26,8 @@ SafetensorsFile read_safetensors(const std::filesystem::path& file);
 
 // Writes `tensors` (any device, made contiguous on CPU) in the order given, atomically.
 // The header is padded with spaces to a multiple of 8 bytes so the data stays aligned.
+// A failed write throws std::system_error "cannot write FILE: <errno text>" (ENOSPC, EFBIG,
+// ...) and leaves no file behind.
 void write_safetensors(const std::filesystem::path& file,
                        const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});

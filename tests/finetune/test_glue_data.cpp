@@ -56,3 +56,56 @@ TEST(GlueData, BadLineNamesFileAndLine) {
   std::ofstream(p) << "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n";
   EXPECT_THROW(read_glue_tsv(p, glue_task("rte")), UserError);
 }
+
+namespace {
+// The UserError message of reading `text` as `task`, or "" when it reads cleanly.
+std::string glue_error(const std::string& text, const std::string& task, const std::string& name) {
+  const auto p = fs::temp_directory_path() / name;
+  std::ofstream(p, std::ios::binary) << text;
+  try {
+    read_glue_tsv(p, glue_task(task));
+  } catch (const UserError& e) {
+    fs::remove(p);
+    return e.what();
+  }
+  fs::remove(p);
+  return "";
+}
+const std::string kStsbHeader = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n";
+std::string stsb_row(const std::string& score) { return "0\tg\tf\t2012\t0\tn\tn\ta cat\ta dog\t" + score + "\n"; }
+}  // namespace
+
+TEST(GlueData, StsbScoresMustBeFiniteAndInZeroToFive) {
+  // Scores a loss cannot use (NaN, overflowing to inf) or outside the task's scale.
+  for (const std::string bad : {"nan", "NaN", "inf", "-inf", "1e999", "-0.5", "5.01", "0x1p3"}) {
+    const auto err = glue_error(kStsbHeader + stsb_row("3.2") + stsb_row(bad), "stsb", "rpe_glue_stsb.tsv");
+    EXPECT_NE(err.find("rpe_glue_stsb.tsv:3: score '" + bad + "'"), std::string::npos) << bad << ": " << err;
+  }
+  // The edges of the scale are valid.
+  EXPECT_EQ(glue_error(kStsbHeader + stsb_row("0") + stsb_row("5.000"), "stsb", "rpe_glue_stsb.tsv"), "");
+}
+
+TEST(GlueData, InvalidUtf8IsRefusedNamingFileAndLine) {
+  // A lone continuation byte in sentence2 of line 3, and a truncated 3-byte sequence.
+  for (const std::string bad : {std::string("ok \x80 no"), std::string("cut \xE2\x82")}) {
+    const std::string text = "index\tquestion\tsentence\tlabel\n0\ta\tb\tentailment\n1\ta\t" + bad + "\tentailment\n";
+    const auto err = glue_error(text, "qnli", "rpe_glue_utf8.tsv");
+    EXPECT_NE(err.find("rpe_glue_utf8.tsv:3: invalid UTF-8 at byte"), std::string::npos) << err;
+  }
+  // Multi-byte UTF-8 (and MRPC's BOM on the header) stays valid.
+  EXPECT_EQ(glue_error("\xEF\xBB\xBFQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tcaf\xC3\xA9\t\xE2\x82\xAC 5\n",
+                       "mrpc", "rpe_glue_utf8.tsv"),
+            "");
+}
+
+TEST(GlueData, FolderInsteadOfFileIsNamed) {
+  const auto dir = fs::temp_directory_path() / "rpe_glue_folder.tsv";
+  fs::create_directories(dir);
+  try {
+    read_glue_tsv(dir, glue_task("rte"));
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("rpe_glue_folder.tsv: is a folder"), std::string::npos) << e.what();
+  }
+  fs::remove(dir);
+}

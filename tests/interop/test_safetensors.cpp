@@ -2,6 +2,10 @@
 // test, independent of the writer), round trips and malformed input.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstring>
 #include <fstream>
 
@@ -112,4 +116,52 @@ TEST(Safetensors, MalformedFilesGiveOneLineErrors) {
   write_safetensors(f, {{"w", torch::ones({64})}});
   fs::resize_file(f, fs::file_size(f) - 10);
   expect_error(f, "truncated");
+}
+
+TEST(Safetensors, OverflowingShapesAreRefusedNamingTheTensor) {
+  const fs::path f = temp_file("overflow.safetensors");
+  // 2^62 * 4 elements wraps to 0 in 64 bits, which would match the empty data_offsets.
+  write_raw(f, R"({"big":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})", "");
+  expect_error(f, "tensor 'big': shape [4611686018427387904,4] has more elements than fit in 64 bits");
+  // 2^62 elements fit, their 2^64 bytes do not (wrapping to 0 again).
+  write_raw(f, R"({"wide":{"dtype":"F32","shape":[2305843009213693952,2],"data_offsets":[0,0]}})", "");
+  expect_error(f, "tensor 'wide': shape [2305843009213693952,2] needs more bytes than fit in 64 bits");
+  // A single size above INT64_MAX would turn negative as a LibTorch size.
+  write_raw(f, R"({"neg":{"dtype":"F32","shape":[9223372036854775808],"data_offsets":[0,0]}})", "");
+  expect_error(f, "tensor 'neg': shape [9223372036854775808]");
+  // A zero among huge sizes is a valid empty tensor.
+  write_raw(f, R"({"empty":{"dtype":"F32","shape":[0,4611686018427387904],"data_offsets":[0,0]}})", "");
+  EXPECT_EQ(read_safetensors(f).tensors.at("empty").numel(), 0);
+}
+
+TEST(Safetensors, FolderInsteadOfFileIsNamed) {
+  const fs::path d = temp_file("folder.safetensors");
+  fs::create_directories(d);
+  expect_error(d, "folder.safetensors: is a folder");
+}
+
+TEST(Safetensors, WriterFailureSaysWhyAndLeavesNoTempFile) {
+  // A file-size limit makes write() fail with EFBIG (SIGXFSZ ignored), as a full disk
+  // makes it fail with ENOSPC: the message must carry the system's reason.
+  const fs::path dir = temp_file("limited");
+  fs::create_directories(dir);
+  const fs::path f = dir / "w.safetensors";
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string message;
+  try {
+    write_safetensors(f, {{"w", torch::ones({16384})}});
+  } catch (const std::system_error& e) {  // not a UserError: the environment's fault (exit 1)
+    message = e.what();
+    EXPECT_EQ(e.code().value(), EFBIG);
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(message.find("cannot write " + f.string() + ": File too large"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(f));
+  EXPECT_TRUE(fs::is_empty(dir)) << "the temporary file must be removed";
 }

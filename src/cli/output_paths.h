@@ -1,0 +1,52 @@
+// Up-front checks of a command's output paths, before any work is done: a file where a
+// folder is expected (or the reverse), a parent that is a file, or a read-only place is a
+// one-line UserError naming the option and the path, and nothing is created yet.
+#pragma once
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "util/errors.h"
+
+namespace rpe::cli {
+
+// `dir` will be created (with its parents) if missing: its nearest existing ancestor must
+// be a writable folder, and `dir` itself, if it exists, a folder.
+// `shown` is the path the user gave (the file, when checking a file's folder).
+inline void check_output_folder(const std::string& option, const std::filesystem::path& dir,
+                                const std::filesystem::path& shown = {}) {
+  namespace fs = std::filesystem;
+  const std::string named = option + " " + (shown.empty() ? dir : shown).string();
+  std::error_code ec;
+  fs::path probe = dir.empty() ? fs::path(".") : dir;
+  while (true) {
+    const auto st = fs::status(probe, ec);
+    if (st.type() == fs::file_type::not_found) {
+      const fs::path parent = probe.has_parent_path() && probe.parent_path() != probe ? probe.parent_path() : ".";
+      if (parent == probe) break;
+      probe = parent;
+      continue;
+    }
+    if (ec) throw UserError(named + ": cannot access " + probe.string() + ": " + ec.message());
+    if (st.type() != fs::file_type::directory)
+      throw UserError(named + ": " + (probe == dir ? "exists and is not a folder" : probe.string() + " is not a folder"));
+    if (::access(probe.c_str(), W_OK | X_OK) != 0)
+      throw UserError(named + ": cannot write in " + probe.string() + ": " + std::strerror(errno));
+    return;
+  }
+}
+
+// `file` will be written (its folder created if missing): it must not be a folder.
+inline void check_output_file(const std::string& option, const std::filesystem::path& file) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) throw UserError(option + " " + file.string() + ": is a folder, expected a file");
+  const fs::path parent = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  check_output_folder(option, parent, file);
+}
+
+}  // namespace rpe::cli
