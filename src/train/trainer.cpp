@@ -56,13 +56,13 @@ struct Eval {
   double loss = 0.0, accuracy = 0.0;
 };
 
-Eval evaluate(BertModel& model, const std::shared_ptr<PackedSequences>& valid, const Tokenizer& tok,
+Eval evaluate(BertModel& model, const std::shared_ptr<const SequenceSource>& valid, const Tokenizer& tok,
               const Config& cfg, const torch::Device& device, int64_t micro_batch) {
   if (!valid || valid->size() == 0) return {std::nan(""), std::nan("")};
   torch::NoGradGuard no_grad;
   model->eval();
-  MlmLoader loader(valid, tok, MaskingOptions::from(cfg.data), micro_batch, static_cast<uint64_t>(cfg.train.seed) + 1,
-                   /*shuffle=*/false);
+  MlmLoader loader(valid, tok, {MaskingOptions::from(cfg.data), micro_batch, static_cast<uint64_t>(cfg.train.seed) + 1,
+                                /*shuffle=*/false});
   const int64_t batches = std::min(cfg.train.eval_batches, std::max<int64_t>(1, valid->size() / micro_batch));
   double loss_sum = 0.0;
   int64_t correct = 0, total = 0;
@@ -162,8 +162,9 @@ PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resu
   }
   dp.broadcast_parameters(*model);  // after a resume too: every rank starts from rank 0's weights
 
-  MlmLoader loader(corpus.train, *tokenizer, MaskingOptions::from(cfg.data), micro_batch,
-                   static_cast<uint64_t>(t.seed), /*shuffle=*/true, dp.rank(), dp.world(), cfg.data.prefetch);
+  MlmLoader loader(corpus.train, *tokenizer,
+                   {MaskingOptions::from(cfg.data), micro_batch, static_cast<uint64_t>(t.seed), /*shuffle=*/true,
+                    dp.rank(), dp.world(), cfg.data.prefetch, /*pin_memory=*/device.is_cuda()});
   loader.restore(state.cursor);
   MetricsWriter metrics = chief ? MetricsWriter(run_dir / "metrics.jsonl") : MetricsWriter();
   if (chief) {
