@@ -10,7 +10,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update && apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build ccache pkg-config git python3 python3-venv python3-pip \
       libsentencepiece-dev libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev \
-      libgtest-dev libutf8proc-dev libgloo-dev && rm -rf /var/lib/apt/lists/*
+      libgtest-dev libutf8proc-dev libgloo-dev zlib1g-dev && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /rpe-train
 COPY . .

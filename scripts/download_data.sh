@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Downloads the full public datasets that the paper-scale experiments use into DIR
+# Downloads the full public datasets that the mini- and paper-scale experiments use into DIR
 # (default data/full/, git-ignored). The demo and the tests need none of this: they use
 # the generated samples in data/sample/.
 #   squad   SQuAD v1.1 and v2.0 train/dev JSON (rajpurkar.github.io)
 #   glue    GLUE tasks in the standard TSV layout (via the tasks' public hosting)
 #   vocab   BERT-base WordPiece vocabularies (uncased, cased) from the public checkpoints
-# Pretraining text (BooksCorpus + English Wikipedia in the paper) is the user's to bring:
-# point data.train_files (or rpe-train prepare-data) at plain-text files.
-# Usage: scripts/download_data.sh [--dir DIR] [squad] [glue] [vocab]   (default: all)
+#   corpus  WikiText-103 raw (Merity et al. 2016; ~540 MB of Wikipedia articles, CC BY-SA),
+#           the mini presets' pretraining text, rewritten one article per blank-line-separated
+#           document, one paragraph per line: DIR/corpus/wikitext-103/{train,valid,test}.txt
+# Paper-scale pretraining text (BooksCorpus + English Wikipedia) is the user's to bring:
+# point data.train_files at plain-text or .gz files and run rpe-train prepare-data.
+# Usage: scripts/download_data.sh [--dir DIR] [squad] [glue] [vocab] [corpus]   (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=data/full
@@ -15,11 +18,11 @@ WHAT=()
 while (($#)); do
   case "$1" in
     --dir) DIR="$2"; shift 2 ;;
-    squad|glue|vocab) WHAT+=("$1"); shift ;;
-    *) echo "usage: $0 [--dir DIR] [squad] [glue] [vocab]" >&2; exit 2 ;;
+    squad|glue|vocab|corpus) WHAT+=("$1"); shift ;;
+    *) echo "usage: $0 [--dir DIR] [squad] [glue] [vocab] [corpus]" >&2; exit 2 ;;
   esac
 done
-((${#WHAT[@]})) || WHAT=(squad glue vocab)
+((${#WHAT[@]})) || WHAT=(squad glue vocab corpus)
 mkdir -p "$DIR"
 
 fetch() {  # fetch URL FILE: skip when present, download to a temp name, then rename
@@ -56,6 +59,24 @@ for w in "${WHAT[@]}"; do
       hf=https://huggingface.co
       fetch "$hf/bert-base-uncased/resolve/main/vocab.txt" "$DIR/vocab/uncased/vocab.txt"
       fetch "$hf/bert-base-cased/resolve/main/vocab.txt" "$DIR/vocab/cased/vocab.txt"
+      ;;
+    corpus)
+      wt="$DIR/corpus/wikitext-103"
+      if [ -s "$wt/train.txt" ]; then echo "[data] have $wt"; continue; fi
+      fetch https://wikitext.smerity.com/wikitext-103-raw-v1.zip "$DIR/corpus/wikitext-103-raw-v1.zip"
+      (cd "$DIR/corpus" && unzip -q -o wikitext-103-raw-v1.zip)
+      mkdir -p "$wt"
+      # WikiText lines: " = Title = " opens an article, " = = Section = = " headings, paragraphs
+      # with a leading space, blank lines between everything. Out: the title line, then one
+      # paragraph per line; a blank line between articles (data.document_format: blank_line).
+      for split in train valid test; do
+        awk '/^ = [^=].* = $/ { if (n++) print ""; t = $0; gsub(/^ = | = $/, "", t); print t; next }
+             /^ (= )+.*( =)+ $/ || /^ *$/ { next }
+             { sub(/^ /, ""); sub(/ $/, ""); print }' \
+          "$DIR/corpus/wikitext-103-raw/wiki.$split.raw" > "$wt/$split.txt.part"
+        mv "$wt/$split.txt.part" "$wt/$split.txt"
+      done
+      rm -rf "$DIR/corpus/wikitext-103-raw" "$DIR/corpus/wikitext-103-raw-v1.zip"
       ;;
   esac
 done

@@ -18,7 +18,7 @@ done
 
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
   libsentencepiece-dev libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev libutf8proc-dev libgloo-dev)
+  libgtest-dev libutf8proc-dev libgloo-dev zlib1g-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -12,6 +12,7 @@ set(RPE_CORE_SOURCES
   src/config/yaml_tree.cpp
   src/config/model_size.cpp
   # data: corpus -> tokenizer -> packed sequences -> masked batches
+  src/data/text_reader.cpp
   src/data/corpus.cpp
   src/data/sp_tokenizer.cpp
   src/data/bert_basic_tokenizer.cpp
@@ -22,6 +23,8 @@ set(RPE_CORE_SOURCES
   src/data/masking.cpp
   src/data/mlm_dataset.cpp
   src/data/prepare.cpp
+  src/data/prepared_shards.cpp
+  src/data/shard_sequences.cpp
   src/data/pretrain_corpus.cpp
   # model: position methods behind one interface, attention core, encoder, BERT
   src/model/attention/position_method.cpp

@@ -7,6 +7,7 @@ set(RPE_TEST_SOURCES
   tests/data/test_wordpiece.cpp
   tests/data/test_shards.cpp
   tests/data/test_loader.cpp
+  tests/data/test_prepare_stream.cpp
   tests/model/test_model.cpp
   tests/model/attention/reference.cpp
   tests/model/attention/test_absolute.cpp

@@ -157,6 +157,8 @@ rp_pretrain() {
   if [[ -d "$RUN_DIR" && -n "$(ls -A "$RUN_DIR" 2>/dev/null)" ]]; then mode=(--resume); rp_log "pretrain $name: resuming"; fi
   local sets=()
   mapfile -t sets < <(rp_sets "${PRE_SETS[@]+"${PRE_SETS[@]}"}" "run.name=$name" "$@" "${PRE_EXTRA[@]+"${PRE_EXTRA[@]}"}")
+  # mini/paper presets train from shards (data.shards), prepared once for every method: a no-op when up to date.
+  if [[ "$PRESET_PREFIX" != tiny ]]; then rp_exec "$BIN" prepare-data --config "$preset" "${sets[@]}"; fi
   rp_exec "$BIN" pretrain --config "$preset" --run-dir "$RUN_DIR" "${mode[@]+"${mode[@]}"}" "${sets[@]}"
 }
 

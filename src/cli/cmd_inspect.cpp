@@ -57,7 +57,7 @@ json mlm_loss_at(BertModel& bert, const Tokenizer& tok, const Config& cfg, const
   } catch (const UserError& e) {
     return {{"length", L}, {"loss", nullptr}, {"why", e.what()}};
   }
-  MlmLoader loader(packed, tok, MaskingOptions::from(cfg.data), batch, /*seed=*/1, /*shuffle=*/false);
+  MlmLoader loader(packed, tok, {MaskingOptions::from(cfg.data), batch, /*seed=*/1, /*shuffle=*/false});
   double loss_sum = 0.0;
   int64_t total = 0;
   for (int64_t b = 0; b < batches; ++b) {

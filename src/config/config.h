@@ -74,9 +74,10 @@ struct ModelOptions {
 };
 
 struct DataOptions {
-  std::vector<std::string> train_files;  // text files: blank line between documents
+  std::vector<std::string> train_files;  // text files (.gz too); documents per document_format
   std::vector<std::string> valid_files;  // held-out text; empty = split valid_fraction off
   double valid_fraction = 0.01;          // documents held out when valid_files is empty
+  std::string document_format = "blank_line";  // blank_line (blank line between documents) | line (one per line)
   std::string tokenizer = "sentencepiece";  // sentencepiece | wordpiece
   std::string tokenizer_model;           // .model (sentencepiece) or vocab.txt (wordpiece); empty = train one
   int64_t tokenizer_vocab_size = 8000;   // vocabulary size when training a sentencepiece model
@@ -88,13 +89,14 @@ struct DataOptions {
   double mask_token_prob = 0.8;          // of the selected: replaced by [MASK]
   double random_token_prob = 0.1;        // of the selected: replaced by a random token
   std::string shards;                    // folder of prepare-data shards to train from; empty = read text
-  int64_t shard_tokens = 67108864;       // prepare-data: tokens per shard file (2^26)
+  int64_t shard_tokens = 33554432;       // prepare-data: tokens per shard file (2^25: 64 MB of uint16 ids)
   int64_t prefetch = 2;                  // batches the loader's background thread prepares ahead; 0 = none
 
   template <class V> void visit(V& v) {
     v("train_files", train_files, kRequired);
     v("valid_files", valid_files);
     v("valid_fraction", valid_fraction);
+    v("document_format", document_format);
     v("tokenizer", tokenizer);
     v("tokenizer_model", tokenizer_model);
     v("tokenizer_vocab_size", tokenizer_vocab_size);

@@ -1,9 +1,11 @@
-// Corpus reading with strict UTF-8 validation.
+// Corpus reading with strict UTF-8 validation, and the held-out rule.
 #include "data/corpus.h"
 
 #include <utf8proc.h>
 
-#include "util/atomic_file.h"
+#include <cmath>
+
+#include "data/text_reader.h"
 #include "util/errors.h"
 
 namespace rpe {
@@ -26,31 +28,27 @@ size_t find_invalid_utf8(std::string_view text) {
   return std::string::npos;
 }
 
-std::vector<Document> read_documents(const fs::path& file) {
-  if (!fs::exists(file)) throw UserError(file.string() + ": file not found");
-  const std::string text = read_file(file);
-  if (text.empty()) throw UserError(file.string() + ": file is empty");
-  if (const size_t bad = find_invalid_utf8(text); bad != std::string::npos)
-    throw UserError(file.string() + ": invalid UTF-8 at byte offset " + std::to_string(bad));
-
-  std::vector<Document> docs(1);
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(start, end - start);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const bool blank = line.find_first_not_of(" \t") == std::string::npos;
-    if (blank) {
-      if (!docs.back().sentences.empty()) docs.emplace_back();
-    } else {
-      docs.back().sentences.push_back(std::move(line));
-    }
-    start = end + 1;
+std::vector<Document> read_documents(const fs::path& file, const std::string& format_name) {
+  const DocumentFormat format = parse_document_format(format_name);
+  ChunkReader reader(file, format, size_t{16} << 20);
+  std::vector<Document> docs;
+  Document doc;
+  std::string chunk;
+  uint64_t offset = 0;
+  while (reader.next(chunk, offset)) {
+    if (const size_t bad = find_invalid_utf8(chunk); bad != std::string::npos)
+      throw UserError(file.string() + ": invalid UTF-8 at byte offset " + std::to_string(offset + bad));
+    split_documents(
+        chunk, format, [&](std::string_view line) { doc.sentences.emplace_back(line); },
+        [&] { docs.push_back(std::move(doc)), doc = Document(); });
   }
-  if (docs.back().sentences.empty()) docs.pop_back();
   if (docs.empty()) throw UserError(file.string() + ": no text (only blank lines)");
   return docs;
+}
+
+int64_t holdout_period(const DataOptions& d) {
+  if (!d.valid_files.empty() || !(d.valid_fraction > 0.0)) return 0;
+  return std::max<int64_t>(2, std::llround(1.0 / d.valid_fraction));
 }
 
 }  // namespace rpe

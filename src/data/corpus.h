@@ -1,9 +1,13 @@
-// Raw text corpus: documents separated by blank lines, one sentence (or paragraph) per line.
+// Raw text corpus read whole into memory (the text path for small corpora; prepare-data
+// streams instead). Document rules: text_reader.h (data.document_format).
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "config/config.h"
 
 namespace rpe {
 
@@ -11,11 +15,18 @@ struct Document {
   std::vector<std::string> sentences;  // non-empty lines, in order
 };
 
-// Reads one file. UserError naming the file (and byte offset) for a missing or empty
-// file and for bytes that are not valid UTF-8.
-std::vector<Document> read_documents(const std::filesystem::path& file);
+// Reads one file (.gz too). UserError naming the file (and byte offset) for a missing or
+// empty file, a folder, and bytes that are not valid UTF-8. `format`: "blank_line" | "line".
+std::vector<Document> read_documents(const std::filesystem::path& file, const std::string& format = "blank_line");
 
 // Byte offset of the first invalid UTF-8 sequence in `text`, or npos if it is valid.
 size_t find_invalid_utf8(std::string_view text);
+
+// The held-out rule, shared by prepare-data and the text path: with no data.valid_files,
+// training document i (numbered across the training files, in order) is held out when
+// i % period == period - 1, period = max(2, round(1 / valid_fraction)); period 0 (valid
+// files given, or valid_fraction 0) holds nothing out.
+int64_t holdout_period(const DataOptions& d);
+inline bool is_held_out(int64_t document, int64_t period) { return period > 0 && document % period == period - 1; }
 
 }  // namespace rpe

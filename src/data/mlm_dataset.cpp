@@ -1,70 +1,89 @@
 // Deterministic, resumable MLM batch loader with optional background prefetch.
 #include "data/mlm_dataset.h"
 
-#include <numeric>
-
 #include "util/errors.h"
 
 namespace rpe {
 
-MlmLoader::MlmLoader(std::shared_ptr<const PackedSequences> data, const Tokenizer& tok, MaskingOptions masking,
-                     int64_t batch_size, uint64_t seed, bool shuffle, int64_t rank, int64_t world, int64_t prefetch)
+namespace {
+uint64_t mix64(uint64_t z) {  // SplitMix64's finalizer
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+EpochPermutation::EpochPermutation(uint64_t n, uint64_t key) : n_(n), key_(key) {
+  uint64_t bits = 2;
+  while (bits < 64 && (uint64_t{1} << bits) < n) ++bits;
+  bits += bits & 1;  // even: two halves of equal width
+  half_bits_ = bits / 2;
+  half_mask_ = (uint64_t{1} << half_bits_) - 1;
+}
+
+uint64_t EpochPermutation::operator()(uint64_t i) const {
+  uint64_t x = i;
+  do {  // cycle walking: the domain is [0, 4^half) >= n; at most ~4 rounds on average
+    uint64_t left = x >> half_bits_, right = x & half_mask_;
+    for (uint64_t round = 0; round < 4; ++round) {
+      const uint64_t f = mix64(right ^ key_ ^ (round * 0x9E3779B97F4A7C15ULL)) & half_mask_;
+      const uint64_t t = left ^ f;
+      left = right, right = t;
+    }
+    x = (left << half_bits_) | right;
+  } while (x >= n_);
+  return x;
+}
+
+MlmLoader::MlmLoader(std::shared_ptr<const SequenceSource> data, const Tokenizer& tok, const LoaderOptions& options)
     : data_(std::move(data)),
       special_(tok.special()),
       first_regular_(tok.first_regular_id()),
       vocab_(tok.vocab_size()),
-      masking_(masking),
-      batch_size_(batch_size),
-      seed_(seed),
-      shuffle_(shuffle),
-      rank_(rank),
-      world_(world),
-      prefetch_(prefetch) {
-  require(data_->size() > 0, "no training sequences: the corpus produced no tokens");
-  require(world_ >= 1 && rank_ >= 0 && rank_ < world_, "loader: rank must be in [0, world)");
+      o_(options) {
+  require(data_ && data_->size() > 0, "no training sequences: the corpus produced no tokens");
+  require(o_.world >= 1 && o_.rank >= 0 && o_.rank < o_.world, "loader: rank must be in [0, world)");
+  require(o_.batch_size >= 1, "loader: batch size must be at least 1");
+  scratch_tokens_.resize(static_cast<size_t>(data_->length()));
+  scratch_starts_.resize(static_cast<size_t>(data_->length()));
   start_prefetch();
 }
 
 MlmLoader::~MlmLoader() { stop_prefetch(); }
 
-int64_t MlmLoader::sequence_at(int64_t epoch, int64_t position) {
+int64_t MlmLoader::sequence_at(int64_t epoch, int64_t position) const {
   const int64_t n = data_->size();
   epoch += position / n;
   position %= n;
-  if (!shuffle_) return position;
-  auto it = orders_.find(epoch);
-  if (it == orders_.end()) {
-    if (orders_.size() >= 3) orders_.erase(orders_.begin());  // batches only look one epoch ahead
-    std::vector<int64_t> order(static_cast<size_t>(n));
-    std::iota(order.begin(), order.end(), 0);
-    SplitMix64 rng(masking_seed(seed_ ^ 0x5EED5EEDULL, static_cast<uint64_t>(epoch), 0));
-    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
-    it = orders_.emplace(epoch, std::move(order)).first;
-  }
-  return it->second[static_cast<size_t>(position)];
+  if (!o_.shuffle) return position;
+  const EpochPermutation perm(static_cast<uint64_t>(n),
+                              masking_seed(o_.seed ^ 0x5EED5EEDULL, static_cast<uint64_t>(epoch), 0));
+  return static_cast<int64_t>(perm(static_cast<uint64_t>(position)));
 }
 
 MlmBatch MlmLoader::make_batch(LoaderCursor& c) {
-  const int64_t L = data_->seq_len;
-  const int64_t B = batch_size_;
+  const int64_t L = data_->length();
+  const int64_t B = o_.batch_size, W = o_.world;
   const int64_t n = data_->size();
-  auto ids = torch::empty({B, L}, torch::kLong);      // [B, L]
-  auto labels = torch::empty({B, L}, torch::kLong);   // [B, L]
-  auto padding = torch::empty({B, L}, torch::kBool);  // [B, L]
+  const auto opts = torch::TensorOptions().pinned_memory(o_.pin_memory);
+  auto ids = torch::empty({B, L}, opts.dtype(torch::kLong));      // [B, L]
+  auto labels = torch::empty({B, L}, opts.dtype(torch::kLong));   // [B, L]
+  auto padding = torch::empty({B, L}, opts.dtype(torch::kBool));  // [B, L]
   int64_t* ids_p = ids.data_ptr<int64_t>();
   int64_t* lab_p = labels.data_ptr<int64_t>();
   bool* pad_p = padding.data_ptr<bool>();
+  int32_t* tok = scratch_tokens_.data();
+  uint8_t* ws = scratch_starts_.data();
   int64_t tokens = 0;
-  // The global batch is world*B sequences; this rank takes every world-th one.
+  // The global batch is W*B positions; this rank takes every W-th one, from its rank on.
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t global = c.position + b * world_ + rank_;
+    const int64_t global = c.position + b * W + o_.rank;
     const int64_t epoch = c.epoch + global / n;
     const int64_t seq = sequence_at(c.epoch, global);
-    const int32_t* tok = data_->tokens.data() + seq * L;
-    const uint8_t* ws = data_->word_start.data() + seq * L;
+    data_->read(seq, tok, ws);
     // Masks depend on (seed, epoch, sequence) only: not on rank, world, batch size or method.
-    mask_sequence(tok, ws, L, special_, first_regular_, vocab_, masking_,
-                  masking_seed(seed_, static_cast<uint64_t>(epoch), static_cast<uint64_t>(seq)), ids_p + b * L,
+    mask_sequence(tok, ws, L, special_, first_regular_, vocab_, o_.masking,
+                  masking_seed(o_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(seq)), ids_p + b * L,
                   lab_p + b * L);
     for (int64_t i = 0; i < L; ++i) {
       const bool pad = tok[i] == special_.pad;
@@ -72,14 +91,14 @@ MlmBatch MlmLoader::make_batch(LoaderCursor& c) {
       tokens += !pad;
     }
   }
-  c.position += B * world_;
+  c.position += B * W;
   c.epoch += c.position / n;
   c.position %= n;
   return {ids, labels, padding, tokens};
 }
 
 MlmBatch MlmLoader::next() {
-  if (prefetch_ == 0) return make_batch(cursor_);
+  if (o_.prefetch == 0) return make_batch(cursor_);
   std::unique_lock lock(mutex_);
   changed_.wait(lock, [&] { return !queue_.empty() || error_; });
   if (queue_.empty()) std::rethrow_exception(error_);
@@ -98,7 +117,7 @@ void MlmLoader::restore(const LoaderCursor& c) {
 
 void MlmLoader::start_prefetch() {
   produce_ = cursor_;
-  if (prefetch_ == 0) return;
+  if (o_.prefetch == 0) return;
   stopping_ = false;
   queue_.clear();
   error_ = nullptr;
@@ -107,10 +126,10 @@ void MlmLoader::start_prefetch() {
       for (;;) {
         {
           std::unique_lock lock(mutex_);
-          changed_.wait(lock, [&] { return stopping_ || static_cast<int64_t>(queue_.size()) < prefetch_; });
+          changed_.wait(lock, [&] { return stopping_ || static_cast<int64_t>(queue_.size()) < o_.prefetch; });
           if (stopping_) return;
         }
-        LoaderCursor c = produce_;  // only this thread touches produce_ and orders_ while it runs
+        LoaderCursor c = produce_;  // only this thread touches produce_ and the scratch rows while it runs
         MlmBatch batch = make_batch(c);
         produce_ = c;
         std::lock_guard lock(mutex_);

@@ -11,6 +11,11 @@ int64_t PackedSequences::real_tokens() const {
   return static_cast<int64_t>(std::count_if(tokens.begin(), tokens.end(), [](int32_t t) { return t != 0; }));
 }
 
+void PackedSequences::read(int64_t i, int32_t* out_tokens, uint8_t* out_word_start) const {
+  std::copy_n(tokens.data() + i * seq_len, seq_len, out_tokens);
+  std::copy_n(word_start.data() + i * seq_len, seq_len, out_word_start);
+}
+
 namespace {
 // Fills one sequence at a time; flush() closes it with [SEP] and pads to L.
 class Packer {

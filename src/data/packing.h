@@ -9,18 +9,21 @@
 #include <vector>
 
 #include "data/corpus.h"
+#include "data/sequences.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 
 namespace rpe {
 
-// Fixed-length sequences stored flat: row r is tokens[r*L, (r+1)*L).
-struct PackedSequences {
+// Fixed-length sequences stored flat in memory: row r is tokens[r*L, (r+1)*L).
+struct PackedSequences : SequenceSource {
   int64_t seq_len = 0;
   std::vector<int32_t> tokens;      // [N * L], padded with [PAD]
   std::vector<uint8_t> word_start;  // [N * L], 1 = starts a word (never on special tokens)
-  int64_t size() const { return seq_len ? static_cast<int64_t>(tokens.size()) / seq_len : 0; }
-  int64_t real_tokens() const;      // non-[PAD] tokens
+  int64_t size() const override { return seq_len ? static_cast<int64_t>(tokens.size()) / seq_len : 0; }
+  int64_t length() const override { return seq_len; }
+  int64_t real_tokens() const override;  // non-[PAD] tokens
+  void read(int64_t i, int32_t* out_tokens, uint8_t* out_word_start) const override;
 };
 
 // Packs the documents of `streams`, in order, as one stream.

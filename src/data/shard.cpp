@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -30,6 +32,36 @@ uint64_t shard_bytes(uint32_t id_bytes, uint64_t n, uint64_t s, uint64_t d) {
   return kShardHeaderBytes + pad8(n * id_bytes) + pad8((n + 7) / 8) + 8 * s + 8 * d;
 }
 }  // namespace
+
+void ShardHasher::mix(uint64_t w) {
+  // h -> (h ^ w) * odd, then an xor-shift: each step is a bijection of h for a fixed w, so two
+  // inputs differing in one word give different states from that word on.
+  h_ = (h_ ^ w) * 0x9E3779B97F4A7C15ULL;
+  h_ ^= h_ >> 32;
+}
+
+void ShardHasher::update(const void* data, size_t bytes) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  total_ += bytes;
+  while (bytes > 0 && tail_bytes_ > 0) {  // finish a partial word first
+    tail_ |= static_cast<uint64_t>(*p++) << (8 * tail_bytes_);
+    --bytes;
+    if (++tail_bytes_ == 8) mix(tail_), tail_ = 0, tail_bytes_ = 0;
+  }
+  for (; bytes >= 8; bytes -= 8, p += 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    mix(w);
+  }
+  for (; bytes > 0; --bytes) tail_ |= static_cast<uint64_t>(*p++) << (8 * tail_bytes_++);
+}
+
+uint64_t ShardHasher::value() const {
+  ShardHasher c = *this;
+  if (c.tail_bytes_ > 0) c.mix(c.tail_);
+  c.mix(total_);  // the length, so trailing zero words count
+  return c.h_;
+}
 
 void ShardBuilder::add_document(const std::vector<Encoding>& sentences) {
   std::vector<int32_t> ids;
@@ -87,7 +119,7 @@ void ShardBuilder::clear() {
   words_ = 0;
 }
 
-uint64_t ShardBuilder::write(const fs::path& file, int64_t vocab_size) const {
+ShardFileInfo ShardBuilder::write(const fs::path& file, int64_t vocab_size) const {
   Header h{};
   std::memcpy(h.magic, kShardMagic, 8);
   h.version = kShardVersion;
@@ -98,26 +130,34 @@ uint64_t ShardBuilder::write(const fs::path& file, int64_t vocab_size) const {
   h.documents = document_ends_.size();
   h.words = static_cast<uint64_t>(words_);
   const char zeros[8] = {};
+  ShardHasher hasher;
   write_atomic_with(file, [&](const fs::path& tmp) {
+    hasher = ShardHasher();
     std::ofstream out(tmp, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(&h), sizeof h);
-    if (h.id_bytes == 2) {
-      std::vector<uint16_t> narrow(ids_.begin(), ids_.end());
-      out.write(reinterpret_cast<const char*>(narrow.data()), static_cast<std::streamsize>(narrow.size() * 2));
+    auto put = [&](const void* p, size_t n) {
+      out.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
+      hasher.update(p, n);
+    };
+    put(&h, sizeof h);
+    if (h.id_bytes == 2) {  // narrowed a block at a time: no second copy of the ids in memory
+      std::vector<uint16_t> narrow;
+      for (size_t at = 0; at < ids_.size(); at += narrow.size()) {
+        narrow.assign(ids_.begin() + static_cast<std::ptrdiff_t>(at),
+                      ids_.begin() + static_cast<std::ptrdiff_t>(std::min(ids_.size(), at + (size_t{1} << 16))));
+        put(narrow.data(), narrow.size() * 2);
+      }
     } else {
-      out.write(reinterpret_cast<const char*>(ids_.data()), static_cast<std::streamsize>(ids_.size() * 4));
+      put(ids_.data(), ids_.size() * 4);
     }
     const size_t id_len = ids_.size() * h.id_bytes;
-    out.write(zeros, static_cast<std::streamsize>(pad8(id_len) - id_len));
-    out.write(reinterpret_cast<const char*>(word_bits_.data()), static_cast<std::streamsize>(word_bits_.size()));
-    out.write(zeros, static_cast<std::streamsize>(pad8(word_bits_.size()) - word_bits_.size()));
-    out.write(reinterpret_cast<const char*>(sentence_ends_.data()),
-              static_cast<std::streamsize>(sentence_ends_.size() * 8));
-    out.write(reinterpret_cast<const char*>(document_ends_.data()),
-              static_cast<std::streamsize>(document_ends_.size() * 8));
+    put(zeros, pad8(id_len) - id_len);
+    put(word_bits_.data(), word_bits_.size());
+    put(zeros, pad8(word_bits_.size()) - word_bits_.size());
+    put(sentence_ends_.data(), sentence_ends_.size() * 8);
+    put(document_ends_.data(), document_ends_.size() * 8);
     if (!out.flush()) throw UserError(file.string() + ": cannot write shard");
   });
-  return shard_bytes(h.id_bytes, h.tokens, h.sentences, h.documents);
+  return {shard_bytes(h.id_bytes, h.tokens, h.sentences, h.documents), hasher.value()};
 }
 
 MappedShard::MappedShard(const fs::path& file) : file_(file) {
@@ -170,25 +210,44 @@ MappedShard::MappedShard(const fs::path& file) : file_(file) {
   stream_.documents = static_cast<int64_t>(h.documents);
   vocab_size_ = static_cast<int64_t>(h.vocab_size);
   words_ = static_cast<int64_t>(h.words);
+}
+
+uint64_t MappedShard::verify(const uint64_t* expected) const {
+  const std::string name = file_.string();
+  auto fail = [&](const std::string& what) { throw UserError(name + ": " + what); };
+  ShardHasher hasher;
+  hasher.update(map_, bytes_);
+  const uint64_t sum = hasher.value();
+  if (expected && sum != *expected) {
+    char line[160];
+    std::snprintf(line, sizeof line, "checksum %016llx differs from the manifest's %016llx (the file changed or is "
+                  "corrupt: rerun prepare-data --force)", static_cast<unsigned long long>(sum),
+                  static_cast<unsigned long long>(*expected));
+    fail(line);
+  }
+  const uint64_t tokens = static_cast<uint64_t>(stream_.tokens), sentences = static_cast<uint64_t>(stream_.sentences);
   // Boundaries must increase and end at the totals, or packing would read out of range.
   uint64_t prev = 0;
   for (int64_t s = 0; s < stream_.sentences; ++s) {
     if (stream_.sentence_ends[s] <= prev) fail("corrupt shard: sentence ends do not increase");
     prev = stream_.sentence_ends[s];
   }
-  if (stream_.sentences > 0 && prev != h.tokens) fail("corrupt shard: sentences do not cover the tokens");
+  if (stream_.sentences > 0 && prev != tokens) fail("corrupt shard: sentences do not cover the tokens");
   prev = 0;
   for (int64_t d = 0; d < stream_.documents; ++d) {
     if (stream_.document_ends[d] <= prev) fail("corrupt shard: document ends do not increase");
     prev = stream_.document_ends[d];
   }
-  if (stream_.documents > 0 && prev != h.sentences) fail("corrupt shard: documents do not cover the sentences");
-  if (h.tokens > 0 && (stream_.sentences == 0 || stream_.documents == 0)) fail("corrupt shard: no document index");
+  if (stream_.documents > 0 && prev != sentences) fail("corrupt shard: documents do not cover the sentences");
+  if (tokens > 0 && (stream_.sentences == 0 || stream_.documents == 0)) fail("corrupt shard: no document index");
   for (int64_t i = 0; i < stream_.tokens; ++i)
-    if (stream_.id(i) < 0 || stream_.id(i) >= vocab_size_) {
+    if (stream_.id(i) < 0 || stream_.id(i) >= vocab_size_)
       fail("corrupt shard: token " + std::to_string(i) + " has id " + std::to_string(stream_.id(i)) +
            " outside the vocabulary (" + std::to_string(vocab_size_) + ")");
-    }
+  // Drop the pages this scan touched from the process (they stay in the page cache): a
+  // training rank's resident set should hold only what the loader reads.
+  ::madvise(map_, bytes_, MADV_DONTNEED);
+  return sum;
 }
 
 MappedShard::~MappedShard() {

@@ -17,6 +17,9 @@
 //                  document_ends [D] uint64: sentence index one past each document
 //
 // A file whose size differs from the one the header implies is rejected as truncated.
+// Opening checks only the header and the size (O(1), cheap on every start); verify() reads the
+// whole file once: its checksum (shard_checksum, recorded in the manifest) and every id and
+// boundary. A bit flip anywhere changes the checksum.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -30,6 +33,24 @@ namespace rpe {
 inline constexpr char kShardMagic[8] = {'R', 'P', 'E', 'S', 'H', 'A', 'R', 'D'};
 inline constexpr uint32_t kShardVersion = 1;
 inline constexpr size_t kShardHeaderBytes = 64;
+
+// Checksum of a shard file's bytes: 64-bit words folded in by a bijective mix per word, so
+// changing any one word (a bit flip) always changes the result. Shards are multiples of 8 bytes.
+class ShardHasher {
+ public:
+  void update(const void* data, size_t bytes);  // bytes need not be a multiple of 8
+  uint64_t value() const;                      // of all bytes so far (tail zero-padded)
+
+ private:
+  uint64_t h_ = 0x243F6A8885A308D3ULL, tail_ = 0;
+  size_t tail_bytes_ = 0;
+  uint64_t total_ = 0;
+  void mix(uint64_t w);
+};
+
+struct ShardFileInfo {
+  uint64_t bytes = 0, checksum = 0;
+};
 
 // Read-only view of a tokenized stream (an open shard or an in-memory builder).
 struct TokenStream {
@@ -60,8 +81,8 @@ class ShardBuilder {
   int64_t documents() const { return static_cast<int64_t>(document_ends_.size()); }
   int64_t words() const { return words_; }
   TokenStream view() const;
-  // Writes the shard atomically; returns its size in bytes.
-  uint64_t write(const std::filesystem::path& file, int64_t vocab_size) const;
+  // Writes the shard atomically; returns its size in bytes and checksum.
+  ShardFileInfo write(const std::filesystem::path& file, int64_t vocab_size) const;
   void clear();
 
  private:
@@ -72,7 +93,7 @@ class ShardBuilder {
 };
 
 // A shard file mapped into memory (read-only). Opening validates magic, version, id size
-// and the file size; a problem is a UserError naming the file.
+// and the file size; verify() everything else. A problem is a UserError naming the file.
 class MappedShard {
  public:
   explicit MappedShard(const std::filesystem::path& file);
@@ -83,6 +104,10 @@ class MappedShard {
   int64_t vocab_size() const { return vocab_size_; }
   int64_t words() const { return words_; }
   const std::filesystem::path& file() const { return file_; }
+  uint64_t bytes() const { return bytes_; }
+  // Reads the whole file: checksum (compared when `expected` is given), ids inside the
+  // vocabulary, increasing sentence and document boundaries. Returns the checksum.
+  uint64_t verify(const uint64_t* expected = nullptr) const;
 
  private:
   std::filesystem::path file_;

@@ -23,8 +23,8 @@ MlmSums mlm_loss(BertModel& model, const torch::Tensor& ids, const torch::Tensor
   return s;
 }
 
-MlmTask::MlmTask(BertModel model, std::shared_ptr<const PackedSequences> train,
-                 std::shared_ptr<const PackedSequences> valid, const Tokenizer& tokenizer, const Config& cfg,
+MlmTask::MlmTask(BertModel model, std::shared_ptr<const SequenceSource> train,
+                 std::shared_ptr<const SequenceSource> valid, const Tokenizer& tokenizer, const Config& cfg,
                  int64_t micro_batch, int64_t rank, int64_t world, const torch::Device& device)
     : model_(std::move(model)),
       valid_(std::move(valid)),
@@ -32,8 +32,9 @@ MlmTask::MlmTask(BertModel model, std::shared_ptr<const PackedSequences> train,
       cfg_(cfg),
       micro_batch_(micro_batch),
       device_(device),
-      loader_(std::move(train), tokenizer, MaskingOptions::from(cfg.data), micro_batch,
-              static_cast<uint64_t>(cfg.train.seed), /*shuffle=*/true, rank, world, cfg.data.prefetch) {}
+      loader_(std::move(train), tokenizer,
+              LoaderOptions{MaskingOptions::from(cfg.data), micro_batch, static_cast<uint64_t>(cfg.train.seed),
+                            /*shuffle=*/true, rank, world, cfg.data.prefetch, /*pin_memory=*/device.is_cuda()}) {}
 
 MicroBatch MlmTask::next_batch() {
   MlmBatch b = loader_.next();
@@ -58,8 +59,9 @@ BatchSums MlmTask::forward(const MicroBatch& b) {
 
 nlohmann::json MlmTask::evaluate() {
   if (!valid_ || valid_->size() == 0) return {{"loss", std::nan("")}, {"mlm_accuracy", std::nan("")}};
-  MlmLoader loader(valid_, tokenizer_, MaskingOptions::from(cfg_.data), micro_batch_,
-                   static_cast<uint64_t>(cfg_.train.seed) + 1, /*shuffle=*/false);
+  MlmLoader loader(valid_, tokenizer_,
+                   LoaderOptions{MaskingOptions::from(cfg_.data), micro_batch_, static_cast<uint64_t>(cfg_.train.seed) + 1,
+                                 /*shuffle=*/false});
   const int64_t batches = std::min(cfg_.train.eval_batches, std::max<int64_t>(1, valid_->size() / micro_batch_));
   const auto dopt = torch::TensorOptions(torch::kDouble).device(device_);
   auto sums = torch::zeros({2}, dopt);  // [loss, correct] on the device until the end

@@ -41,7 +41,7 @@ MlmSums mlm_loss(BertModel& model, const torch::Tensor& ids, const torch::Tensor
 // targets [N], tokens [ ]}. evaluate() is the held-out MLM loss over train.eval_batches batches.
 class MlmTask : public Task {
  public:
-  MlmTask(BertModel model, std::shared_ptr<const PackedSequences> train, std::shared_ptr<const PackedSequences> valid,
+  MlmTask(BertModel model, std::shared_ptr<const SequenceSource> train, std::shared_ptr<const SequenceSource> valid,
           const Tokenizer& tokenizer, const Config& cfg, int64_t micro_batch, int64_t rank, int64_t world,
           const torch::Device& device);
   MicroBatch next_batch() override;
@@ -53,7 +53,7 @@ class MlmTask : public Task {
 
  private:
   BertModel model_;
-  std::shared_ptr<const PackedSequences> valid_;
+  std::shared_ptr<const SequenceSource> valid_;
   const Tokenizer& tokenizer_;
   const Config& cfg_;
   int64_t micro_batch_;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end checks of the data subcommands: prepare-data prints a summary and is a no-op
-# on a rerun; tokenize and train-tokenizer work; bad input (non-UTF-8, empty file, missing
-# vocabulary, truncated or foreign shard) gives a one-line error naming the file, exit 2;
-# pretraining reads prepared shards.
+# on a rerun; gzip and one-document-per-line input; tokenize and train-tokenizer work; bad
+# input (non-UTF-8, empty file, a folder, missing vocabulary, truncated, foreign or bit-flipped
+# shard, stale shards) gives a one-line error naming the file, exit 2; pretraining reads
+# prepared shards.
 # Usage: test_data_cli.sh RPE_TRAIN_BINARY SOURCE_DIR
 set -u
 BIN=$1
@@ -94,6 +95,43 @@ expect_error foreign_shard "$T/foreign/valid-00000.shard: not an rpe-train shard
   "$BIN" pretrain --config "$T/cfg.yaml" --set data.shards="$T/foreign" --run-dir "$T/r2"
 expect_error sp_tokenizer_mismatch "made with the sentencepiece tokenizer, the config uses wordpiece" \
   "$BIN" pretrain --config "$T/cfg.yaml" --set data.shards="$T/sp_shards" --run-dir "$T/r3"
+
+
+# gzip, one document per line: 60 lines -> 60 documents.
+awk 'BEGIN { RS = ""; FS = "\n" } { $1 = $1; print }' "$T/corpus.txt" | gzip > "$T/lines.txt.gz"
+out=$("$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/lines.txt.gz" --set data.document_format=line \
+  --out "$T/gz_shards" 2>/dev/null) || fail "prepare-data on .gz lines failed"
+[[ $out == *"60 documents (54 train, 6 valid)"* ]] || fail "gzip line summary: $out"
+expect_error line_format_named "read as data.document_format: line" \
+  "$BIN" prepare-data --config "$T/cfg.yaml" --set data.document_format=line --out "$T/x"
+mkdir -p "$T/adir"
+expect_error folder "$T/adir: is a folder, not a text file" \
+  "$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/adir" --out "$T/x"
+# A flipped bit in a shard: caught by --verify, and by training once the file's mtime moved.
+cp -r "$T/shards" "$T/flip"
+perl -e 'open(F, "+<", $ARGV[0]) or die; seek(F, 100, 0); read(F, $c, 1); seek(F, 100, 0); print F chr(ord($c) ^ 1)' \
+  "$T/flip/train-00000.shard"
+expect_error bit_flip "train-00000.shard: checksum" \
+  "$BIN" pretrain --config "$T/cfg.yaml" --set data.shards="$T/flip" --run-dir "$T/r4"
+expect_error stale_shards "the shards do not match data.train_files" \
+  "$BIN" pretrain --config "$T/cfg.yaml" --set data.valid_fraction=0.2 --run-dir "$T/r5"
+# SIGKILL during prepare-data: no manifest is left, so nothing is trusted; a rerun completes.
+for i in $(seq 1 3000); do cat "$T/corpus.txt"; done > "$T/big.txt"
+"$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/big.txt" --threads 1 --out "$T/killed" \
+  > /dev/null 2>&1 &
+pid=$!
+sleep 1
+kill -9 $pid 2>/dev/null && killed=1 || killed=0
+wait $pid 2>/dev/null
+if [[ $killed == 1 && ! -f $T/killed/manifest.json ]]; then
+  expect_error killed_prepare "no manifest.json" \
+    "$BIN" pretrain --config "$T/cfg.yaml" --set data.shards="$T/killed" --set data.train_files="$T/big.txt" --run-dir "$T/r6"
+elif [[ $killed == 1 ]]; then
+  fail "prepare-data killed mid-run left a manifest"
+fi
+"$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/big.txt" --out "$T/killed" > "$T/out" 2>&1 ||
+  fail "rerun after a kill: $(tail -1 "$T/out")"
+grep -q "180000 documents" "$T/out" || fail "rerun after a kill: $(cat "$T/out")"
 
 if [[ $fails -ne 0 ]]; then echo "$fails check(s) failed"; exit 1; fi
 echo "all data CLI checks passed"

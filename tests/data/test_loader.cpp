@@ -1,11 +1,16 @@
 // MLM loader: a loader restored from a saved cursor yields exactly the batches an
-// uninterrupted one would (with and without background prefetch), epochs are seeded
-// permutations, and ranks of a multi-process run take disjoint rows of the global batch.
+// uninterrupted one would (with and without background prefetch, in memory and from shards),
+// epochs are seeded permutations, ranks of a multi-process run take disjoint rows of the
+// global batch whose union is the epoch, and lazy sequences from shards equal the in-memory
+// packing token for token.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "data/mlm_dataset.h"
+#include "data/packing.h"
+#include "data/shard_sequences.h"
 #include "data/wordpiece_tokenizer.h"
 #include "data_test_util.h"
 
@@ -26,7 +31,7 @@ class LoaderTest : public ::testing::Test {
     data_ = std::make_shared<PackedSequences>(pack_documents(docs, *tok_, 16, true));
   }
   MlmLoader make(int64_t batch, int64_t prefetch, int64_t rank = 0, int64_t world = 1) {
-    return MlmLoader(data_, *tok_, MaskingOptions{}, batch, 99, /*shuffle=*/true, rank, world, prefetch);
+    return MlmLoader(data_, *tok_, {MaskingOptions{}, batch, 99, /*shuffle=*/true, rank, world, prefetch});
   }
   std::unique_ptr<WordPieceTokenizer> tok_;
   std::shared_ptr<PackedSequences> data_;
@@ -87,6 +92,121 @@ TEST_F(LoaderTest, RanksTakeDisjointRowsOfTheGlobalBatch) {
     }
   }
   EXPECT_EQ(rank0.cursor().position, global.cursor().position);
+}
+
+}  // namespace
+}  // namespace rpe
+
+namespace rpe {
+namespace {
+namespace fs = std::filesystem;
+
+TEST(EpochPermutation, IsABijectionForAnySize) {
+  for (const uint64_t n : {1u, 2u, 3u, 5u, 64u, 1000u, 4097u}) {
+    for (const uint64_t key : {1ull, 0xDEADBEEFull}) {
+      const EpochPermutation perm(n, key);
+      std::vector<int> seen(n, 0);
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t j = perm(i);
+        ASSERT_LT(j, n);
+        ++seen[j];
+      }
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(n)) << n;
+    }
+  }
+  const EpochPermutation a(1000, 1), b(1000, 2);
+  int same = 0;
+  for (uint64_t i = 0; i < 1000; ++i) same += a(i) == b(i);
+  EXPECT_LT(same, 20);  // another key, another order
+}
+
+// Prepared shards of a random corpus, small enough that sequences cross shard boundaries.
+class ShardLoaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::temp_dir();
+    d_.tokenizer = "wordpiece";
+    d_.tokenizer_model = test::write_tiny_vocab(dir_).string();
+    d_.valid_fraction = 0.1;
+    d_.shard_tokens = 3000;
+    test::write_text(dir_ / "a.txt", test::random_corpus(600, 5));
+    d_.train_files = {(dir_ / "a.txt").string()};
+    tok_ = std::make_unique<WordPieceTokenizer>(d_.tokenizer_model, true);
+    prepare_data(d_, *tok_, {dir_ / "out", 2, false});
+    shards_ = std::make_shared<const PreparedShards>(open_prepared(dir_ / "out", *tok_));
+  }
+  std::shared_ptr<ShardSequences> sequences(int64_t L, bool cross, bool valid = false) {
+    return std::make_shared<ShardSequences>(shards_, valid, dir_ / "out", tok_->special(), L, cross);
+  }
+  fs::path dir_;
+  DataOptions d_;
+  std::unique_ptr<WordPieceTokenizer> tok_;
+  std::shared_ptr<const PreparedShards> shards_;
+};
+
+TEST_F(ShardLoaderTest, LazySequencesEqualTheInMemoryPacking) {
+  ASSERT_GT(shards_->train.size(), 3u);
+  for (const bool cross : {true, false})
+    for (const int64_t L : {8, 16, 37, 128}) {
+      for (const bool valid : {false, true}) {
+        const auto lazy = sequences(L, cross, valid);
+        const auto packed = pack_streams(PreparedShards::streams(valid ? shards_->valid : shards_->train),
+                                         tok_->special(), L, cross);
+        ASSERT_EQ(lazy->size(), packed.size()) << L << cross;
+        EXPECT_EQ(lazy->real_tokens(), packed.real_tokens());
+        std::vector<int32_t> tokens(static_cast<size_t>(L));
+        std::vector<uint8_t> starts(static_cast<size_t>(L));
+        for (int64_t i = 0; i < lazy->size(); ++i) {
+          lazy->read(i, tokens.data(), starts.data());
+          ASSERT_TRUE(std::equal(tokens.begin(), tokens.end(), packed.tokens.begin() + i * L)) << "L " << L << " seq " << i;
+          ASSERT_TRUE(std::equal(starts.begin(), starts.end(), packed.word_start.begin() + i * L)) << i;
+        }
+      }
+    }
+  // The index was cached beside the shards: the next open maps it instead of rebuilding.
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "index-train-L128-doc.bin"));
+  EXPECT_TRUE(sequences(128, false)->index_from_cache());
+}
+
+TEST_F(ShardLoaderTest, TwoRanksReadDisjointSharesWhoseUnionIsTheEpoch) {
+  const auto data = sequences(16, true);
+  const int64_t n = data->size(), B = 3, W = 2;
+  MlmLoader global(data, *tok_, {MaskingOptions{}, B * W, 7}), r0(data, *tok_, {MaskingOptions{}, B, 7, true, 0, W, 2}),
+      r1(data, *tok_, {MaskingOptions{}, B, 7, true, 1, W});
+  std::vector<int64_t> share0, share1;
+  for (int64_t p = 0; p < n; ++p) (p % W == 0 ? share0 : share1).push_back(r0.sequence_at(0, p));
+  std::set<int64_t> all(share0.begin(), share0.end());
+  for (const auto s : share1) EXPECT_TRUE(all.insert(s).second) << "sequence " << s << " on both ranks";
+  EXPECT_EQ(all.size(), static_cast<size_t>(n));
+  for (int step = 0; step < 12; ++step) {  // rows of the global batch, dealt to the ranks
+    const MlmBatch g = global.next(), a = r0.next(), b = r1.next();
+    for (int64_t row = 0; row < B; ++row) {
+      EXPECT_TRUE(torch::equal(a.ids[row], g.ids[W * row]));
+      EXPECT_TRUE(torch::equal(b.labels[row], g.labels[W * row + 1]));
+    }
+  }
+}
+
+TEST_F(ShardLoaderTest, ResumeMidEpochIsBitwiseExactFromShards) {
+  const int64_t B = 5;
+  MlmLoader whole(sequences(32, true), *tok_, {MaskingOptions{}, B, 11, true, 0, 1, 2});
+  const int64_t batches = 2 * whole.sequences() / B + 3;  // across an epoch end
+  std::vector<MlmBatch> expected;
+  LoaderCursor saved;
+  for (int64_t i = 0; i < batches; ++i) {
+    expected.push_back(whole.next());
+    if (i == 4) saved = whole.cursor();
+  }
+  ASSERT_GT(saved.position, 0);
+  // A new process: shards reopened, the index mapped from its cache, the cursor restored.
+  auto reopened = std::make_shared<const PreparedShards>(open_prepared(dir_ / "out", *tok_));
+  auto data = std::make_shared<ShardSequences>(reopened, false, dir_ / "out", tok_->special(), 32, true);
+  EXPECT_TRUE(data->index_from_cache());
+  MlmLoader resumed(data, *tok_, {MaskingOptions{}, B, 11, true, 0, 1, 3});
+  resumed.restore(saved);
+  for (int64_t i = 5; i < batches; ++i) expect_same(resumed.next(), expected[static_cast<size_t>(i)]);
+  EXPECT_EQ(resumed.cursor().epoch, whole.cursor().epoch);
+  EXPECT_EQ(resumed.cursor().position, whole.cursor().position);
 }
 
 }  // namespace

@@ -50,8 +50,8 @@ TEST(Shard, RoundTripsIdsWordStartsAndBoundaries) {
   add_table_docs(a, b);
   for (const int64_t vocab : {100, 70000}) {  // uint16 ids, then uint32
     const fs::path file = dir / ("v" + std::to_string(vocab) + ".shard");
-    const uint64_t bytes = a.write(file, vocab);
-    EXPECT_EQ(fs::file_size(file), bytes);
+    const ShardFileInfo info = a.write(file, vocab);
+    EXPECT_EQ(fs::file_size(file), info.bytes);
     MappedShard m(file);
     const TokenStream& s = m.stream();
     EXPECT_EQ(s.id_bytes, vocab <= 65536 ? 2u : 4u);
@@ -70,9 +70,46 @@ TEST(Shard, RoundTripsIdsWordStartsAndBoundaries) {
     EXPECT_EQ(s.sentence_ends[2], 9u);
     EXPECT_EQ(s.document_ends[0], 2u);
     EXPECT_EQ(s.document_ends[1], 3u);
+    EXPECT_EQ(m.verify(&info.checksum), info.checksum);  // the checksum of the bytes on disk
   }
   // 64-byte header + 9 uint16 ids padded to 24 + 2 bit bytes padded to 8 + 3 + 2 uint64.
   EXPECT_EQ(fs::file_size(dir / "v100.shard"), 64u + 24u + 8u + 24u + 16u);
+}
+
+// The reference of ShardHasher, written out: per little-endian 64-bit word w (the tail
+// zero-padded), h = (h ^ w) * K then h ^= h >> 32; finally the byte count is mixed in.
+uint64_t reference_checksum(const std::string& bytes) {
+  uint64_t h = 0x243F6A8885A308D3ULL;
+  auto mix = [&](uint64_t w) {
+    h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+    h ^= h >> 32;
+  };
+  for (size_t i = 0; i < bytes.size(); i += 8) {
+    uint64_t w = 0;
+    for (size_t b = 0; b < 8 && i + b < bytes.size(); ++b) w |= static_cast<uint64_t>(uint8_t(bytes[i + b])) << (8 * b);
+    mix(w);
+  }
+  mix(bytes.size());
+  return h;
+}
+
+TEST(Shard, ChecksumMatchesReferenceInAnyPiecesAndSeesEveryBitFlip) {
+  std::string bytes(1003, '\0');
+  uint32_t x = 12345;
+  for (auto& c : bytes) c = static_cast<char>((x = x * 1103515245u + 12345u) >> 16);
+  ShardHasher whole, pieces;
+  whole.update(bytes.data(), bytes.size());
+  for (size_t at = 0, step = 1; at < bytes.size(); at += step, step = step % 13 + 1)
+    pieces.update(bytes.data() + at, std::min(step, bytes.size() - at));
+  EXPECT_EQ(whole.value(), reference_checksum(bytes));
+  EXPECT_EQ(pieces.value(), whole.value());
+  for (size_t bit = 0; bit < 8 * bytes.size(); ++bit) {
+    std::string flipped = bytes;
+    flipped[bit / 8] = static_cast<char>(flipped[bit / 8] ^ (1 << (bit % 8)));
+    ShardHasher h;
+    h.update(flipped.data(), flipped.size());
+    ASSERT_NE(h.value(), whole.value()) << "bit " << bit;
+  }
 }
 
 TEST(Shard, TruncatedForeignAndOldFilesAreRejectedByName) {
@@ -83,7 +120,7 @@ TEST(Shard, TruncatedForeignAndOldFilesAreRejectedByName) {
   const std::string good = read_file(dir / "good.shard");
   auto variant = [&](const std::string& name, std::string bytes) {
     test::write_text(dir / name, bytes);
-    return expect_user_error([&] { MappedShard m(dir / name); });
+    return expect_user_error([&] { MappedShard(dir / name).verify(); });
   };
   EXPECT_NE(variant("cut.shard", good.substr(0, good.size() - 1)).find("cut.shard: truncated or corrupt"),
             std::string::npos);

@@ -1,0 +1,172 @@
+// The manifest of a prepared folder (manifest.h) and opening its shards (prepare.h):
+// cheap freshness checks from stat() and the manifest, and a once-per-file verification
+// of every shard against the manifest's checksum, remembered in a stamp file.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "data/manifest.h"
+#include "data/prepare.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+#include "util/log.h"
+
+namespace rpe {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace manifest {
+
+std::string hex64(uint64_t v) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(v));
+  return hex;
+}
+
+uint64_t parse_hex64(const std::string& s) {
+  if (s.size() != 16 || s.find_first_not_of("0123456789abcdef") != std::string::npos)
+    throw UserError("malformed checksum '" + s + "' in manifest.json");
+  return std::stoull(s, nullptr, 16);
+}
+
+int64_t mtime_ns(const fs::path& f) {
+  struct stat st {};
+  if (::stat(f.string().c_str(), &st) != 0) return 0;
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+}
+
+namespace {
+json file_identity(const std::string& f) {
+  std::error_code ec;
+  if (fs::is_directory(f, ec)) throw UserError(f + ": is a folder, not a text file (list the files in it)");
+  if (!fs::exists(f, ec)) throw UserError(f + ": file not found");
+  return {{"path", f}, {"bytes", static_cast<int64_t>(fs::file_size(f))}, {"mtime_ns", mtime_ns(f)}};
+}
+}  // namespace
+
+json settings_of(const DataOptions& d, const Tokenizer& tok) {
+  json s = {{"format_version", kPreparedFormatVersion},
+            {"tokenizer", tok.kind()},
+            {"vocab_size", tok.vocab_size()},
+            {"lowercase", d.lowercase},
+            {"document_format", d.document_format},
+            {"valid_fraction", d.valid_fraction},
+            {"shard_tokens", d.shard_tokens},
+            {"train_files", d.train_files},
+            {"valid_files", d.valid_files}};
+  s["tokenizer_model"] = nullptr;
+  if (!d.tokenizer_model.empty()) {  // identity by content: a copied vocabulary is the same tokenizer
+    ShardHasher h;
+    const std::string bytes = read_file(d.tokenizer_model);
+    h.update(bytes.data(), bytes.size());
+    s["tokenizer_model"] = {{"path", d.tokenizer_model}, {"checksum", hex64(h.value())}};
+  }
+  return s;
+}
+
+json input_identities(const DataOptions& d) {
+  json inputs = json::array();
+  for (const auto& f : d.train_files) inputs.push_back(file_identity(f));
+  for (const auto& f : d.valid_files) inputs.push_back(file_identity(f));
+  return inputs;
+}
+
+std::string mismatch(const fs::path& dir, const json& settings, const json& inputs, json* out, bool check_shards) {
+  const fs::path m = dir / "manifest.json";
+  if (!fs::exists(m)) return "no manifest.json";
+  try {
+    const json manifest = json::parse(read_file(m));
+    if (out) *out = manifest;
+    if (manifest.at("settings") != settings) return "settings or tokenizer changed";
+    const json& old = manifest.at("inputs");
+    if (old.size() != inputs.size()) return "input files changed";
+    for (size_t i = 0; i < inputs.size(); ++i)
+      for (const char* k : {"path", "bytes", "mtime_ns"})
+        if (old[i].at(k) != inputs[i].at(k)) return inputs[i].at("path").get<std::string>() + " changed";
+    for (const char* split : {"train", "valid"})
+      for (const auto& f : manifest.at("shards").at(split)) {
+        if (!check_shards) break;
+        const fs::path shard = dir / f.at("file").get<std::string>();
+        std::error_code ec;
+        if (fs::file_size(shard, ec) != f.at("bytes").get<uint64_t>() || ec)
+          return shard.filename().string() + " is missing or has another size";
+      }
+    return "";
+  } catch (const json::exception&) {
+    return "unreadable manifest.json";
+  }
+}
+
+}  // namespace manifest
+
+std::string shards_out_of_date(const fs::path& dir, const DataOptions& d, const Tokenizer& tok) {
+  return manifest::mismatch(dir, manifest::settings_of(d, tok), manifest::input_identities(d), nullptr,
+                            /*check_shards=*/false);
+}
+
+std::vector<TokenStream> PreparedShards::streams(const std::vector<std::unique_ptr<MappedShard>>& shards) {
+  std::vector<TokenStream> out;
+  for (const auto& s : shards) out.push_back(s->stream());
+  return out;
+}
+
+namespace {
+// Verifies `shard` against `checksum` unless its stamp says this very file (size, mtime) was.
+void verify_once(const MappedShard& shard, uint64_t checksum, bool force) {
+  const fs::path stamp = shard.file().string() + ".verified";
+  const std::string want = std::to_string(shard.bytes()) + " " + std::to_string(manifest::mtime_ns(shard.file())) +
+                           " " + manifest::hex64(checksum) + "\n";
+  std::error_code ec;
+  if (!force && fs::exists(stamp, ec)) {
+    std::ifstream in(stamp);
+    std::string have((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (have == want) return;
+  }
+  shard.verify(&checksum);
+  try {
+    write_file_atomic(stamp, want);
+  } catch (const std::exception& e) {  // a read-only folder: verify again next time
+    log::debug("data", "cannot write {}: {}", stamp.string(), e.what());
+  }
+}
+}  // namespace
+
+PreparedShards open_prepared(const fs::path& dir, const Tokenizer& tok, bool verify_all) {
+  const fs::path m = dir / "manifest.json";
+  if (!fs::exists(m)) throw UserError(dir.string() + ": no manifest.json (run rpe-train prepare-data first)");
+  json manifest;
+  try {
+    manifest = json::parse(read_file(m));
+  } catch (const json::exception& e) {
+    throw UserError(m.string() + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+  PreparedShards p;
+  try {
+    const json& settings = manifest.at("settings");
+    const int version = settings.at("format_version").get<int>();
+    if (version != kPreparedFormatVersion)
+      throw UserError(m.string() + ": prepared with format version " + std::to_string(version) +
+                      ", this build reads version " + std::to_string(kPreparedFormatVersion) +
+                      " (rerun prepare-data)");
+    const std::string kind = settings.at("tokenizer").get<std::string>();
+    if (kind != tok.kind())
+      throw UserError(m.string() + ": shards were made with the " + kind + " tokenizer, the config uses " + tok.kind());
+    for (const char* split : {"train", "valid"})
+      for (const auto& f : manifest.at("shards").at(split)) {
+        auto shard = std::make_unique<MappedShard>(dir / f.at("file").get<std::string>());
+        if (shard->vocab_size() != tok.vocab_size())
+          throw UserError(shard->file().string() + ": written for a vocabulary of " +
+                          std::to_string(shard->vocab_size()) + ", the tokenizer has " +
+                          std::to_string(tok.vocab_size()));
+        verify_once(*shard, manifest::parse_hex64(f.at("checksum").get<std::string>()), verify_all);
+        (std::string(split) == "train" ? p.train : p.valid).push_back(std::move(shard));
+      }
+  } catch (const json::exception& e) {
+    throw UserError(m.string() + ": unexpected layout (" + std::string(e.what()) + ")");
+  }
+  if (p.train.empty()) throw UserError(m.string() + ": lists no training shards");
+  return p;
+}
+
+}  // namespace rpe

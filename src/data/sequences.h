@@ -1,0 +1,19 @@
+// Fixed-length MLM sequences ([CLS] ... [SEP] [PAD]..., see packing.h), however they are
+// stored: in memory (PackedSequences, the text path) or read lazily from memory-mapped
+// shards (ShardSequences). The loader sees only this interface.
+#pragma once
+#include <cstdint>
+
+namespace rpe {
+
+class SequenceSource {
+ public:
+  virtual ~SequenceSource() = default;
+  virtual int64_t size() const = 0;         // number of sequences N
+  virtual int64_t length() const = 0;       // tokens per sequence L (with [CLS], [SEP], padding)
+  virtual int64_t real_tokens() const = 0;  // non-[PAD] tokens of all N sequences
+  // Sequence i into tokens [L] and word_start [L] (1 = starts a word). Thread-safe.
+  virtual void read(int64_t i, int32_t* tokens, uint8_t* word_start) const = 0;
+};
+
+}  // namespace rpe

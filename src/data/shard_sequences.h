@@ -1,0 +1,53 @@
+// Packed MLM sequences read lazily from memory-mapped shards. The packing (packing.h:
+// whole sentences, [SEP] between documents with full_sentences) consumes the token stream of
+// the shards contiguously, so sequence i is the token range [start_i, start_{i+1}) of that
+// stream plus derived specials: [CLS] first, a [SEP] after each document end inside the
+// range (and after one at its very end when the packer had room for it), the closing [SEP],
+// then [PAD]. The sample index is therefore N+1 uint64 stream offsets: 8 bytes per sequence.
+// It is computed once from the sentence and document boundaries (no token is read) and
+// cached beside the shards as index-<split>-L<L>-<packing>.bin, keyed by the manifest's
+// checksum; a later start maps it. Tokens are read from the shards' memory maps on demand.
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/prepare.h"
+#include "data/sequences.h"
+
+namespace rpe {
+
+class ShardSequences : public SequenceSource {
+ public:
+  // `shards`: an opened prepared folder (kept alive); `valid` picks the split.
+  ShardSequences(std::shared_ptr<const PreparedShards> shards, bool valid, const std::filesystem::path& dir,
+                 const SpecialIds& special, int64_t seq_len, bool cross_documents);
+  ~ShardSequences() override;
+
+  int64_t size() const override { return count_; }
+  int64_t length() const override { return seq_len_; }
+  int64_t real_tokens() const override { return real_tokens_; }
+  void read(int64_t i, int32_t* tokens, uint8_t* word_start) const override;
+  bool index_from_cache() const { return from_cache_; }  // false: computed at this start
+
+ private:
+  void build_index(std::vector<uint64_t>& starts);
+  bool map_cache(const std::filesystem::path& file, uint64_t key);
+  void write_cache(const std::filesystem::path& file, uint64_t key, const std::vector<uint64_t>& starts) const;
+
+  std::shared_ptr<const PreparedShards> shards_;
+  std::vector<TokenStream> streams_;
+  std::vector<int64_t> shard_begin_;  // [shards + 1] stream offset of each shard's first token
+  SpecialIds special_;
+  int64_t seq_len_, room_;
+  bool cross_;
+  int64_t count_ = 0, real_tokens_ = 0;
+  const uint64_t* starts_ = nullptr;  // [count_ + 1], in the cache's map or in owned_
+  std::vector<uint64_t> owned_;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  bool from_cache_ = false;
+};
+
+}  // namespace rpe

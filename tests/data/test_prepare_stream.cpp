@@ -1,0 +1,204 @@
+// Streaming prepare-data at scale: shards of the shared real corpora read lazily equal the
+// in-memory text path token for token; one-document-per-line and gzip inputs; the format
+// named in the error when a file looks like the other; an interrupted run leaves nothing a
+// later run trusts; a flipped bit in a shard is caught by the manifest's checksum.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "data/corpus.h"
+#include "data/packing.h"
+#include "data/prepare.h"
+#include "data/shard_sequences.h"
+#include "data/wordpiece_tokenizer.h"
+#include "data_test_util.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+
+namespace rpe {
+namespace {
+namespace fs = std::filesystem;
+
+std::string user_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no UserError";
+  return "";
+}
+
+void write_gzip(const fs::path& file, const std::string& text) {
+  gzFile gz = gzopen(file.c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  ASSERT_EQ(gzwrite(gz, text.data(), static_cast<unsigned>(text.size())), static_cast<int>(text.size()));
+  gzclose(gz);
+}
+
+std::map<std::string, std::string> shard_bytes(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".shard") out[e.path().filename().string()] = read_file(e.path());
+  return out;
+}
+
+// Every sequence of `lazy` equals row i of `packed`.
+void expect_equal_sequences(const SequenceSource& lazy, const PackedSequences& packed) {
+  ASSERT_EQ(lazy.size(), packed.size());
+  const int64_t L = packed.seq_len;
+  std::vector<int32_t> t(static_cast<size_t>(L));
+  std::vector<uint8_t> w(static_cast<size_t>(L));
+  for (int64_t i = 0; i < lazy.size(); ++i) {
+    lazy.read(i, t.data(), w.data());
+    ASSERT_TRUE(std::equal(t.begin(), t.end(), packed.tokens.begin() + i * L)) << "sequence " << i;
+    ASSERT_TRUE(std::equal(w.begin(), w.end(), packed.word_start.begin() + i * L)) << "sequence " << i;
+  }
+}
+
+TEST(PrepareStream, SharedCorporaFromShardsEqualTheInMemoryTextPath) {
+  const fs::path shared = fs::path(RPE_SOURCE_DIR) / "../shared/data";
+  if (!fs::exists(shared / "corpus/brown.txt") || !fs::exists(shared / "vocab/uncased/vocab.txt"))
+    GTEST_SKIP() << "no ../shared/data";
+  const fs::path dir = test::temp_dir();
+  DataOptions d;
+  d.tokenizer = "wordpiece";
+  d.tokenizer_model = (shared / "vocab/uncased/vocab.txt").string();
+  d.train_files = {(shared / "corpus/brown.txt").string(), (shared / "corpus/nlp-corpus.txt").string()};
+  d.valid_fraction = 0.02;
+  d.shard_tokens = 1 << 20;  // several shards: sequences run across shard ends
+  const WordPieceTokenizer tok(d.tokenizer_model, true);
+  const PrepareSummary s = prepare_data(d, tok, {dir / "out", 0, false});
+  EXPECT_EQ(s.documents, 600);  // 500 Brown samples + 100 nlp-corpus documents
+  EXPECT_GT(s.train_shards, 2);
+  // The text path: read whole, held-out rule of corpus.h, tokenized and packed in memory.
+  std::vector<Document> train, valid;
+  int64_t index = 0;
+  for (const auto& f : d.train_files)
+    for (auto& doc : read_documents(f)) (is_held_out(index++, holdout_period(d)) ? valid : train).push_back(doc);
+  EXPECT_EQ(s.valid_documents, static_cast<int64_t>(valid.size()));
+  auto shards = std::make_shared<const PreparedShards>(open_prepared(dir / "out", tok));
+  for (const bool cross : {true, false}) {
+    ShardSequences lazy(shards, false, dir / "out", tok.special(), 512, cross);
+    expect_equal_sequences(lazy, pack_documents(train, tok, 512, cross));
+  }
+  ShardSequences lazy_valid(shards, true, dir / "out", tok.special(), 128, true);
+  expect_equal_sequences(lazy_valid, pack_documents(valid, tok, 128, true));
+}
+
+class StreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::temp_dir();
+    d_.tokenizer = "wordpiece";
+    d_.tokenizer_model = test::write_tiny_vocab(dir_).string();
+    d_.valid_fraction = 0.1;
+    d_.shard_tokens = 20000;
+    tok_ = std::make_unique<WordPieceTokenizer>(d_.tokenizer_model, true);
+  }
+  PrepareSummary prepare(const std::string& out, bool force = false, int64_t fail_after = -1) {
+    return prepare_data(d_, *tok_, {dir_ / out, 2, force, fail_after});
+  }
+  fs::path dir_;
+  DataOptions d_;
+  std::unique_ptr<WordPieceTokenizer> tok_;
+};
+
+TEST_F(StreamTest, OneDocumentPerLineAndGzipGiveTheSameShards) {
+  // 3000 documents of one line each (~1.2 MB: several chunks), plain and gzip-compressed.
+  const std::string text = test::random_corpus(3000, 7);
+  std::string lines;
+  for (size_t start = 0; start < text.size();) {  // each blank-line document joined into one line
+    size_t end = text.find("\n\n", start);
+    if (end == std::string::npos) end = text.size();
+    std::string doc = text.substr(start, end - start);
+    std::replace(doc.begin(), doc.end(), '\n', ' ');
+    lines += doc + "\n";
+    start = end + 2;
+  }
+  test::write_text(dir_ / "lines.txt", lines);
+  write_gzip(dir_ / "lines.txt.gz", lines);
+  d_.document_format = "line";
+  d_.train_files = {(dir_ / "lines.txt").string()};
+  const PrepareSummary plain = prepare("plain");
+  EXPECT_EQ(plain.documents, std::count(lines.begin(), lines.end(), '\n'));
+  EXPECT_EQ(plain.valid_documents, plain.documents / 10);
+  EXPECT_GT(plain.train_shards, 1);  // bounded shards, unlike one giant document
+  d_.train_files = {(dir_ / "lines.txt.gz").string()};
+  const PrepareSummary gz = prepare("gz");
+  EXPECT_EQ(gz.tokens, plain.tokens);
+  EXPECT_EQ(shard_bytes(dir_ / "gz"), shard_bytes(dir_ / "plain"));
+  // The text path reads the same documents from the compressed file.
+  EXPECT_EQ(read_documents(dir_ / "lines.txt.gz", "line").size(), static_cast<size_t>(plain.documents));
+}
+
+TEST_F(StreamTest, AFileInTheOtherFormatIsNamedInTheError) {
+  test::write_text(dir_ / "blocks.txt", test::random_corpus(400, 3));
+  d_.document_format = "line";
+  d_.train_files = {(dir_ / "blocks.txt").string()};
+  EXPECT_NE(user_error([&] { prepare("x"); }).find("read as data.document_format: line"), std::string::npos);
+  // 70 MB without a blank line read as blank_line documents.
+  {
+    std::ofstream out(dir_ / "long.txt");
+    const std::string line(1023, 'a');
+    for (int i = 0; i < 70 * 1024; ++i) out << line << '\n';
+  }
+  d_.document_format = "blank_line";
+  d_.train_files = {(dir_ / "long.txt").string()};
+  const std::string e = user_error([&] { prepare("y"); });
+  EXPECT_NE(e.find("long.txt: from byte 0, no blank line in 64 MB: read as data.document_format: blank_line"),
+            std::string::npos) << e;
+  fs::remove(dir_ / "long.txt");
+  fs::create_directories(dir_ / "folder");
+  d_.train_files = {(dir_ / "folder").string()};
+  EXPECT_EQ(user_error([&] { prepare("z"); }), (dir_ / "folder").string() + ": is a folder, not a text file (list the files in it)");
+  EXPECT_NE(user_error([&] { read_documents(dir_ / "folder"); }).find("is a folder"), std::string::npos);
+  test::write_text(dir_ / "fake.gz", "plain text\n");
+  d_.train_files = {(dir_ / "fake.gz").string()};
+  EXPECT_NE(user_error([&] { prepare("w"); }).find("not gzip-compressed"), std::string::npos);
+}
+
+TEST_F(StreamTest, InterruptedRunLeavesNothingTrusted) {
+  test::write_text(dir_ / "a.txt", test::random_corpus(3000, 1));
+  d_.train_files = {(dir_ / "a.txt").string()};
+  const PrepareSummary complete = prepare("ref");
+  const auto want = shard_bytes(dir_ / "ref");
+  ASSERT_GT(want.size(), 3u);
+  prepare("out");
+  d_.valid_fraction = 0.2;  // a changed setting: the rebuild fails after its first shard
+  EXPECT_THROW(prepare("out", false, 1), std::runtime_error);
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "train-00000.shard"));
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "manifest.json"));
+  EXPECT_NE(user_error([&] { open_prepared(dir_ / "out", *tok_); }).find("no manifest.json"), std::string::npos);
+  d_.valid_fraction = 0.1;
+  const PrepareSummary again = prepare("out");  // not "up to date": rebuilt whole
+  EXPECT_FALSE(again.up_to_date);
+  EXPECT_EQ(again.tokens, complete.tokens);
+  EXPECT_EQ(shard_bytes(dir_ / "out"), want);
+  EXPECT_TRUE(prepare("out").up_to_date);
+}
+
+TEST_F(StreamTest, ABitFlipInAShardIsDetected) {
+  test::write_text(dir_ / "a.txt", test::random_corpus(2000, 2));
+  d_.train_files = {(dir_ / "a.txt").string()};
+  prepare("out");
+  open_prepared(dir_ / "out", *tok_);  // verifies once, leaves stamps
+  const fs::path shard = dir_ / "out" / "train-00001.shard";
+  ASSERT_TRUE(fs::exists(fs::path(shard.string() + ".verified")));
+  std::string bytes = read_file(shard);
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x10);
+  test::write_text(shard, bytes);
+  const auto later = fs::last_write_time(shard) + std::chrono::seconds(2);  // mtime moves on a write
+  fs::last_write_time(shard, later);
+  const std::string e = user_error([&] { open_prepared(dir_ / "out", *tok_); });
+  EXPECT_NE(e.find("train-00001.shard: checksum"), std::string::npos) << e;
+  EXPECT_NE(e.find("differs from the manifest"), std::string::npos) << e;
+  EXPECT_TRUE(prepare("out").up_to_date);  // same size, inputs unchanged: prepare trusts stat(), --verify does not
+  EXPECT_NE(user_error([&] { open_prepared(dir_ / "out", *tok_, true); }).find("checksum"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rpe
