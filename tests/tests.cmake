@@ -3,6 +3,7 @@
 set(RPE_TEST_SOURCES
   tests/test_main.cpp
   tests/config/test_config.cpp
+  tests/config/test_config_limits.cpp
   tests/data/test_masking.cpp
   tests/data/test_wordpiece.cpp
   tests/data/test_shards.cpp
@@ -37,6 +38,7 @@ set(RPE_TEST_SOURCES
   tests/finetune/test_squad_data.cpp
   tests/finetune/test_glue_data.cpp
   tests/finetune/test_heads.cpp
+  tests/cli/test_inspect_weights.cpp
 )
 add_executable(rpe_tests ${RPE_TEST_SOURCES})
 target_link_libraries(rpe_tests PRIVATE rpe_core GTest::gtest)
@@ -76,6 +78,11 @@ if(RPE_TEST_PYTHON)
 endif()
 add_test(NAME hf_cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/interop/test_hf_cli_errors.sh
          $<TARGET_FILE:rpe-train> $<TARGET_FILE:hf_probe>)
+# The bad-input battery: every reader and command on inputs broken from valid ones (exit
+# code, one stderr line naming the culprit, no partial output, no crash); owners' open cases xfail.
+add_test(NAME bad_input_battery COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/bad_input_battery.py
+         $<TARGET_FILE:rpe-train> $<TARGET_FILE:hf_probe> ${CMAKE_SOURCE_DIR})
+set_tests_properties(bad_input_battery PROPERTIES TIMEOUT 600)
 # SQuAD scoring parity with an independent Python implementation of the official scripts,
 # and the tiny end-to-end run (pretrain -> SQuAD sample -> tables). Python: <repo>/.venv.
 add_test(NAME squad_reference_parity
@@ -96,6 +103,7 @@ add_dependencies(rpe_tests rpe-train)
 target_compile_definitions(rpe_tests PRIVATE RPE_TRAIN_BINARY="$<TARGET_FILE:rpe-train>")
 # torchrun --no-python --nproc-per-node=2 on CPU against one process (skips without .venv/bin/torchrun).
 add_test(NAME dist_torchrun COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/test_torchrun.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
+set_tests_properties(dist_torchrun PROPERTIES SKIP_RETURN_CODE 77)
 # SIGKILL at random moments + --resume, repeatedly, ends bitwise equal to an uninterrupted run.
 add_test(NAME train_kill_resume COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_kill_resume.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
 # The reproduction scripts end to end at tiny scale (Table 2 for absolute and m4, restart,

@@ -33,7 +33,8 @@ inline void check_output_folder(const std::string& option, const std::filesystem
     }
     if (ec) throw UserError(named + ": cannot access " + probe.string() + ": " + ec.message());
     if (st.type() != fs::file_type::directory)
-      throw UserError(named + ": " + (probe == dir ? "exists and is not a folder" : probe.string() + " is not a folder"));
+      throw UserError(named + ": " +
+                      (probe == dir && shown.empty() ? "exists and is not a folder" : probe.string() + " is not a folder"));
     if (::access(probe.c_str(), W_OK | X_OK) != 0)
       throw UserError(named + ": cannot write in " + probe.string() + ": " + std::strerror(errno));
     return;

@@ -1,0 +1,139 @@
+// Config validation of numeric ranges, names, sizes and file kinds (issue 17): each bad
+// value is a one-line UserError naming the key (and the file that set it).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/config.h"
+#include "config/model_size.h"
+#include "model/attention/registry.h"
+#include "model/bert.h"
+#include "util/errors.h"
+
+namespace fs = std::filesystem;
+using rpe::load_config;
+using rpe::UserError;
+
+namespace {
+
+class ConfigLimits : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("rpe_config_limits_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    write("exp.yaml",
+          "model:\n  hidden: 64\n  layers: 2\n  heads: 4\n  attention:\n    method: m4\n"
+          "data:\n  train_files: [a.txt]\n");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return dir_ / name;
+  }
+  // The UserError message of loading `file` with `sets`, or "" if it loads.
+  std::string error_of(const fs::path& file, const std::vector<std::string>& sets = {}) {
+    try {
+      load_config(file, sets);
+    } catch (const UserError& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line: " << e.what();
+      return e.what();
+    }
+    return "";
+  }
+  std::string error_of_set(const std::string& set) { return error_of(dir_ / "exp.yaml", {set}); }
+  fs::path dir_;
+};
+
+}  // namespace
+
+TEST_F(ConfigLimits, OptimizerAndNumericsKeysAreRangeChecked) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"train.adam_beta1=2", "train.adam_beta1: must be in [0, 1), got 2"},
+      {"train.adam_beta1=-0.1", "train.adam_beta1: must be in [0, 1)"},
+      {"train.adam_beta2=1", "train.adam_beta2: must be in [0, 1), got 1"},
+      {"train.adam_beta2=.nan", "train.adam_beta2: must be in [0, 1)"},
+      {"train.adam_eps=-1", "train.adam_eps: must be a finite number > 0, got -1"},
+      {"train.adam_eps=0", "train.adam_eps: must be a finite number > 0"},
+      {"model.init_std=-1", "model.init_std: must be a finite number > 0, got -1"},
+      {"model.layer_norm_eps=-1", "model.layer_norm_eps: must be a finite number > 0"},
+      {"model.layer_norm_eps=0", "model.layer_norm_eps: must be a finite number > 0"},
+      {"train.lr=.inf", "train.lr: must be a finite number > 0, got inf"},
+      {"train.lr=.nan", "train.lr: must be"},
+      {"train.eval_batches=-5", "train.eval_batches: must be >= 1, got -5"},
+      {"train.eval_batches=0", "train.eval_batches: must be >= 1, got 0"},
+      {"finetune.epochs=.inf", "finetune.epochs: must be a finite number > 0"},
+  };
+  for (const auto& [set, expected] : cases) {
+    const std::string e = error_of_set(set);
+    EXPECT_NE(e.find("--set: " + expected), std::string::npos) << set << " -> " << e;
+  }
+  // The values just inside the ranges load.
+  EXPECT_EQ(error_of(dir_ / "exp.yaml", {"train.adam_beta1=0", "train.adam_beta2=0.999999", "train.adam_eps=1e-30",
+                                          "train.eval_batches=1", "model.layer_norm_eps=1e-12"}),
+            "");
+}
+
+TEST_F(ConfigLimits, RunNameMustBeAPlainFolderName) {
+  EXPECT_NE(error_of_set("run.name=").find("run.name: is empty"), std::string::npos) << error_of_set("run.name=");
+  const auto f = write("empty_name.yaml", "extends: exp.yaml\nrun:\n  name:\n");
+  EXPECT_NE(error_of(f).find("empty_name.yaml:3: run.name: is empty"), std::string::npos) << error_of(f);
+  for (const std::string bad : {"..", ".", "a/b", "/abs"})
+    EXPECT_NE(error_of_set("run.name=" + bad).find("run.name: must be a plain folder name"), std::string::npos) << bad;
+  EXPECT_NE(error_of_set("run.root=").find("run.root: is empty"), std::string::npos);
+  EXPECT_EQ(error_of_set("run.name=m4_seed-1.2"), "");
+}
+
+TEST_F(ConfigLimits, AbsurdSizesAreRefusedBeforeAllocating) {
+  EXPECT_NE(error_of_set("model.ffn=10000000000").find("model.ffn: is implausibly large (10000000000 > 1048576)"),
+            std::string::npos);
+  EXPECT_NE(error_of_set("model.vocab_size=100000000000").find("model.vocab_size: is implausibly large"), std::string::npos);
+  EXPECT_NE(error_of_set("model.layers=5000").find("model.layers: is implausibly large"), std::string::npos);
+  EXPECT_NE(error_of_set("train.batch_size=1000000000").find("train.batch_size: is implausibly large"), std::string::npos);
+  // Every size within its bound, together far beyond any machine: ~2e11 parameters.
+  const std::string e = error_of(dir_ / "exp.yaml", {"model.hidden=16384", "model.heads=16", "model.layers=64",
+                                                      "model.ffn=65536"});
+  EXPECT_NE(e.find("model: model.hidden/layers/ffn/max_position/vocab_size give about"), std::string::npos) << e;
+  EXPECT_NE(e.find("GiB with gradients and Adam states; this machine has"), std::string::npos) << e;
+}
+
+TEST_F(ConfigLimits, ParameterEstimateMatchesBuiltModels) {
+  // The estimate against the parameters a built model really holds, for every method,
+  // per head and shared tables: within 1% (the estimate may not undercount by more).
+  for (const auto& method : rpe::attention_method_names()) {
+    for (const bool shared : {false, true}) {
+      rpe::ModelOptions m;
+      m.vocab_size = 100;
+      m.hidden = 32;
+      m.layers = 2;
+      m.heads = 4;
+      m.ffn = 64;
+      m.max_position = 64;
+      m.attention.method = method;
+      m.attention.share_across_heads = shared;
+      rpe::BertModel model(m);
+      double actual = 0;
+      for (const auto& p : model->parameters()) actual += static_cast<double>(p.numel());
+      const double estimate = rpe::estimated_parameters(m, 0);
+      EXPECT_NEAR(estimate / actual, 1.0, 0.01) << method << (shared ? " shared" : "") << ": estimate " << estimate
+                                                << ", model " << actual;
+    }
+  }
+}
+
+TEST_F(ConfigLimits, FoldersWhereConfigFilesAreExpected) {
+  fs::create_directories(dir_ / "folder.yaml");
+  const std::string direct = error_of(dir_ / "folder.yaml");
+  EXPECT_NE(direct.find("folder.yaml is a folder, not a YAML file"), std::string::npos) << direct;
+  const auto f = write("extends_folder.yaml", "extends: folder.yaml\n");
+  const std::string via = error_of(f);
+  EXPECT_NE(via.find("extends_folder.yaml:1: extends: config file"), std::string::npos) << via;
+  EXPECT_NE(via.find("is a folder"), std::string::npos) << via;
+  const auto g = write("extends_map.yaml", "extends:\n  - {a: b}\n");
+  EXPECT_NE(error_of(g).find("extends: each entry must be a file name"), std::string::npos) << error_of(g);
+}
