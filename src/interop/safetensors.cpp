@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "util/atomic_file.h"
+#include "util/atomic_writer.h"
 #include "util/errors.h"
 
 namespace rpe {
@@ -144,16 +145,11 @@ void write_safetensors(const fs::path& file, const std::vector<std::pair<std::st
   text.append((8 - text.size() % 8) % 8, ' ');
   const uint64_t len = text.size();
 
-  write_atomic_with(file, [&](const fs::path& tmp) {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw UserError("cannot open " + tmp.string() + " for writing");
-    out.write(reinterpret_cast<const char*>(&len), 8);
-    out.write(text.data(), static_cast<std::streamsize>(len));
-    for (const auto& t : data)
-      out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
-    out.flush();
-    if (!out) throw UserError("cannot write " + file.string());
-  });
+  AtomicWriter out(file);  // a write error names the file and says why (errno)
+  out.write(&len, 8);
+  out.write(text);
+  for (const auto& t : data) out.write(t.data_ptr(), static_cast<size_t>(t.numel() * t.element_size()));
+  out.commit();
 }
 
 }  // namespace rpe
