@@ -26,6 +26,7 @@
 #include "data/tokenizer.h"
 #include "model/bert.h"
 #include "train/checkpoint.h"
+#include "train/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/log.h"
@@ -150,19 +151,8 @@ int run_inspect(const InspectArgs& a) {
   }
   if (a.max_distance < 0) throw UserError("--max-distance must be >= 0");
   if (a.tokens < 2) throw UserError("--tokens must be at least 2");
-  const fs::path init(a.run);
-  fs::path checkpoint, run_dir;
-  if (fs::is_directory(init)) {
-    auto latest = latest_checkpoint(init);
-    if (!latest) throw UserError(a.run + ": no checkpoint in this run folder (checkpoints/latest)");
-    checkpoint = *latest;
-    run_dir = init;
-  } else if (fs::exists(init)) {
-    checkpoint = init;
-    run_dir = init.parent_path().filename() == "checkpoints" ? init.parent_path().parent_path() : init.parent_path();
-  } else {
-    throw UserError(a.run + ": no such run folder or checkpoint");
-  }
+  const CheckpointSource source = resolve_checkpoint(a.run);
+  const fs::path &checkpoint = source.checkpoint, &run_dir = source.run_dir;
   Config cfg = config_from_yaml(read_checkpoint_config(checkpoint), checkpoint.string() + " (embedded config)");
   const fs::path tok_path = run_dir / "tokenizer.model";
   if (cfg.data.tokenizer == "sentencepiece" && cfg.data.tokenizer_model.empty() && !fs::exists(tok_path))

@@ -18,6 +18,7 @@
 #include "train/metrics.h"
 #include "train/optim.h"
 #include "train/precision.h"
+#include "train/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/device.h"
 #include "util/errors.h"
@@ -147,7 +148,7 @@ PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resu
   state.optimizer_name = t.optimizer;
   state.schedule = t.schedule;
   if (resume) {
-    if (auto ckpt = latest_checkpoint(run_dir)) {
+    if (auto ckpt = checkpoint_to_resume(run_dir, t.save_every)) {
       auto loaded = load_checkpoint(*ckpt, *model, optimizer.get()).state;
       if (!loaded.optimizer_name.empty() && loaded.optimizer_name != t.optimizer)
         throw UserError(ckpt->string() + ": written by optimizer '" + loaded.optimizer_name +
