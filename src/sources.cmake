@@ -5,6 +5,8 @@ set(RPE_CORE_SOURCES
   src/util/errors.cpp
   src/util/log.cpp
   src/util/atomic_file.cpp
+  src/util/atomic_writer.cpp
+  src/util/file_tree.cpp
   src/util/device.cpp
   src/util/cpu_memory.cpp
   # config: the only place that knows YAML
@@ -49,7 +51,9 @@ set(RPE_CORE_SOURCES
   # training: optimizer + schedule, checkpoint, metrics, trainer
   src/train/lamb.cpp
   src/train/optim.cpp
+  src/train/checkpoint_file.cpp
   src/train/checkpoint.cpp
+  src/train/run_dir.cpp
   src/train/metrics.cpp
   src/train/engine.cpp
   src/train/mlm_task.cpp

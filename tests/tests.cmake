@@ -96,6 +96,7 @@ target_sources(rpe_tests PRIVATE
   tests/train/tiny_run.cpp
   tests/train/test_optim.cpp
   tests/train/test_checkpoint.cpp
+  tests/train/test_run_dir.cpp
   tests/train/test_resume.cpp
   tests/dist/test_data_parallel.cpp
 )
@@ -106,6 +107,8 @@ add_test(NAME dist_torchrun COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/test_tor
 set_tests_properties(dist_torchrun PROPERTIES SKIP_RETURN_CODE 77)
 # SIGKILL at random moments + --resume, repeatedly, ends bitwise equal to an uninterrupted run.
 add_test(NAME train_kill_resume COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_kill_resume.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
+# Corrupt/unchecked checkpoints refused by every loading command, run-folder refusals, full disk.
+add_test(NAME checkpoint_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_checkpoint_cli.sh $<TARGET_FILE:rpe-train> $<TARGET_FILE:hf_probe> ${CMAKE_SOURCE_DIR})
 # The reproduction scripts end to end at tiny scale (Table 2 for absolute and m4, restart,
 # `rpe-train inspect` against the checkpoint, Figures 4/5 as PNG). Python: <repo>/.venv.
 add_test(NAME reproduce_table2_tiny

@@ -29,6 +29,7 @@
 #include "model/bert.h"
 #include "train/checkpoint.h"
 #include "train/mlm_task.h"
+#include "train/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/log.h"
@@ -134,19 +135,8 @@ int run_inspect(const InspectArgs& a) {
   if (!a.attention_out.empty()) check_output_file("--attention", a.attention_out);
   if (!a.mlm_out.empty()) check_output_file("--mlm-loss", a.mlm_out);
   if (a.tokens < 2) throw UserError("--tokens must be at least 2");
-  const fs::path init(a.run);
-  fs::path checkpoint, run_dir;
-  if (fs::is_directory(init)) {
-    auto latest = latest_checkpoint(init);
-    if (!latest) throw UserError(a.run + ": no checkpoint in this run folder (checkpoints/latest)");
-    checkpoint = *latest;
-    run_dir = init;
-  } else if (fs::exists(init)) {
-    checkpoint = init;
-    run_dir = init.parent_path().filename() == "checkpoints" ? init.parent_path().parent_path() : init.parent_path();
-  } else {
-    throw UserError(a.run + ": no such run folder or checkpoint");
-  }
+  const CheckpointSource source = resolve_checkpoint(a.run);
+  const fs::path &checkpoint = source.checkpoint, &run_dir = source.run_dir;
   Config cfg = config_from_yaml(read_checkpoint_config(checkpoint), checkpoint.string() + " (embedded config)");
   const fs::path tok_path = run_dir / "tokenizer.model";
   if (cfg.data.tokenizer == "sentencepiece" && cfg.data.tokenizer_model.empty() && !fs::exists(tok_path))

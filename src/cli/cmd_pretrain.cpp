@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "dist/data_parallel.h"
-#include "finetune/finetune.h"
+#include "train/run_dir.h"
 #include "train/trainer.h"
 #include "util/errors.h"
 #include "util/log.h"
@@ -33,14 +33,9 @@ int run_pretrain(const PretrainArgs& a) {
     const PretrainResult r = pretrain(cfg, dir, a.resume);
     return r.steps > 0 ? 0 : 1;
   }
-  const bool exists = fs::exists(dir) && !fs::is_empty(dir);
-  if (exists && !a.resume && !a.overwrite)
-    throw UserError("run folder " + dir.string() + " already exists: pass --resume to continue it or --overwrite to "
-                    "replace it");
-  if (exists && a.overwrite) finetune::remove_tree(dir);  // not fs::remove_all: it crashes with LibTorch here
-  fs::create_directories(dir);
+  const bool resuming = prepare_run_dir(dir, RunDirRequest{a.resume, a.overwrite});
   log::add_file_sink(dir / "train.log");
-  const PretrainResult r = pretrain(cfg, dir, a.resume && exists);
+  const PretrainResult r = pretrain(cfg, dir, resuming);
   std::cout << "run folder: " << r.run_dir.string() << "\n"
             << "final MLM loss (train): " << r.final_loss << " (first logged: " << r.first_loss << ")\n"
             << "held-out MLM loss: " << r.valid_loss << ", accuracy: " << r.valid_accuracy << "\n";
@@ -55,7 +50,7 @@ void add_pretrain(CLI::App& app, Runner& run) {
   cmd->add_option("--set", a->sets, "Override a key: a.b.c=value (repeatable)");
   cmd->add_option("--run-dir", a->run_dir, "Run folder (default: run.root/run.name)");
   cmd->add_flag("--resume", a->resume, "Continue the run in an existing run folder from its latest checkpoint");
-  cmd->add_flag("--overwrite", a->overwrite, "Delete an existing run folder first");
+  cmd->add_flag("--overwrite", a->overwrite, "Delete an existing run folder first")->excludes("--resume");
   cmd->callback([&run, a] { run = [a] { return run_pretrain(*a); }; });
 }
 

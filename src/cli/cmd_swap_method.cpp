@@ -5,7 +5,8 @@
 // max_relative: 0), the model is rebuilt and loaded with load_pretrained_encoder(): shared
 // tensors are copied, the new method's tables start neutral (init.new_position_params:
 // identity) so that, with the absolute table kept, the new model computes the same function.
-// OUT gets checkpoints/step_0.pt (+ sidecar, latest), config.yaml and the tokenizer.
+// OUT (refused when it exists, unless --overwrite) gets checkpoints/step_00000000.pt (+ latest),
+// config.yaml and the tokenizer.
 #include <filesystem>
 #include <iostream>
 
@@ -14,6 +15,7 @@
 #include "interop/method_swap.h"
 #include "model/bert.h"
 #include "train/checkpoint.h"
+#include "train/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 
@@ -24,33 +26,24 @@ namespace {
 struct SwapArgs {
   std::string init, config, run_dir;
   std::vector<std::string> sets;
+  bool overwrite = false;
 };
 
 int run_swap(const SwapArgs& a) {
-  const fs::path init(a.init);
-  fs::path checkpoint, source_dir;
-  if (fs::is_directory(init)) {
-    auto latest = latest_checkpoint(init);
-    if (!latest) throw UserError(a.init + ": no checkpoint in this run folder (checkpoints/latest)");
-    checkpoint = *latest;
-    source_dir = init;
-  } else if (fs::exists(init)) {
-    checkpoint = init;
-    source_dir = init.parent_path().filename() == "checkpoints" ? init.parent_path().parent_path() : init.parent_path();
-  } else {
-    throw UserError(a.init + ": no such run folder or checkpoint");
-  }
+  const CheckpointSource src = resolve_checkpoint(a.init);
+  const fs::path& checkpoint = src.checkpoint;
+  const fs::path& source_dir = src.run_dir;
   Config cfg = load_config_over(read_checkpoint_config(checkpoint), checkpoint.string(), {"model", "data"}, a.config, a.sets);
   const fs::path out(a.run_dir);
-  if (fs::exists(out) && !fs::is_empty(out))
-    throw UserError("--run-dir " + a.run_dir + " already exists (delete it to redo the swap)");
+  const RunDirRequest request{/*resume=*/false, a.overwrite, /*can_resume=*/false};
+  check_run_dir(out, request);  // refused before the work; created (or replaced) after it
   const fs::path tok = source_dir / "tokenizer.model";
   if (cfg.data.tokenizer_model.empty() && cfg.data.tokenizer == "sentencepiece" && !fs::exists(tok))
     throw UserError(a.init + ": the pretraining tokenizer " + tok.string() + " is missing");
   BertModel bert(cfg.model);
   const SwapReport r = load_pretrained_encoder(*bert, checkpoint, swap_options_from(cfg.init));
-  fs::create_directories(out);
-  if (cfg.data.tokenizer_model.empty() && fs::exists(tok)) fs::copy_file(tok, out / "tokenizer.model");
+  prepare_run_dir(out, request);
+  if (cfg.data.tokenizer_model.empty() && fs::exists(tok)) write_file_atomic(out / "tokenizer.model", read_file(tok));
   const std::string yaml = to_yaml(cfg);
   save_checkpoint(out, *bert, nullptr, TrainState{}, yaml);
   write_file_atomic(out / "config.yaml", yaml);
@@ -68,6 +61,7 @@ void add_swap_method(CLI::App& app, Runner& run) {
   cmd->add_option("--config", a->config, "YAML with the new model.attention (and init.new_position_params)")->required();
   cmd->add_option("--set", a->sets, "Override a key: a.b.c=value (repeatable)");
   cmd->add_option("--run-dir", a->run_dir, "Run folder to create")->required();
+  cmd->add_flag("--overwrite", a->overwrite, "Delete an existing run folder first");
   cmd->callback([&run, a] { run = [a] { return run_swap(*a); }; });
 }
 

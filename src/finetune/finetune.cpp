@@ -15,9 +15,11 @@
 #include "finetune/squad_task.h"
 #include "rpe/version.h"
 #include "train/checkpoint.h"
+#include "train/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/device.h"
 #include "util/errors.h"
+#include "util/file_tree.h"
 #include "util/log.h"
 
 namespace rpe::finetune {
@@ -32,19 +34,9 @@ ResolvedConfig resolve_finetune_config(const FinetuneRequest& req) {
       throw UserError(req.config_file.string() + ": without --init, data.tokenizer_model must name a tokenizer");
     return r;
   }
-  const fs::path init(req.init);
-  fs::path pretrain_dir;
-  if (fs::is_directory(init)) {
-    auto latest = latest_checkpoint(init);
-    if (!latest) throw UserError("--init " + req.init + ": no checkpoint in this run folder (checkpoints/latest)");
-    r.checkpoint = *latest;
-    pretrain_dir = init;
-  } else if (fs::exists(init)) {
-    r.checkpoint = init;
-    pretrain_dir = init.parent_path().filename() == "checkpoints" ? init.parent_path().parent_path() : init.parent_path();
-  } else {
-    throw UserError("--init " + req.init + ": no such run folder or checkpoint");
-  }
+  const CheckpointSource source = resolve_checkpoint(req.init, "--init");
+  r.checkpoint = source.checkpoint;
+  const fs::path& pretrain_dir = source.run_dir;
   r.pretrain_run = req.init;
   const std::string base_yaml = read_checkpoint_config(r.checkpoint);
   const Config base = config_from_yaml(base_yaml, r.checkpoint.string() + " (embedded config)");
@@ -82,25 +74,14 @@ eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::st
   return r;
 }
 
-void remove_tree(const fs::path& path) {
-  std::error_code ec;
-  if (fs::is_directory(fs::symlink_status(path, ec))) {
-    std::vector<fs::path> children;
-    for (const auto& e : fs::directory_iterator(path)) children.push_back(e.path());
-    for (const auto& c : children) remove_tree(c);
-  }
-  fs::remove(path, ec);
-}
+void remove_tree(const fs::path& path) { rpe::remove_tree(path); }
 
 namespace {
 
 // Rank 0: refuses an existing run folder (unless --overwrite), creates it, logs into it and
 // stores the resolved config.
 void create_run_folder(const fs::path& dir, const Config& cfg, bool overwrite) {
-  const bool exists = fs::exists(dir) && !fs::is_empty(dir);
-  if (exists && !overwrite) throw UserError("run folder " + dir.string() + " already exists: pass --overwrite to replace it");
-  if (exists) remove_tree(dir);
-  fs::create_directories(dir);
+  prepare_run_dir(dir, RunDirRequest{/*resume=*/false, overwrite, /*can_resume=*/false});
   log::add_file_sink(dir / "finetune.log");
   write_file_atomic(dir / "config.yaml", to_yaml(cfg));
 }

@@ -317,7 +317,7 @@ ImportSummary import_hf_bert(const fs::path& dir, const fs::path& out_checkpoint
   }
 
   save_model_file(out_checkpoint, *model, to_yaml(cfg));
-  write_atomic_with(vocab_out, [&](const fs::path& tmp) { fs::copy_file(vocab, tmp, fs::copy_options::overwrite_existing); });
+  write_file_atomic(vocab_out, read_file(vocab));  // errors name the file (errno), no filesystem_error
   log::info("import", "{} -> {}: {} (hidden {}, layers {}, heads {}, vocab {}), ignored: {}", dir.string(),
             out_checkpoint.string(), cfg.model.attention.method, cfg.model.hidden, cfg.model.layers, cfg.model.heads,
             cfg.model.vocab_size, summary.ignored.empty() ? std::string("none") : join(summary.ignored));
@@ -383,7 +383,6 @@ void export_hf_bert(const fs::path& checkpoint, const fs::path& out_dir, const f
     tensors.emplace_back("bert.embeddings.position_embeddings.weight", torch::zeros({m.max_position, m.hidden}));
   std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 
-  fs::create_directories(out_dir);
   write_safetensors(out_dir / "model.safetensors", tensors, {{"format", "pt"}});
   write_file_atomic(out_dir / "config.json", hf_config_from(m).dump(2) + "\n");
   write_file_atomic(out_dir / "vocab.txt", vocab_text);

@@ -1,6 +1,6 @@
-// A model-only checkpoint at a chosen path: the same archive layout as
-// train/checkpoint.h ("model/<param>", "config", "version", "step" = 0) without optimizer
-// or loader state, so load_checkpoint and read_checkpoint_config read it unchanged.
+// A model-only checkpoint at a chosen path, written by train/checkpoint.h's write_checkpoint
+// ("model/<param>", "config", "version", "step" = 0; no optimizer or loader state; checksum
+// embedded), so load_checkpoint and read_checkpoint_config read (and verify) it unchanged.
 // Written by import-hf and by tools that create a model outside a training run.
 #pragma once
 #include <filesystem>

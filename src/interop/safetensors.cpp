@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "util/atomic_file.h"
+#include "util/atomic_writer.h"
 #include "util/errors.h"
 
 namespace rpe {
@@ -163,30 +164,11 @@ void write_safetensors(const fs::path& file, const std::vector<std::pair<std::st
   text.append((8 - text.size() % 8) % 8, ' ');
   const uint64_t len = text.size();
 
-  // POSIX writes, so that a failure says why (errno: "No space left on device", ...).
-  write_atomic_with(file, [&](const fs::path& tmp) {
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot open " + tmp.string() + " for writing");
-    auto put = [&](const void* bytes, uint64_t size) {
-      const char* p = static_cast<const char*>(bytes);
-      while (size > 0) {
-        const ssize_t n = ::write(fd, p, std::min<uint64_t>(size, uint64_t{1} << 30));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          const int err = n < 0 ? errno : EIO;
-          ::close(fd);
-          // system_error: main() tells a full disk (exit 1) from the user's fault (exit 2).
-          throw std::system_error(err, std::generic_category(), "cannot write " + file.string());
-        }
-        p += n;
-        size -= static_cast<uint64_t>(n);
-      }
-    };
-    put(&len, 8);
-    put(text.data(), len);
-    for (const auto& t : data) put(t.data_ptr(), static_cast<uint64_t>(t.numel()) * t.element_size());
-    if (::close(fd) != 0) throw std::system_error(errno, std::generic_category(), "cannot write " + file.string());
-  });
+  AtomicWriter out(file);  // a write error names the file and says why (errno)
+  out.write(&len, 8);
+  out.write(text);
+  for (const auto& t : data) out.write(t.data_ptr(), static_cast<size_t>(t.numel() * t.element_size()));
+  out.commit();
 }
 
 }  // namespace rpe

@@ -1,8 +1,7 @@
-// Checkpoint save/load through torch::serialize archives, with CRC32 sidecars.
+// Checkpoint contents: what is written into and read from the archive (format: checkpoint_file.cpp).
 #include "train/checkpoint.h"
 
-#include <array>
-#include <fstream>
+#include <algorithm>
 #include <regex>
 
 #include "rpe/version.h"
@@ -17,27 +16,13 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path checkpoint_dir(const fs::path& run_dir) { return run_dir / "checkpoints"; }
-fs::path sidecar(const fs::path& file) { return fs::path(file.string() + ".crc32"); }
 
-// step_<N>.pt files of a folder, oldest first.
-std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const fs::path& dir) {
-  std::vector<std::pair<int64_t, fs::path>> found;
-  if (!fs::is_directory(dir)) return found;
-  static const std::regex pattern(R"(step_(\d+)\.pt)");
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::smatch m;
-    const std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, pattern)) found.emplace_back(std::stoll(m[1]), e.path());
-  }
-  std::sort(found.begin(), found.end());
-  return found;
-}
-
-void remove_old(const fs::path& dir, int64_t keep_last) {
-  const auto found = list_checkpoints(dir);
+void remove_old(const fs::path& run_dir, int64_t keep_last) {
+  const auto found = list_checkpoints(run_dir);
+  std::error_code ec;
   for (size_t i = 0; i + static_cast<size_t>(keep_last) < found.size(); ++i) {
-    fs::remove(found[i].second);
-    fs::remove(sidecar(found[i].second));
+    fs::remove(found[i].second, ec);
+    fs::remove(found[i].second.string() + ".crc32", ec);  // the sidecar of an older checkpoint
   }
 }
 
@@ -98,95 +83,68 @@ void load_optimizer_state(torch::serialize::InputArchive& archive, torch::nn::Mo
   }
 }
 
-std::string crc_line(const fs::path& file) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "crc32 %08x size %lld\n", file_crc32(file),
-                static_cast<long long>(fs::file_size(file)));
-  return buf;
-}
-
 }  // namespace
 
-uint32_t file_crc32(const fs::path& file) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t n = 0; n < 256; ++n) {
-      uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;  // reflected 0x04C11DB7
-      t[n] = c;
+void write_checkpoint(const fs::path& file, torch::nn::Module& model, torch::optim::Optimizer* optimizer,
+                      const TrainState* state, const std::string& config_yaml) {
+  torch::serialize::OutputArchive archive;
+  for (const auto& p : model.named_parameters()) archive.write("model/" + p.key(), p.value());
+  for (const auto& b : model.named_buffers()) archive.write("model/" + b.key(), b.value(), /*is_buffer=*/true);
+  if (optimizer) save_optimizer_state(archive, model, *optimizer);
+  if (state) {
+    archive.write("optimizer_name", c10::IValue(state->optimizer_name));
+    archive.write("schedule", c10::IValue(state->schedule));
+    archive.write("step", c10::IValue(state->step));
+    archive.write("loader_epoch", c10::IValue(state->cursor.epoch));
+    archive.write("loader_position", c10::IValue(state->cursor.position));
+    archive.write("tokens_seen", c10::IValue(state->tokens_seen));
+    archive.write("nonfinite_total", c10::IValue(state->nonfinite_total));
+    archive.write("nonfinite_in_a_row", c10::IValue(state->nonfinite_in_a_row));
+    archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
+    if (torch::cuda::is_available()) {
+      for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i)
+        archive.write("rng_cuda_" + std::to_string(i),
+                      at::globalContext().defaultGenerator(at::Device(at::kCUDA, static_cast<int8_t>(i))).get_state());
     }
-    return t;
-  }();
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw UserError(file.string() + ": cannot be read");
-  uint32_t crc = 0xFFFFFFFFu;
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    for (std::streamsize i = 0; i < in.gcount(); ++i)
-      crc = table[(crc ^ static_cast<uint8_t>(buf[static_cast<size_t>(i)])) & 0xFFu] ^ (crc >> 8);
+  } else {
+    archive.write("step", c10::IValue(int64_t{0}));  // a model-only file: no training state
   }
-  return crc ^ 0xFFFFFFFFu;
-}
-
-bool verify_checkpoint(const fs::path& file, std::string* why) {
-  auto fail = [&](const std::string& reason) {
-    if (why) *why = reason;
-    return false;
-  };
-  if (!fs::exists(file)) return fail("file is missing");
-  if (!fs::exists(sidecar(file))) return fail("checksum file " + sidecar(file).filename().string() + " is missing");
-  const std::string expected = read_file(sidecar(file));
-  const std::string actual = crc_line(file);
-  if (expected != actual) {
-    std::string e = expected, a = actual;
-    while (!e.empty() && e.back() == '\n') e.pop_back();
-    while (!a.empty() && a.back() == '\n') a.pop_back();
-    return fail("checksum mismatch (recorded '" + e + "', file has '" + a + "'): truncated or corrupt");
-  }
-  return true;
+  archive.write("config", c10::IValue(config_yaml));
+  archive.write("version", c10::IValue(std::string(kVersion) + "+" + kGitRevision));
+  write_checkpoint_file(file, archive);
 }
 
 fs::path save_checkpoint(const fs::path& run_dir, torch::nn::Module& model, torch::optim::Optimizer* optimizer,
                          const TrainState& state, const std::string& config_yaml, int64_t keep_last) {
   const fs::path dir = checkpoint_dir(run_dir);
-  fs::create_directories(dir);
   char name[64];
   std::snprintf(name, sizeof name, "step_%08ld.pt", static_cast<long>(state.step));
   const fs::path file = dir / name;
-
-  torch::serialize::OutputArchive archive;
-  for (const auto& p : model.named_parameters()) archive.write("model/" + p.key(), p.value());
-  for (const auto& b : model.named_buffers()) archive.write("model/" + b.key(), b.value(), /*is_buffer=*/true);
-  if (optimizer) save_optimizer_state(archive, model, *optimizer);
-  archive.write("optimizer_name", c10::IValue(state.optimizer_name));
-  archive.write("schedule", c10::IValue(state.schedule));
-  archive.write("step", c10::IValue(state.step));
-  archive.write("loader_epoch", c10::IValue(state.cursor.epoch));
-  archive.write("loader_position", c10::IValue(state.cursor.position));
-  archive.write("tokens_seen", c10::IValue(state.tokens_seen));
-  archive.write("nonfinite_total", c10::IValue(state.nonfinite_total));
-  archive.write("nonfinite_in_a_row", c10::IValue(state.nonfinite_in_a_row));
-  archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
-  if (torch::cuda::is_available()) {
-    for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i)
-      archive.write("rng_cuda_" + std::to_string(i),
-                    at::globalContext().defaultGenerator(at::Device(at::kCUDA, static_cast<int8_t>(i))).get_state());
-  }
-  archive.write("config", c10::IValue(config_yaml));
-  archive.write("version", c10::IValue(std::string(kVersion) + "+" + kGitRevision));
-
-  // File first, then its checksum, then the pointer: a crash in between leaves either no
-  // sidecar (file skipped on resume) or a verified file.
-  write_atomic_with(file, [&](const fs::path& tmp) { archive.save_to(tmp.string()); });
-  write_file_atomic(sidecar(file), crc_line(file));
+  // The file (checksum inside) first, then the pointer: a crash in between leaves a verified
+  // file that `latest` does not name yet, which resume finds by listing the folder.
+  write_checkpoint(file, model, optimizer, &state, config_yaml);
   write_file_atomic(dir / "latest", file.filename().string() + "\n");
-  remove_old(dir, keep_last);
+  remove_old(run_dir, keep_last);
   return file;
 }
 
+std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const fs::path& run_dir) {
+  std::vector<std::pair<int64_t, fs::path>> found;
+  const fs::path dir = checkpoint_dir(run_dir);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return found;
+  static const std::regex pattern(R"(step_(\d{1,18})\.pt)");
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, pattern)) found.emplace_back(std::stoll(m[1]), e.path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
 std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
-  const auto found = list_checkpoints(checkpoint_dir(run_dir));
+  const auto found = list_checkpoints(run_dir);
   for (auto it = found.rbegin(); it != found.rend(); ++it) {
     std::string why;
     if (verify_checkpoint(it->second, &why)) return it->second;
@@ -195,30 +153,15 @@ std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
   return std::nullopt;
 }
 
-namespace {
-torch::serialize::InputArchive open_archive(const fs::path& file) {
-  if (!fs::exists(file)) throw UserError(file.string() + ": checkpoint not found");
-  std::string why;
-  if (fs::exists(sidecar(file)) && !verify_checkpoint(file, &why)) throw UserError(file.string() + ": " + why);
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(file.string());
-  } catch (const std::exception& e) {
-    throw UserError(file.string() + ": not a readable rpe-train checkpoint (truncated or corrupt?)");
-  }
-  return archive;
-}
-}  // namespace
-
 std::string read_checkpoint_config(const fs::path& file) {
-  auto archive = open_archive(file);
+  auto archive = open_checkpoint(file);
   c10::IValue v;
   if (!archive.try_read("config", v)) throw UserError(file.string() + ": checkpoint has no embedded config");
   return v.toStringRef();
 }
 
 CheckpointContents load_checkpoint(const fs::path& file, torch::nn::Module& model, torch::optim::Optimizer* optimizer) {
-  auto archive = open_archive(file);
+  auto archive = open_checkpoint(file);
   torch::NoGradGuard no_grad;
   auto load_tensor = [&](const std::string& key, torch::Tensor target) {
     torch::Tensor t;

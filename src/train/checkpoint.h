@@ -7,17 +7,22 @@
 //   rng_cpu, rng_cuda_<i>          torch's default CPU generator and each CUDA generator's state
 //                                  (masking needs none: it is a function of (seed, epoch, index))
 //   config, version                the resolved YAML config and "<version>+<git revision>"
-// Each file is written atomically, then a sidecar step_<N>.pt.crc32 ("crc32 <hex> size <bytes>")
-// records its checksum; `latest` names the newest one for people. Loading verifies the
-// checksum; latest_checkpoint() skips (with a warning) files that are truncated or corrupt.
+// Each file carries its own CRC-32 and is written atomically (train/checkpoint_file.h); `latest`
+// names the newest one for people. Every load verifies the checksum first; latest_checkpoint()
+// skips (with a warning) files that are truncated or corrupt. A model-only file (import-hf,
+// swap-method's source) has the same layout with step 0 and no optimizer, loader or RNG state.
+// Finding a run's checkpoint and preparing run folders: train/run_dir.h.
 #pragma once
 #include <torch/torch.h>
 
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "data/mlm_dataset.h"
+#include "train/checkpoint_file.h"
 
 namespace rpe {
 
@@ -36,26 +41,31 @@ struct CheckpointContents {
   std::string version;
 };
 
-// Saves model (+ optimizer if given) and returns the file written. Keeps the newest keep_last.
+// The one checkpoint writer: every checkpoint and model file is written here. Parameters and
+// buffers of `model`, the optimizer state if `optimizer` is given, the training state (counters,
+// loader cursor, RNG states) if `state` is given, else step 0 only; then config and version.
+// Atomic, checksummed; UserError naming `file` on a write error (a full disk included).
+void write_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
+                      torch::optim::Optimizer* optimizer, const TrainState* state, const std::string& config_yaml);
+
+// Writes <run_dir>/checkpoints/step_<N>.pt (N = state.step, 8 digits), points `latest` at it and
+// keeps the newest keep_last. Returns the file written.
 std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, torch::nn::Module& model,
                                       torch::optim::Optimizer* optimizer, const TrainState& state,
                                       const std::string& config_yaml, int64_t keep_last = 3);
 
+// The step_<N>.pt files of a run folder's checkpoints/, oldest first, verified or not.
+std::vector<std::pair<int64_t, std::filesystem::path>> list_checkpoints(const std::filesystem::path& run_dir);
+
 // The newest checkpoint of a run folder whose checksum verifies, or nullopt. Newer files that fail
-// the check (or lack a sidecar) are skipped with a warning.
+// the check are skipped with a warning.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& run_dir);
 
-// True when `file` matches its sidecar (size and CRC32); `why` says what failed otherwise.
-bool verify_checkpoint(const std::filesystem::path& file, std::string* why = nullptr);
-
-// CRC-32 (IEEE 802.3, the zlib/PNG polynomial) of a whole file, streamed.
-uint32_t file_crc32(const std::filesystem::path& file);
-
-// Reads only the config text of a checkpoint (to build the model before loading).
+// Reads only the config text of a checkpoint (to build the model before loading). Verifies it.
 std::string read_checkpoint_config(const std::filesystem::path& file);
 
-// Loads parameters into `model` (shapes must match: UserError naming the tensor otherwise),
-// and, if `optimizer` is given, the optimizer state and every RNG state.
+// Verifies the file, loads parameters into `model` (shapes must match: UserError naming the
+// tensor otherwise) and, if `optimizer` is given, the optimizer state and every RNG state.
 CheckpointContents load_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
                                    torch::optim::Optimizer* optimizer);
 

@@ -13,6 +13,7 @@
 #include "train/metrics.h"
 #include "train/mlm_task.h"
 #include "train/optim.h"
+#include "train/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/device.h"
 #include "util/errors.h"
@@ -44,7 +45,7 @@ TrainState restore(const fs::path& run_dir, bool resume, BertModel& model, torch
   state.optimizer_name = t.optimizer;
   state.schedule = t.schedule;
   if (!resume) return state;
-  const auto ckpt = latest_checkpoint(run_dir);
+  const auto ckpt = checkpoint_to_resume(run_dir, t.save_every);
   if (!ckpt) {
     log::warn("train", "--resume: no usable checkpoint in {}, starting from step 0", run_dir.string());
     return state;

@@ -1,4 +1,4 @@
-// Atomic writes via temp file + fsync + rename.
+// Atomic writes via temp file + fsync + rename; errors name the file and say why (errno).
 #include "util/atomic_file.h"
 
 #include <fcntl.h>
@@ -9,52 +9,48 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/atomic_writer.h"
 #include "util/errors.h"
 
 namespace rpe {
 namespace fs = std::filesystem;
 
-namespace {
-
-void fsync_path(const fs::path& path, bool directory) {
-  int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) return;  // best effort for directories on exotic filesystems
-  ::fsync(fd);
-  ::close(fd);
-}
-
-fs::path temp_name(const fs::path& path) {
-  return path.string() + ".tmp." + std::to_string(::getpid());
-}
-
-}  // namespace
-
 void write_atomic_with(const fs::path& path, const std::function<void(const fs::path&)>& writer) {
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  fs::create_directories(dir);
-  const fs::path tmp = temp_name(path);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw UserError("cannot create folder " + dir.string() + " for " + path.filename().string() + ": " + ec.message());
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  auto fail = [&](int error) {
+    fs::remove(tmp, ec);
+    throw UserError(write_error_message(path, error));
+  };
   try {
     writer(tmp);
   } catch (...) {
-    std::error_code ec;
     fs::remove(tmp, ec);
     throw;
   }
-  fsync_path(tmp, false);
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw UserError("cannot write " + path.string() + ": " + ec.message());
-  fsync_path(dir, true);
+  const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(errno);
+  if (::fsync(fd) != 0) {
+    const int error = errno;
+    ::close(fd);
+    fail(error);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail(errno);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {  // best effort: some file systems cannot fsync a folder
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 void write_file_atomic(const fs::path& path, const std::string& content) {
-  write_atomic_with(path, [&](const fs::path& tmp) {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw UserError("cannot open " + tmp.string() + " for writing: " + std::strerror(errno));
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.flush();
-    if (!out) throw UserError("cannot write " + tmp.string() + ": " + std::strerror(errno));
-  });
+  AtomicWriter out(path);
+  out.write(content);
+  out.commit();
 }
 
 void append_line_synced(const fs::path& path, const std::string& line) {
@@ -67,8 +63,9 @@ void append_line_synced(const fs::path& path, const std::string& line) {
     ssize_t n = ::write(fd, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
+      const int error = errno;
       ::close(fd);
-      throw UserError("cannot write " + path.string() + ": " + std::strerror(errno));
+      throw UserError(write_error_message(path, error));
     }
     p += n;
     left -= static_cast<size_t>(n);

@@ -1,22 +1,131 @@
-// Checkpoint integrity: CRC32 against the standard check value, truncated/corrupt newest file
-// falls back to the previous one, only the newest K are kept, RNG state round-trips.
+// Checkpoint integrity: CRC-32 against zlib's values and a bit-by-bit reference, the checksum
+// embedded in the file (the zip comment) and verified on every load, any flipped byte refused,
+// old files with a .crc32 sidecar still accepted, a file with neither refused unless opted in,
+// a truncated/corrupt newest file skipped, a failed write (file-size limit) leaving the previous
+// checkpoint and no temporary file, and the round trip of model, optimizer, counters and RNG.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <torch/torch.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <fstream>
 
 #include "tiny_run.h"
 #include "train/checkpoint.h"
+#include "util/atomic_writer.h"
 #include "util/errors.h"
 
 namespace rpe {
 namespace {
 namespace fs = std::filesystem;
 
-TEST(Checkpoint, Crc32CheckValue) {
+// The textbook bit-by-bit CRC-32 (reflected polynomial 0xEDB88320), independent of the tables.
+uint32_t reference_crc(const std::string& bytes) {
+  uint32_t c = 0xFFFFFFFFu;
+  for (unsigned char b : bytes) {
+    c ^= b;
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+  }
+  return ~c;
+}
+
+std::string slurp(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void spit(const fs::path& f, const std::string& bytes) {
+  std::ofstream out(f, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+void flip_byte(const fs::path& f, size_t offset) {
+  std::string bytes = slurp(f);
+  bytes.at(offset) = static_cast<char>(bytes[offset] ^ 0x5A);
+  spit(f, bytes);
+}
+
+// A checkpoint in the format written before the checksum moved into the file: no zip comment,
+// a sidecar with the CRC-32 and size of the whole file.
+void convert_to_sidecar_format(const fs::path& f) {
+  std::string bytes = slurp(f);
+  bytes.resize(bytes.size() - 50);  // drop the comment
+  bytes[bytes.size() - 2] = 0;      // and announce none in the zip end record
+  bytes[bytes.size() - 1] = 0;
+  spit(f, bytes);
+  char line[64];
+  std::snprintf(line, sizeof line, "crc32 %08x size %zu\n", reference_crc(bytes), bytes.size());
+  spit(f.string() + ".crc32", line);
+}
+
+TEST(Checkpoint, Crc32MatchesZlibAndTheBitwiseDefinition) {
   const fs::path f = test::fresh_dir("crc") / "x.txt";
   std::ofstream(f) << "123456789";
   EXPECT_EQ(file_crc32(f), 0xCBF43926u);  // the CRC-32/ISO-HDLC check value
+  std::string d;
+  for (int i = 0; i < 1000; ++i) d.push_back(static_cast<char>((i * 7 + 3) % 256));
+  // zlib.crc32(d[:n]) from Python, lengths around the 8-byte step.
+  const std::pair<size_t, uint32_t> expected[] = {{0, 0x00000000u},    {1, 0x4b0bbe37u},   {7, 0x54491cdbu},
+                                                  {8, 0xe2e35978u},    {9, 0x3d351cfeu},   {15, 0x7c619edcu},
+                                                  {16, 0x191f3d9fu},   {17, 0x7ba75ee3u},  {999, 0x04fe75ecu},
+                                                  {1000, 0x17bc2a46u}};
+  for (const auto& [n, crc] : expected) {
+    EXPECT_EQ(crc32_update(0, d.data(), n), crc) << n;
+    EXPECT_EQ(reference_crc(d.substr(0, n)), crc) << n;
+  }
+  for (size_t cut = 0; cut <= 24; ++cut)  // chaining, at every alignment
+    EXPECT_EQ(crc32_update(crc32_update(0, d.data(), cut), d.data() + cut, d.size() - cut), 0x17bc2a46u) << cut;
+}
+
+TEST(Checkpoint, ChecksumIsTheZipCommentOfTheFile) {
+  const fs::path run = test::fresh_dir("ckpt_embedded");
+  torch::manual_seed(3);
+  torch::nn::Linear net(5, 4);
+  TrainState s;
+  s.step = 7;
+  const fs::path file = save_checkpoint(run, *net, nullptr, s, "cfg");
+  EXPECT_FALSE(fs::exists(file.string() + ".crc32"));  // no sidecar any more
+  EXPECT_EQ(slurp(run / "checkpoints" / "latest"), "step_00000007.pt\n");
+  const std::string bytes = slurp(file);
+  ASSERT_GT(bytes.size(), 72u);
+  const size_t body = bytes.size() - 50;
+  EXPECT_EQ(bytes.substr(body - 22, 4), std::string("PK\x05\x06", 4));  // the zip end record...
+  EXPECT_EQ(static_cast<unsigned char>(bytes[body - 2]), 50);             // ...announces the comment
+  EXPECT_EQ(bytes[body - 1], 0);
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "rpe-train crc32 %08x size %020zu", reference_crc(bytes.substr(0, body)),
+                body);
+  EXPECT_EQ(bytes.substr(body), expected);
+  std::string why;
+  EXPECT_TRUE(verify_checkpoint(file, &why)) << why;
+  torch::nn::Linear other(5, 4);
+  EXPECT_EQ(load_checkpoint(file, *other, nullptr).state.step, 7);  // still a LibTorch archive
+  EXPECT_TRUE(torch::equal(other->weight, net->weight));
+}
+
+TEST(Checkpoint, AFlippedByteAnywhereIsRefusedOnLoad) {
+  const fs::path dir = test::fresh_dir("ckpt_flip");
+  torch::nn::Linear net(5, 4);
+  const fs::path good = dir / "good.pt";
+  write_checkpoint(good, *net, nullptr, nullptr, "cfg");
+  const size_t size = fs::file_size(good);
+  // Start, zip headers, tensor data, the zip end record, inside the checksum text, last byte.
+  for (size_t offset : {size_t{0}, size_t{40}, size / 2, size - 60, size - 30, size - 1}) {
+    const fs::path bad = dir / ("bad_" + std::to_string(offset) + ".pt");
+    fs::copy_file(good, bad, fs::copy_options::overwrite_existing);
+    flip_byte(bad, offset);
+    std::string why;
+    EXPECT_FALSE(verify_checkpoint(bad, &why)) << offset;
+    torch::nn::Linear target(5, 4);
+    try {
+      load_checkpoint(bad, *target, nullptr);
+      ADD_FAILURE() << "loaded a checkpoint with byte " << offset << " flipped";
+    } catch (const UserError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(bad.string() + ": ", 0), 0u) << e.what();
+    }
+    EXPECT_THROW(read_checkpoint_config(bad), UserError) << offset;
+  }
 }
 
 TEST(Checkpoint, CorruptNewestFallsBackToPrevious) {
@@ -28,30 +137,98 @@ TEST(Checkpoint, CorruptNewestFallsBackToPrevious) {
     save_checkpoint(run, *net, nullptr, s, "cfg", /*keep_last=*/2);
   }
   EXPECT_FALSE(fs::exists(run / "checkpoints/step_00000010.pt"));  // keep_last = 2
-  EXPECT_FALSE(fs::exists(run / "checkpoints/step_00000010.pt.crc32"));
   ASSERT_EQ(latest_checkpoint(run)->filename(), "step_00000030.pt");
 
   const fs::path newest = run / "checkpoints/step_00000030.pt";
   fs::resize_file(newest, fs::file_size(newest) / 2);  // a crash mid-copy, a full disk
   std::string why;
   EXPECT_FALSE(verify_checkpoint(newest, &why));
-  EXPECT_NE(why.find("checksum mismatch"), std::string::npos) << why;
+  EXPECT_NE(why.find("no checksum"), std::string::npos) << why;
+  EXPECT_NE(why.find("truncated"), std::string::npos) << why;
   ASSERT_TRUE(latest_checkpoint(run).has_value());
   EXPECT_EQ(latest_checkpoint(run)->filename(), "step_00000020.pt");
   EXPECT_THROW(load_checkpoint(newest, *net, nullptr), UserError);
 
   // Same size, one flipped byte: caught by the CRC, not only by the size.
   const fs::path middle = run / "checkpoints/step_00000020.pt";
-  {
-    std::fstream f(middle, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(100);
-    char c;
-    f.get(c);
-    f.seekp(100);
-    f.put(static_cast<char>(c ^ 0x5A));
-  }
-  EXPECT_FALSE(verify_checkpoint(middle));
+  flip_byte(middle, 100);
+  EXPECT_FALSE(verify_checkpoint(middle, &why));
+  EXPECT_NE(why.find("checksum mismatch"), std::string::npos) << why;
   EXPECT_FALSE(latest_checkpoint(run).has_value());
+}
+
+TEST(Checkpoint, OldFilesVerifyAgainstTheirSidecarAndBareFilesNeedTheOptIn) {
+  const fs::path dir = test::fresh_dir("ckpt_sidecar");
+  torch::manual_seed(5);
+  torch::nn::Linear net(4, 3);
+  const fs::path file = dir / "old.pt";
+  write_checkpoint(file, *net, nullptr, nullptr, "cfg");
+  convert_to_sidecar_format(file);
+  std::string why;
+  EXPECT_TRUE(verify_checkpoint(file, &why)) << why;
+  torch::nn::Linear other(4, 3);
+  load_checkpoint(file, *other, nullptr);
+  EXPECT_TRUE(torch::equal(other->weight, net->weight));
+
+  const std::string original = slurp(file);
+  flip_byte(file, original.size() / 2);
+  EXPECT_FALSE(verify_checkpoint(file, &why));
+  EXPECT_NE(why.find("checksum mismatch"), std::string::npos) << why;
+  spit(file, original);
+
+  fs::remove(file.string() + ".crc32");  // neither an embedded checksum nor a sidecar
+  EXPECT_FALSE(verify_checkpoint(file, &why));
+  EXPECT_NE(why.find("no checksum"), std::string::npos) << why;
+  EXPECT_NE(why.find("RPE_TRAIN_ALLOW_UNCHECKED=1"), std::string::npos) << why;
+  EXPECT_THROW(load_checkpoint(file, *other, nullptr), UserError);
+  ::setenv("RPE_TRAIN_ALLOW_UNCHECKED", "1", 1);
+  EXPECT_TRUE(verify_checkpoint(file));
+  EXPECT_NO_THROW(load_checkpoint(file, *other, nullptr));
+  ::unsetenv("RPE_TRAIN_ALLOW_UNCHECKED");
+}
+
+// RLIMIT_FSIZE with SIGXFSZ ignored makes write() fail with EFBIG past the limit: a full disk
+// simulated without root (the ENOSPC message itself is checked by test_checkpoint_cli.sh).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    previous_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    ::getrlimit(RLIMIT_FSIZE, &previous_);
+    rlimit limited = previous_;
+    limited.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &limited);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &previous_);
+    std::signal(SIGXFSZ, previous_handler_);
+  }
+
+ private:
+  rlimit previous_{};
+  void (*previous_handler_)(int) = nullptr;
+};
+
+TEST(Checkpoint, AFailedWriteNamesTheFileAndKeepsThePreviousCheckpoint) {
+  const fs::path run = test::fresh_dir("ckpt_full");
+  torch::nn::Linear net(128, 128);  // 64 KiB of weights
+  TrainState s;
+  s.step = 1;
+  const fs::path first = save_checkpoint(run, *net, nullptr, s, "cfg");
+  s.step = 2;
+  const fs::path second = run / "checkpoints/step_00000002.pt";
+  try {
+    FileSizeLimit limit(16 * 1024);
+    save_checkpoint(run, *net, nullptr, s, "cfg");
+    ADD_FAILURE() << "the write past the file-size limit succeeded";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot write " + second.string() + ": File too large");
+  }
+  EXPECT_FALSE(fs::exists(second));
+  for (const auto& e : fs::directory_iterator(run / "checkpoints"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  EXPECT_EQ(slurp(run / "checkpoints/latest"), "step_00000001.pt\n");
+  ASSERT_TRUE(latest_checkpoint(run).has_value());
+  EXPECT_EQ(*latest_checkpoint(run), first);
 }
 
 TEST(Checkpoint, RestoresModelOptimizerStepCursorAndRng) {

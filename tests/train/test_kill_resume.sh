@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs scripts/kill_resume_check.sh on a small CPU config: 4 random SIGKILLs, each followed by
-# --resume, must end with the same final checkpoint as an uninterrupted run.
+# --resume, must end with the same final checkpoint, metrics.jsonl and summary.json (timings
+# aside) as an uninterrupted run.
 # Usage: test_kill_resume.sh RPE_TRAIN_BINARY SOURCE_DIR
 set -euo pipefail
 bin=$1 src=$2

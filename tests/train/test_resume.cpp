@@ -2,7 +2,9 @@
 // - 2N steps == N steps + crash + --resume + N steps, bitwise (losses and parameters), for
 //   AdamW and LAMB, with gradient accumulation;
 // - gradient accumulation gives the gradient of the doubled batch (dropout off);
-// - a non-finite loss skips the update; N in a row stop the run with a checkpoint kept.
+// - a non-finite loss skips the update; N in a row stop the run with a checkpoint kept;
+// - --resume with every checkpoint broken stops (UserError) and leaves metrics.jsonl alone;
+//   --resume of a run killed before its first checkpoint starts from step 0.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -83,6 +85,38 @@ TEST_P(Resume, CrashAndResumeIsBitwiseIdentical) {
   EXPECT_EQ(metric_rows(b), metric_rows(a));
 }
 INSTANTIATE_TEST_SUITE_P(Optimizers, Resume, ::testing::Values("adamw", "lamb"));
+
+std::string file_text(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(ResumeRefusal, EveryCheckpointBrokenStopsAndKeepsTheMetrics) {
+  const Config cfg = test::tiny_config({"train.max_steps=4", "train.save_every=2", "train.keep_checkpoints=10"});
+  const fs::path run = test::fresh_dir("resume_all_broken");
+  pretrain(cfg, run, false);
+  for (const auto& [step, file] : list_checkpoints(run)) fs::resize_file(file, fs::file_size(file) / 2);
+  const std::string metrics = file_text(run / "metrics.jsonl");
+  ASSERT_FALSE(metrics.empty());
+  try {
+    pretrain(cfg, run, true);
+    FAIL() << "resumed from broken checkpoints";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--resume: no usable checkpoint"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(file_text(run / "metrics.jsonl"), metrics);  // not rewritten from step 0
+}
+
+TEST(ResumeRefusal, ARunKilledBeforeItsFirstCheckpointStartsFromZero) {
+  const Config cfg = test::tiny_config({"train.max_steps=4", "train.save_every=2"});
+  const fs::path straight = test::fresh_dir("resume_first_a"), killed = test::fresh_dir("resume_first_b");
+  pretrain(cfg, straight, false);
+  // What a kill between the step-2 metrics row and the step-2 checkpoint leaves.
+  std::ofstream(killed / "metrics.jsonl") << "{\"step\":2,\"loss\":9.0}\n";
+  const auto r = pretrain(cfg, killed, true);
+  EXPECT_EQ(r.steps, 4);
+  EXPECT_EQ(metric_rows(killed), metric_rows(straight));
+}
 
 TEST(Accumulation, TwoMicroBatchesEqualTheDoubledBatch) {
   const std::vector<std::string> common = {"train.max_steps=3", "model.dropout=0", "model.attention_dropout=0"};

@@ -1,0 +1,49 @@
+// Run folders and the checkpoints in them, in one place: turning what a user names (a run
+// folder or a checkpoint file) into the file to load, choosing the checkpoint that --resume
+// continues from, and creating, refusing or replacing the folder of a new run.
+//   <run>/config.yaml, tokenizer.model, train.log, metrics.jsonl, summary.json
+//   <run>/checkpoints/step_<N>.pt (+ `latest`), see train/checkpoint.h
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace rpe {
+
+struct CheckpointSource {
+  std::filesystem::path checkpoint;  // the file to load
+  std::filesystem::path run_dir;     // its run (tokenizer.model, config.yaml): the folder named,
+                                     // <run> for <run>/checkpoints/x.pt, else the file's folder
+};
+
+// `what` is a run folder (its newest checkpoint that verifies; its checkpoints/ folder works
+// too) or a checkpoint file (verified when it is loaded). UserError, prefixed with `label`
+// ("--init") and `what`, when it does not exist or holds no usable checkpoint (saying why).
+CheckpointSource resolve_checkpoint(const std::string& what, const std::string& label = "");
+
+struct RunDirRequest {
+  bool resume = false;     // --resume: continue the run in an existing folder
+  bool overwrite = false;  // --overwrite: delete an existing folder first
+  bool can_resume = true;  // false for commands without --resume (the message then offers --overwrite only)
+};
+
+// Readies `dir` for a run; true when an existing run is to be continued (--resume on a folder
+// with content). UserError for --resume with --overwrite, a path that is not a folder, an
+// existing non-empty folder without --resume/--overwrite, and a folder that cannot be created
+// or written. --overwrite deletes the old folder (remove_tree, not fs::remove_all).
+bool prepare_run_dir(const std::filesystem::path& dir, const RunDirRequest& request);
+
+// prepare_run_dir's refusals only, nothing created or deleted: for a command that checks its
+// output before long work and creates the folder after it.
+void check_run_dir(const std::filesystem::path& dir, const RunDirRequest& request);
+
+// The checkpoint that --resume continues from: the newest one that verifies (newer broken ones
+// are skipped with a warning). nullopt when the run never wrote one (stopped before its first
+// save): it starts again from step 0, redoing the metrics rows up to that point. UserError when
+// checkpoints exist and none verifies, or when the run shows that it had one that is gone:
+// checkpoints/latest exists, or metrics.jsonl has a row past the first save (step > save_every,
+// save_every > 0; with save_every 0 the only save is the final one).
+std::optional<std::filesystem::path> checkpoint_to_resume(const std::filesystem::path& run_dir, int64_t save_every);
+
+}  // namespace rpe

@@ -1,0 +1,152 @@
+// Run folders: what a run folder or checkpoint argument resolves to, which checkpoint --resume
+// continues from (and when it must refuse), the refusals of prepare_run_dir and --overwrite's
+// tree removal (symlinks not followed).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+
+#include "tiny_run.h"
+#include "train/checkpoint.h"
+#include "train/run_dir.h"
+#include "util/errors.h"
+#include "util/file_tree.h"
+
+namespace rpe {
+namespace {
+namespace fs = std::filesystem;
+
+// The message of the UserError that `f` throws ("" when it throws none).
+template <class F> std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void save_steps(const fs::path& run, std::initializer_list<int64_t> steps) {
+  torch::nn::Linear net(3, 2);
+  TrainState s;
+  for (int64_t step : steps) {
+    s.step = step;
+    save_checkpoint(run, *net, nullptr, s, "cfg", /*keep_last=*/10);
+  }
+}
+
+void corrupt(const fs::path& f) { fs::resize_file(f, fs::file_size(f) - 7); }
+
+void write_metrics(const fs::path& run, std::initializer_list<int64_t> steps) {
+  std::ofstream out(run / "metrics.jsonl");
+  for (int64_t s : steps) out << "{\"step\":" << s << ",\"loss\":1.5}\n";
+  out << "{\"step\":";  // a line torn by the crash
+}
+
+TEST(RunDir, ResolvesRunFoldersAndCheckpointFiles) {
+  const fs::path run = test::fresh_dir("resolve_run");
+  EXPECT_EQ(error_of([&] { resolve_checkpoint((run / "nothing").string(), "--init"); }),
+            "--init " + (run / "nothing").string() + ": checkpoint not found (no such file or run folder)");
+  EXPECT_NE(error_of([&] { resolve_checkpoint(run.string()); }).find("no checkpoint in this run folder"),
+            std::string::npos);
+
+  save_steps(run, {2, 4});
+  auto r = resolve_checkpoint(run.string());
+  EXPECT_EQ(r.checkpoint, run / "checkpoints/step_00000004.pt");
+  EXPECT_EQ(r.run_dir, run);
+  r = resolve_checkpoint((run / "checkpoints").string());  // the checkpoints/ folder stands for its run
+  EXPECT_EQ(r.checkpoint, run / "checkpoints/step_00000004.pt");
+  EXPECT_EQ(r.run_dir, run);
+  r = resolve_checkpoint((run / "checkpoints/step_00000002.pt").string());
+  EXPECT_EQ(r.checkpoint, run / "checkpoints/step_00000002.pt");
+  EXPECT_EQ(r.run_dir, run);
+
+  corrupt(run / "checkpoints/step_00000004.pt");  // the newest is skipped
+  EXPECT_EQ(resolve_checkpoint(run.string()).checkpoint, run / "checkpoints/step_00000002.pt");
+  corrupt(run / "checkpoints/step_00000002.pt");  // none left: refused, each one's reason given
+  const std::string e = error_of([&] { resolve_checkpoint(run.string()); });
+  EXPECT_NE(e.find("no usable checkpoint in this run folder: step_00000004.pt: no checksum"), std::string::npos) << e;
+  EXPECT_NE(e.find("; step_00000002.pt: no checksum"), std::string::npos) << e;
+
+  const fs::path loose = test::fresh_dir("resolve_loose") / "model.pt";
+  torch::nn::Linear net(3, 2);
+  write_checkpoint(loose, *net, nullptr, nullptr, "cfg");
+  r = resolve_checkpoint(loose.string());
+  EXPECT_EQ(r.checkpoint, loose);
+  EXPECT_EQ(r.run_dir, loose.parent_path());
+}
+
+TEST(RunDir, ResumeUsesTheNewestGoodCheckpointAndRefusesWhenAllAreBad) {
+  const fs::path run = test::fresh_dir("resume_pick");
+  save_steps(run, {5, 10});
+  EXPECT_EQ(*checkpoint_to_resume(run, 5), run / "checkpoints/step_00000010.pt");
+  corrupt(run / "checkpoints/step_00000010.pt");
+  EXPECT_EQ(*checkpoint_to_resume(run, 5), run / "checkpoints/step_00000005.pt");
+  corrupt(run / "checkpoints/step_00000005.pt");
+  const std::string e = error_of([&] { checkpoint_to_resume(run, 5); });
+  EXPECT_EQ(e.rfind("--resume: no usable checkpoint in " + (run / "checkpoints").string(), 0), 0u) << e;
+  EXPECT_NE(e.find("step_00000010.pt: no checksum"), std::string::npos) << e;
+  EXPECT_NE(e.find("--overwrite"), std::string::npos) << e;
+}
+
+TEST(RunDir, ResumeWithoutCheckpointStartsOverOnlyBeforeTheFirstSave) {
+  const fs::path run = test::fresh_dir("resume_none");
+  EXPECT_FALSE(checkpoint_to_resume(run, 5).has_value());  // killed before anything was logged
+  write_metrics(run, {5});  // killed between the step-5 metrics row and the step-5 checkpoint
+  EXPECT_FALSE(checkpoint_to_resume(run, 5).has_value());
+  EXPECT_FALSE(checkpoint_to_resume(run, 0).has_value());  // save_every 0: the only save is the last
+  write_metrics(run, {5, 10});  // a checkpoint was written at step 5 and is gone
+  const std::string e = error_of([&] { checkpoint_to_resume(run, 5); });
+  EXPECT_NE(e.find("metrics.jsonl reaches step 10, past the first checkpoint at step 5"), std::string::npos) << e;
+
+  const fs::path gone = test::fresh_dir("resume_gone");
+  save_steps(gone, {3});
+  fs::remove(gone / "checkpoints/step_00000003.pt");  // `latest` is left
+  EXPECT_NE(error_of([&] { checkpoint_to_resume(gone, 3); }).find("holds no step_<N>.pt file"), std::string::npos);
+}
+
+TEST(RunDir, PrepareRefusesWhatWouldLoseWorkOrCannotWork) {
+  const fs::path base = test::fresh_dir("prepare");
+  const fs::path dir = base / "run";
+  EXPECT_FALSE(prepare_run_dir(dir, {}));  // created
+  EXPECT_TRUE(fs::is_directory(dir));
+  std::ofstream(dir / "train.log") << "x\n";
+  EXPECT_EQ(error_of([&] { prepare_run_dir(dir, {}); }),
+            "run folder " + dir.string() + " already exists: pass --resume to continue it or --overwrite to replace it");
+  EXPECT_EQ(error_of([&] { prepare_run_dir(dir, {false, false, /*can_resume=*/false}); }),
+            "run folder " + dir.string() + " already exists: pass --overwrite to replace it");
+  EXPECT_NE(error_of([&] { prepare_run_dir(dir, {true, true}); }).find("--resume and --overwrite exclude each other"),
+            std::string::npos);
+  EXPECT_TRUE(fs::exists(dir / "train.log"));  // nothing deleted by the refused pair
+  EXPECT_TRUE(prepare_run_dir(dir, {/*resume=*/true}));
+  EXPECT_FALSE(prepare_run_dir(base / "fresh", {/*resume=*/true}));  // --resume on nothing: a new run
+
+  std::ofstream(base / "file") << "x\n";
+  EXPECT_EQ(error_of([&] { prepare_run_dir(base / "file", {}); }),
+            "run folder " + (base / "file").string() + " exists and is not a folder");
+  EXPECT_EQ(error_of([&] { prepare_run_dir(base / "file" / "sub", {}); })
+                .rfind("cannot create run folder " + (base / "file" / "sub").string() + ": ", 0),
+            0u);
+  EXPECT_NO_THROW(check_run_dir(base / "other", {}));
+  EXPECT_FALSE(fs::exists(base / "other"));  // check_run_dir creates nothing
+}
+
+TEST(RunDir, OverwriteRemovesTheTreeButNotWhatSymlinksPointTo) {
+  const fs::path base = test::fresh_dir("overwrite");
+  const fs::path dir = base / "run", outside = base / "outside";
+  fs::create_directories(dir / "checkpoints" / "deep");
+  fs::create_directories(outside);
+  std::ofstream(outside / "keep.txt") << "keep\n";
+  std::ofstream(dir / "checkpoints" / "deep" / "x") << "x\n";
+  fs::create_directory_symlink(outside, dir / "link");
+  EXPECT_FALSE(prepare_run_dir(dir, {false, /*overwrite=*/true}));
+  EXPECT_TRUE(fs::is_directory(dir));
+  EXPECT_TRUE(fs::is_empty(dir));
+  EXPECT_TRUE(fs::exists(outside / "keep.txt"));
+  EXPECT_NO_THROW(remove_tree(base / "missing"));
+  remove_tree(dir);
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+}  // namespace
+}  // namespace rpe
