@@ -55,6 +55,17 @@ uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
   return ~c;
 }
 
+// A write that failed for the machine's sake (full disk, file too large, I/O error): main()
+// reports it in one line with exit 1, a user's fault (permissions, a folder) with exit 2.
+class WriteError : public std::system_error {
+ public:
+  WriteError(int error, std::string message) : std::system_error(error, std::generic_category()), message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
+
 std::string write_error_message(const fs::path& path, int error) {
   if (error == ENOSPC) return "no space left on device: " + path.string();
   return "cannot write " + path.string() + ": " + std::strerror(error);
@@ -97,7 +108,7 @@ void AtomicWriter::fail(int error) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   ::unlink(tmp_.c_str());
-  throw UserError(write_error_message(path_, error));
+  throw WriteError(error, write_error_message(path_, error));
 }
 
 void AtomicWriter::commit() {

@@ -13,12 +13,13 @@ trap 'umount "$work/full" 2>/dev/null; rm -rf "$work"' EXIT
 fails=0
 
 # expect_error "what" "fragment of the message" command...
+# (EXPECT_RC=1 for environment failures such as a full disk; 2, the user's fault, by default)
 expect_error() {
-  local what="$1" fragment="$2"; shift 2
+  local what="$1" fragment="$2" want="${EXPECT_RC:-2}"; shift 2
   "$@" >"$work/out" 2>"$work/err"; local rc=$?
   local lines; lines=$(wc -l <"$work/err")
-  if [[ $rc -ne 2 || $lines -ne 1 ]] || ! grep -qF -- "$fragment" "$work/err"; then
-    echo "FAIL: $what: exit $rc, $lines stderr lines, expected exit 2 and one line with '$fragment':"; cat "$work/err"
+  if [[ $rc -ne $want || $lines -ne 1 ]] || ! grep -qF -- "$fragment" "$work/err"; then
+    echo "FAIL: $what: exit $rc, $lines stderr lines, expected exit $want and one line with '$fragment':"; cat "$work/err"
     fails=$((fails + 1))
   else
     echo "ok: $what: $(cat "$work/err")"
@@ -85,14 +86,14 @@ expect_error "finetune --init, corrupt run" "--init $work/run: no usable checkpo
 
 # A full disk: a file-size limit (EFBIG, no root needed), then a real ENOSPC on a tiny tmpfs.
 mkdir -p "$work/limited"
-expect_error "import-hf past a file-size limit" "cannot write $work/limited/m.pt: File too large" \
+EXPECT_RC=1 expect_error "import-hf past a file-size limit" "cannot write $work/limited/m.pt: File too large" \
   bash -c 'trap "" XFSZ; ulimit -f 16; exec "$@"' _ "$bin" import-hf "$work/hf" --out "$work/limited/m.pt"
 no_tmp_left "$work/limited" "import-hf past a file-size limit"
 mkdir -p "$work/full"
 if mount -t tmpfs -o size=16k none "$work/full" 2>/dev/null; then
-  expect_error "import-hf on a full disk" "no space left on device: $work/full/m.pt" "$bin" import-hf "$work/hf" --out "$work/full/m.pt"
+  EXPECT_RC=1 expect_error "import-hf on a full disk" "no space left on device: $work/full/m.pt" "$bin" import-hf "$work/hf" --out "$work/full/m.pt"
   no_tmp_left "$work/full" "import-hf on a full disk"
-  expect_error "export-hf on a full disk" "no space left on device: $work/full/hf/model.safetensors" \
+  EXPECT_RC=1 expect_error "export-hf on a full disk" "no space left on device: $work/full/hf/model.safetensors" \
     "$bin" export-hf "$work/m/model.pt" --out "$work/full/hf"
   no_tmp_left "$work/full" "export-hf on a full disk"
   umount "$work/full"
