@@ -21,7 +21,7 @@ namespace {
 constexpr char kIndexMagic[8] = {'R', 'P', 'E', 'I', 'N', 'D', 'E', 'X'};
 struct IndexHeader {
   char magic[8];
-  uint64_t version, key, seq_len, cross, count, real_tokens, reserved;
+  uint64_t version, key, seq_len, cross, count, real_tokens, checksum;  // checksum: of the starts that follow
 };
 static_assert(sizeof(IndexHeader) == 64);
 
@@ -66,6 +66,13 @@ class Planner {
   int64_t count_ = 0, real_ = 0;
   uint64_t pos_ = 0, start_ = 0;
 };
+
+// Checksum of the cached starts: a flipped byte in the cache must not silently move sequences.
+uint64_t starts_checksum(const uint64_t* starts, size_t n) {
+  ShardHasher h;
+  h.update(starts, n * sizeof(uint64_t));
+  return h.value();
+}
 
 uint64_t cache_key(const fs::path& dir, bool valid, int64_t seq_len, bool cross) {
   const std::string m = read_file(dir / "manifest.json");
@@ -125,8 +132,10 @@ bool ShardSequences::map_cache(const fs::path& file, uint64_t key) {
   std::memcpy(&h, map, sizeof h);
   const bool ok = std::memcmp(h.magic, kIndexMagic, 8) == 0 && h.version == 1 && h.key == key &&
                   h.seq_len == static_cast<uint64_t>(seq_len_) && h.cross == (cross_ ? 1u : 0u) &&
-                  bytes == sizeof h + 8 * (h.count + 1);
-  if (!ok) {  // stale or foreign: rebuilt and replaced
+                  bytes == sizeof h + 8 * (h.count + 1) &&
+                  h.checksum == starts_checksum(reinterpret_cast<const uint64_t*>(static_cast<const char*>(map) + sizeof h),
+                                                h.count + 1);
+  if (!ok) {  // stale, foreign or corrupt: rebuilt and replaced
     ::munmap(map, bytes);
     return false;
   }
@@ -143,6 +152,7 @@ void ShardSequences::write_cache(const fs::path& file, uint64_t key, const std::
   std::memcpy(h.magic, kIndexMagic, 8);
   h.version = 1, h.key = key, h.seq_len = static_cast<uint64_t>(seq_len_), h.cross = cross_ ? 1 : 0;
   h.count = starts.size() - 1, h.real_tokens = static_cast<uint64_t>(real_tokens_);
+  h.checksum = starts_checksum(starts.data(), starts.size());
   try {  // every rank may get here at once: each writes a temp file and renames it over the same content
     write_atomic_with(file, [&](const fs::path& tmp) {
       std::ofstream out(tmp, std::ios::binary);

@@ -120,8 +120,14 @@ for i in $(seq 1 3000); do cat "$T/corpus.txt"; done > "$T/big.txt"
 "$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/big.txt" --threads 1 --out "$T/killed" \
   > /dev/null 2>&1 &
 pid=$!
-sleep 1
-kill -9 $pid 2>/dev/null && killed=1 || killed=0
+# Kill as soon as the first shard is being written (not after a fixed time: on a fast machine
+# the whole run can finish within a second, and a reaped-later zombie still takes the signal).
+killed=0
+for _ in $(seq 1 400); do
+  kill -0 $pid 2>/dev/null || break
+  if compgen -G "$T/killed/*" > /dev/null; then kill -9 $pid 2>/dev/null && killed=1; break; fi
+  sleep 0.02
+done
 wait $pid 2>/dev/null
 if [[ $killed == 1 && ! -f $T/killed/manifest.json ]]; then
   expect_error killed_prepare "no manifest.json" \

@@ -61,9 +61,9 @@ RPE_TRAIN_ALLOW_UNCHECKED=1 "$bin" export-hf "$work/bare/model.pt" --out "$work/
 
 # Output paths that cannot work.
 touch "$work/afile"
-expect_error "export-hf --out a file" "--out $work/afile exists and is not a folder" "$bin" export-hf "$work/m/model.pt" --out "$work/afile"
-expect_error "import-hf --out a folder" "$work/hf is a folder, not a file" "$bin" import-hf "$work/hf" --out "$work/hf"
-expect_error "import-hf --out under a file" "cannot create folder $work/afile/x" "$bin" import-hf "$work/hf" --out "$work/afile/x/m.pt"
+expect_error "export-hf --out a file" "--out $work/afile: exists and is not a folder" "$bin" export-hf "$work/m/model.pt" --out "$work/afile"
+expect_error "import-hf --out a folder" "--out $work/hf: is a folder, expected a file" "$bin" import-hf "$work/hf" --out "$work/hf"
+expect_error "import-hf --out under a file" "--out $work/afile/x/m.pt: $work/afile is not a folder" "$bin" import-hf "$work/hf" --out "$work/afile/x/m.pt"
 
 # Run folders: pretrain on a tiny corpus.
 head -n 300 "$src/data/sample/corpus.txt" >"$work/corpus.txt"
