@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "config/config.h"
+#include "config_fixture.h"
 #include "util/errors.h"
 
 namespace fs = std::filesystem;
@@ -14,12 +15,10 @@ using rpe::UserError;
 
 namespace {
 
-class ConfigTest : public ::testing::Test {
+class ConfigTest : public rpe::test::ConfigFixture {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rpe_config_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    make_dir("rpe_config_");
     fs::create_directories(dir_ / "model");
     write("model/small.yaml", "model:\n  hidden: 64\n  layers: 2\n  heads: 4\n  attention:\n    method: m4\n");
     write("exp.yaml",
@@ -28,22 +27,6 @@ class ConfigTest : public ::testing::Test {
           "data:\n  train_files: [a.txt]\n"
           "train:\n  max_steps: 7\n  lr: 2.0e-4\n");
   }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-    return dir_ / name;
-  }
-  // The UserError message of loading `file` with `sets`, or "" if it loads.
-  std::string error_of(const fs::path& file, const std::vector<std::string>& sets = {}) {
-    try {
-      load_config(file, sets);
-    } catch (const UserError& e) {
-      return e.what();
-    }
-    return "";
-  }
-  fs::path dir_;
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "config/config.h"
+#include "config_fixture.h"
 #include "config/model_size.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
@@ -19,35 +20,16 @@ using rpe::UserError;
 
 namespace {
 
-class ConfigLimits : public ::testing::Test {
+class ConfigLimits : public rpe::test::ConfigFixture {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rpe_config_limits_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    make_dir("rpe_config_limits_");
+    expect_one_line_ = true;
     write("exp.yaml",
           "model:\n  hidden: 64\n  layers: 2\n  heads: 4\n  attention:\n    method: m4\n"
           "data:\n  train_files: [a.txt]\n");
   }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-    return dir_ / name;
-  }
-  // The UserError message of loading `file` with `sets`, or "" if it loads.
-  std::string error_of(const fs::path& file, const std::vector<std::string>& sets = {}) {
-    try {
-      load_config(file, sets);
-    } catch (const UserError& e) {
-      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line: " << e.what();
-      return e.what();
-    }
-    return "";
-  }
   std::string error_of_set(const std::string& set) { return error_of(dir_ / "exp.yaml", {set}); }
-  fs::path dir_;
 };
 
 }  // namespace
