@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "dist/data_parallel.h"
 #include "model/attention/registry.h"
 #include "rpe/version.h"
 #include "util/device.h"
@@ -23,6 +24,7 @@ int print_version() {
   } else {
     std::cout << "CUDA runtime: none (CPU-only LibTorch or no CUDA libraries)\n";
   }
+  std::cout << "NCCL: " << dist::nccl_version() << "\n";
   std::cout << "devices: cpu";
   for (int i = 0; i < hooks.getNumGPUs(); ++i) std::cout << ", cuda:" << i;
   std::cout << "\nposition methods: " << join(attention_method_names()) << "\n";

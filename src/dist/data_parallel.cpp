@@ -1,73 +1,33 @@
-// c10d process group setup, bucketed gradient averaging and the store all-reduce fallback.
+// c10d process group setup and bucketed gradient averaging, after or overlapped with backward.
 #include "dist/data_parallel.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
-#include <cstdlib>
-#include <cstring>
+#include <mutex>
 #include <optional>
 
 #include "util/errors.h"
 #include "util/log.h"
 
-#if defined(USE_C10D_GLOO) && __has_include(<gloo/context.h>)
+// RPE_WITH_GLOO / RPE_WITH_NCCL come from CMakeLists.txt, which found the headers at
+// configure time (a CUDA LibTorch build without NCCL stops there, saying how to point at it).
+#if defined(USE_C10D_GLOO) && defined(RPE_WITH_GLOO)
 #define RPE_HAVE_GLOO 1
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
-#if defined(USE_C10D_NCCL) && __has_include(<nccl.h>)
+#if defined(USE_C10D_NCCL) && defined(RPE_WITH_NCCL)
 #define RPE_HAVE_NCCL 1
 #include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/NCCLUtils.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
 namespace rpe::dist {
 using std::chrono::milliseconds;
-
-namespace {
-
-std::optional<int64_t> env_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return std::nullopt;
-  char* end = nullptr;
-  const long long x = std::strtoll(v, &end, 10);
-  if (*end != '\0' || x < 0) throw UserError(std::string("environment variable ") + name + "='" + v +
-                                             "' is not a non-negative integer");
-  return x;
-}
-
-}  // namespace
-
-LaunchEnv detect_launch_env() {
-  LaunchEnv e;
-  struct Names {
-    const char *rank, *world, *local, *launcher;
-  };
-  const Names sources[] = {{"RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"},
-                           {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "slurm"},
-                           {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun"}};
-  for (const auto& s : sources) {
-    const auto rank = env_int(s.rank), world = env_int(s.world);
-    if (!rank || !world) continue;
-    e.rank = *rank;
-    e.world = *world;
-    e.local_rank = env_int(s.local).value_or(0);
-    e.launcher = s.launcher;
-    break;
-  }
-  if (e.world < 1 || e.rank >= e.world)
-    throw UserError("launcher environment (" + e.launcher + "): rank " + std::to_string(e.rank) +
-                    " is not below world size " + std::to_string(e.world));
-  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
-  if (auto p = env_int("MASTER_PORT")) e.master_port = *p;
-  if (e.master_port <= 0 || e.master_port > 65535)
-    throw UserError("environment variable MASTER_PORT=" + std::to_string(e.master_port) + " is not a TCP port");
-  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
-  e.agent_store = agent && std::string(agent) == "True";
-  e.restart_count = env_int("TORCHELASTIC_RESTART_COUNT").value_or(0);
-  return e;
-}
 
 // The collectives a data-parallel step needs, on flat contiguous tensors.
 class Collectives {
@@ -75,6 +35,9 @@ class Collectives {
   virtual ~Collectives() = default;
   virtual std::string name() const = 0;
   virtual void all_reduce_sum(torch::Tensor& flat) = 0;
+  // Starts an all-reduce (sum) of `flat` and returns at once; wait() before reading it.
+  virtual c10::intrusive_ptr<c10d::Work> all_reduce_async(torch::Tensor& flat) = 0;
+  virtual void wait(const std::string& what, const c10::intrusive_ptr<c10d::Work>& work) = 0;
   virtual void broadcast_from_0(torch::Tensor& flat) = 0;
   virtual void barrier() = 0;
 };
@@ -107,9 +70,10 @@ class C10dCollectives : public Collectives {
     if (failed_) (void)pg_.release();
   }
   std::string name() const override { return name_; }
-  void all_reduce_sum(torch::Tensor& flat) override {
+  void all_reduce_sum(torch::Tensor& flat) override { wait("all-reduce", all_reduce_async(flat)); }
+  c10::intrusive_ptr<c10d::Work> all_reduce_async(torch::Tensor& flat) override {
     std::vector<torch::Tensor> t{flat};
-    wait("all-reduce", pg_->allreduce(t, c10d::AllreduceOptions{}));
+    return pg_->allreduce(t, c10d::AllreduceOptions{});
   }
   void broadcast_from_0(torch::Tensor& flat) override {
     std::vector<torch::Tensor> t{flat};
@@ -118,12 +82,13 @@ class C10dCollectives : public Collectives {
     wait("broadcast", pg_->broadcast(t, o));
   }
   void barrier() override { wait("barrier", pg_->barrier(c10d::BarrierOptions{})); }
-
- private:
-  void wait(const std::string& what, const c10::intrusive_ptr<c10d::Work>& work) {
+  void wait(const std::string& what, const c10::intrusive_ptr<c10d::Work>& work) override {
     try {
       guarded(what, rank_, timeout_s_, [&] {
-        work->wait(milliseconds(static_cast<int64_t>(timeout_s_ * 1000)));
+        // NCCL: wait() only orders the current stream after the collective (no host sync); an
+        // explicit timeout would block the host. Its timeout is the process group's (watchdog).
+        if (name_ == "nccl") work->wait();
+        else work->wait(milliseconds(static_cast<int64_t>(timeout_s_ * 1000)));
         return 0;
       });
     } catch (...) {
@@ -131,6 +96,8 @@ class C10dCollectives : public Collectives {
       throw;
     }
   }
+
+ private:
   bool failed_ = false;
   c10::intrusive_ptr<c10d::Backend> pg_;
   std::string name_;
@@ -138,73 +105,139 @@ class C10dCollectives : public Collectives {
   double timeout_s_;
 };
 
-// All-reduce through the key-value store: rank r sets "<seq>/<r>" to its bytes, every rank
-// reads all W entries and sums them in rank order, the last reader deletes them. Store reads
-// block up to the store timeout, so a dead rank surfaces as a timeout error, not a hang.
-class StoreCollectives : public Collectives {
- public:
-  StoreCollectives(c10::intrusive_ptr<c10d::Store> store, int64_t rank, int64_t world, double timeout_s)
-      : store_(std::move(store)), rank_(rank), world_(world), timeout_s_(timeout_s) {}
-  std::string name() const override { return "store (TCPStore all-reduce; no gloo headers in this LibTorch)"; }
+}  // namespace
 
-  void all_reduce_sum(torch::Tensor& flat) override {
-    guarded("all-reduce", rank_, timeout_s_, [&] {
-      const auto cpu = flat.to(torch::kCPU).contiguous();
-      const std::string prefix = "rpe/ar/" + std::to_string(seq_++) + "/";
-      store_->set(prefix + std::to_string(rank_), bytes_of(cpu));
-      torch::Tensor total;
-      for (int64_t r = 0; r < world_; ++r) {
-        const auto part = r == rank_ ? cpu : from_bytes(store_->get(prefix + std::to_string(r)), cpu);
-        total = r == 0 ? part.clone() : total.add_(part);  // rank order: identical sums everywhere
+// Overlapped bucketed all-reduce (see data_parallel.h). Buckets hold consecutive parameters of
+// one dtype in reverse registration order, up to bucket_bytes each. While armed, each hook
+// counts its bucket down; buckets launch strictly in index order (every rank issues the same
+// collectives in the same order, whatever order backward finishes them in). Parameters that
+// backward never reaches (a fine-tuning task leaves the MLM head unused) would hold their
+// bucket back forever, so the first armed step records them and later steps do not wait for
+// them (the graph is static: one that reaches such a parameter later is refused).
+class GradSync {
+ public:
+  GradSync(const std::vector<torch::Tensor>& params, int64_t bucket_bytes, Collectives& c, int64_t world)
+      : c_(c), world_(world) {
+    for (auto it = params.rbegin(); it != params.rend(); ++it)
+      if (it->requires_grad()) params_.push_back(*it);
+    int64_t bytes = 0;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const auto nbytes = static_cast<int64_t>(params_[i].nbytes());
+      if (buckets_.empty() || params_[i].scalar_type() != params_[buckets_.back().members.back()].scalar_type() ||
+          bytes + nbytes > bucket_bytes) {
+        buckets_.emplace_back();
+        bytes = 0;
       }
-      finish(prefix);
-      flat.copy_(total);
-      return 0;
-    });
+      buckets_.back().members.push_back(i);
+      bytes += nbytes;
+      bucket_of_.push_back(buckets_.size() - 1);
+      torch::autograd::impl::set_post_acc_grad_hooks(params_[i], std::make_unique<Hook>(this, i));
+    }
   }
-  void broadcast_from_0(torch::Tensor& flat) override {
-    guarded("broadcast", rank_, timeout_s_, [&] {
-      const auto cpu = flat.to(torch::kCPU).contiguous();
-      const std::string prefix = "rpe/bc/" + std::to_string(seq_++) + "/";
-      if (rank_ == 0) store_->set(prefix + "0", bytes_of(cpu));
-      else flat.copy_(from_bytes(store_->get(prefix + "0"), cpu));
-      finish(prefix);
-      return 0;
-    });
+  ~GradSync() {
+    for (auto& p : params_) torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
   }
-  void barrier() override {
-    guarded("barrier", rank_, timeout_s_, [&] {
-      const std::string key = "rpe/barrier/" + std::to_string(seq_++);
-      if (store_->add(key, 1) == world_) store_->set(key + "/open", std::vector<uint8_t>{1});
-      store_->wait({key + "/open"});
-      return 0;
-    });
+
+  void arm() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& b : buckets_) {
+      b.pending = 0;
+      for (size_t i : b.members) b.pending += unused_.empty() || !unused_[i];
+      b.work.reset();
+    }
+    fired_.assign(params_.size(), false);
+    next_ = 0;
+    launched_in_backward_ = 0;
+    armed_ = true;
+    torch::NoGradGuard no_grad;
+    launch_ready();  // buckets of unused parameters only
   }
+
+  void finish() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!armed_) throw std::logic_error("GradSync::finish without arm");
+    armed_ = false;
+    torch::NoGradGuard no_grad;
+    for (; next_ < buckets_.size(); ++next_) launch(next_);  // what backward did not reach
+    if (unused_.empty()) {
+      unused_.resize(params_.size());
+      for (size_t i = 0; i < params_.size(); ++i) unused_[i] = !fired_[i];
+    } else {
+      for (size_t i = 0; i < params_.size(); ++i)
+        if (unused_[i] && fired_[i])
+          throw std::runtime_error("gradient sync: a parameter without a gradient in the first step got one later "
+                                   "(a graph that changes between steps is not supported)");
+    }
+    for (auto& b : buckets_) {
+      c_.wait("gradient all-reduce", b.work);
+      b.flat.div_(static_cast<double>(world_));
+      int64_t offset = 0;
+      for (size_t i : b.members) {
+        auto& g = params_[i].mutable_grad();
+        g.copy_(b.flat.slice(0, offset, offset + g.numel()).view_as(g));
+        offset += g.numel();
+      }
+      b.flat = torch::Tensor();
+      b.work.reset();
+    }
+  }
+
+  int64_t launched_in_backward() const { return launched_in_backward_; }
 
  private:
-  static std::vector<uint8_t> bytes_of(const torch::Tensor& t) {
-    const auto* p = static_cast<const uint8_t*>(t.data_ptr());
-    return std::vector<uint8_t>(p, p + t.nbytes());
+  struct Hook : torch::autograd::PostAccumulateGradHook {
+    Hook(GradSync* owner, size_t index) : owner(owner), index(index) {}
+    void operator()(const torch::autograd::Variable&) override { owner->on_gradient(index); }
+    GradSync* owner;
+    size_t index;
+  };
+  struct Bucket {
+    std::vector<size_t> members;  // indices into params_
+    int64_t pending = 0;          // gradients not yet final in the armed backward
+    torch::Tensor flat;           // [sum of numels], the all-reduce buffer
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+
+  void on_gradient(size_t index) {  // runs on the autograd thread
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!armed_) return;  // accumulation micro-steps: no communication
+    fired_[index] = true;
+    if (!unused_.empty() && unused_[index]) return;  // refused in finish()
+    --buckets_[bucket_of_[index]].pending;
+    torch::NoGradGuard no_grad;
+    launched_in_backward_ += launch_ready();
   }
-  static torch::Tensor from_bytes(const std::vector<uint8_t>& b, const torch::Tensor& like) {
-    auto t = torch::empty_like(like);
-    TORCH_CHECK(b.size() == t.nbytes(), "store all-reduce: ranks sent buckets of different sizes");
-    std::memcpy(t.data_ptr(), b.data(), b.size());
-    return t;
+
+  int64_t launch_ready() {  // launches the ready buckets at the head of the order
+    int64_t n = 0;
+    for (; next_ < buckets_.size() && buckets_[next_].pending == 0; ++n) launch(next_++);
+    return n;
   }
-  // The last rank through deletes the round's keys so the store does not grow.
-  void finish(const std::string& prefix) {
-    if (store_->add(prefix + "done", 1) < world_) return;
-    for (int64_t r = 0; r < world_; ++r) store_->deleteKey(prefix + std::to_string(r));
-    store_->deleteKey(prefix + "done");
+
+  void launch(size_t k) {
+    auto& b = buckets_[k];
+    std::vector<torch::Tensor> views;
+    for (size_t i : b.members) {
+      auto& p = params_[i];
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // not reached: every rank's buckets line up
+      views.push_back(p.grad().reshape({-1}));
+    }
+    b.flat = torch::cat(views);  // a copy: later writes to .grad cannot race the collective
+    b.work = c_.all_reduce_async(b.flat);
   }
-  c10::intrusive_ptr<c10d::Store> store_;
-  int64_t rank_, world_;
-  double timeout_s_;
-  int64_t seq_ = 0;
+
+  Collectives& c_;
+  int64_t world_;
+  std::vector<torch::Tensor> params_;  // requires_grad parameters, reverse registration order
+  std::vector<size_t> bucket_of_;
+  std::vector<bool> unused_, fired_;  // unused_: no gradient in the first armed step (empty before it)
+  std::vector<Bucket> buckets_;
+  std::mutex mutex_;
+  size_t next_ = 0;
+  bool armed_ = false;
+  int64_t launched_in_backward_ = 0;
 };
 
-}  // namespace
 
 DataParallel::DataParallel(const LaunchEnv& env, const torch::Device& device, double timeout_s, double bucket_mb)
     : rank_(env.rank), world_(env.world), bucket_bytes_(static_cast<int64_t>(bucket_mb * (1 << 20))), device_(device) {
@@ -237,7 +270,8 @@ DataParallel::DataParallel(const LaunchEnv& env, const torch::Device& device, do
     auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, r, w, opts);
     impl_ = std::make_unique<C10dCollectives>(pg, "nccl", rank_, timeout_s);
 #else
-    throw UserError("train.device is CUDA but this LibTorch build has no NCCL support (USE_C10D_NCCL)");
+    throw UserError("train.device is CUDA but rpe-train was built without NCCL (CPU LibTorch build, or one "
+                    "without USE_C10D_NCCL): rebuild against a CUDA LibTorch; CMake finds NCCL or says how");
 #endif
   } else {
 #ifdef RPE_HAVE_GLOO
@@ -245,7 +279,8 @@ DataParallel::DataParallel(const LaunchEnv& env, const torch::Device& device, do
                                                           c10d::ProcessGroupGloo::Options::create_default(timeout));
     impl_ = std::make_unique<C10dCollectives>(pg, "gloo", rank_, timeout_s);
 #else
-    impl_ = std::make_unique<StoreCollectives>(store, rank_, world_, timeout_s);
+    throw UserError("multi-process CPU training needs c10d's Gloo backend, and this build has no gloo headers: "
+                    "install libgloo-dev (or scripts/pack_deps.sh) and rebuild");
 #endif
   }
   log::info("dist", "rank {}/{} (local {}) via {} at {}:{} | backend {}", env.rank, env.world, env.local_rank,
@@ -253,7 +288,27 @@ DataParallel::DataParallel(const LaunchEnv& env, const torch::Device& device, do
 }
 
 DataParallel::DataParallel() = default;
-DataParallel::~DataParallel() = default;
+DataParallel::~DataParallel() = default;  // sync_ first (members in reverse): hooks go before the group
+
+void DataParallel::attach_gradient_hooks(const std::vector<torch::Tensor>& params) {
+  sync_.reset();
+  if (impl_) sync_ = std::make_unique<GradSync>(params, bucket_bytes_, *impl_, world_);
+}
+void DataParallel::arm_gradient_sync() {
+  if (sync_) sync_->arm();
+}
+void DataParallel::finish_gradient_sync() {
+  if (sync_) sync_->finish();
+}
+int64_t DataParallel::buckets_launched_in_backward() const { return sync_ ? sync_->launched_in_backward() : 0; }
+
+std::string nccl_version() {
+#ifdef RPE_HAVE_NCCL
+  return c10d::getNcclVersion();
+#else
+  return "none (CPU build)";
+#endif
+}
 
 std::string DataParallel::backend_name() const { return impl_ ? impl_->name() : "none (single process)"; }
 

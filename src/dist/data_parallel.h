@@ -1,14 +1,16 @@
-// Multi-process data parallelism through c10d; all distributed code of rpe-train lives here.
+// Multi-process data parallelism through c10d; all distributed code of rpe-train is in src/dist/.
 // One process per device. Ranks meet through a c10d::TCPStore at MASTER_ADDR:MASTER_PORT,
-// parameters are broadcast from rank 0, and after the last micro-batch of an optimizer step the
-// gradients are averaged in buckets:  g <- (1/W) * sum_r g_r  (W = world size). Accumulation
-// micro-steps never communicate (the trainer calls average_gradients once per optimizer step).
+// parameters are broadcast from rank 0, and gradients are averaged in buckets of about
+// train.bucket_mb:  g <- (1/W) * sum_r g_r  (W = world size). The engine overlaps this with
+// the backward pass of the last micro-batch of an optimizer step (gradient hooks, as DDP):
+// a bucket is all-reduced asynchronously as soon as backward has produced all its gradients,
+// buckets launch in the same order on every rank, and accumulation micro-steps never
+// communicate. average_gradients is the same average after backward (reference, tests).
 //
-// Backends: NCCL for CUDA devices (ProcessGroupNCCL). For CPU, ProcessGroupGloo, LibTorch's
-// own Gloo; the PyPI wheel ships no gloo headers, so they come from Debian's libgloo-dev
-// (declarations only: the implementation is LibTorch's). Without them the CPU fallback is a
-// store all-reduce over the same TCPStore: each rank publishes its bucket, every rank sums all
-// buckets in rank order (so all ranks get bitwise identical results). Every collective waits at
+// Backends: NCCL for CUDA devices (ProcessGroupNCCL; the build finds NCCL at configure time,
+// see CMakeLists.txt), Gloo for CPU (ProcessGroupGloo, LibTorch's own Gloo; the PyPI wheel
+// ships no gloo headers, so they come from Debian's libgloo-dev, declarations only). A build
+// without the backend a run needs fails with one line saying so. Every collective waits at
 // most train.dist_timeout_s: a rank that died makes the others fail with a clear error.
 #pragma once
 #include <torch/torch.h>
@@ -35,12 +37,13 @@ struct LaunchEnv {
 LaunchEnv detect_launch_env();
 
 class Collectives;  // backend, see data_parallel.cpp
+class GradSync;     // overlapped bucketed all-reduce, see data_parallel.cpp
 
 class DataParallel {
  public:
   // Single process: every call below is a no-op.
   DataParallel();
-  // Joins the group described by `env` on `device` (cuda -> NCCL, cpu -> Gloo or store).
+  // Joins the group described by `env` on `device` (cuda -> NCCL, cpu -> Gloo).
   DataParallel(const LaunchEnv& env, const torch::Device& device, double timeout_s, double bucket_mb);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
@@ -53,9 +56,22 @@ class DataParallel {
 
   // Copies rank 0's parameters and buffers to every rank.
   void broadcast_parameters(torch::nn::Module& model);
-  // The one call the trainer makes per optimizer step: grads <- mean over ranks, bucketed.
-  // Parameters without a gradient get a zero one so every rank's buckets line up.
+  // grads <- mean over ranks, bucketed, after backward. Parameters without a gradient get a
+  // zero one so every rank's buckets line up.
   void average_gradients(const std::vector<torch::Tensor>& params);
+
+  // The same average overlapped with backward. attach_gradient_hooks registers a
+  // post-accumulate-grad hook on every parameter that requires a gradient (buckets in reverse
+  // order: backward produces the last layers' gradients first); arm_gradient_sync before the
+  // backward of the last micro-batch makes the hooks launch each bucket's all-reduce once its
+  // gradients are final; finish_gradient_sync after that backward launches what is left (zero
+  // gradients for parameters backward did not reach), waits and divides by W. No-ops in a
+  // single process. The hooks are removed when this object goes.
+  void attach_gradient_hooks(const std::vector<torch::Tensor>& params);
+  void arm_gradient_sync();
+  void finish_gradient_sync();
+  // Buckets whose all-reduce started inside the last armed backward (overlap, for tests).
+  int64_t buckets_launched_in_backward() const;
   // Element-wise sum over ranks of a few float64 statistics (loss sums, token counts).
   std::vector<double> sum(const std::vector<double>& values);
   void barrier();
@@ -68,6 +84,10 @@ class DataParallel {
   int64_t bucket_bytes_ = 25 << 20;
   torch::Device device_ = torch::kCPU;  // where collective buffers live (CUDA for NCCL)
   std::unique_ptr<Collectives> impl_;
+  std::unique_ptr<GradSync> sync_;
 };
+
+// The NCCL version this build uses ("2.28.9"), or why there is none ("none (CPU build)").
+std::string nccl_version();
 
 }  // namespace rpe::dist

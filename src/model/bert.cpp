@@ -1,6 +1,10 @@
 // BERT: embeddings (+ method's input positions) -> encoder layers -> MLM head.
 #include "model/bert.h"
 
+#include <ATen/autocast_mode.h>
+
+#include <limits>
+
 #include "model/attention/registry.h"
 
 namespace rpe {
@@ -38,14 +42,26 @@ void BertModelImpl::init_weights() {
 
 torch::Tensor BertModelImpl::encode(const torch::Tensor& ids, const torch::Tensor& key_padding,
                                     const torch::Tensor& token_types) {
-  const int64_t L = ids.size(1);
+  const int64_t B = ids.size(0), L = ids.size(1);
   auto types = token_types.defined() ? token_type_embeddings->forward(token_types)  // [B, L, D]
                                      : token_type_embeddings->weight[0];             // [D]
   auto x = word_embeddings->forward(ids) + types;                                    // [B, L, D]
   auto pos = position->input_embeddings(L);                                   // [L, D] or undefined
   if (pos.defined()) x = x + pos.to(x.dtype()).unsqueeze(0);
   x = torch::dropout(embeddings_norm->forward(x), options_.dropout, is_training());
-  for (auto& layer : layer_list_) x = layer->forward(x, key_padding);
+  // Built once per forward for all layers: the method's position-only bias [1, H|1, L, L]
+  // (broadcast over the batch) in the dtype the logits will have (autocast's, else x's); with
+  // padding, folded into it as -inf once ([B, H|1, L, L]) instead of once per layer.
+  torch::Tensor pad = key_padding;
+  const auto type = x.device().type();
+  const auto dtype = at::autocast::is_autocast_enabled(type) ? at::autocast::get_autocast_dtype(type) : x.scalar_type();
+  auto bias = position->position_bias(L, x.device(), dtype);
+  if (bias.defined() && pad.defined()) {
+    bias = bias + torch::zeros({B, 1, 1, L}, bias.options())
+                      .masked_fill(pad.view({B, 1, 1, L}), -std::numeric_limits<float>::infinity());
+    pad = torch::Tensor();
+  }
+  for (auto& layer : layer_list_) x = layer->forward(x, pad, bias);
   return x;
 }
 

@@ -17,7 +17,7 @@ class BertModelImpl : public torch::nn::Module {
  public:
   explicit BertModelImpl(const ModelOptions& options);
 
-  // ids: [B, L] int64; key_padding: [B, L] bool (true = padding); token_types: [B, L] int64
+  // ids: [B, L] int64; key_padding: [B, L] bool (true = padding; undefined = none); token_types: [B, L] int64
   // in [0, type_vocab_size), or undefined for type 0 everywhere. Returns hidden [B, L, D].
   torch::Tensor encode(const torch::Tensor& ids, const torch::Tensor& key_padding,
                        const torch::Tensor& token_types = {});

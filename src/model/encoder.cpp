@@ -13,14 +13,15 @@ EncoderLayerImpl::EncoderLayerImpl(const ModelOptions& o, std::shared_ptr<Positi
   ffn_norm = register_module("ffn_norm", ln());
 }
 
-torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& key_padding) {
+torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& key_padding,
+                                        const torch::Tensor& shared_bias) {
   auto drop = [&](const torch::Tensor& t) { return torch::dropout(t, dropout_p_, is_training()); };
   auto ffn = [&](const torch::Tensor& t) { return ffn_out->forward(torch::gelu(ffn_in->forward(t))); };
   if (pre_ln_) {
-    auto h = x + drop(attention->forward(attention_norm->forward(x), key_padding));
+    auto h = x + drop(attention->forward(attention_norm->forward(x), key_padding, shared_bias));
     return h + drop(ffn(ffn_norm->forward(h)));
   }
-  auto h = attention_norm->forward(x + drop(attention->forward(x, key_padding)));
+  auto h = attention_norm->forward(x + drop(attention->forward(x, key_padding, shared_bias)));
   return ffn_norm->forward(h + drop(ffn(h)));
 }
 

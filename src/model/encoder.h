@@ -11,8 +11,9 @@ namespace rpe {
 class EncoderLayerImpl : public torch::nn::Module {
  public:
   EncoderLayerImpl(const ModelOptions& options, std::shared_ptr<PositionTermImpl> position);
-  // x: [B, L, D]; key_padding: [B, L] bool. Returns [B, L, D].
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_padding);
+  // x: [B, L, D]; key_padding: [B, L] bool or undefined (no padding); shared_bias: see
+  // SelfAttention::forward. Returns [B, L, D].
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_padding, const torch::Tensor& shared_bias = {});
 
   SelfAttention attention{nullptr};
   torch::nn::LayerNorm attention_norm{nullptr}, ffn_norm{nullptr};

@@ -42,6 +42,7 @@ bool all_finite(const std::vector<torch::Tensor>& params) {
 Engine::Engine(EngineSetup setup, torch::nn::Module& model, torch::optim::Optimizer& optimizer, Task& task)
     : s_(std::move(setup)), model_(model), optimizer_(optimizer), task_(task), params_(model.parameters()) {
   require(s_.dp != nullptr, "Engine: no DataParallel given");
+  s_.dp->attach_gradient_hooks(params_);  // multi-process: all-reduce overlapped with backward
 }
 
 MicroBatch Engine::to_device(MicroBatch b) const {
@@ -78,7 +79,10 @@ StepStats Engine::step(int64_t step) {
   const auto scale = torch::full({}, static_cast<double>(dp.world()), dopt).div(n.clamp_min(1.0));  // [ ] W / N
   auto local = torch::zeros({3}, dopt);  // [loss / W, correct, tokens] of this rank
   const bool bf16 = t.precision == "bf16";
-  for (auto& batch : batches) {
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const auto& batch = batches[i];
+    // The last micro-batch's backward all-reduces each gradient bucket as soon as it is final.
+    if (i + 1 == batches.size()) dp.arm_gradient_sync();
     BatchSums sums;
     {
       AutocastGuard autocast(s_.device, bf16);
@@ -92,7 +96,7 @@ StepStats Engine::step(int64_t step) {
     local[2] += sums.tokens.to(torch::kDouble);
     consumed_ = batch.cursor;
   }
-  dp.average_gradients(params_);  // the only gradient communication of the step
+  dp.finish_gradient_sync();  // the step's only gradient communication: waits, grads <- mean over ranks
   dp.all_reduce_sum(local);       // on-device statistics, no host copy
   StepStats st;
   st.loss = local[0];
@@ -139,6 +143,16 @@ nlohmann::json Engine::evaluate(int64_t step) {
   log::info("valid", "step {}{}", step, line);
   s_.metrics.write(row);
   return fields;
+}
+
+bool Engine::stop_after(int64_t step, const nlohmann::json& fields) {
+  auto& dp = *s_.dp;
+  const bool stop = dp.rank() == 0 && task_.after_evaluation(step, fields);
+  if (dp.world() == 1) return stop;
+  // Rank 0 alone evaluates; its decision reaches every rank (once per evaluation, not per step).
+  auto flag = torch::full({1}, stop ? 1.0 : 0.0, torch::TensorOptions(torch::kDouble).device(s_.device));
+  dp.all_reduce_sum(flag);
+  return flag.item<double>() > 0.0;
 }
 
 namespace {
@@ -237,7 +251,11 @@ EngineResult Engine::run(TrainState state) {
       w = Window{};
       w.sums = torch::zeros({5}, dopt);
     }
-    if (t.eval_every > 0 && state.step % t.eval_every == 0 && state.step != t.max_steps) evaluate(state.step);
+    const bool eval_now = (t.eval_every > 0 && state.step % t.eval_every == 0) || task_.eval_due(state.step);
+    if (eval_now && state.step != t.max_steps && stop_after(state.step, evaluate(state.step))) {
+      result.stopped_early = true;
+      break;
+    }
     if (t.save_every > 0 && state.step % t.save_every == 0 && state.step != t.max_steps && !s_.run_dir.empty()) {
       flush_tokens();
       save(state);

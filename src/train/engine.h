@@ -8,7 +8,8 @@
 // One optimizer step (W ranks, A = grad_accum micro-batches per rank):
 //   N      = sum over ranks and micro-batches of task.count(batch)   (on-device all-reduce)
 //   loss_m = task.forward(batch_m).loss * W / N,  backward per micro-batch
-//   grads <- mean over ranks (one DataParallel::average_gradients)
+//   grads <- mean over ranks (bucketed all-reduce overlapped with the last backward, see
+//            DataParallel::attach_gradient_hooks)
 // so the gradient is that of the item-mean loss over the global batch whatever W and A are.
 //
 // Host synchronisation: the step keeps loss, counts, accuracy and gradient norm on the device
@@ -64,6 +65,12 @@ class Task {
   virtual std::string accuracy_name() const { return ""; }
   // Periodic held-out evaluation (rank 0, no grad, eval mode): metric name -> value.
   virtual nlohmann::json evaluate() { return nlohmann::json::object(); }
+  // Besides every train.eval_every steps, evaluate also after optimizer step `step` (1-based)?
+  // Must give the same answer on every rank (fine-tuning: at each epoch's end).
+  virtual bool eval_due(int64_t /*step*/) const { return false; }
+  // Rank 0, after each periodic evaluation (at `step`, with evaluate()'s fields): true stops the
+  // training there (early stopping); the engine tells every rank.
+  virtual bool after_evaluation(int64_t /*step*/, const nlohmann::json& /*fields*/) { return false; }
 };
 
 // Observation points for tests and tools; all optional.
@@ -102,6 +109,7 @@ struct EngineResult {
   double first_loss = std::nan("");  // mean training loss of the first logged window
   double final_loss = std::nan("");  // mean training loss of the last logged window
   std::filesystem::path checkpoint;  // the final checkpoint (rank 0, run_dir given)
+  bool stopped_early = false;        // the task stopped the training before train.max_steps
 };
 
 class Engine {
@@ -121,6 +129,8 @@ class Engine {
   MicroBatch take_batch();  // the prefetched device batch; starts the copy of the following one
   MicroBatch to_device(MicroBatch host) const;
   std::filesystem::path save(TrainState& state);
+  // After an evaluation at `step`: the task's early-stopping decision, the same on every rank.
+  bool stop_after(int64_t step, const nlohmann::json& fields);
 
   EngineSetup s_;
   torch::nn::Module& model_;

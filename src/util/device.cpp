@@ -1,6 +1,7 @@
 // Device selection and runtime description.
 #include "util/device.h"
 
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/version.h>
 
 #include "util/errors.h"
@@ -26,8 +27,16 @@ torch::Device training_device(const std::string& name, int64_t local_rank, bool 
   torch::Device d = resolve_device(name);
   if (d.is_cuda() && distributed && (name == "auto" || name == "cuda"))
     d = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
-  if (name == "auto" && d.is_cpu())
-    log::info("device", "train.device auto: LibTorch sees no CUDA device, running on the CPU");
+  if (name == "auto") {  // say which device and why, never a silent fallback
+    if (d.is_cuda())
+      log::info("device", "train.device auto: chose {} (LibTorch sees {} CUDA device(s))", d.str(),
+                torch::cuda::device_count());
+    else
+      log::warn("device", "train.device auto: chose the CPU because {} (set train.device: cpu to silence this)",
+                at::detail::getCUDAHooks().hasCUDART()
+                    ? "this CUDA LibTorch sees no GPU (no driver, or CUDA_VISIBLE_DEVICES hides them)"
+                    : "this LibTorch build has no CUDA support");
+  }
   return d;
 }
 

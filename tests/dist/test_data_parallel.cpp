@@ -1,7 +1,9 @@
 // Multi-process data parallelism, end to end: the rpe-train binary is launched as 2 ranks
 // (the torchrun environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) on CPU and must end
 // with the parameters of one process training on the same global batch (dropout off, <= 1e-6).
-// A rank that dies makes the survivor exit with a clear error within the timeout.
+// A rank that dies makes the survivor exit with a clear error within the timeout. The
+// all-reduce overlapped with backward (gradient hooks) equals the one after backward, on two
+// Gloo ranks (this test binary relaunched as both).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -18,6 +20,7 @@
 #include "model/bert.h"
 #include "train/checkpoint.h"
 #include "util/errors.h"
+#include "test_paths.h"
 
 namespace rpe {
 namespace {
@@ -46,7 +49,7 @@ int run_shell(const std::string& cmd) {
 }
 
 std::string pretrain_cmd(const fs::path& run, const std::string& sets) {
-  return std::string(RPE_TRAIN_BINARY) + " pretrain --config " + (test::tiny_data_dir() / "base.yaml").string() +
+  return rpe::test::train_binary() + " pretrain --config " + (test::tiny_data_dir() / "base.yaml").string() +
          " --run-dir " + run.string() + " --overwrite " + sets;
 }
 
@@ -132,6 +135,90 @@ TEST(DataParallel, DeadRankMakesTheOtherExitWithinTheTimeout) {
   EXPECT_EQ(code, 2) << log;  // UserError exit code, not 124 (the outer timeout) or a crash
   EXPECT_NE(log.find("[train] step"), std::string::npos) << log;  // it died mid-training
   EXPECT_NE(log.find("failed on rank 0 (another rank died"), std::string::npos) << log;
+}
+
+// One rank of GradSync.OverlappedEqualsAfterBackwardOnTwoGlooRanks (skipped unless launched by it).
+// Two micro-batches of rank-specific data; the overlapped sync (hooks armed for the second
+// backward only) must give exactly the gradients of average_gradients after both backwards
+// (a sum of two values is exact in any order), averaged (the same on both ranks, not the
+// local gradient), with buckets launched inside backward.
+// (DISABLED_: not run on its own; the launcher asks for it with --gtest_also_run_disabled_tests.)
+TEST(GradSyncWorker, DISABLED_OverlappedEqualsAfterBackward) {
+  if (!std::getenv("RPE_GRAD_SYNC_WORKER")) GTEST_SKIP() << "a rank of GradSync.*, launched by it";
+  const auto env = dist::detect_launch_env();
+  dist::DataParallel dp(env, torch::kCPU, 60.0, /*bucket_mb=*/0.01);  // ~10 KB buckets: several of them
+  ModelOptions o;
+  o.vocab_size = 60;
+  o.hidden = 32;
+  o.layers = 2;
+  o.heads = 2;
+  o.ffn = 64;
+  o.max_position = 16;
+  o.dropout = o.attention_dropout = 0.0;
+  torch::manual_seed(3);
+  BertModel model(o);
+  dp.broadcast_parameters(*model);
+  const auto params = model->parameters();
+  torch::manual_seed(100 + env.rank);  // different data per rank
+  const auto ids1 = torch::randint(5, o.vocab_size, {2, 12}, torch::kLong);
+  const auto ids2 = torch::randint(5, o.vocab_size, {3, 12}, torch::kLong);
+  // The MLM head stays unused: those parameters get no gradient (zeros in both syncs).
+  auto backward = [&](const torch::Tensor& ids) { model->encode(ids, {}).pow(2).mean().backward(); };
+  auto grads = [&] {
+    std::vector<torch::Tensor> g;
+    for (const auto& p : params) g.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+    return g;
+  };
+  dp.attach_gradient_hooks(params);
+  dp.arm_gradient_sync();  // a first step: it learns which parameters backward leaves out
+  backward(ids1);
+  dp.finish_gradient_sync();
+  model->zero_grad();
+  backward(ids1);
+  dp.arm_gradient_sync();
+  backward(ids2);
+  const int64_t launched = dp.buckets_launched_in_backward();
+  dp.finish_gradient_sync();
+  const auto overlapped = grads();
+  EXPECT_GT(launched, 1);  // buckets went out while backward was still running
+
+  dp.attach_gradient_hooks({});  // hooks off: the reference path
+  model->zero_grad();
+  backward(ids1);
+  backward(ids2);
+  const auto local = grads();
+  dp.average_gradients(params);
+  const auto after = grads();
+  double diff = 0, moved = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    diff = std::max(diff, (overlapped[i] - after[i]).abs().max().item<double>());
+    moved = std::max(moved, (after[i] - local[i]).abs().max().item<double>());
+  }
+  EXPECT_EQ(diff, 0.0);
+  EXPECT_GT(moved, 1e-6);  // the average is not this rank's own gradient
+  auto first = overlapped[0].clone();
+  auto from0 = first.clone();
+  dp.all_reduce_sum(from0);
+  EXPECT_LT((from0 / 2 - first).abs().max().item<double>(), 1e-7);  // both ranks hold the same mean
+}
+
+TEST(GradSync, OverlappedEqualsAfterBackwardOnTwoGlooRanks) {
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const fs::path logs = test::fresh_dir("grad_sync");
+  const std::string env = "RPE_GRAD_SYNC_WORKER=1 OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                          std::to_string(free_port()) + " WORLD_SIZE=2";
+  auto rank = [&](int r) {
+    return env + " RANK=" + std::to_string(r) + " timeout 120 " + self +
+           " --gtest_also_run_disabled_tests --gtest_filter=GradSyncWorker.DISABLED_OverlappedEqualsAfterBackward > " +
+           (logs / ("r" + std::to_string(r))).string() + " 2>&1";
+  };
+  const int code = run_shell("(" + rank(1) + " & " + rank(0) + "; r0=$?; wait $!; exit $((r0 + $?)))");
+  const std::string r0 = slurp(logs / "r0"), r1 = slurp(logs / "r1");
+  ASSERT_EQ(code, 0) << r0 << r1;
+  for (const auto* log : {&r0, &r1}) {
+    EXPECT_NE(log->find("[  PASSED  ] 1 test"), std::string::npos) << *log;
+    EXPECT_EQ(log->find("SKIPPED"), std::string::npos) << *log;
+  }
 }
 
 }  // namespace

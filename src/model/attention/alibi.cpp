@@ -1,6 +1,9 @@
 // alibi: attention with linear biases (Press et al. 2021), symmetric as in MosaicBERT:
 //   e_ij = q_i . k_j / sqrt(d) - m_h |j - i|
 // m_h: fixed geometric slopes per head (alibi_slopes). No parameters; any length works.
+// Distances are integers and the bias is formed in fp32 (never in the autocast dtype: bf16
+// holds integers exactly only up to 256), then cast once to the logits' dtype. The slopes are
+// a buffer of the model-level method, so they move with the model and cost no copy per forward.
 #include <cmath>
 
 #include "model/attention/position_method.h"
@@ -23,33 +26,47 @@ torch::Tensor alibi_slopes(int64_t heads) {
 
 namespace {
 
-class AlibiTerm : public PositionTermImpl {
+class AlibiMethod : public PositionMethodImpl {
  public:
-  explicit AlibiTerm(int64_t heads) : slopes_(alibi_slopes(heads)) {}
+  explicit AlibiMethod(const ModelOptions& o) : PositionMethodImpl(o, false) {
+    slopes = register_buffer("alibi_slopes", alibi_slopes(o.heads).to(torch::kFloat32));  // [H]
+  }
+  std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override;
+  std::vector<std::string> option_keys() const override { return {}; }
+  std::string describe() const override { return "alibi (fixed slopes, no parameters)"; }
 
-  torch::Tensor score_bias(const torch::Tensor& q, const torch::Tensor&) override {
-    const int64_t L = q.size(2);
-    auto pos = torch::arange(L, q.options());
-    auto distance = (pos.unsqueeze(0) - pos.unsqueeze(1)).abs();                  // [L, L], |j - i|
-    auto m = slopes_.to(q.options()).view({1, -1, 1, 1});                          // [1, H, 1, 1]
-    return -m * distance;                                                          // [1, H, L, L]
+  // [1, H, L, L]: -m_h |j - i| in `dtype`, computed from int64 distances in at least fp32.
+  torch::Tensor bias(int64_t L, const torch::Device& device, torch::ScalarType dtype) const {
+    auto pos = torch::arange(L, torch::TensorOptions().dtype(torch::kLong).device(device));
+    auto distance = (pos.unsqueeze(0) - pos.unsqueeze(1)).abs();                   // [L, L] int64, |j - i|
+    const auto exact = at::promote_types(slopes.scalar_type(), torch::kFloat32);   // fp32 (fp64 in fp64 tests)
+    auto m = slopes.to(device, exact).view({1, -1, 1, 1});                          // [1, H, 1, 1]
+    return (-m * distance.to(exact)).to(dtype);                                     // [1, H, L, L]
   }
 
+  torch::Tensor slopes;  // [H] buffer
+
+ protected:
+  torch::Tensor shared_bias(int64_t L, const torch::Device& device, torch::ScalarType dtype) override {
+    return bias(L, device, dtype);
+  }
+};
+
+class AlibiTerm : public PositionTermImpl {
+ public:
+  explicit AlibiTerm(std::shared_ptr<AlibiMethod> owner) : owner_(std::move(owner)) {}
+  torch::Tensor score_bias(const torch::Tensor& q, const torch::Tensor&) override {
+    return owner_->bias(q.size(2), q.device(), q.scalar_type());  // [1, H, L, L]
+  }
   torch::Tensor position_weights() override { return {}; }  // fixed slopes, nothing learned
 
  private:
-  torch::Tensor slopes_;  // [H], fp64
+  std::shared_ptr<AlibiMethod> owner_;  // holds the slopes; not registered here (no duplicate buffer)
 };
 
-class AlibiMethod : public PositionMethodImpl {
- public:
-  explicit AlibiMethod(const ModelOptions& o) : PositionMethodImpl(o, false) {}
-  std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override {
-    return std::make_shared<AlibiTerm>(options_.heads);
-  }
-  std::vector<std::string> option_keys() const override { return {}; }
-  std::string describe() const override { return "alibi (fixed slopes, no parameters)"; }
-};
+std::shared_ptr<PositionTermImpl> AlibiMethod::make_layer_term(int64_t) {
+  return std::make_shared<AlibiTerm>(std::static_pointer_cast<AlibiMethod>(shared_from_this()));
+}
 
 }  // namespace
 

@@ -1,6 +1,9 @@
 // Multi-head self-attention with position hooks (see position_method.h for the equation).
 #include "model/attention/self_attention.h"
 
+#include <limits>
+#include <optional>
+
 namespace rpe {
 
 SelfAttentionImpl::SelfAttentionImpl(const ModelOptions& o, std::shared_ptr<PositionTermImpl> pos)
@@ -12,7 +15,8 @@ SelfAttentionImpl::SelfAttentionImpl(const ModelOptions& o, std::shared_ptr<Posi
   register_module("position", position);
 }
 
-torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& key_padding) {
+torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& key_padding,
+                                         const torch::Tensor& shared_bias) {
   const int64_t B = x.size(0), L = x.size(1);
   auto split = [&](const torch::Tensor& t) { return t.view({B, L, heads_, head_size_}).transpose(1, 2); };
   auto q = split(query->forward(x));  // [B, H, L, d]
@@ -22,20 +26,24 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
 
   const double scale = position->scale(head_size_);
   const double p = is_training() ? dropout_p_ : 0.0;
-  auto pad = key_padding.view({B, 1, 1, L});  // [B, 1, 1, L], broadcast over heads and queries
-  torch::Tensor context;                       // [B, H, L, d]
+  const auto inf = std::numeric_limits<float>::infinity();
+  torch::Tensor pad;  // [B, 1, 1, L], broadcast over heads and queries; undefined = no padding
+  if (key_padding.defined()) pad = key_padding.view({B, 1, 1, L});
+  auto bias = shared_bias.defined() ? shared_bias : position->score_bias(q, k);  // broadcastable to [B, H, L, L]
+  if (bias.defined() && bias.scalar_type() != q.scalar_type()) bias = bias.to(q.scalar_type());
+  torch::Tensor context;  // [B, H, L, d]
   if (fused_ && position->fusable() && !capture) {
-    // Fused kernel: padding and the method's bias travel as one float mask.
-    auto mask = torch::zeros({B, 1, 1, L}, q.options()).masked_fill(pad, -std::numeric_limits<float>::infinity());
-    auto bias = position->score_bias(q, k);
-    if (bias.defined()) mask = mask + bias;
+    // Fused kernel: padding and the method's bias travel as one float mask; with neither,
+    // no mask at all, which leaves SDPA free to pick its fastest kernel (FlashAttention).
+    std::optional<torch::Tensor> mask;
+    if (pad.defined()) mask = torch::zeros({B, 1, 1, L}, q.options()).masked_fill(pad, -inf);
+    if (bias.defined()) mask = mask ? *mask + bias : bias;
     context = at::scaled_dot_product_attention(q, k, v, mask, p, false, scale);
   } else {
     // Content scores are linear in q, so scaling q ([B, H, L, d]) spares a pass over [B, H, L, L].
     auto logits = position->content_scores(q * scale, k);  // [B, H, L, L]
-    auto bias = position->score_bias(q, k);
     if (bias.defined()) logits = logits + bias;
-    logits = logits.masked_fill(pad, -std::numeric_limits<float>::infinity());
+    if (pad.defined()) logits = logits.masked_fill(pad, -inf);
     auto probs = torch::softmax(logits, -1);  // [B, H, L, L]; padded keys get exactly 0
     if (capture) captured_probs = probs.detach();
     probs = torch::dropout(probs, p, is_training());

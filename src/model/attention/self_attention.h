@@ -14,8 +14,12 @@ class SelfAttentionImpl : public torch::nn::Module {
  public:
   SelfAttentionImpl(const ModelOptions& options, std::shared_ptr<PositionTermImpl> position);
 
-  // x: [B, L, D]; key_padding: [B, L] bool, true where the token is padding. Returns [B, L, D].
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_padding);
+  // x: [B, L, D]; key_padding: [B, L] bool, true where the token is padding, or undefined when
+  // no token is (no mask at all: SDPA may then pick FlashAttention). shared_bias: the method's
+  // position-only bias for this forward ([1|B, H|1, L, L], padding possibly folded in as -inf),
+  // used instead of the term's score_bias; undefined = ask the term. Returns [B, L, D].
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_padding,
+                        const torch::Tensor& shared_bias = {});
 
   // Uses scaled_dot_product_attention when the method is fusable (see PositionTermImpl).
   void set_fused(bool fused) { fused_ = fused; }

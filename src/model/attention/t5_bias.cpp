@@ -70,6 +70,11 @@ class T5Method : public PositionMethodImpl {
   }
 
   torch::Tensor table;  // [buckets, H|1]
+
+ protected:
+  torch::Tensor shared_bias(int64_t L, const torch::Device& device, torch::ScalarType dtype) override {
+    return bias(L, device, dtype);
+  }
 };
 
 torch::Tensor T5Term::score_bias(const torch::Tensor& q, const torch::Tensor&) {

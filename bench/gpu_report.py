@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Writes bench/results/gpu_<device>.md from the JSON lines of rpe-bench-model and hf_bench.py.
+
+MFU = tokens/s x useful training FLOPs per token / the device's peak dense bf16 FLOP/s.
+Useful FLOPs per token (training = 3x forward, both implementations counted alike):
+  6 * layers * (4 D^2 + 2 D F)      dense layers (Q, K, V, O, FFN)
+  12 * layers * L * D               attention scores q k^T and probabilities x V
+  6 * 0.15 * (D^2 + D V)            MLM head on the 15% masked tokens
+Position-method extras (relative tables, gates) are not counted: they are overhead.
+Usage: gpu_report.py --device-name NAME --out FILE [--peak-tflops X] [--note TEXT] JSONL...
+"""
+import argparse
+import json
+import sys
+
+PEAK_BF16_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0, "L40S": 362.1, "A10": 125.0}
+
+
+def flops_per_token(r):
+    d, f, layers, v, length = r["hidden"], r["ffn"], r["layers"], r["vocab"], r["length"]
+    return 6 * layers * (4 * d * d + 2 * d * f) + 12 * layers * length * d + 6 * 0.15 * (d * d + d * v)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--device-name", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--peak-tflops", type=float, default=0.0)
+    p.add_argument("--note", default="")
+    p.add_argument("inputs", nargs="+")
+    a = p.parse_args()
+    peak = a.peak_tflops or next((v for k, v in PEAK_BF16_TFLOPS.items() if k in a.device_name), 0.0)
+    rows = []
+    for path in a.inputs:
+        with open(path) as f:
+            rows += [json.loads(line) for line in f if line.startswith("{")]
+    if not rows:
+        print(f"gpu_report: no results in {a.inputs}", file=sys.stderr)
+        return 2
+    out = [f"# Training throughput on {a.device_name}", "",
+           "Whole BERT MLM training step (forward, loss on 15% masked, backward, AdamW), "
+           "bf16 autocast, dropout 0.1, random packed batches; median step. "
+           "rpe = rpe-train (bench/model_bench.cpp), hf = Hugging Face BertForMaskedLM "
+           "(bench/hf_bench.py) in the same run on the same shapes. MFU against "
+           + (f"{peak:g} TFLOP/s peak dense bf16." if peak else "no known peak (pass --peak-tflops)."),
+           ""]
+    if a.note:
+        out += [a.note, ""]
+    first = rows[0]
+    out += [f"Model: hidden {first['hidden']}, {first['layers']} layers, {first['heads']} heads, "
+            f"FFN {first['ffn']}, vocab {first['vocab']}.", ""]
+    for length in sorted({r["length"] for r in rows}):
+        out += [f"## L = {length}", "", "| impl | method | batch | tokens/s | peak memory (MiB) | MFU | vs hf |",
+                "|---|---|---:|---:|---:|---:|---|"]
+        hf = {r["method"]: r for r in rows if r["impl"] == "hf" and r["length"] == length}
+        for r in (r for r in rows if r["length"] == length):
+            mfu = r["tokens_per_s"] * flops_per_token(r) / (peak * 1e12) if peak else None
+            vs = ""
+            if r["impl"] == "rpe":
+                ref = hf.get("absolute-sdpa") if r["method"] == "absolute" else hf.get(
+                    "relative_key_query") if r["method"] == "m4" else None
+                if ref:
+                    vs = (f"{r['tokens_per_s'] / ref['tokens_per_s']:.2f}x tokens/s, "
+                          f"{r['peak_mib'] / ref['peak_mib']:.2f}x memory of {ref['method']}"
+                          if ref["peak_mib"] else f"{r['tokens_per_s'] / ref['tokens_per_s']:.2f}x tokens/s of {ref['method']}")
+            out.append(f"| {r['impl']} | {r['method']} | {r['batch']} | {r['tokens_per_s']:.0f} | "
+                       f"{r['peak_mib']:.0f} | {'' if mfu is None else f'{100 * mfu:.1f}%'} | {vs} |")
+        out.append("")
+    with open(a.out, "w") as f:
+        f.write("\n".join(out))
+    print(f"gpu_report: wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+// rpe-bench-model: training throughput of the whole BERT MLM model, one position method at a
+// time, as pretraining runs it: embeddings -> encoder -> MLM loss on the masked 15% ->
+// backward -> AdamW step, bf16 autocast (--bf16), fused attention on CUDA, packed unpadded
+// batches (no padding mask), dropout 0.1. Prints one JSON line per (method, length):
+//   {"impl": "rpe", "method", "length", "batch", "tokens_per_s", "peak_mib", "step_ms"}
+// bench/hf_bench.py prints the same for Hugging Face BertForMaskedLM, and
+// scripts/gpu_check.sh turns both into bench/results/gpu_<device>.md (MFU included).
+// Time: median of --steps timed steps after --warmup steps, each ended by a device sync.
+// Peak memory: the CUDA caching allocator's peak allocated bytes (0 on CPU).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/attention/registry.h"
+#include "model/bert.h"
+#include "train/mlm_task.h"
+#include "train/precision.h"
+
+#if __has_include(<c10/cuda/CUDACachingAllocator.h>)
+#include <c10/cuda/CUDACachingAllocator.h>
+#define RPE_BENCH_CUDA 1
+#endif
+
+namespace {
+
+struct Options {
+  std::string methods = "all", lengths = "128,512", device = "cuda";
+  int64_t hidden = 768, layers = 12, heads = 12, ffn = 3072, vocab = 30522, batch_tokens = 16384;
+  int steps = 20, warmup = 3;
+  bool bf16 = true;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+void sync(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+}
+
+nlohmann::json measure(const Options& a, const std::string& method, int64_t L) {
+  const torch::Device device(a.device);
+  torch::manual_seed(0);
+  rpe::ModelOptions o;
+  o.hidden = a.hidden, o.layers = a.layers, o.heads = a.heads, o.ffn = a.ffn, o.vocab_size = a.vocab;
+  o.max_position = std::max<int64_t>(512, L);
+  o.attention.method = method;
+  rpe::BertModel model(o);
+  model->to(device);
+  model->train();
+  model->set_fused_attention(device.is_cuda());
+  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-4).weight_decay(0.01));
+  const int64_t B = std::max<int64_t>(1, a.batch_tokens / L);
+  const auto lopt = torch::TensorOptions().dtype(torch::kLong).device(device);
+  auto ids = torch::randint(5, a.vocab, {B, L}, lopt);
+  const int64_t n = std::max<int64_t>(1, B * L * 15 / 100);  // masked positions
+  auto index = torch::randperm(B * L, lopt).narrow(0, 0, n);
+  auto targets = torch::randint(5, a.vocab, {n}, lopt);
+  auto step = [&] {
+    opt.zero_grad();
+    torch::Tensor loss;
+    {
+      rpe::AutocastGuard autocast(device, a.bf16);
+      loss = rpe::mlm_loss(model, ids, torch::Tensor(), index, targets).loss / static_cast<double>(n);
+    }
+    loss.backward();
+    opt.step();
+  };
+  for (int i = 0; i < a.warmup; ++i) step();
+  sync(device);
+#ifdef RPE_BENCH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
+#endif
+  std::vector<double> ms;
+  for (int i = 0; i < a.steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    sync(device);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  double peak = 0;
+#ifdef RPE_BENCH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    peak = static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
+  }
+#endif
+  return {{"impl", "rpe"},          {"method", method},
+          {"length", L},            {"batch", B},
+          {"tokens_per_s", static_cast<double>(B * L) / (med / 1000.0)},
+          {"peak_mib", peak},       {"step_ms", med},
+          {"hidden", a.hidden},     {"layers", a.layers},
+          {"heads", a.heads},       {"ffn", a.ffn},
+          {"vocab", a.vocab},       {"bf16", a.bf16}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rpe-bench-model: whole-model MLM training throughput per position method (JSON lines)"};
+  Options a;
+  app.add_option("--methods", a.methods, "comma-separated methods, or all");
+  app.add_option("--lengths", a.lengths, "comma-separated sequence lengths");
+  app.add_option("--device", a.device, "cuda, cuda:N or cpu");
+  app.add_option("--batch-tokens", a.batch_tokens, "tokens per step (batch = this / length)");
+  app.add_option("--hidden", a.hidden);
+  app.add_option("--layers", a.layers);
+  app.add_option("--heads", a.heads);
+  app.add_option("--ffn", a.ffn);
+  app.add_option("--vocab", a.vocab);
+  app.add_option("--steps", a.steps, "timed steps");
+  app.add_option("--warmup", a.warmup, "untimed steps first");
+  app.add_flag("!--fp32", a.bf16, "fp32 instead of bf16 autocast");
+  CLI11_PARSE(app, argc, argv);
+  if (a.device.rfind("cuda", 0) == 0 && !torch::cuda::is_available()) {
+    std::cerr << "rpe-bench-model: --device " << a.device << " but LibTorch sees no CUDA device\n";
+    return 2;
+  }
+  const auto methods = a.methods == "all" ? rpe::attention_method_names() : split(a.methods);
+  for (const auto& L : split(a.lengths))
+    for (const auto& m : methods) std::cout << measure(a, m, std::stoll(L)).dump() << std::endl;
+  return 0;
+}

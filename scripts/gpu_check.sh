@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The GPU acceptance command (issue 14; docs/gpu.md). On a GPU machine that has only Python's
+# torch (in .venv), nvcc, cmake, ninja and a C++ compiler -- no apt, no network:
+#   1. builds rpe-train against .venv's torch and the folder scripts/pack_deps.sh packed
+#      (--deps DIR, default deps/; the system's libraries when there is none);
+#   2. runs the CUDA tests (fused vs plain attention, whole model vs fp64 CPU with bias
+#      gradients, per method) and the bf16 tests;
+#   3. trains every method for --steps bf16 steps at BERT-base size: the loss must fall and
+#      no step may be non-finite;
+#   4. measures tokens/s, peak memory and MFU at L = 128 and 512 for every method beside
+#      Hugging Face BertForMaskedLM (transformers 4.x: absolute SDPA, relative_key,
+#      relative_key_query) in the same run -> bench/results/gpu_<device>.md.
+# --cpu-smoke: the same four steps at tiny sizes on the CPU against an existing build (no
+# build step, results under --out), so the command cannot rot: ctest runs it (gpu_check_cpu_smoke).
+# Exit 0 = every check passed; the first failing step prints why and exits 1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SMOKE=0 BUILD=build-gpu DEPS=deps OUT="" STEPS=300 PY=.venv/bin/python
+while (($#)); do
+  case $1 in
+    --cpu-smoke) SMOKE=1 ;;
+    --build-dir) BUILD=$2; shift ;;
+    --deps) DEPS=$2; shift ;;
+    --out) OUT=$2; shift ;;
+    --steps) STEPS=$2; shift ;;
+    --python) PY=$2; shift ;;
+    *) echo "usage: $0 [--cpu-smoke] [--build-dir DIR] [--deps DIR] [--out DIR] [--steps N] [--python PY]" >&2; exit 2 ;;
+  esac
+  shift
+done
+say() { echo "[gpu_check] $*"; }
+fail() { echo "[gpu_check] FAILED: $*" >&2; exit 1; }
+[[ -x $PY ]] || fail "no Python at $PY (the one with torch; --python)"
+
+# ---- 1. build -------------------------------------------------------------------------
+if ((SMOKE)); then
+  DEVICE=cpu
+  for b in rpe-train rpe_tests rpe-bench-model; do [[ -x $BUILD/$b ]] || fail "no $BUILD/$b (build first)"; done
+else
+  DEVICE=cuda
+  "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || fail "torch sees no CUDA device"
+  if [[ -d $DEPS/usr ]]; then  # the carried Debian libraries (scripts/pack_deps.sh)
+    D=$(cd "$DEPS" && pwd)
+    export CMAKE_PREFIX_PATH="$D/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+    export PKG_CONFIG_LIBDIR="$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig"  # only these
+    export PKG_CONFIG_SYSROOT_DIR="$D" PATH="$D/usr/bin:$PATH"
+    export LD_LIBRARY_PATH="$D/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    command -v pkg-config >/dev/null || ln -sf pkgconf "$D/usr/bin/pkg-config"
+    say "using the libraries packed in $D"
+  fi
+  say "building into $BUILD"
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPE_BUILD_TESTS=ON >"$BUILD.configure.log" 2>&1 \
+    || { tail -20 "$BUILD.configure.log"; fail "configure (log: $BUILD.configure.log)"; }
+  cmake --build "$BUILD" --target rpe-train rpe_tests rpe-bench-model >"$BUILD.build.log" 2>&1 \
+    || { tail -30 "$BUILD.build.log"; fail "build (log: $BUILD.build.log)"; }
+fi
+"$BUILD/rpe-train" --version
+DEVNAME=cpu
+((SMOKE)) || DEVNAME=$("$PY" -c "import torch; print(torch.cuda.get_device_name(0))")
+SLUG=$(echo "$DEVNAME" | tr -c 'A-Za-z0-9\n' '_' | tr 'A-Z' 'a-z' | sed 's/__*/_/g; s/_$//')
+OUT=${OUT:-$( ((SMOKE)) && mktemp -d || echo "bench/results/gpu_run_$SLUG")}
+mkdir -p "$OUT"
+
+# ---- 2. tests ---------------------------------------------------------------------------
+if ((SMOKE)); then
+  FILTER='*Cuda*:AttentionDispatch.*'  # the CUDA cases skip on CPU; the dispatch checks run
+else
+  FILTER='*Cuda*:AttentionDispatch.*:FusedAttention.*:Bf16Autocast.*'
+fi
+say "tests: $FILTER"
+"$BUILD/rpe_tests" --gtest_filter="$FILTER" >"$OUT/tests.log" 2>&1 || { tail -40 "$OUT/tests.log"; fail "tests ($OUT/tests.log)"; }
+grep -E "^\[  (PASSED|SKIPPED) " "$OUT/tests.log" || true
+
+# ---- 3. bf16 training of every method -------------------------------------------------------
+METHODS=$("$BUILD/rpe-train" methods --names)
+if ((SMOKE)); then
+  STEPS=12
+  size=(--set model.hidden=32 --set model.layers=2 --set model.heads=2 --set model.ffn=64 --set model.max_position=64
+        --set data.max_seq_len=64 --set train.batch_size=8 --set data.tokenizer_vocab_size=200 --set train.threads=1)
+else
+  size=(--set data.max_seq_len=128 --set train.batch_size=64 --set data.tokenizer_vocab_size=8000)
+fi
+corpus=$OUT/corpus.txt
+head -c 2000000 data/sample/corpus.txt >"$corpus"
+# The base_* presets (BERT-base; the smoke shrinks them) on the sample corpus, read as text.
+common=(--set "data.train_files=[$corpus]" --set 'data.shards=""' --set data.tokenizer=sentencepiece
+        --set 'data.tokenizer_model=""' --set data.whole_word=false --set data.lowercase=false
+        --set train.precision=bf16 --set "train.device=$DEVICE" --set train.max_steps="$STEPS"
+        --set train.log_every=$((STEPS / 4)) --set train.eval_every=0 --set train.eval_batches=2
+        --set train.warmup_steps=$((STEPS / 10)) --set train.lr=3e-4 --set train.save_every=0)
+tok=()
+for m in $METHODS; do
+  cfg=base_$m.yaml  # composed from configs/pretrain/base.yaml + the method (configs/pretrain/README.md)
+  say "train $m: $STEPS bf16 steps"
+  "$BUILD/rpe-train" pretrain --config "$cfg" --run-dir "$OUT/train_$m" --overwrite "${size[@]}" "${common[@]}" \
+    "${tok[@]}" >"$OUT/train_$m.log" 2>&1 || { tail -20 "$OUT/train_$m.log"; fail "training $m"; }
+  # one tokenizer for all methods: trained by the first run, reused after
+  ((${#tok[@]})) || tok=(--set "data.tokenizer_model=$OUT/train_$m/tokenizer.model")
+  "$PY" - "$OUT/train_$m/summary.json" "$m" <<'PY' || fail "training $m: see above"
+import json, math, sys
+s = json.load(open(sys.argv[1]))
+first, final, skipped = s["first_loss"], s["final_loss"], s.get("nonfinite_skipped", 0)
+print(f"[gpu_check]   {sys.argv[2]}: loss {first:.3f} -> {final:.3f}, non-finite steps {skipped}")
+if not (math.isfinite(first) and math.isfinite(final)) or skipped:
+    sys.exit("non-finite loss or skipped steps")
+if not final < first:
+    sys.exit("the loss did not fall")
+PY
+done
+
+# ---- 4. benchmark beside Hugging Face ------------------------------------------------------
+if ((SMOKE)); then
+  bench=(--device cpu --lengths 32 --batch-tokens 256 --hidden 32 --layers 2 --heads 2 --ffn 64 --vocab 200 --steps 2 --warmup 1)
+  REPORT=$OUT/gpu_cpu_smoke.md
+else
+  bench=(--device cuda --lengths 128,512 --batch-tokens 16384 --steps 20 --warmup 3)
+  REPORT=bench/results/gpu_$SLUG.md
+fi
+say "benchmark: rpe-bench-model"
+"$BUILD/rpe-bench-model" "${bench[@]}" >"$OUT/rpe.jsonl" 2>"$OUT/rpe_bench.log" || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model"; }
+say "benchmark: Hugging Face (bench/hf_bench.py)"
+set +e
+"$PY" bench/hf_bench.py "${bench[@]}" >"$OUT/hf.jsonl" 2>"$OUT/hf_bench.log"
+code=$?
+set -e
+if ((code == 77)); then
+  say "Hugging Face baseline skipped: $(tail -1 "$OUT/hf_bench.log")"
+elif ((code)); then
+  tail "$OUT/hf_bench.log"; fail "hf_bench.py"
+fi
+"$PY" bench/gpu_report.py --device-name "$DEVNAME" --out "$REPORT" "$OUT/rpe.jsonl" "$OUT/hf.jsonl" \
+  --note "$(((SMOKE)) && echo 'CPU smoke run at tiny size: the numbers mean nothing.' || echo "rpe-train $("$BUILD/rpe-train" --version | head -1)")"
+say "all checks passed; report: $REPORT"

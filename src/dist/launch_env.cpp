@@ -1,0 +1,55 @@
+// The launcher's environment (torchrun, Slurm, Open MPI) -> LaunchEnv (see data_parallel.h).
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "dist/data_parallel.h"
+#include "util/errors.h"
+
+namespace rpe::dist {
+
+namespace {
+
+std::optional<int64_t> env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  const long long x = std::strtoll(v, &end, 10);
+  if (*end != '\0' || x < 0) throw UserError(std::string("environment variable ") + name + "='" + v +
+                                             "' is not a non-negative integer");
+  return x;
+}
+
+}  // namespace
+
+LaunchEnv detect_launch_env() {
+  LaunchEnv e;
+  struct Names {
+    const char *rank, *world, *local, *launcher;
+  };
+  const Names sources[] = {{"RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"},
+                           {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "slurm"},
+                           {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun"}};
+  for (const auto& s : sources) {
+    const auto rank = env_int(s.rank), world = env_int(s.world);
+    if (!rank || !world) continue;
+    e.rank = *rank;
+    e.world = *world;
+    e.local_rank = env_int(s.local).value_or(0);
+    e.launcher = s.launcher;
+    break;
+  }
+  if (e.world < 1 || e.rank >= e.world)
+    throw UserError("launcher environment (" + e.launcher + "): rank " + std::to_string(e.rank) +
+                    " is not below world size " + std::to_string(e.world));
+  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
+  if (auto p = env_int("MASTER_PORT")) e.master_port = *p;
+  if (e.master_port <= 0 || e.master_port > 65535)
+    throw UserError("environment variable MASTER_PORT=" + std::to_string(e.master_port) + " is not a TCP port");
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  e.agent_store = agent && std::string(agent) == "True";
+  e.restart_count = env_int("TORCHELASTIC_RESTART_COUNT").value_or(0);
+  return e;
+}
+
+}  // namespace rpe::dist

@@ -1,0 +1,128 @@
+// Every method in bf16 autocast (train.precision: bf16) against the same model in fp32, on
+// CPU at L = 512 (the base_alibi preset's length): attention probabilities, the encoder output
+// and the gradient of every parameter. A method whose positions, distances or bucket ids pass
+// through bf16 fails here: bf16 holds integers exactly only up to 256, so at L = 512 about
+// 44% of the |j - i| values computed in bf16 are wrong by up to 2 (ALiBi's old bias did this).
+//
+// Tolerances, from bf16's 8 significand bits (7 stored + 1 implicit): rounding to nearest
+// changes a value z by at most u|z| with u = 2^-8 ~ 3.9e-3, and every matmul accumulates in
+// fp32, so each bf16 stage adds a relative error of about u (a few u for a product of
+// rounded factors).
+//  * Probabilities, per query row, total variation TV(p, p') = 1/2 sum_j |p_j - p'_j|. For a
+//    logit perturbation delta, TV <= E_p|delta - E_p delta| <= 2 E_p|delta|. The logits of
+//    layer 0 are q k^T/sqrt(d) + bias with q, k rounded (u each, on an input x that is
+//    itself a bf16-rounded LayerNorm output: u more) and the logit rounded (u): about 4u|z|
+//    with |z| ~ 1 here; the bias rounded once more (u|b|, |b| up to ~2 where it still
+//    carries weight); the probabilities rounded (u/2 in TV). Bound: 2*(4u + u*2) + u/2
+//    ~ 12.5u; we allow 16u = 0.0625. A wrong distance of 1-2 on a head of slope 1/4 moves
+//    logits by 0.25-0.5 (64u-128u), far outside it.
+//  * Encoder output and gradients, relative Frobenius error ||a - a_ref|| / ||a_ref|| (never
+//    elementwise: a gradient entry near 0 has no relative precision). Two layers forward and
+//    backward chain about 30 bf16 roundings; independent errors add in quadrature,
+//    sqrt(30)u ~ 5.5u, and LayerNorm's division by a small standard deviation can double it:
+//    we allow 12u ~ 0.047 for the output and 16u ~ 0.0625 for gradients (backward has a second
+//    chain of roundings through the saved bf16 activations).
+// Measured (CPU, this seed): TV <= 1.3u, output <= 1u, gradients <= 5.2u for every method
+// and both paths. ALiBi with its old bf16 positions: TV 39.5u, gradients 30.6u (fails).
+#include "reference.h"
+
+#include <cmath>
+
+#include "model/bert.h"
+#include "train/precision.h"
+
+namespace rpe::test {
+namespace {
+
+constexpr double kU = 1.0 / 256;  // bf16 unit roundoff 2^-8
+constexpr int64_t kLength = 512, kBatch = 2;
+
+ModelOptions bf16_options(const std::string& method) {
+  ModelOptions o;
+  o.vocab_size = 64;
+  o.hidden = 16;
+  o.heads = 4;  // ALiBi slopes 1/4 .. 1/256
+  o.layers = 2;
+  o.ffn = 32;
+  o.max_position = kLength;
+  o.dropout = 0.0;
+  o.attention_dropout = 0.0;
+  o.init_std = 0.2;  // logits of order 1, so content scores matter as much as position terms
+  o.attention.method = method;
+  return o;
+}
+
+struct Pass {
+  torch::Tensor hidden, probs;       // [B, L, D], [B, H, L, L] of layer 0 (fp32 copies)
+  std::vector<torch::Tensor> grads;  // one per parameter, in named_parameters order
+};
+
+Pass run_model(BertModel& model, const torch::Tensor& ids, const torch::Tensor& pad, const torch::Tensor& r, bool bf16,
+        bool fused) {
+  model->zero_grad();
+  model->set_fused_attention(fused);
+  model->capture_attention(fused ? -1 : 0);  // capture takes the plain path
+  Pass out;
+  torch::Tensor loss;
+  {
+    AutocastGuard autocast(torch::kCPU, bf16);
+    out.hidden = model->encode(ids, pad);
+    loss = (out.hidden.to(torch::kFloat) * r).sum();
+  }
+  loss.backward();
+  out.hidden = out.hidden.detach().to(torch::kFloat);
+  if (!fused) out.probs = model->captured_attention().to(torch::kFloat);
+  for (auto& p : model->parameters())
+    out.grads.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+  return out;
+}
+
+// ||a - ref|| / max(||ref||, floor): relative to the reference's norm, never elementwise.
+double rel_error(const torch::Tensor& a, const torch::Tensor& ref, double floor = 0) {
+  return (a - ref).norm().item<double>() / std::max(ref.norm().item<double>(), floor);
+}
+
+}  // namespace
+
+TEST(Bf16Autocast, EveryMethodMatchesFp32AtLength512) {
+  int64_t checked = 0;
+  for (const auto& name : attention_method_names()) {
+    torch::manual_seed(11);
+    BertModel model(bf16_options(name));
+    model->eval();  // no dropout (set to 0 anyway); autograd still records
+    auto ids = torch::randint(5, 64, {kBatch, kLength}, torch::kLong);
+    auto pad = torch::zeros({kBatch, kLength}, torch::kBool);
+    pad[1].narrow(0, kLength - 100, 100).fill_(true);  // one padded sequence, one full one
+    auto r = torch::randn({kBatch, kLength, 16});
+    const bool fusable = model->layers[0]->as<EncoderLayerImpl>()->attention->position->fusable();
+    for (bool fused : {false, true}) {
+      if (fused && !fusable) continue;
+      const Pass ref = run_model(model, ids, pad, r, false, fused);
+      const Pass got = run_model(model, ids, pad, r, true, fused);
+      const std::string what = name + (fused ? " (fused)" : " (plain)");
+      if (!fused) {
+        // Rows of real queries only (padded queries attend too, but nothing reads them).
+        auto tv = 0.5 * (got.probs - ref.probs).abs().sum(-1);  // [B, H, L]
+        auto keep = pad.logical_not().view({kBatch, 1, kLength}).expand_as(tv);
+        const double max_tv = tv.masked_select(keep).max().item<double>();
+        EXPECT_LT(max_tv, 16 * kU) << what << ": attention row total variation";
+      }
+      const double out_err = rel_error(got.hidden, ref.hidden);
+      EXPECT_LT(out_err, 12 * kU) << what << ": encoder output";
+      double total = 0;
+      for (const auto& g : ref.grads) total += g.square().sum().item<double>();
+      const auto names = model->named_parameters().keys();
+      for (size_t i = 0; i < ref.grads.size(); ++i) {
+        // Relative to the parameter's own gradient, or to 1% of the whole gradient's norm when
+        // that is larger: the key biases' gradient is exactly zero (softmax ignores q.b_k, the
+        // same for every key), so fp32 and bf16 hold only rounding noise of the backward there.
+        const double e = rel_error(got.grads[i], ref.grads[i], 0.01 * std::sqrt(total));
+        EXPECT_LT(e, 16 * kU) << what << ": gradient of " << names[i];
+      }
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int64_t>(attention_method_names().size()));
+}
+
+}  // namespace rpe::test

@@ -1,0 +1,138 @@
+// Attention dispatch of the whole model (BertModel::encode): the fused path (SDPA) equals the
+// plain path for every method, with padding and without it (an undefined padding mask: no
+// mask at all reaches SDPA, so FlashAttention is eligible); an all-false mask equals no mask;
+// position-only biases (t5_bias, alibi) are built once per forward, [1, H, L, L].
+//
+// Tolerance: both paths compute the same real numbers in fp32 (eps = 2^-24 ~ 6e-8) in a
+// different order (SDPA's blocked online softmax vs softmax over whole rows). A length-n
+// reduction differs by about sqrt(n) eps relative (random rounding), n <= 64 here, and two
+// layers chain about 12 such stages whose condition numbers (softmax, LayerNorm) are a few:
+// 8 * 12 * 4 eps ~ 2.3e-5 of the largest value; measured <= 1e-6. We allow 1e-4 (~1700 eps)
+// relative to the largest reference value of each tensor: a wrong mask or a missing bias
+// changes values by O(1).
+#include "reference.h"
+
+#include "model/bert.h"
+
+namespace rpe::test {
+namespace {
+
+constexpr int64_t kB = 3, kL = 40;
+
+ModelOptions dispatch_options(const std::string& method) {
+  ModelOptions o;
+  o.vocab_size = 64;
+  o.hidden = 32;
+  o.heads = 4;
+  o.layers = 2;
+  o.ffn = 64;
+  o.max_position = 64;
+  o.dropout = 0.0;
+  o.attention_dropout = 0.0;
+  o.init_std = 0.1;
+  o.attention.method = method;
+  return o;
+}
+
+std::vector<torch::Tensor> outputs_and_grads(BertModel& model, const torch::Tensor& ids, const torch::Tensor& pad,
+                                             const torch::Tensor& r) {
+  model->zero_grad();
+  auto h = model->encode(ids, pad);
+  (h * r).sum().backward();
+  std::vector<torch::Tensor> out{h.detach()};
+  for (auto& p : model->parameters()) out.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+  return out;
+}
+
+// Largest |a - ref| of each tensor over its largest |ref|, or over 1% of the largest gradient
+// entry when that is larger: the key biases' gradient is exactly zero (softmax ignores q.b_k),
+// so both paths hold only fp32 rounding noise there.
+double worst_rel(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& ref) {
+  double worst = 0, largest = 0;
+  for (size_t i = 1; i < ref.size(); ++i) largest = std::max(largest, ref[i].abs().max().item<double>());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double scale = std::max({ref[i].abs().max().item<double>(), 0.01 * largest, 1e-30});
+    worst = std::max(worst, (a[i] - ref[i]).abs().max().item<double>() / scale);
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST(AttentionDispatch, FusedEqualsPlainWholeModelWithAndWithoutPadding) {
+  for (const auto& name : attention_method_names()) {
+    torch::manual_seed(5);
+    BertModel model(dispatch_options(name));
+    model->eval();
+    auto ids = torch::randint(5, 64, {kB, kL}, torch::kLong);
+    auto r = torch::randn({kB, kL, 32});
+    auto padded = torch::zeros({kB, kL}, torch::kBool);
+    padded[1].narrow(0, kL - 13, 13).fill_(true);
+    padded[2].narrow(0, kL - 1, 1).fill_(true);
+    for (const auto& pad : {padded, torch::Tensor()}) {
+      const std::string what = name + (pad.defined() ? " padded" : " unpadded (no mask)");
+      model->set_fused_attention(false);
+      const auto plain = outputs_and_grads(model, ids, pad, r);
+      model->set_fused_attention(true);
+      const auto fused = outputs_and_grads(model, ids, pad, r);
+      EXPECT_LT(worst_rel(fused, plain), 1e-4) << what;
+      if (!pad.defined()) {  // no mask = an all-false mask, on both paths
+        for (bool f : {false, true}) {
+          model->set_fused_attention(f);
+          const auto all_false = outputs_and_grads(model, ids, torch::zeros({kB, kL}, torch::kBool), r);
+          EXPECT_LT(worst_rel(f ? fused : plain, all_false), 1e-4) << what << (f ? " fused" : " plain");
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionDispatch, PositionOnlyBiasIsBuiltOncePerForwardAndBroadcastOverTheBatch) {
+  for (const auto& name : attention_method_names()) {
+    auto o = dispatch_options(name);
+    o.layers = 3;
+    BertModel model(o);
+    auto ids = torch::randint(5, 64, {kB, kL}, torch::kLong);
+    const int64_t before = model->position->bias_builds();
+    for (bool fused : {false, true}) {
+      model->set_fused_attention(fused);
+      model->encode(ids, torch::Tensor());
+    }
+    const bool shared = name == "t5_bias" || name == "alibi";
+    EXPECT_EQ(model->position->bias_builds() - before, shared ? 2 : 0) << name << ": one build per forward";
+    auto bias = model->position->position_bias(kL, torch::kCPU, torch::kFloat);
+    if (shared) {
+      EXPECT_EQ(bias.sizes(), (std::vector<int64_t>{1, 4, kL, kL})) << name;
+    } else {
+      EXPECT_FALSE(bias.defined()) << name;
+    }
+  }
+}
+
+// The GPU acceptance check (scripts/gpu_check.sh): on CUDA, fused, fp32 (TF32 off, LibTorch's
+// default for matmuls) against the same weights in fp64 on the CPU (plain path), outputs and
+// every gradient (the bias parameters of t5_bias, m4, shaw, ... included), per method. fp32
+// against exact: eps 2^-24, the same chain as above -> 1e-4 of the largest value.
+TEST(AttentionDispatch, WholeModelOnCudaMatchesFp64Cpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const torch::Device cuda(torch::kCUDA);
+  for (const auto& name : attention_method_names()) {
+    torch::manual_seed(5);
+    BertModel model(dispatch_options(name));
+    model->eval();
+    auto ids = torch::randint(5, 64, {kB, kL}, torch::kLong);
+    auto r = torch::randn({kB, kL, 32});
+    auto pad = torch::zeros({kB, kL}, torch::kBool);
+    pad[1].narrow(0, kL - 13, 13).fill_(true);
+    model->to(torch::kFloat64);
+    model->set_fused_attention(false);
+    const auto exact = outputs_and_grads(model, ids, pad, r.to(torch::kFloat64));
+    model->to(cuda, torch::kFloat32);
+    model->set_fused_attention(true);
+    auto got = outputs_and_grads(model, ids.to(cuda), pad.to(cuda), r.to(cuda));
+    for (auto& t : got) t = t.cpu().to(torch::kFloat64);
+    EXPECT_LT(worst_rel(got, exact), 1e-4) << name;
+  }
+}
+
+}  // namespace rpe::test
