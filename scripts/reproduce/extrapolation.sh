@@ -6,10 +6,10 @@
 # Eval text: RPE_EVAL_FILE, else the first --corpus file (at tiny scale the sample corpus, which
 # the model was also trained on: the tiny curve shows the mechanics, not generalisation).
 # -> <out>/tables/extrapolation/{extrapolation.png,extrapolation.md,extrapolation.csv}
-#   scripts/reproduce/extrapolation.sh --scale tiny [--methods absolute,m4,alibi,rope]
+#   scripts/reproduce/extrapolation.sh --scale tiny [--methods absolute,alibi]
 source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
-rp_method_list absolute,shaw,m1,m2,m3,m4,sinusoid,transformer_xl,t5_bias,alibi,rope,deberta
+rp_method_list  # every registered method unless --methods
 eval_file="${RPE_EVAL_FILE:-$FIRST_CORPUS}"
 [[ -f "$eval_file" ]] || rp_die "no evaluation text: set RPE_EVAL_FILE or --corpus"
 dir="$OUT/tables/extrapolation"

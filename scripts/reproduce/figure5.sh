@@ -3,7 +3,7 @@
 # for the first 50 tokens of a text, one panel per method (default absolute and m4, the Table 2
 # pretraining runs). The text: RPE_FIG5_TEXT (a file), else the first lines of the corpus.
 # -> <out>/figures/figure5.png (+ the JSON matrices beside it)
-#   scripts/reproduce/figure5.sh --scale tiny [--methods absolute,shaw,m4]
+#   scripts/reproduce/figure5.sh --scale tiny [--methods absolute,m4]
 source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
 rp_method_list absolute,m4

@@ -70,51 +70,31 @@ rp_parse_args() {
   rp_scale_settings
 }
 
-# Per-scale settings. PRE_LEN: pretraining length. FT_SETS: fine-tuning overrides. K_LIST and
-# LONG_K/LONG_LENS: Table 4 (the paper's k and 576/640/704 scaled by PRE_LEN/512).
+# Per-scale settings, from configs/reproduce/<scale>.yaml (read through `rpe-train dump-config
+# --shell`, which prints its keys as bash assignments): PRESET_PREFIX, PRE_LEN, SQUAD_CONFIG,
+# GLUE_CONFIG, SQUAD_SETS, GLUE_SETS, SEEDS (default), K_LIST, LONG_K, LONG_LENS, T5_*, EXTRAP_*,
+# GLUE_TASKS, SAMPLE_DATA. What each scale requires of the command line stays here.
 rp_scale_settings() {
-  SQUAD_SETS=()
-  GLUE_SETS=()
   PRE_SETS=()
+  local settings="$RP_ROOT/configs/reproduce/$SCALE.yaml" seeds_given="$SEEDS" vars
+  [[ "$SCALE" =~ ^[a-z0-9_]+$ && -f "$settings" ]] || rp_die "--scale must be tiny, mini or paper, got '$SCALE'"
+  vars="$("$BIN" dump-config --shell --config "$settings")" || rp_die "$settings: see the message above"
+  eval "$vars"
+  SEEDS="${seeds_given:-$SEEDS}"
+  if [[ "$SAMPLE_DATA" == true ]]; then
+    [[ -z "$SQUAD_DIR" ]] && SQUAD_DIR="$RP_ROOT/data/sample/squad"
+    [[ -z "$GLUE_DIR" ]] && GLUE_DIR="$RP_ROOT/data/sample/glue"
+    [[ -z "$CORPUS" ]] && CORPUS="$RP_ROOT/data/sample/corpus.txt"
+  fi
   case "$SCALE" in
-    tiny)
-      PRESET_PREFIX=tiny; PRE_LEN=128
-      SQUAD_CONFIG=configs/finetune/tiny_squad.yaml; GLUE_CONFIG=configs/finetune/tiny_glue.yaml
-      SQUAD_SETS+=(finetune.max_seq_len=128 finetune.doc_stride=64)
-      : "${SEEDS:=1,2}"
-      K_LIST=(2 4 8 16 32 64 127); LONG_K=64; LONG_LENS=(144 160 176)
-      T5_LENS=(128 144 160 176); T5_EPOCHS=2; T5_LR=5.0e-4
-      EXTRAP_FT_LENS=(128 160 192); EXTRAP_MLM_LENS=(64 128 192 256)
-      GLUE_TASKS=(mnli qqp sst2 mrpc)
-      [[ -z "$SQUAD_DIR" ]] && SQUAD_DIR="$RP_ROOT/data/sample/squad"
-      [[ -z "$GLUE_DIR" ]] && GLUE_DIR="$RP_ROOT/data/sample/glue"
-      [[ -z "$CORPUS" ]] && CORPUS="$RP_ROOT/data/sample/corpus.txt"
-      ;;
     mini)
-      PRESET_PREFIX=mini; PRE_LEN=128
-      SQUAD_CONFIG=configs/finetune/mini_squad.yaml; GLUE_CONFIG=configs/finetune/glue.yaml
-      SQUAD_SETS+=(finetune.max_seq_len=128 finetune.doc_stride=64 finetune.max_query_len=32)
-      GLUE_SETS+=(finetune.max_seq_len=128 train.lr=1.0e-4)
-      : "${SEEDS:=1,2,3}"
-      K_LIST=(2 4 8 16 32 64 127); LONG_K=64; LONG_LENS=(144 160 176)
-      T5_LENS=(128 144 160 176); T5_EPOCHS=3; T5_LR=1.0e-4
-      EXTRAP_FT_LENS=(128 192 256); EXTRAP_MLM_LENS=(128 256 512)
-      GLUE_TASKS=(mnli qqp sst2 mrpc)
       [[ -n "$SQUAD_DIR" ]] || rp_die "--scale mini needs --squad-dir (train-v1.1.json, dev-v1.1.json) or RPE_SQUAD_DIR"
       ;;
     paper)
-      PRESET_PREFIX=base; PRE_LEN=512
-      SQUAD_CONFIG=configs/finetune/squad_v1.yaml; GLUE_CONFIG=configs/finetune/glue.yaml
-      : "${SEEDS:=1,2,3}"
-      K_LIST=(2 4 8 16 32 64 128 256 511); LONG_K=256; LONG_LENS=(576 640 704)
-      T5_LENS=(512 576 640 704); T5_EPOCHS=3; T5_LR=5.0e-5
-      EXTRAP_FT_LENS=(512 576 640 704); EXTRAP_MLM_LENS=(512 640 768 1024)
-      GLUE_TASKS=(mnli qqp sst2 mrpc)
       [[ -n "$SQUAD_DIR" ]] || rp_die "--scale paper needs --squad-dir or RPE_SQUAD_DIR"
       [[ -n "$CORPUS" ]] || rp_die "--scale paper needs --corpus (BooksCorpus + Wikipedia text) or RPE_CORPUS"
       [[ -n "$VOCAB" ]] && PRE_SETS+=(data.tokenizer_model="$VOCAB")
       ;;
-    *) rp_die "--scale must be tiny, mini or paper, got '$SCALE'" ;;
   esac
   [[ -f "$SQUAD_DIR/train-v1.1.json" && -f "$SQUAD_DIR/dev-v1.1.json" ]] ||
     rp_die "--squad-dir $SQUAD_DIR: train-v1.1.json / dev-v1.1.json not found"
@@ -129,9 +109,15 @@ rp_scale_settings() {
   IFS=, read -r -a SEED_LIST <<<"$SEEDS"
 }
 
-rp_method_list() {  # default list when --methods is not given
-  local default="$1"
-  IFS=, read -r -a METHOD_LIST <<<"${METHODS:-$default}"
+# rp_method_list [DEFAULT]: METHOD_LIST from --methods, else DEFAULT (comma-separated), else every
+# registered method (`rpe-train methods --names`, the registry's order). Names are the registry's:
+# aliases such as the paper's method4 become m4, and an unknown name stops here (exit 2).
+rp_method_list() {
+  local list="${METHODS:-${1:-}}" names=()
+  [[ -n "$list" ]] && IFS=, read -r -a names <<<"$list"
+  local out
+  out="$("$BIN" methods --names "${names[@]+"${names[@]}"}")" || rp_die "--methods $list: see the message above"
+  mapfile -t METHOD_LIST <<<"$out"
 }
 
 rp_sets() {  # prints --set KEY=VALUE for each argument (one word a line, for mapfile)
@@ -145,12 +131,13 @@ rp_exec() {  # runs (or with --dry-run prints) a command, from the repository ro
   (cd "$RP_ROOT" && "$@")
 }
 
-# rp_pretrain NAME METHOD [KEY=VALUE ...]: pretrains configs/pretrain/<prefix>_<METHOD>.yaml
-# into $OUT/pretrain/NAME; skipped when finished, resumed when interrupted. Sets RUN_DIR.
+# rp_pretrain NAME METHOD [KEY=VALUE ...]: pretrains the preset <prefix>_<METHOD> (composed from
+# configs/pretrain/<prefix>.yaml and the method, configs/pretrain/README.md) into
+# $OUT/pretrain/NAME; skipped when finished, resumed when interrupted. Sets RUN_DIR.
 rp_pretrain() {
   local name="$1" method="$2"; shift 2
   local preset="configs/pretrain/${PRESET_PREFIX}_${method}.yaml"
-  [[ -f "$RP_ROOT/$preset" ]] || rp_die "no preset $preset for method '$method'"
+  [[ -f "$RP_ROOT/configs/pretrain/$PRESET_PREFIX.yaml" ]] || rp_die "no scale file configs/pretrain/$PRESET_PREFIX.yaml"
   RUN_DIR="$OUT/pretrain/$name"
   if [[ -f "$RUN_DIR/summary.json" ]]; then rp_log "pretrain $name: done, skipped"; return 0; fi
   local mode=()

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Table 2 of Huang et al. 2020: SQuAD 1.1 dev EM/F1 per position method. Pretrains one model
-# per method (the paper's absolute, shaw, m1-m4, then the methods the paper lacks as extra
-# rows), fine-tunes each with every seed, renders tables/table2/tables.{md,csv} (mean ± std,
+# per method (every method `rpe-train methods --names` lists, or --methods; the paper's rows
+# and the methods it lacks as extra rows), fine-tunes each with every seed, renders tables/table2/tables.{md,csv} (mean ± std,
 # the paper's numbers beside ours) and the cost table (parameters added, tokens/s, peak memory).
 #   scripts/reproduce/table2.sh --scale tiny [--methods absolute,m4] [--seeds 1,2]
 source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
-rp_method_list absolute,shaw,m1,m2,m3,m4,sinusoid,transformer_xl,t5_bias,alibi,rope,deberta
+rp_method_list  # every registered method unless --methods
 runs=()
 for m in "${METHOD_LIST[@]}"; do
   rp_pretrain "$m" "$m"

@@ -5,7 +5,7 @@
 source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
 [[ -n "$GLUE_DIR" ]] || rp_die "Table 3 needs --glue-dir (or RPE_GLUE_DIR)"
-rp_method_list absolute,shaw,m1,m2,m3,m4,sinusoid,transformer_xl,t5_bias,alibi,rope,deberta
+rp_method_list  # every registered method unless --methods
 runs=()
 for m in "${METHOD_LIST[@]}"; do
   rp_pretrain "$m" "$m"

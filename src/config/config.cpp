@@ -9,9 +9,10 @@
 #include <set>
 #include <type_traits>
 
+#include "config/config_names.h"
+#include "config/method_catalogue.h"
 #include "config/model_size.h"
 #include "config/yaml_tree.h"
-#include "model/attention/registry.h"
 #include "util/errors.h"
 
 namespace rpe {
@@ -143,6 +144,9 @@ Config read_tree(const YamlTree& tree) {
   Reader reader(tree.root, "", cfg);
   cfg.visit(reader);
   reader.reject_unknown();
+  // The paper's names (method4) are read as the registry's (m4): runs, tables and
+  // checkpoints carry one spelling.
+  if (const MethodFacts* m = find_method_facts(cfg.model.attention.method)) cfg.model.attention.method = m->name;
   validate(cfg);
   return cfg;
 }
@@ -166,7 +170,7 @@ void Config::fail(const std::string& key_path, const std::string& message) const
 }
 
 Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
-  YamlTree tree = config_detail::load_tree(file);
+  YamlTree tree = config_detail::load_named_tree(file);
   tree.origins[""] = file.string();
   for (const auto& o : overrides) config_detail::apply_override(tree, o);
   return read_tree(tree);
@@ -181,7 +185,7 @@ Config load_config_over(const std::string& base_yaml, const std::string& base_na
     if (std::find(keep_sections.begin(), keep_sections.end(), kv.first.Scalar()) == keep_sections.end())
       drop.push_back(kv.first.Scalar());
   for (const auto& key : drop) tree.root.remove(key);
-  config_detail::merge_tree(tree, config_detail::load_tree(file));
+  config_detail::merge_tree(tree, config_detail::load_named_tree(file));
   tree.origins[""] = file.string();
   for (const auto& o : overrides) config_detail::apply_override(tree, o);
   return read_tree(tree);
@@ -275,6 +279,24 @@ void validate_sizes(const Config& cfg) {
   if (!problem.empty()) cfg.fail("model", problem);
 }
 
+// The method's name and its own rules, from the registry's catalogue (empty in a program
+// that links no model: then nothing is known to check).
+void validate_method(const Config& cfg) {
+  const auto& catalogue = method_catalogue();
+  if (catalogue.empty()) return;
+  const std::string& name = cfg.model.attention.method;
+  const MethodFacts* facts = find_method_facts(name);
+  if (!facts) {
+    std::vector<std::string> names;
+    for (const MethodFacts* m : catalogue) names.push_back(m->name);
+    cfg.fail("model.attention.method", "unknown method '" + name + "' (valid: " + join(names) + ")");
+  }
+  if (facts->config_problem) {
+    const std::string problem = facts->config_problem(cfg.model);
+    if (!problem.empty()) cfg.fail("model.attention.method", problem);
+  }
+}
+
 }  // namespace
 
 void validate(const Config& cfg) {
@@ -299,17 +321,13 @@ void validate(const Config& cfg) {
   probability("model.attention_dropout", m.attention_dropout);
 
   const auto& a = m.attention;
-  const auto names = attention_method_names();
-  if (std::find(names.begin(), names.end(), a.method) == names.end())
-    cfg.fail("model.attention.method", "unknown method '" + a.method + "' (valid: " + join(names) + ")");
+  validate_method(cfg);
   if (a.max_relative < 0) cfg.fail("model.attention.max_relative", "must be >= 0 (0 = max_position - 1)");
   if (a.backend != "auto" && a.backend != "plain" && a.backend != "sdpa")
     cfg.fail("model.attention.backend", "must be auto, plain or sdpa, got '" + a.backend + "'");
   if (a.t5_buckets < 2) cfg.fail("model.attention.t5_buckets", "must be at least 2");
   if (a.t5_max_distance < 1) cfg.fail("model.attention.t5_max_distance", "must be positive");
   if (!(a.rope_base > 1.0)) cfg.fail("model.attention.rope_base", "must be > 1");
-  if ((m.hidden / m.heads) % 2 != 0 && a.method == "rope")
-    cfg.fail("model.attention.method", "rope needs an even head size, got " + std::to_string(m.hidden / m.heads));
 
   const auto& d = cfg.data;
   if (d.train_files.empty()) cfg.fail("data.train_files", "missing required key (no training files)");
@@ -361,6 +379,13 @@ void validate(const Config& cfg) {
   if (f.task == "squad" && f.max_query_len + 8 > f.max_seq_len)
     cfg.fail("finetune.max_query_len", "leaves no room for context within finetune.max_seq_len");
   if (!(f.epochs > 0.0)) cfg.fail("finetune.epochs", "must be positive");
+  if (f.select != "final" && f.select != "best")
+    cfg.fail("finetune.select", "must be final (the paper's protocol) or best (the best dev evaluation), got '" +
+                                    f.select + "'");
+  if (f.eval_every < 0) cfg.fail("finetune.eval_every", "must be >= 0 (0: evaluate at each epoch's end only)");
+  if (f.early_stopping < 0) cfg.fail("finetune.early_stopping", "must be >= 0 (0: never stop early)");
+  if (f.early_stopping > 0 && f.select != "best")
+    cfg.fail("finetune.early_stopping", "needs finetune.select: best (the paper's protocol trains fixed epochs)");
   if (!(f.warmup_fraction >= 0.0 && f.warmup_fraction < 1.0)) cfg.fail("finetune.warmup_fraction", "must be in [0, 1)");
   if (f.max_train_examples < 0 || f.max_eval_examples < 0)
     cfg.fail("finetune.max_train_examples", "max_train_examples/max_eval_examples must be >= 0 (0 = all)");

@@ -192,6 +192,11 @@ struct FinetuneOptions {
   int64_t max_train_examples = 0;     // use only the first N training examples; 0 = all
   int64_t max_eval_examples = 0;      // evaluate on the first N dev examples; 0 = all
   std::string results_file = "results/results.jsonl";  // every evaluation appends one JSON line here
+  // Which model a seed keeps in seed<N>/model/ and reports: "final" (the paper's protocol: fixed
+  // epochs, the last weights) or "best" (the best dev score among the evaluations below).
+  std::string select = "final";
+  int64_t eval_every = 0;        // also evaluate on dev every N steps (0: only at each epoch's end)
+  int64_t early_stopping = 0;    // select: best: stop after N evaluations without improvement (0: never)
 
   template <class V> void visit(V& v) {
     v("task", task);
@@ -213,6 +218,9 @@ struct FinetuneOptions {
     v("max_train_examples", max_train_examples);
     v("max_eval_examples", max_eval_examples);
     v("results_file", results_file);
+    v("select", select);
+    v("eval_every", eval_every);
+    v("early_stopping", early_stopping);
   }
 };
 

@@ -6,24 +6,19 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "config/method_catalogue.h"
+
 namespace rpe {
 namespace {
 
-// Parameters of the method-specific position tables (see each method's file).
+// Parameters of the position tables: a learned absolute table, and the method's own
+// (its registry entry counts them; see each method's file).
 double position_parameters(const ModelOptions& m) {
   const auto& a = m.attention;
-  const double D = static_cast<double>(m.hidden), L = static_cast<double>(m.layers);
-  const double k = static_cast<double>(a.max_relative > 0 ? a.max_relative : m.max_position - 1);
-  const double table_heads = a.share_across_heads ? 1.0 : static_cast<double>(m.heads);
-  const double d = D / static_cast<double>(m.heads);
-  double p = (a.method == "absolute" || a.add_absolute) ? static_cast<double>(m.max_position) * D : 0.0;
-  if (a.method == "shaw") p += L * table_heads * (2 * k + 1) * d * (a.shaw_values ? 2 : 1);
-  if (a.method == "m3" || a.method == "m4") p += L * table_heads * (2 * k + 1) * d;
-  if (a.method == "m1") p += L * table_heads * (k + 1);
-  if (a.method == "m2") p += L * table_heads * (2 * k + 1);
-  if (a.method == "transformer_xl") p += L * (D * D + 2 * D);
-  if (a.method == "deberta") p += L * 2 * D * D + (2 * k + 1) * D;
-  if (a.method == "t5_bias") p += static_cast<double>(a.t5_buckets) * table_heads;
+  const MethodFacts* method = find_method_facts(a.method);
+  const bool absolute = a.add_absolute || (method && method->learned_absolute);
+  double p = absolute ? static_cast<double>(m.max_position) * static_cast<double>(m.hidden) : 0.0;
+  if (method && method->position_parameters) p += method->position_parameters(m);
   return p;
 }
 

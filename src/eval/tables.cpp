@@ -55,7 +55,7 @@ std::string cell(const std::optional<Stat>& s) {
   return fmt(s->mean) + " ± " + fmt(s->std) + " (n=" + std::to_string(s->n) + ")";
 }
 std::string paper_cell(const std::optional<double>& v) { return v ? fmt(*v) : "—"; }
-// k = 0: the method has no clipping distance (absolute, sinusoid, t5_bias, alibi, rope).
+// k = 0: the method has no clipping distance (its registry entry is not `clipped`).
 std::string k_text(int64_t k, const char* none) { return k > 0 ? std::to_string(k) : none; }
 
 // (group, task, split, metric) -> values, one per (run_id, seed); a repeated evaluation

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "interop/model_file.h"
+#include "model/attention/registry.h"
 #include "util/errors.h"
 #include "util/log.h"
 
@@ -19,9 +20,9 @@ bool is_position_tensor(const std::string& name) {
   return name.rfind("position.", 0) == 0 || name.find(".attention.position.") != std::string::npos;
 }
 
-// Multiplicative methods gate q.k: a zero start would erase the scores, so their own
-// init (1 for m1/m2 scalars, near 1 for m3) is the neutral start.
-bool zero_is_neutral(const std::string& method) { return method != "m1" && method != "m2" && method != "m3"; }
+// Whether zeroed new tables start the method neutral is the method's fact (its registry
+// entry): multiplicative gates would lose every score, their own init is neutral instead.
+bool zero_is_neutral(const std::string& method) { return method_info(method).zero_is_neutral; }
 
 // MLM logits of a fixed probe sequence: [L, V].
 torch::Tensor probe_logits(BertModelImpl& model, int64_t length) {

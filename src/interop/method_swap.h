@@ -4,9 +4,9 @@
 //
 // The target model is built from the new config; every tensor it shares with the
 // checkpoint is copied. Tensors only the target has must belong to its position method:
-// with identity_init they start neutral (zero tables for additive methods such as m4 and
-// shaw: q.0 = 0 adds nothing; multiplicative m1/m2/m3 keep their own init, which starts
-// at or near 1). The checkpoint's absolute table is kept when the target config has it
+// with identity_init they start neutral: zero tables where the method's registry entry says
+// zero is neutral (additive terms such as m4's: q.0 = 0 adds nothing); multiplicative
+// gates keep their own init, which starts at or near 1. The checkpoint's absolute table is kept when the target config has it
 // (method absolute, or model.attention.add_absolute: true) and dropped otherwise; dropping
 // it changes the function, which the returned probe difference shows.
 #pragma once

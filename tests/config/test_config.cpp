@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "config_fixture.h"
 #include "util/errors.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using rpe::Config;
@@ -140,12 +141,16 @@ TEST_F(ConfigTest, DumpedConfigReloadsIdentically) {
 }
 
 TEST_F(ConfigTest, ShippedConfigsLoad) {
-  const fs::path root = RPE_SOURCE_DIR;
+  const fs::path root = rpe::test::source_dir();
   int loaded = 0;
+  // configs/pretrain holds one file per scale; the presets are <scale>_<method> (test_presets.cpp).
   for (const auto& e : fs::directory_iterator(root / "configs" / "pretrain")) {
     if (e.path().extension() != ".yaml") continue;
-    EXPECT_NO_THROW(load_config(e.path())) << e.path();
-    ++loaded;
+    for (const char* method : {"absolute", "m4"}) {
+      const fs::path preset = e.path().parent_path() / (e.path().stem().string() + "_" + method + ".yaml");
+      EXPECT_NO_THROW(load_config(preset)) << preset;
+      ++loaded;
+    }
   }
   EXPECT_GE(loaded, 2);
 }

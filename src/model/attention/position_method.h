@@ -64,6 +64,17 @@ class PositionMethodImpl : public torch::nn::Module {
   // Hooks for encoder layer `layer` (0-based), created once at model build.
   virtual std::shared_ptr<PositionTermImpl> make_layer_term(int64_t layer) = 0;
 
+  // Position-only additive logit bias, the same in every layer (t5_bias, alibi): [1, H|1, L, L],
+  // already scaled, in `dtype`. BertModel::encode builds it once per forward and hands it to
+  // every layer in place of the term's score_bias, so it is neither rebuilt per layer nor
+  // materialised per sequence (it broadcasts over the batch). Undefined for other methods.
+  torch::Tensor position_bias(int64_t length, const torch::Device& device, torch::ScalarType dtype) {
+    auto bias = shared_bias(length, device, dtype);
+    if (bias.defined()) ++bias_builds_;
+    return bias;
+  }
+  int64_t bias_builds() const { return bias_builds_; }  // builds since construction (tests)
+
   // Short description for the build log, e.g. "m4 (k=127, per head)".
   virtual std::string describe() const = 0;
 
@@ -82,7 +93,14 @@ class PositionMethodImpl : public torch::nn::Module {
   torch::Tensor absolute_table;  // [n, D] or undefined
 
  protected:
+  // The method's position_bias; methods with one override it (default: none).
+  virtual torch::Tensor shared_bias(int64_t length, const torch::Device& device, torch::ScalarType dtype) {
+    return {};
+  }
   ModelOptions options_;
+
+ private:
+  int64_t bias_builds_ = 0;
 };
 
 // m1 and m2 (Huang et al. 2020, eqs. 11–13): a learned scalar per relative slot gates the
