@@ -1,19 +1,25 @@
 // rpe-train finetune squad|glue: fine-tune a pretrained encoder and evaluate it with the
 // official metrics; --seeds 1,2,3 runs several seeds in one command (seed<N>/ subfolders).
+// With no options, `rpe-train finetune squad` takes the paper's SQuAD v1.1 settings
+// (configs/finetune/squad_v1.yaml) on the newest finished pretraining run under runs/.
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "config/config.h"
 #include "dist/data_parallel.h"
 #include "finetune/finetune.h"
+#include "train/run_dir.h"
 #include "util/errors.h"
 #include "util/log.h"
 
 namespace rpe::cli {
+namespace fs = std::filesystem;
 namespace {
 
 struct FinetuneArgs {
-  std::string config, init, seeds, run_dir, task;
+  std::string config, init, seeds, run_dir, task, runs = "runs";
   std::vector<std::string> sets;
   bool overwrite = false;
 };
@@ -34,10 +40,20 @@ std::vector<int64_t> parse_seeds(const std::string& text) {
   return seeds;
 }
 
+// --init when none is given: the newest finished pretraining run (printed, with the reason).
+std::string default_init(const std::string& runs) {
+  const auto run = newest_finished_run(runs);
+  if (!run)
+    throw UserError("no finished pretraining run under " + runs + "/ (a run folder with summary.json and a checkpoint): " +
+                    "pretrain one first, e.g. `rpe-train pretrain --config base_method4.yaml`, or pass --init RUN");
+  std::cout << "--init " << run->string() << " (the newest finished pretraining run under " << runs
+            << "/; pass --init to choose another)\n";
+  return run->string();
+}
+
 int run(const FinetuneArgs& a, const std::string& kind) {
   finetune::FinetuneRequest req;
-  req.config_file = a.config;
-  req.init = a.init;
+  req.config_file = a.config.empty() ? (kind == "squad" ? "squad_v1.yaml" : "glue.yaml") : a.config;
   req.seeds = parse_seeds(a.seeds);
   req.run_dir = a.run_dir;
   req.overwrite = a.overwrite;
@@ -50,7 +66,10 @@ int run(const FinetuneArgs& a, const std::string& kind) {
   }
   req.kind = kind;
   // Under torchrun every rank trains; only rank 0 logs at info level and prints the results.
-  if (const auto env = dist::detect_launch_env(); env.rank != 0) log::set_rank(static_cast<int>(env.rank));
+  const auto env = dist::detect_launch_env();
+  if (env.rank != 0) log::set_rank(static_cast<int>(env.rank));
+  // --init none: a randomly initialised encoder (data.tokenizer_model must name a tokenizer).
+  req.init = a.init == "none" ? "" : a.init.empty() ? default_init(a.runs) : a.init;
   const auto out = finetune::run_finetune(req);
   std::cout << "run folder: " << out.run_dir.string() << "\n";
   for (const auto& r : out.rows)
@@ -58,9 +77,12 @@ int run(const FinetuneArgs& a, const std::string& kind) {
   return 0;
 }
 
-void add_common(CLI::App* cmd, const std::shared_ptr<FinetuneArgs>& a) {
-  cmd->add_option("--config", a->config, "Fine-tuning YAML (configs/finetune/...)")->required();
-  cmd->add_option("--init", a->init, "Pretrained run folder or checkpoint (default: random init)");
+void add_common(CLI::App* cmd, const std::shared_ptr<FinetuneArgs>& a, const std::string& default_config) {
+  cmd->add_option("--config", a->config,
+                  "Fine-tuning YAML, a path or a name on the config search path (default: " + default_config + ")");
+  cmd->add_option("--init", a->init,
+                  "Pretrained run folder or checkpoint (default: the newest finished run under --runs; none: random init)");
+  cmd->add_option("--runs", a->runs, "Where to look for the newest finished pretraining run (default: runs)");
   cmd->add_option("--seeds", a->seeds, "Comma-separated seeds, one fine-tuning run each (default: train.seed)");
   cmd->add_option("--set", a->sets, "Override a key: a.b.c=value (repeatable)");
   cmd->add_option("--run-dir", a->run_dir, "Run folder (default: run.root/run.name)");
@@ -74,11 +96,11 @@ void add_finetune(CLI::App& app, Runner& run_fn) {
   cmd->require_subcommand(1);
   auto sq = std::make_shared<FinetuneArgs>();
   auto* squad = cmd->add_subcommand("squad", "SQuAD v1.1 / v2.0 (finetune.squad_v2)");
-  add_common(squad, sq);
+  add_common(squad, sq, "squad_v1.yaml");
   squad->callback([&run_fn, sq] { run_fn = [sq] { return run(*sq, "squad"); }; });
   auto gl = std::make_shared<FinetuneArgs>();
   auto* glue = cmd->add_subcommand("glue", "A GLUE task (--task cola|sst2|mrpc|stsb|qqp|mnli|qnli|rte|wnli)");
-  add_common(glue, gl);
+  add_common(glue, gl, "glue.yaml");
   glue->add_option("--task", gl->task, "GLUE task (default: finetune.task of the config)");
   glue->callback([&run_fn, gl] { run_fn = [gl] { return run(*gl, "glue"); }; });
 }

@@ -13,6 +13,7 @@
 #include "finetune/glue_task.h"
 #include "finetune/prepare.h"
 #include "finetune/squad_task.h"
+#include "model/attention/registry.h"
 #include "rpe/version.h"
 #include "train/checkpoint.h"
 #include "train/run_dir.h"
@@ -63,8 +64,8 @@ eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::st
   eval::ResultRow r;
   r.run_id = run_id;
   r.method = p.rc.cfg.model.attention.method;
-  const auto keys = bert->position->option_keys();  // k only where the method has a clipping distance
-  r.k = std::find(keys.begin(), keys.end(), "max_relative") != keys.end() ? bert->position->clip_distance() : 0;
+  // k only where the method has a clipping distance (its registry entry says so)
+  r.k = method_info(r.method).clipped ? bert->position->clip_distance() : 0;
   r.pretrain_run = p.rc.pretrain_run;
   r.pretrain_max_len = p.rc.pretrain_max_len;
   r.seed = seed;

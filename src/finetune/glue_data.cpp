@@ -97,6 +97,66 @@ std::vector<GlueExample> read_glue_tsv(const fs::path& file, const GlueTask& tas
   return out;
 }
 
+namespace {
+// The first header field named like one of `names`, or -1.
+int64_t column_named(const std::vector<std::string>& header, std::initializer_list<const char*> names, int64_t skip = -1) {
+  for (const char* name : names)
+    for (size_t i = 0; i < header.size(); ++i)
+      if (header[i] == name && static_cast<int64_t>(i) != skip) return static_cast<int64_t>(i);
+  return -1;
+}
+}  // namespace
+
+GlueInputs read_glue_inputs(const fs::path& file, const GlueTask& task) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) throw UserError(file.string() + ": file not found");
+  if (fs::is_directory(file, ec)) throw UserError(file.string() + ": is a folder, not a GLUE .tsv file");
+  const std::string text = read_file(file);
+  std::string first = text.substr(0, text.find('\n'));
+  if (!first.empty() && first.back() == '\r') first.pop_back();
+  if (first.rfind("\xEF\xBB\xBF", 0) == 0) first.erase(0, 3);
+  const auto header = split_tab(first);
+  const bool headerless = !task.header && header.front() != "index";  // CoLA train/dev have no header
+  const bool has_label = column_named(header, {"label", "gold_label", "is_duplicate", "Quality", "score"}) >= 0;
+  GlueInputs out;
+  if (headerless || has_label) {
+    out.examples = read_glue_tsv(file, task);
+    out.labelled = true;
+    return out;
+  }
+  const int64_t idx = column_named(header, {"index", "id"});
+  const int64_t a = column_named(header, {"sentence1", "question1", "#1 String", "question", "sentence"});
+  const int64_t b = task.text_b < 0 ? -1 : column_named(header, {"sentence2", "question2", "#2 String", "sentence"}, a);
+  if (idx < 0 || a < 0 || (task.text_b >= 0 && b < 0))
+    throw UserError(file.string() + ":1: header '" + first + "' has no label column and not the columns of an " +
+                    "unlabelled " + task.name + " file (index, " + (task.text_b < 0 ? "sentence" : "two text columns") + ")");
+  size_t pos = text.find('\n') == std::string::npos ? text.size() : text.find('\n') + 1;
+  int64_t line_no = 1;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    const std::string where = file.string() + ":" + std::to_string(line_no);
+    if (const size_t bad = find_invalid_utf8(line); bad != std::string::npos)
+      throw UserError(where + ": invalid UTF-8 at byte " + std::to_string(bad + 1) + " of the line");
+    const auto fields = split_tab(line);
+    if (fields.size() != header.size())
+      throw UserError(where + ": expected " + std::to_string(header.size()) + " tab-separated fields (as the header), got " +
+                      std::to_string(fields.size()));
+    GlueExample ex;
+    ex.a = fields[a];
+    if (b >= 0) ex.b = fields[b];
+    out.examples.push_back(std::move(ex));
+    out.index.push_back(fields[idx]);
+  }
+  if (out.examples.empty()) throw UserError(file.string() + ": no examples");
+  return out;
+}
+
 std::vector<int64_t> encode_pair(const Tokenizer& tok, const std::string& a, const std::string& b, int64_t max_len) {
   auto ia = tok.encode(a).ids;
   std::vector<int32_t> ib;

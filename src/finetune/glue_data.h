@@ -36,6 +36,17 @@ struct GlueExample {
 // naming the file and the line.
 std::vector<GlueExample> read_glue_tsv(const std::filesystem::path& file, const GlueTask& task);
 
+// Any GLUE file of `task` for prediction: a labelled train/dev file (read_glue_tsv), or an
+// unlabelled test file (test.tsv, test_matched.tsv, AX's diagnostic.tsv), whose header names its
+// columns: "index"/"id", the text columns (sentence, sentence1/2, question, question1/2,
+// "#1 String"/"#2 String") and no label column.
+struct GlueInputs {
+  std::vector<GlueExample> examples;
+  std::vector<std::string> index;  // the file's index column (test files); empty for labelled files
+  bool labelled = false;
+};
+GlueInputs read_glue_inputs(const std::filesystem::path& file, const GlueTask& task);
+
 // [CLS] a [SEP] b [SEP] ids, truncated to max_len.
 std::vector<int64_t> encode_pair(const Tokenizer& tok, const std::string& a, const std::string& b, int64_t max_len);
 

@@ -3,6 +3,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
 #include "eval/glue_metrics.h"
 #include "rpe/version.h"
 #include "train/precision.h"
@@ -14,11 +18,21 @@ namespace rpe::finetune {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-GlueTrainTask::GlueTrainTask(const Prepared& p, ClassifierModel model, const TrainOptions& t, const SeedContext& ctx)
+GlueTrainTask::GlueTrainTask(const Prepared& p, ClassifierModel model, const TrainOptions& t, const SeedContext& ctx,
+                             ModelKeeper* keeper)
     : ItemTask(static_cast<int64_t>(p.train_ids.size()), t, ctx.seed, ctx.dp->rank(), ctx.dp->world()),
       p_(p),
       model_(std::move(model)),
-      regression_(p.glue->labels.empty()) {}
+      regression_(p.glue->labels.empty()),
+      keeper_(keeper),
+      steps_per_epoch_(steps_per_epoch(static_cast<int64_t>(p.train_ids.size()), t.batch_size)) {}
+
+nlohmann::json GlueTrainTask::evaluate() { return glue_dev_metrics(p_, model_, model_->parameters().front().device()); }
+
+bool GlueTrainTask::after_evaluation(int64_t step, const nlohmann::json& fields) {
+  const std::string metric = selection_metric(p_.rc.cfg.finetune.task);
+  return keeper_ && keeper_->offer(step, fields.at(metric).get<double>(), /*final=*/false, *model_);
+}
 
 MicroBatch GlueTrainTask::make_batch(const std::vector<int64_t>& items) {
   std::vector<const std::vector<int64_t>*> seqs;
@@ -49,70 +63,97 @@ BatchSums GlueTrainTask::forward(const MicroBatch& batch) {
   return s;
 }
 
-namespace {
-
-// Predictions on one dev split: class indices, or scores for regression.
-std::vector<double> predict(const Prepared& p, ClassifierModel& model, const Prepared::Split& split,
-                            const torch::Device& device) {
+std::vector<double> predict_glue(const Prepared& p, ClassifierModel& model, const std::vector<std::vector<int64_t>>& ids,
+                                 const torch::Device& device) {
   const auto& f = p.rc.cfg.finetune;
-  const bool regression = p.glue->labels.empty();
+  const bool regression = model->classifier->options.out_features() == 1;
+  const bool was_training = model->is_training();
+  model->eval();
   torch::NoGradGuard no_grad;
   AutocastGuard autocast(device, p.rc.cfg.train.precision == "bf16");
   std::vector<double> pred;
-  for (size_t b = 0; b < split.ids.size(); b += f.eval_batch_size) {
-    const size_t e = std::min(split.ids.size(), b + static_cast<size_t>(f.eval_batch_size));
+  BatchProgress progress("GLUE examples", ids.size(), static_cast<size_t>(f.eval_batch_size));
+  for (size_t b = 0; b < ids.size(); b += f.eval_batch_size) {
+    const size_t e = std::min(ids.size(), b + static_cast<size_t>(f.eval_batch_size));
     std::vector<const std::vector<int64_t>*> seqs;
-    for (size_t i = b; i < e; ++i) seqs.push_back(&split.ids[i]);
+    for (size_t i = b; i < e; ++i) seqs.push_back(&ids[i]);
     auto out = model->forward(batch_of(p, seqs, device)).to(torch::kCPU);  // [B, C]
     auto v = regression ? out.squeeze(-1).to(torch::kDouble) : out.argmax(-1).to(torch::kDouble);
     auto a = v.contiguous();
     pred.insert(pred.end(), a.data_ptr<double>(), a.data_ptr<double>() + a.numel());
+    progress.done(b / static_cast<size_t>(f.eval_batch_size), e);
   }
+  model->train(was_training);
   return pred;
 }
 
-// The GLUE submission format: index, prediction (label name, or the score for STS-B).
-void write_predictions_tsv(const Prepared& p, const fs::path& file, const std::vector<double>& pred) {
-  const bool regression = p.glue->labels.empty();
-  std::string tsv = "index\tprediction\n";
-  for (size_t i = 0; i < pred.size(); ++i)
-    tsv += std::to_string(i) + "\t" +
-           (regression ? fmt::format("{:.4f}", pred[i]) : p.glue->labels[static_cast<size_t>(pred[i])]) + "\n";
-  write_file_atomic(file, tsv);
+nlohmann::json glue_dev_metrics(const Prepared& p, ClassifierModel& model, const torch::Device& device,
+                                std::vector<std::vector<double>>* predictions) {
+  json fields = json::object();
+  for (const auto& split : p.dev) {
+    auto pred = predict_glue(p, model, split.ids, device);
+    for (const auto& [k, v] : eval::glue_task_metrics(p.rc.cfg.finetune.task, pred, split.labels))
+      fields[p.dev.size() == 1 ? k : split.name + "/" + k] = v;
+    if (predictions) predictions->push_back(std::move(pred));
+  }
+  return fields;
 }
 
-}  // namespace
+void write_glue_predictions(const fs::path& file, const std::vector<std::string>& labels, const std::vector<double>& pred,
+                            const std::vector<std::string>& index) {
+  std::string tsv = "index\tprediction\n";
+  for (size_t i = 0; i < pred.size(); ++i)
+    tsv += (index.empty() ? std::to_string(i) : index[i]) + "\t" +
+           (labels.empty() ? fmt::format("{:.4f}", pred[i]) : labels.at(static_cast<size_t>(pred[i]))) + "\n";
+  write_file_atomic(file, tsv);
+}
 
 std::vector<eval::ResultRow> run_glue_seed(const Prepared& p, const SeedContext& ctx) {
   const auto& cfg = p.rc.cfg;
   const auto& f = cfg.finetune;
   const bool regression = p.glue->labels.empty();
+  const int64_t outputs = regression ? 1 : static_cast<int64_t>(p.glue->labels.size());
   torch::manual_seed(static_cast<uint64_t>(ctx.seed));
-  ClassifierModel model(cfg.model, regression ? 1 : static_cast<int64_t>(p.glue->labels.size()));
+  ClassifierModel model(cfg.model, outputs);
   load_encoder(model->bert, p, longest_input(p));
   model->to(ctx.device);
   model->bert->set_fused_attention(use_fused_attention(ctx.device, cfg.model.attention.backend));
   const TrainOptions t = finetune_schedule(cfg, static_cast<int64_t>(p.train_ids.size()));
-  GlueTrainTask task(p, model, t, ctx);
-  train_seed(*model, task, t, ctx);
+  const std::string metric = selection_metric(f.task);
+  std::optional<ModelKeeper> keeper;
+  if (ctx.chief())
+    keeper.emplace(ctx.dir / "model", SavedModelInfo{f.task, p.glue->labels, outputs, f.select, 0, metric, 0.0}, cfg,
+                   cfg.data.tokenizer_model);
+  GlueTrainTask task(p, model, t, ctx, keeper ? &*keeper : nullptr);
+  const TrainOutcome trained = train_seed(*model, task, t, ctx);
   if (!ctx.chief()) return {};
 
+  // The final evaluation; with select: best the kept weights are reloaded and scored (see SQuAD).
+  std::vector<std::vector<double>> preds;
+  json fields = glue_dev_metrics(p, model, ctx.device, &preds);
+  keeper->offer(trained.steps, fields.at(metric).get<double>(), /*final=*/true, *model);
+  if (keeper->kept().step != trained.steps) {
+    load_saved_weights(read_saved_model(keeper->dir()), *model);
+    preds.clear();
+    fields = glue_dev_metrics(p, model, ctx.device, &preds);
+  }
   std::vector<eval::ResultRow> rows;
-  json results = {{"task", f.task}, {"seed", ctx.seed}, {"git_revision", kGitRevision}};
-  for (const auto& split : p.dev) {
-    const auto pred = predict(p, model, split, ctx.device);
-    const auto m = eval::glue_task_metrics(f.task, pred, split.labels);
-    write_predictions_tsv(p, ctx.dir / ("predictions_" + split.name + ".tsv"), pred);
-    for (const auto& [k, v] : m) {
+  json results = {{"task", f.task}, {"seed", ctx.seed}, {"git_revision", kGitRevision}, {"select", f.select},
+                  {"model_step", keeper->kept().step}, {"steps", trained.steps}, {"stopped_early", trained.stopped_early}};
+  for (size_t i = 0; i < p.dev.size(); ++i) {
+    const auto& split = p.dev[i];
+    write_glue_predictions(ctx.dir / ("predictions_" + split.name + ".tsv"), p.glue->labels, preds[i]);
+    for (const auto& [k, v] : eval::glue_task_metrics(f.task, preds[i], split.labels)) {
       results[split.name][k] = v;
       auto r = base_row(p, model->bert, ctx.run_id, ctx.seed);
       r.task = f.task;
       r.split = split.name;
       r.metric = k;
       r.value = v;
-      r.examples = static_cast<int64_t>(pred.size());
+      r.examples = static_cast<int64_t>(preds[i].size());
       rows.push_back(r);
-      log::info("eval", "{} {} ({} examples): {} {:.2f}", f.task, split.name, pred.size(), k, v);
+      log::info("eval", "{} {} ({} examples), model of step {}: {} {:.2f}", f.task, split.name, preds[i].size(),
+                keeper->kept().step, k, v);
     }
   }
   write_file_atomic(ctx.dir / "results.json", results.dump(2) + "\n");

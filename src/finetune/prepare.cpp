@@ -23,6 +23,10 @@ void read_squad_inputs(Prepared& p) {
   const auto t0 = Clock::now();
   require(!f.train_file.empty(), "finetune.train_file: missing (the SQuAD train JSON)");
   require(!f.dev_file.empty(), "finetune.dev_file: missing (the SQuAD dev JSON)");
+  for (const auto& file : {f.train_file, f.dev_file})
+    if (std::error_code ec; !fs::exists(file, ec))
+      throw UserError(file + ": file not found (`scripts/download_data.sh squad` fetches SQuAD into data/full/; or set " +
+                      "finetune.train_file/dev_file)");
   p.train_ex = read_squad(f.train_file);
   p.dev_ex = read_squad(f.dev_file);
   take_first(p.train_ex, f.max_train_examples);
@@ -42,6 +46,9 @@ void read_glue_inputs(Prepared& p) {
   require(!f.data_dir.empty() || !f.glue_dir.empty(),
           "finetune.data_dir: missing (or set finetune.glue_dir to the GLUE root)");
   const fs::path dir = f.data_dir.empty() ? fs::path(f.glue_dir) / p.glue->folder : fs::path(f.data_dir);
+  if (std::error_code ec; !fs::is_directory(dir, ec))
+    throw UserError(dir.string() + ": no such GLUE task folder (`scripts/download_data.sh glue` fetches GLUE into " +
+                    "data/full/glue/; or set finetune.glue_dir)");
   const fs::path train_file = f.train_file.empty() ? dir / "train.tsv" : fs::path(f.train_file);
   auto train = read_glue_tsv(train_file, *p.glue);
   take_first(train, f.max_train_examples);

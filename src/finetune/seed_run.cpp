@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "train/metrics.h"
 #include "train/optim.h"
 #include "util/errors.h"
 #include "util/log.h"
@@ -54,17 +55,28 @@ torch::Tensor ItemTask::count(const MicroBatch& batch) {
   return torch::full({}, static_cast<double>(rows.size(0)), torch::TensorOptions(torch::kDouble).device(rows.device()));
 }
 
+BatchProgress::BatchProgress(const char* what, size_t items, size_t batch)
+    : what_(what), items_(items), every_(std::max<size_t>(1, (items + batch - 1) / batch / 10)) {}
+
+void BatchProgress::done(size_t batch_index, size_t items_done) {
+  if ((batch_index + 1) % every_ != 0 || items_done >= items_) return;
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double rate = static_cast<double>(items_done) / std::max(secs, 1e-9);
+  log::info("eval", "{}: {}/{} | {:.0f}/s | ETA {}", what_, items_done, items_, rate,
+            format_duration(static_cast<double>(items_ - items_done) / std::max(rate, 1e-9)));
+}
+
 TrainOptions finetune_schedule(const Config& cfg, int64_t n_items) {
   TrainOptions t = cfg.train;
-  const int64_t per_epoch = (n_items + t.batch_size - 1) / t.batch_size;
+  const int64_t per_epoch = steps_per_epoch(n_items, t.batch_size);
   t.max_steps = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(cfg.finetune.epochs * static_cast<double>(per_epoch))));
   t.warmup_steps = static_cast<int64_t>(std::llround(cfg.finetune.warmup_fraction * static_cast<double>(t.max_steps)));
-  t.eval_every = 0;  // the task evaluates after training (finetune.cpp)
+  t.eval_every = cfg.finetune.eval_every;  // and at each epoch's end (the task's eval_due)
   t.save_every = 0;  // fine-tuning keeps no checkpoints
   return t;
 }
 
-double train_seed(torch::nn::Module& model, ItemTask& task, const TrainOptions& t, const SeedContext& ctx) {
+TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOptions& t, const SeedContext& ctx) {
   auto optimizer = make_adamw(model, t);
   ctx.dp->broadcast_parameters(model);  // every rank starts from rank 0's head initialisation
   log::info("finetune", "seed {}: {} steps, batch {} ({} x {} micro-batches x {} ranks), lr {}, warmup {}, {}", ctx.seed,
@@ -79,7 +91,7 @@ double train_seed(torch::nn::Module& model, ItemTask& task, const TrainOptions& 
   Engine engine(std::move(setup), model, *optimizer, task);
   const EngineResult r = engine.run(TrainState{});
   model.eval();
-  return r.final_loss;
+  return TrainOutcome{r.final_loss, r.state.step, r.stopped_early};
 }
 
 }  // namespace rpe::finetune

@@ -7,6 +7,7 @@
 // and cuts it into grad_accum micro-batches of `micro` items. With W = 1 this is the stream
 // itself, micro-batch after micro-batch.
 #pragma once
+#include <chrono>
 #include <filesystem>
 #include <random>
 #include <vector>
@@ -49,12 +50,35 @@ class ItemTask : public Task {
   int64_t epoch_ = -1;
 };
 
-// Fine-tuning steps per seed: ceil(epochs * ceil(n / batch_size)), warmup a fraction of them.
+// Optimizer steps in one pass over n items: ceil(n / batch_size).
+inline int64_t steps_per_epoch(int64_t n_items, int64_t batch_size) { return (n_items + batch_size - 1) / batch_size; }
+
+// A progress line for long evaluations and predictions: about ten per pass, with rate and ETA.
+class BatchProgress {
+ public:
+  BatchProgress(const char* what, size_t items, size_t batch);
+  // After batch `batch_index` (0-based), with `items_done` items finished.
+  void done(size_t batch_index, size_t items_done);
+
+ private:
+  const char* what_;
+  size_t items_, every_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+// Fine-tuning steps per seed: ceil(epochs * steps_per_epoch), warmup a fraction of them; dev
+// evaluations every finetune.eval_every steps (the tasks add each epoch's end).
 TrainOptions finetune_schedule(const Config& cfg, int64_t n_items);
 
+struct TrainOutcome {
+  double final_loss = 0.0;     // mean loss of the last logged window
+  int64_t steps = 0;           // optimizer steps taken
+  bool stopped_early = false;  // finetune.early_stopping ended the training before its last step
+};
+
 // Trains `model` on `task` for the fine-tuning schedule with AdamW (train/optim.h) through the
-// engine: bf16 autocast per train.precision, the non-finite guard, the progress line, rank 0's
-// seed<N>/metrics.jsonl. Returns the mean loss of the last logged window.
-double train_seed(torch::nn::Module& model, ItemTask& task, const TrainOptions& t, const SeedContext& ctx);
+// engine: bf16 autocast per train.precision, the non-finite guard, the progress line, the dev
+// evaluations the task asks for, rank 0's seed<N>/metrics.jsonl (training and dev curves).
+TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOptions& t, const SeedContext& ctx);
 
 }  // namespace rpe::finetune

@@ -34,7 +34,7 @@ const json& field(const json& obj, const char* key, json::value_t type, const st
 
 }  // namespace
 
-std::vector<SquadExample> read_squad(const fs::path& file) {
+std::vector<SquadExample> read_squad(const fs::path& file, bool answers_optional) {
   const std::string text = read_file(file);
   json doc;
   try {
@@ -64,6 +64,10 @@ std::vector<SquadExample> read_squad(const fs::path& file) {
           if (!qas[k]["is_impossible"].is_boolean()) throw UserError(wq + ": field 'is_impossible' is not a boolean");
           ex.impossible = qas[k]["is_impossible"].get<bool>();
         }
+        if (answers_optional && !qas[k].contains("answers")) {
+          out.push_back(std::move(ex));
+          continue;
+        }
         const auto& answers = field(qas[k], "answers", json::value_t::array, wq);
         for (size_t a = 0; a < answers.size(); ++a) {
           const std::string wn = wq + ".answers[" + std::to_string(a) + "]";
@@ -80,7 +84,8 @@ std::vector<SquadExample> read_squad(const fs::path& file) {
                             context.substr(ans.begin, ans.end - ans.begin) + "' != '" + ans.text + "')");
           ex.answers.push_back(std::move(ans));
         }
-        if (!ex.impossible && ex.answers.empty()) throw UserError(wq + ": no answers and not is_impossible");
+        if (!ex.impossible && ex.answers.empty() && !answers_optional)
+          throw UserError(wq + ": no answers and not is_impossible");
         if (ex.impossible) ex.answers.clear();
         out.push_back(std::move(ex));
       }

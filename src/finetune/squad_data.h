@@ -29,8 +29,9 @@ struct SquadExample {
 
 // Reads an official SQuAD JSON file. Malformed JSON, a missing or mistyped field, or an
 // answer whose answer_start does not point at its text in the context is a UserError
-// naming the file and the record (data[i].paragraphs[j].qas[k], id).
-std::vector<SquadExample> read_squad(const std::filesystem::path& file);
+// naming the file and the record (data[i].paragraphs[j].qas[k], id). With answers_optional
+// (questions to predict, not to train or score on), a question may have no "answers" at all.
+std::vector<SquadExample> read_squad(const std::filesystem::path& file, bool answers_optional = false);
 
 // Gold answers for the metrics.
 std::vector<eval::SquadGold> squad_gold(const std::vector<SquadExample>& examples);

@@ -4,7 +4,9 @@
 // score(s, e) = start_logit[s] + end_logit[e]; the best span over all windows of a question
 // wins and its text is cut from the original context by byte offsets. SQuAD 2.0: the null
 // score is min over windows of start_logit[0] + end_logit[0]; the answer is "" when
-// null_score - best_span_score > null_threshold.
+// null_score - best_span_score > null_threshold. The n-best list (nbest_predictions.json) keeps
+// the n_best highest-scoring distinct texts (v2.0: plus the null answer ""), each with the
+// softmax of the scores over the list as its probability.
 #pragma once
 #include <map>
 #include <string>
@@ -20,10 +22,17 @@ struct SquadPostOptions {
   double null_threshold = 0.0;
 };
 
+struct NBestEntry {
+  std::string text;
+  double probability = 0.0;
+  double start_logit = 0.0, end_logit = 0.0;
+};
+
 struct SquadPrediction {
   std::string text;          // the answer written to predictions.json
   std::string best_span;     // best non-null span text
   double score_diff = 0.0;   // v2: null score - best span score (the no-answer score, "na_prob")
+  std::vector<NBestEntry> nbest;  // best first
 };
 
 // start/end logits: one [L_f] vector per feature (same order as `features`).

@@ -3,6 +3,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
 #include "eval/squad_metrics.h"
 #include "finetune/squad_postprocess.h"
 #include "rpe/version.h"
@@ -15,10 +19,13 @@ namespace rpe::finetune {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-SquadTask::SquadTask(const Prepared& p, QaModel model, const TrainOptions& t, const SeedContext& ctx)
+SquadTask::SquadTask(const Prepared& p, QaModel model, const TrainOptions& t, const SeedContext& ctx,
+                     ModelKeeper* keeper)
     : ItemTask(static_cast<int64_t>(p.train_f.size()), t, ctx.seed, ctx.dp->rank(), ctx.dp->world()),
       p_(p),
-      model_(std::move(model)) {}
+      model_(std::move(model)),
+      keeper_(keeper),
+      steps_per_epoch_(steps_per_epoch(static_cast<int64_t>(p.train_f.size()), t.batch_size)) {}
 
 MicroBatch SquadTask::make_batch(const std::vector<int64_t>& items) {
   std::vector<const std::vector<int64_t>*> seqs;
@@ -43,16 +50,29 @@ BatchSums SquadTask::forward(const MicroBatch& batch) {
   return s;
 }
 
+nlohmann::json SquadTask::evaluate() {
+  eval::SquadScores scores;
+  const auto preds = predict_squad(p_, model_, model_->parameters().front().device());
+  score_squad(p_, preds, scores);
+  return {{"exact", scores.exact}, {"f1", scores.f1}};
+}
+
+bool SquadTask::after_evaluation(int64_t step, const nlohmann::json& fields) {
+  return keeper_ && keeper_->offer(step, fields.at("f1").get<double>(), /*final=*/false, *model_);
+}
+
 namespace {
 
-// Start and end logits of every dev window, cut back to the window's length.
-void dev_logits(const Prepared& p, QaModel& model, const torch::Device& device,
-                std::vector<std::vector<float>>& start_logits, std::vector<std::vector<float>>& end_logits) {
+
+// Start and end logits of every window of p.dev_f, cut back to the window's length.
+void window_logits(const Prepared& p, QaModel& model, const torch::Device& device,
+                   std::vector<std::vector<float>>& start_logits, std::vector<std::vector<float>>& end_logits) {
   const auto& f = p.rc.cfg.finetune;
   torch::NoGradGuard no_grad;
   AutocastGuard autocast(device, p.rc.cfg.train.precision == "bf16");
   start_logits.assign(p.dev_f.size(), {});
   end_logits.assign(p.dev_f.size(), {});
+  BatchProgress progress("SQuAD windows", p.dev_f.size(), static_cast<size_t>(f.eval_batch_size));
   for (size_t b = 0; b < p.dev_f.size(); b += f.eval_batch_size) {
     const size_t e = std::min(p.dev_f.size(), b + static_cast<size_t>(f.eval_batch_size));
     std::vector<const std::vector<int64_t>*> seqs;
@@ -66,22 +86,32 @@ void dev_logits(const Prepared& p, QaModel& model, const torch::Device& device,
         end_logits[i].push_back(acc[i - b][t][1]);
       }
     }
+    progress.done(b / static_cast<size_t>(f.eval_batch_size), e);
   }
 }
 
-// predictions.json, null_odds.json (v2.0), results.json; returns the (metric, value) pairs.
-std::vector<std::pair<std::string, double>> write_squad_outputs(const Prepared& p, const fs::path& dir, int64_t seed,
-                                                                const std::map<std::string, SquadPrediction>& preds,
-                                                                eval::SquadScores& s) {
+}  // namespace
+
+std::map<std::string, SquadPrediction> predict_squad(const Prepared& p, QaModel& model, const torch::Device& device) {
+  const auto& f = p.rc.cfg.finetune;
+  const bool was_training = model->is_training();
+  model->eval();
+  std::vector<std::vector<float>> start_logits, end_logits;
+  window_logits(p, model, device, start_logits, end_logits);
+  model->train(was_training);
+  const SquadPostOptions po{f.n_best, f.max_answer_len, f.squad_v2, f.null_threshold};
+  return squad_predictions(p.dev_ex, p.dev_f, p.dev_off, start_logits, end_logits, po);
+}
+
+std::vector<std::pair<std::string, double>> score_squad(const Prepared& p,
+                                                        const std::map<std::string, SquadPrediction>& preds,
+                                                        eval::SquadScores& s) {
   const auto& f = p.rc.cfg.finetune;
   std::map<std::string, std::string> texts;
   std::map<std::string, double> na;
-  json preds_json = json::object(), odds_json = json::object();
   for (const auto& [id, pr] : preds) {
     texts[id] = pr.text;
-    preds_json[id] = pr.text;
     na[id] = pr.score_diff;
-    odds_json[id] = pr.score_diff;
   }
   const auto gold = squad_gold(p.dev_ex);
   s = f.squad_v2 ? eval::evaluate_squad_v2(gold, texts, na) : eval::evaluate_squad_v1(gold, texts);
@@ -92,20 +122,26 @@ std::vector<std::pair<std::string, double>> write_squad_outputs(const Prepared& 
                                    {"best_exact", s.best_exact}, {"best_exact_thresh", s.best_exact_thresh},
                                    {"best_f1", s.best_f1}, {"best_f1_thresh", s.best_f1_thresh}});
   }
-  json results = {{"task", f.squad_v2 ? "squad_v2" : "squad_v1"}, {"split", "dev"}, {"seed", seed},
-                  {"total", s.total}, {"dev_file", f.dev_file}, {"git_revision", kGitRevision}};
-  for (const auto& [k, v] : metrics) results[k] = v;
-  if (f.squad_v2) {
-    results["HasAns_total"] = s.has_ans_total;
-    results["NoAns_total"] = s.no_ans_total;
-  }
-  write_file_atomic(dir / "predictions.json", preds_json.dump() + "\n");
-  if (f.squad_v2) write_file_atomic(dir / "null_odds.json", odds_json.dump() + "\n");
-  write_file_atomic(dir / "results.json", results.dump(2) + "\n");
   return metrics;
 }
 
-}  // namespace
+void write_squad_predictions(const fs::path& predictions_file, const std::map<std::string, SquadPrediction>& preds,
+                             bool v2) {
+  json preds_json = json::object(), odds_json = json::object(), nbest_json = json::object();
+  for (const auto& [id, pr] : preds) {
+    preds_json[id] = pr.text;
+    odds_json[id] = pr.score_diff;
+    json list = json::array();
+    for (const auto& n : pr.nbest)
+      list.push_back({{"text", n.text}, {"probability", n.probability}, {"start_logit", n.start_logit},
+                      {"end_logit", n.end_logit}});
+    nbest_json[id] = std::move(list);
+  }
+  const fs::path dir = predictions_file.parent_path();
+  write_file_atomic(predictions_file, preds_json.dump() + "\n");
+  write_file_atomic(dir / "nbest_predictions.json", nbest_json.dump() + "\n");
+  if (v2) write_file_atomic(dir / "null_odds.json", odds_json.dump() + "\n");
+}
 
 std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const SeedContext& ctx) {
   const auto& cfg = p.rc.cfg;
@@ -116,23 +152,41 @@ std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const SeedContext
   model->to(ctx.device);
   model->bert->set_fused_attention(use_fused_attention(ctx.device, cfg.model.attention.backend));
   const TrainOptions t = finetune_schedule(cfg, static_cast<int64_t>(p.train_f.size()));
-  SquadTask task(p, model, t, ctx);
-  train_seed(*model, task, t, ctx);
+  const std::string task_name = f.squad_v2 ? "squad_v2" : "squad_v1";
+  std::optional<ModelKeeper> keeper;
+  if (ctx.chief()) keeper.emplace(ctx.dir / "model", SavedModelInfo{task_name, {}, 2, f.select, 0, "f1", 0.0}, cfg, cfg.data.tokenizer_model);
+  SquadTask task(p, model, t, ctx, keeper ? &*keeper : nullptr);
+  const TrainOutcome trained = train_seed(*model, task, t, ctx);
   if (!ctx.chief()) return {};
 
-  std::vector<std::vector<float>> start_logits, end_logits;
-  dev_logits(p, model, ctx.device, start_logits, end_logits);
-  const SquadPostOptions po{f.n_best, f.max_answer_len, f.squad_v2, f.null_threshold};
-  const auto preds = squad_predictions(p.dev_ex, p.dev_f, p.dev_off, start_logits, end_logits, po);
+  // The final evaluation; with select: best the kept (best) weights are reloaded and scored, so
+  // results.json and predictions.json describe the model in seed<N>/model/.
+  auto preds = predict_squad(p, model, ctx.device);
   eval::SquadScores s;
-  const auto metrics = write_squad_outputs(p, ctx.dir, ctx.seed, preds, s);
-  log::info("eval", "SQuAD {} dev ({} questions): EM {:.2f} F1 {:.2f}{}", f.squad_v2 ? "2.0" : "1.1", s.total,
-            s.exact, s.f1,
+  auto metrics = score_squad(p, preds, s);
+  keeper->offer(trained.steps, s.f1, /*final=*/true, *model);
+  if (keeper->kept().step != trained.steps) {
+    load_saved_weights(read_saved_model(keeper->dir()), *model);
+    preds = predict_squad(p, model, ctx.device);
+    metrics = score_squad(p, preds, s);
+  }
+  write_squad_predictions(ctx.dir / "predictions.json", preds, f.squad_v2);
+  json results = {{"task", task_name}, {"split", "dev"}, {"seed", ctx.seed}, {"total", s.total},
+                  {"dev_file", f.dev_file}, {"git_revision", kGitRevision}, {"select", f.select},
+                  {"model_step", keeper->kept().step}, {"steps", trained.steps}, {"stopped_early", trained.stopped_early}};
+  for (const auto& [k, v] : metrics) results[k] = v;
+  if (f.squad_v2) {
+    results["HasAns_total"] = s.has_ans_total;
+    results["NoAns_total"] = s.no_ans_total;
+  }
+  write_file_atomic(ctx.dir / "results.json", results.dump(2) + "\n");
+  log::info("eval", "SQuAD {} dev ({} questions), model of step {}: EM {:.2f} F1 {:.2f}{}", f.squad_v2 ? "2.0" : "1.1",
+            s.total, keeper->kept().step, s.exact, s.f1,
             f.squad_v2 ? fmt::format(" | best F1 {:.2f} at threshold {:.3f}", s.best_f1, s.best_f1_thresh) : "");
   std::vector<eval::ResultRow> rows;
   for (const auto& [k, v] : metrics) {
     auto r = base_row(p, model->bert, ctx.run_id, ctx.seed);
-    r.task = f.squad_v2 ? "squad_v2" : "squad_v1";
+    r.task = task_name;
     r.split = "dev";
     r.metric = k;
     r.value = v;

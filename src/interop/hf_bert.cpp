@@ -2,6 +2,7 @@
 // Checked against transformers 4.x BertForMaskedLM by tests/interop/hf_parity.py.
 #include "interop/hf_bert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -10,6 +11,7 @@
 #include "data/sp_tokenizer.h"
 #include "interop/model_file.h"
 #include "interop/safetensors.h"
+#include "model/attention/registry.h"
 #include "model/bert.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -20,13 +22,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// Our parameter name of each relative method's per-layer table ([H|1, 2k+1, d]).
-std::string relative_table_name(const std::string& method) {
-  if (method == "m4") return "w";
-  if (method == "shaw") return "key_table";
-  return {};
-}
 
 json read_json(const fs::path& file) {
   if (!fs::exists(file)) throw UserError(file.string() + ": file not found");
@@ -126,18 +121,16 @@ ModelOptions model_options_from_hf(const json& c, const std::string& where) {
   const std::string pet = get_str("position_embedding_type", "absolute");
   auto& a = m.attention;
   a.max_relative = 0;  // = max_position - 1: HF's distance table is unclipped
-  a.share_across_heads = true;
-  if (pet == "absolute") {
-    a.method = "absolute";
-    a.share_across_heads = false;
-  } else if (pet == "relative_key") {
-    a.method = "shaw";  // keys only (shaw_values stays false)
-  } else if (pet == "relative_key_query") {
-    a.method = "m4";
-  } else {
-    fail("position_embedding_type",
-         "'" + pet + "' is not supported (valid: absolute, relative_key, relative_key_query)");
+  std::vector<std::string> valid;
+  for (const MethodInfo& method : position_methods()) {
+    if (method.hf_type.empty()) continue;
+    valid.push_back(method.hf_type);
+    if (method.hf_type != pet) continue;
+    a.method = method.name;  // with its default options (shaw: keys only)
+    a.share_across_heads = !method.hf_distance_table.empty();  // HF shares one distance table across heads
   }
+  if (std::find(valid.begin(), valid.end(), pet) == valid.end())
+    fail("position_embedding_type", "'" + pet + "' is not supported (valid: " + join(valid) + ")");
   const std::string memory = model_memory_problem(m, 0, "vocab_size/hidden_size/num_hidden_layers/intermediate_size");
   if (!memory.empty()) fail("hidden_size", memory);
   return m;
@@ -145,12 +138,16 @@ ModelOptions model_options_from_hf(const json& c, const std::string& where) {
 
 std::string hf_export_blocker(const ModelOptions& m) {
   const auto& a = m.attention;
-  if (a.method != "absolute" && a.method != "shaw" && a.method != "m4")
-    return "method '" + a.method +
-           "' has no Hugging Face BERT equivalent (exportable: absolute; shaw keys-only and m4 with one "
-           "unclipped table shared across heads)";
+  const MethodInfo& method = method_info(a.method);
+  if (method.hf_type.empty()) {
+    std::vector<std::string> exportable;
+    for (const MethodInfo& e : position_methods())
+      if (!e.hf_type.empty()) exportable.push_back(e.name);
+    return "method '" + a.method + "' has no Hugging Face BERT equivalent (exportable: " + join(exportable) +
+           "; relative ones with one unclipped table shared across heads)";
+  }
   if (m.pre_ln) return "model.pre_ln is true but Hugging Face BERT is post-LayerNorm";
-  if (a.method == "absolute") return {};
+  if (method.hf_distance_table.empty()) return {};
   if (a.add_absolute)
     return "model.attention.add_absolute is true but HF relative_key/relative_key_query add no absolute embeddings";
   if (!a.share_across_heads)
@@ -158,14 +155,11 @@ std::string hf_export_blocker(const ModelOptions& m) {
   if (a.max_relative != 0 && a.max_relative != m.max_position - 1)
     return "model.attention.max_relative is " + std::to_string(a.max_relative) +
            " but HF BERT's distance table is unclipped (k = max_position - 1 = " + std::to_string(m.max_position - 1) + ")";
-  if (a.method == "shaw" && a.shaw_values)
-    return "model.attention.shaw_values is true but HF relative_key has no value embeddings";
-  return {};
+  return method.hf_problem ? method.hf_problem(a) : std::string();
 }
 
 json hf_config_from(const ModelOptions& m) {
-  const std::string& method = m.attention.method;
-  const std::string pet = method == "m4" ? "relative_key_query" : method == "shaw" ? "relative_key" : "absolute";
+  const std::string pet = method_info(m.attention.method).hf_type;
   return json{{"architectures", json::array({"BertForMaskedLM"})},
               {"model_type", "bert"},
               {"attention_probs_dropout_prob", m.attention_dropout},
@@ -195,11 +189,12 @@ std::vector<HfTensorLink> hf_tensor_links(const ModelOptions& m) {
     add(ours + ".bias", hf + ".bias");
   };
   add("word_embeddings.weight", "bert.embeddings.word_embeddings.weight");
-  if (m.attention.method == "absolute" || m.attention.add_absolute)
+  const MethodInfo& method = method_info(m.attention.method);
+  if (method.learned_absolute || m.attention.add_absolute)
     add("position.absolute", "bert.embeddings.position_embeddings.weight");
   add("token_type_embeddings.weight", "bert.embeddings.token_type_embeddings.weight");
   add_wb("embeddings_norm", "bert.embeddings.LayerNorm");
-  const std::string table = relative_table_name(m.attention.method);
+  const std::string& table = method.hf_distance_table;
   for (int64_t i = 0; i < m.layers; ++i) {
     const std::string o = "layers." + std::to_string(i) + ".";
     const std::string h = "bert.encoder.layer." + std::to_string(i) + ".";
@@ -300,7 +295,8 @@ ImportSummary import_hf_bert(const fs::path& dir, const fs::path& out_checkpoint
   auto known_unused = [&](const std::string& n) {
     return n.rfind("bert.pooler.", 0) == 0 || n.rfind("pooler.", 0) == 0 || n.rfind("cls.seq_relationship.", 0) == 0 ||
            n == hf_key("bert.embeddings.position_ids") || n == "cls.predictions.decoder.bias" ||
-           (n == hf_key("bert.embeddings.position_embeddings.weight") && cfg.model.attention.method != "absolute");
+           (n == hf_key("bert.embeddings.position_embeddings.weight") &&
+            !method_info(cfg.model.attention.method).learned_absolute);
   };
   for (const auto& [name, t] : hf) {
     if (used.count(name)) continue;
@@ -324,11 +320,7 @@ ImportSummary import_hf_bert(const fs::path& dir, const fs::path& out_checkpoint
   return summary;
 }
 
-namespace {
-
-// The vocabulary to export: explicit file, the checkpoint's wordpiece vocab.txt, or the
-// sentencepiece pieces in id order. Returns the file's text.
-std::string export_vocab(const Config& cfg, const fs::path& checkpoint, const fs::path& vocab) {
+std::string hf_vocab_text(const Config& cfg, const fs::path& checkpoint, const fs::path& vocab) {
   if (!vocab.empty()) return read_file(vocab);
   const fs::path named = cfg.data.tokenizer_model;
   const fs::path beside_ck = checkpoint.parent_path() / named.filename();
@@ -357,14 +349,12 @@ std::string export_vocab(const Config& cfg, const fs::path& checkpoint, const fs
   return text;
 }
 
-}  // namespace
-
 void export_hf_bert(const fs::path& checkpoint, const fs::path& out_dir, const fs::path& vocab) {
   LoadedModel loaded = load_model_file(checkpoint);
   const ModelOptions& m = loaded.config.model;
   const std::string blocker = hf_export_blocker(m);
   if (!blocker.empty()) throw UserError(checkpoint.string() + ": cannot export to Hugging Face BERT: " + blocker);
-  const std::string vocab_text = export_vocab(loaded.config, checkpoint, vocab);
+  const std::string vocab_text = hf_vocab_text(loaded.config, checkpoint, vocab);
 
   auto params = loaded.model->named_parameters();
   const auto links = hf_tensor_links(m);
@@ -379,7 +369,7 @@ void export_hf_bert(const fs::path& checkpoint, const fs::path& out_dir, const f
     if (!linked.count(p.key()))
       throw UserError(checkpoint.string() + ": cannot export to Hugging Face BERT: parameter '" + p.key() +
                       "' has no counterpart there");
-  if (m.attention.method != "absolute")  // HF builds this table for every type; relative types ignore it
+  if (!method_info(m.attention.method).learned_absolute)  // HF builds this table for every type; relative ones ignore it
     tensors.emplace_back("bert.embeddings.position_embeddings.weight", torch::zeros({m.max_position, m.hidden}));
   std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 

@@ -57,6 +57,11 @@ struct ImportSummary {
 // next to it. Every problem is a one-line UserError naming the file and tensor.
 ImportSummary import_hf_bert(const std::filesystem::path& dir, const std::filesystem::path& out_checkpoint);
 
+// The vocab.txt text to export: `vocab` when given, else the config's wordpiece vocab.txt (as
+// named, or beside `checkpoint`), else its sentencepiece pieces in id order (with a warning).
+std::string hf_vocab_text(const Config& cfg, const std::filesystem::path& checkpoint,
+                          const std::filesystem::path& vocab = {});
+
 // export-hf: writes OUT/{config.json, model.safetensors, vocab.txt}. The vocabulary is
 // `vocab` when given, else the checkpoint's wordpiece vocab.txt (or its sentencepiece
 // pieces, one per line in id order, with a warning: BertTokenizer will not split alike).

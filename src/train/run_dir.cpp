@@ -127,4 +127,21 @@ std::optional<fs::path> checkpoint_to_resume(const fs::path& run_dir, int64_t sa
   return std::nullopt;
 }
 
+std::optional<fs::path> newest_finished_run(const fs::path& runs) {
+  std::error_code ec;
+  std::optional<fs::path> newest;
+  fs::file_time_type newest_time{};
+  for (fs::directory_iterator it(runs, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path dir = it->path();
+    if (!it->is_directory(ec) || !fs::is_regular_file(dir / "summary.json", ec) || list_checkpoints(dir).empty()) continue;
+    const auto time = fs::last_write_time(dir / "summary.json", ec);
+    if (ec) continue;
+    if (!newest || time > newest_time) {
+      newest = dir;
+      newest_time = time;
+    }
+  }
+  return newest;
+}
+
 }  // namespace rpe

@@ -46,4 +46,9 @@ void check_run_dir(const std::filesystem::path& dir, const RunDirRequest& reques
 // save_every > 0; with save_every 0 the only save is the final one).
 std::optional<std::filesystem::path> checkpoint_to_resume(const std::filesystem::path& run_dir, int64_t save_every);
 
+// The newest finished pretraining run among the folders in `runs`: one with summary.json (written
+// when a run completes) and at least one checkpoint, newest by summary.json's time. nullopt when
+// there is none (or `runs` does not exist).
+std::optional<std::filesystem::path> newest_finished_run(const std::filesystem::path& runs);
+
 }  // namespace rpe

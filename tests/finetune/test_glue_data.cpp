@@ -7,13 +7,14 @@
 
 #include "finetune/glue_data.h"
 #include "util/errors.h"
+#include "test_paths.h"
 
 using namespace rpe;
 using namespace rpe::finetune;
 namespace fs = std::filesystem;
 
 TEST(GlueData, ReadsAllNineSampleTasks) {
-  const std::string root = std::string(RPE_SOURCE_DIR) + "/data/sample/glue/";
+  const std::string root = rpe::test::source_dir() + "/data/sample/glue/";
   const std::vector<std::pair<std::string, std::string>> tasks = {
       {"cola", "CoLA"}, {"sst2", "SST-2"}, {"mrpc", "MRPC"}, {"stsb", "STS-B"}, {"qqp", "QQP"},
       {"mnli", "MNLI"}, {"qnli", "QNLI"},  {"rte", "RTE"},   {"wnli", "WNLI"}};
@@ -27,7 +28,7 @@ TEST(GlueData, ReadsAllNineSampleTasks) {
 }
 
 TEST(GlueData, RealDevSetsHaveTheirPublishedSizes) {
-  const std::string root = std::string(RPE_SOURCE_DIR) + "/../shared/data/glue/";
+  const std::string root = rpe::test::source_dir() + "/../shared/data/glue/";
   if (!fs::exists(root)) GTEST_SKIP() << "no shared GLUE data";
   const std::vector<std::tuple<std::string, std::string, size_t>> dev = {
       {"cola", "CoLA", 1043}, {"sst2", "SST-2", 872}, {"mrpc", "MRPC", 408}, {"stsb", "STS-B", 1500},

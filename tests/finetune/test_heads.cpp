@@ -11,6 +11,7 @@
 #include "finetune/seed_run.h"
 #include "train/checkpoint.h"
 #include "util/errors.h"
+#include "test_paths.h"
 
 using namespace rpe;
 using namespace rpe::finetune;
@@ -92,7 +93,7 @@ TEST(FinetuneConfig, ResolvesOnTopOfCheckpointAndPinsK) {
   const fs::path dir = fs::temp_directory_path() / "rpe_ft_resolve";
   remove_tree(dir);
   fs::create_directories(dir / "pre");
-  Config pre = load_config(std::string(RPE_SOURCE_DIR) + "/configs/pretrain/tiny_m4.yaml");
+  Config pre = load_config(rpe::test::source_dir() + "/configs/pretrain/tiny_m4.yaml");
   pre.model.vocab_size = 50;
   BertModel model(pre.model);
   save_checkpoint(dir / "pre", *model, nullptr, TrainState{}, to_yaml(pre));

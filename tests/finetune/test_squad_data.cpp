@@ -8,6 +8,7 @@
 #include "finetune/squad_data.h"
 #include "finetune/squad_postprocess.h"
 #include "util/errors.h"
+#include "test_paths.h"
 
 using namespace rpe;
 using namespace rpe::finetune;
@@ -54,7 +55,7 @@ std::string error_of(const fs::path& p) {
 }  // namespace
 
 TEST(SquadData, ReadsSampleAndMapsCharOffsetsToBytes) {
-  const auto ex = read_squad(std::string(RPE_SOURCE_DIR) + "/data/sample/squad/dev-v1.1.json");
+  const auto ex = read_squad(rpe::test::source_dir() + "/data/sample/squad/dev-v1.1.json");
   ASSERT_EQ(ex.size(), 280u);
   for (const auto& e : ex)
     for (const auto& a : e.answers) EXPECT_EQ(e.context.substr(a.begin, a.end - a.begin), a.text);

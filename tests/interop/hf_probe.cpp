@@ -3,6 +3,9 @@
 //   hf_probe init METHOD OUT.pt [SEED]        a small random model (every tensor random,
 //                                            biases and LayerNorms included) + vocab.txt beside it
 //   hf_probe logits CHECKPOINT ID,ID,...      MLM logits of one sequence as JSON {"logits": [[...]]}
+//   hf_probe init-finetuned METHOD TASK OUT_DIR [SEED]   a random kept fine-tuned model (squad_v1 or a
+//                                            GLUE task), every tensor random (hf_probe_heads.cpp)
+//   hf_probe head-logits MODEL_DIR ID,... TYPE,...       its head's logits as JSON {"logits": [...]}
 // Exit 2 with a one-line message on bad input, like rpe-train.
 #include <fstream>
 #include <iostream>
@@ -19,9 +22,16 @@
 namespace fs = std::filesystem;
 using namespace rpe;
 
+namespace rpe::probe {
+void randomize_all(torch::nn::Module& model);
+int init_finetuned(const Config& cfg, const std::string& task, const fs::path& out_dir, int64_t seed);
+int print_head_logits(const fs::path& model_dir, const std::string& ids_text, const std::string& types_text);
+}  // namespace rpe::probe
+
 namespace {
 
-int init_model(const std::string& method, const fs::path& out, int64_t seed) {
+// The small config every probe model uses: 2 layers of width 32, vocabulary of 50 in `vocab`.
+Config probe_config(const std::string& method, const fs::path& vocab) {
   Config cfg;
   auto& m = cfg.model;
   m.vocab_size = 50;
@@ -32,25 +42,22 @@ int init_model(const std::string& method, const fs::path& out, int64_t seed) {
   m.max_position = 24;
   m.attention.method = method;
   m.attention.share_across_heads = method != "absolute";  // the layout HF BERT can express
-  const fs::path vocab = (out.has_parent_path() ? out.parent_path() : fs::path(".")) / "vocab.txt";
   cfg.data.train_files = {"(none: random model)"};
   cfg.data.tokenizer = "wordpiece";
   cfg.data.tokenizer_model = vocab.string();
   validate(cfg);
-  torch::manual_seed(seed);
-  BertModel model(m);
-  {
-    // Random values everywhere, so a tensor mapped to the wrong place changes the logits.
-    torch::NoGradGuard no_grad;
-    for (auto& p : model->named_parameters()) {
-      const bool norm_weight = p.key().find("norm.weight") != std::string::npos;
-      p.value().normal_(norm_weight ? 1.0 : 0.0, norm_weight ? 0.2 : 0.1);
-    }
-  }
   fs::create_directories(vocab.parent_path());
   std::ofstream v(vocab);
   const char* special[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
   for (int64_t i = 0; i < m.vocab_size; ++i) v << (i < 5 ? special[i] : "tok" + std::to_string(i)) << "\n";
+  return cfg;
+}
+
+int init_model(const std::string& method, const fs::path& out, int64_t seed) {
+  const Config cfg = probe_config(method, (out.has_parent_path() ? out.parent_path() : fs::path(".")) / "vocab.txt");
+  torch::manual_seed(seed);
+  BertModel model(cfg.model);
+  probe::randomize_all(*model);
   save_model_file(out, *model, to_yaml(cfg));
   return 0;
 }
@@ -85,7 +92,13 @@ int main(int argc, char** argv) {
     }
     if ((a.size() == 3 || a.size() == 4) && a[0] == "init") return init_model(a[1], a[2], a.size() == 4 ? std::stoll(a[3]) : 1);
     if (a.size() == 3 && a[0] == "logits") return print_logits(a[1], a[2]);
-    std::cerr << "usage: hf_probe methods | init METHOD OUT.pt [SEED] | logits CHECKPOINT ID,ID,...\n";
+    if ((a.size() == 4 || a.size() == 5) && a[0] == "init-finetuned") {
+      const fs::path work = fs::path(a[3]).parent_path() / (fs::path(a[3]).filename().string() + ".src");
+      return probe::init_finetuned(probe_config(a[1], work / "vocab.txt"), a[2], a[3], a.size() == 5 ? std::stoll(a[4]) : 1);
+    }
+    if (a.size() == 4 && a[0] == "head-logits") return probe::print_head_logits(a[1], a[2], a[3]);
+    std::cerr << "usage: hf_probe methods | init METHOD OUT.pt [SEED] | logits CHECKPOINT ID,ID,... | "
+                 "init-finetuned METHOD TASK OUT_DIR [SEED] | head-logits MODEL_DIR ID,... TYPE,...\n";
     return kExitUserError;
   } catch (const UserError& e) {
     std::cerr << "error: " << e.what() << "\n";

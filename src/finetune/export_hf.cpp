@@ -1,0 +1,106 @@
+// Fine-tuned models as transformers BertForQuestionAnswering / BertForSequenceClassification
+// (see export_hf.h).
+#include "finetune/export_hf.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "finetune/heads.h"
+#include "finetune/saved_model.h"
+#include "interop/hf_bert.h"
+#include "interop/safetensors.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+#include "util/log.h"
+
+namespace rpe::finetune {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+bool is_saved_model_dir(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_directory(dir, ec) && fs::exists(dir / "task.json", ec);
+}
+
+namespace {
+
+// Encoder tensors under "bert." (ours: "bert.<name>"), without the MLM head's "cls." links.
+void add_encoder(const ModelOptions& m, torch::OrderedDict<std::string, torch::Tensor>& params,
+                 std::vector<std::pair<std::string, torch::Tensor>>& tensors, std::set<std::string>& linked) {
+  for (const auto& link : hf_tensor_links(m)) {
+    const std::string ours = "bert." + link.ours;
+    linked.insert(ours);  // cls.* links (the pretraining MLM head) are accounted for: they are dropped
+    if (link.hf.rfind("bert.", 0) == 0) tensors.emplace_back(link.hf, to_hf_layout(params[ours].detach(), link));
+  }
+  if (m.attention.method != "absolute")  // HF builds this table for every type; relative types ignore it
+    tensors.emplace_back("bert.embeddings.position_embeddings.weight", torch::zeros({m.max_position, m.hidden}));
+}
+
+}  // namespace
+
+void export_hf_finetuned(const fs::path& model_dir, const fs::path& out_dir) {
+  const SavedModel saved = read_saved_model(model_dir);
+  const ModelOptions& m = saved.cfg.model;
+  const std::string blocker = hf_export_blocker(m);
+  if (!blocker.empty()) throw UserError(model_dir.string() + ": cannot export to Hugging Face BERT: " + blocker);
+  const fs::path weights = model_dir / "model.pt";
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  std::set<std::string> linked;
+  torch::OrderedDict<std::string, torch::Tensor> params;
+  json config = hf_config_from(m);
+  if (saved.info.squad()) {
+    QaModel model(m);
+    load_saved_weights(saved, *model);
+    params = model->named_parameters();
+    add_encoder(m, params, tensors, linked);
+    for (const char* name : {"qa_outputs.weight", "qa_outputs.bias"}) {
+      tensors.emplace_back(name, params[name].detach());
+      linked.insert(name);
+    }
+    config["architectures"] = json::array({"BertForQuestionAnswering"});
+  } else {
+    ClassifierModel model(m, saved.info.outputs);
+    load_saved_weights(saved, *model);
+    params = model->named_parameters();
+    add_encoder(m, params, tensors, linked);
+    const std::map<std::string, std::string> head = {{"pooler.weight", "bert.pooler.dense.weight"},
+                                                     {"pooler.bias", "bert.pooler.dense.bias"},
+                                                     {"classifier.weight", "classifier.weight"},
+                                                     {"classifier.bias", "classifier.bias"}};
+    for (const auto& [ours, hf] : head) {
+      tensors.emplace_back(hf, params[ours].detach());
+      linked.insert(ours);
+    }
+    config["architectures"] = json::array({"BertForSequenceClassification"});
+    config["num_labels"] = saved.info.outputs;
+    json id2label = json::object(), label2id = json::object();
+    for (size_t i = 0; i < saved.info.labels.size(); ++i) {
+      id2label[std::to_string(i)] = saved.info.labels[i];
+      label2id[saved.info.labels[i]] = static_cast<int64_t>(i);
+    }
+    if (saved.info.labels.empty()) id2label["0"] = "score", label2id["score"] = 0;
+    config["id2label"] = id2label;
+    config["label2id"] = label2id;
+    config["problem_type"] = saved.info.labels.empty() ? "regression" : "single_label_classification";
+  }
+  // Every parameter must have a home (or be the dropped MLM head); nothing may vanish silently.
+  for (const auto& p : params) {
+    const bool mlm_head = p.key().rfind("bert.mlm_", 0) == 0;
+    if (!linked.count(p.key()) && !mlm_head)
+      throw UserError(model_dir.string() + ": cannot export to Hugging Face BERT: parameter '" + p.key() +
+                      "' has no counterpart there");
+  }
+  std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  config["finetuned_task"] = saved.info.task;
+  write_safetensors(out_dir / "model.safetensors", tensors, {{"format", "pt"}});
+  write_file_atomic(out_dir / "config.json", config.dump(2) + "\n");
+  write_file_atomic(out_dir / "vocab.txt", hf_vocab_text(saved.cfg, weights));
+  const json tok{{"do_lower_case", saved.cfg.data.lowercase}, {"tokenizer_class", "BertTokenizer"},
+                 {"model_max_length", m.max_position}};
+  write_file_atomic(out_dir / "tokenizer_config.json", tok.dump(2) + "\n");
+  log::info("export", "{} -> {}: {} {} as {}", model_dir.string(), out_dir.string(), saved.info.task,
+            m.attention.method, config["architectures"][0].get<std::string>());
+}
+
+}  // namespace rpe::finetune

@@ -1,0 +1,110 @@
+// Predictions of a saved fine-tuned model (see predict.h).
+#include "finetune/predict.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "eval/glue_metrics.h"
+#include "finetune/glue_task.h"
+#include "finetune/saved_model.h"
+#include "finetune/squad_task.h"
+#include "util/device.h"
+#include "util/errors.h"
+#include "util/log.h"
+
+namespace rpe::finetune {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// The saved model's config and the tokenizer it carries.
+Prepared prepared_for(const SavedModel& saved, const std::string& device) {
+  Prepared p;
+  p.rc.cfg = saved.cfg;
+  if (!device.empty()) p.rc.cfg.train.device = device;
+  p.tok = make_tokenizer(p.rc.cfg.data, saved.cfg.data.tokenizer_model);
+  p.squad = saved.info.squad();
+  return p;
+}
+
+void check_output(const fs::path& out) {
+  std::error_code ec;
+  if (out.empty()) throw UserError("--out: missing");
+  if (fs::is_directory(out, ec)) throw UserError("--out " + out.string() + ": is a folder; name the file to write");
+  const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+  if (!fs::is_directory(parent, ec)) throw UserError("--out " + out.string() + ": folder " + parent.string() + " does not exist");
+}
+
+PredictOutcome predict_squad_file(Prepared& p, const SavedModel& saved, const PredictRequest& req,
+                                  const torch::Device& device) {
+  const auto& f = p.rc.cfg.finetune;
+  p.dev_ex = read_squad(req.input, /*answers_optional=*/true);
+  p.dev_f = make_squad_features(p.dev_ex, *p.tok, SquadFeatureOptions{f.max_seq_len, f.doc_stride, f.max_query_len},
+                                p.dev_off);
+  QaModel model(p.rc.cfg.model);
+  load_saved_weights(saved, *model);
+  model->bert->position->input_embeddings(longest_input(p));  // refuses inputs longer than a learned table
+  model->to(device);
+  model->bert->set_fused_attention(use_fused_attention(device, p.rc.cfg.model.attention.backend));
+  log::info("predict", "{}: {} questions -> {} windows", req.input.string(), p.dev_ex.size(), p.dev_f.size());
+  const auto preds = predict_squad(p, model, device);
+  write_squad_predictions(req.out, preds, f.squad_v2);
+  PredictOutcome out{saved.info.task, static_cast<int64_t>(p.dev_ex.size()), {}, {req.out}};
+  out.files.push_back(req.out.parent_path() / "nbest_predictions.json");
+  if (f.squad_v2) out.files.push_back(req.out.parent_path() / "null_odds.json");
+  const bool labelled = std::any_of(p.dev_ex.begin(), p.dev_ex.end(),
+                                    [](const SquadExample& e) { return !e.answers.empty() || e.impossible; });
+  if (labelled) {
+    eval::SquadScores scores;
+    out.metrics = score_squad(p, preds, scores);
+  }
+  return out;
+}
+
+PredictOutcome predict_glue_file(Prepared& p, const SavedModel& saved, const PredictRequest& req,
+                                 const torch::Device& device) {
+  const auto& f = p.rc.cfg.finetune;
+  p.glue = &glue_task(saved.info.task);
+  const GlueInputs in = read_glue_inputs(req.input, *p.glue);
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<double> gold;
+  for (const auto& ex : in.examples) {
+    ids.push_back(encode_pair(*p.tok, ex.a, ex.b, f.max_seq_len));
+    gold.push_back(ex.label);
+  }
+  p.train_ids = ids;  // longest_input() looks here
+  ClassifierModel model(p.rc.cfg.model, saved.info.outputs);
+  load_saved_weights(saved, *model);
+  model->bert->position->input_embeddings(longest_input(p));
+  model->to(device);
+  model->bert->set_fused_attention(use_fused_attention(device, p.rc.cfg.model.attention.backend));
+  log::info("predict", "{}: {} {} examples ({})", req.input.string(), in.examples.size(), p.glue->name,
+            in.labelled ? "labelled" : "unlabelled");
+  const auto pred = predict_glue(p, model, ids, device);
+  write_glue_predictions(req.out, saved.info.labels, pred, in.index);
+  PredictOutcome out{saved.info.task, static_cast<int64_t>(pred.size()), {}, {req.out}};
+  if (in.labelled)
+    for (const auto& [k, v] : eval::glue_task_metrics(p.glue->name, pred, gold)) out.metrics.emplace_back(k, v);
+  return out;
+}
+
+}  // namespace
+
+PredictOutcome predict(const PredictRequest& req) {
+  const auto t0 = Clock::now();
+  const SavedModel saved = read_saved_model(req.model_dir);
+  if (saved.info.squad() != (req.kind == "squad"))
+    throw UserError("--model " + req.model_dir.string() + ": a " + saved.info.task + " model; use `rpe-train predict " +
+                    (saved.info.squad() ? "squad" : "glue") + "`");
+  check_output(req.out);
+  Prepared p = prepared_for(saved, req.device);
+  const torch::Device device = training_device(p.rc.cfg.train.device, 0, /*distributed=*/false);
+  log::info("predict", "model {} ({}, step {}, {} {:.2f}) | device {} | precision {}", saved.dir.string(), saved.info.task,
+            saved.info.step, saved.info.metric, saved.info.value, device.str(), p.rc.cfg.train.precision);
+  PredictOutcome out = p.squad ? predict_squad_file(p, saved, req, device) : predict_glue_file(p, saved, req, device);
+  log::info("predict", "{} examples in {:.1f}s", out.examples, std::chrono::duration<double>(Clock::now() - t0).count());
+  return out;
+}
+
+}  // namespace rpe::finetune

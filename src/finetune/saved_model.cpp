@@ -1,0 +1,132 @@
+// Saved fine-tuned models (see saved_model.h).
+#include "finetune/saved_model.h"
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "train/checkpoint.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+#include "util/file_tree.h"
+#include "util/log.h"
+
+namespace rpe::finetune {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+constexpr int kFormat = 1;
+
+std::string tokenizer_name(const Config& cfg) {
+  return cfg.data.tokenizer == "wordpiece" ? "vocab.txt" : "tokenizer.model";
+}
+
+void rename_or_throw(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  if (ec) throw UserError("cannot rename " + from.string() + " to " + to.string() + ": " + ec.message());
+}
+}  // namespace
+
+void save_finetuned_model(const fs::path& dir, torch::nn::Module& model, Config cfg, const fs::path& tokenizer_file,
+                          const SavedModelInfo& info) {
+  const std::string pid = std::to_string(::getpid());
+  const fs::path tmp = dir.parent_path() / (dir.filename().string() + ".tmp-" + pid);
+  const fs::path old = dir.parent_path() / (dir.filename().string() + ".old-" + pid);
+  remove_tree(tmp);
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  if (ec) throw UserError("cannot create " + tmp.string() + ": " + ec.message());
+  const std::string tok = tokenizer_name(cfg);
+  write_file_atomic(tmp / tok, read_file(tokenizer_file));
+  cfg.data.tokenizer_model = tok;  // relative: the folder can be moved or copied as a whole
+  const std::string yaml = to_yaml(cfg);
+  write_checkpoint(tmp / "model.pt", model, nullptr, nullptr, yaml);
+  write_file_atomic(tmp / "config.yaml", yaml);
+  const json task = {{"format", kFormat},      {"task", info.task},     {"labels", info.labels},
+                     {"outputs", info.outputs}, {"select", info.select}, {"step", info.step},
+                     {"metric", info.metric},   {"value", info.value}};
+  write_file_atomic(tmp / "task.json", task.dump(2) + "\n");
+  const bool replace = fs::exists(dir, ec);
+  if (replace) rename_or_throw(dir, old);
+  rename_or_throw(tmp, dir);
+  if (replace) remove_tree(old);
+}
+
+SavedModel read_saved_model(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw UserError("--model " + dir.string() + ": not a saved model folder (expected seed<N>/model/ of a fine-tuning run)");
+  for (const char* name : {"task.json", "model.pt"})
+    if (!fs::exists(dir / name, ec))
+      throw UserError((dir / name).string() + ": missing (not a saved fine-tuned model folder)");
+  SavedModel out;
+  out.dir = dir;
+  const fs::path task_file = dir / "task.json";
+  json j;
+  try {
+    j = json::parse(read_file(task_file));
+    if (j.at("format").get<int>() != kFormat)
+      throw UserError(task_file.string() + ": format " + j.at("format").dump() + " is not supported (expected " +
+                      std::to_string(kFormat) + ")");
+    out.info.task = j.at("task").get<std::string>();
+    out.info.labels = j.at("labels").get<std::vector<std::string>>();
+    out.info.outputs = j.at("outputs").get<int64_t>();
+    out.info.select = j.at("select").get<std::string>();
+    out.info.step = j.at("step").get<int64_t>();
+    out.info.metric = j.at("metric").get<std::string>();
+    out.info.value = j.at("value").get<double>();
+  } catch (const json::exception& e) {
+    throw UserError(task_file.string() + ": " + e.what());
+  }
+  if (out.info.outputs < 1 || (!out.info.labels.empty() && out.info.outputs != static_cast<int64_t>(out.info.labels.size())))
+    throw UserError(task_file.string() + ": outputs " + std::to_string(out.info.outputs) + " do not match " +
+                    std::to_string(out.info.labels.size()) + " labels");
+  const fs::path weights = dir / "model.pt";
+  out.cfg = config_from_yaml(read_checkpoint_config(weights), weights.string() + " (embedded config)");
+  out.cfg.data.tokenizer_model = (dir / out.cfg.data.tokenizer_model).string();
+  return out;
+}
+
+void load_saved_weights(const SavedModel& saved, torch::nn::Module& model) {
+  load_checkpoint(saved.dir / "model.pt", model, nullptr);
+}
+
+std::string selection_metric(const std::string& task) {
+  if (task == "squad" || task == "squad_v1" || task == "squad_v2") return "f1";
+  if (task == "cola") return "mcc";
+  if (task == "stsb") return "pearson";
+  if (task == "mrpc" || task == "qqp") return "f1";
+  if (task == "mnli") return "dev_matched/accuracy";
+  return "accuracy";
+}
+
+ModelKeeper::ModelKeeper(fs::path dir, SavedModelInfo base, const Config& cfg, fs::path tokenizer_file)
+    : dir_(std::move(dir)), tokenizer_(std::move(tokenizer_file)), kept_(std::move(base)), cfg_(cfg) {
+  kept_.select = cfg.finetune.select;
+}
+
+bool ModelKeeper::offer(int64_t step, double value, bool final, torch::nn::Module& model) {
+  const bool best = cfg_.finetune.select == "best";
+  const bool improves = !saved_ || value > kept_.value;
+  if ((best && improves) || (!best && final)) {
+    kept_.step = step;
+    kept_.value = value;
+    save_finetuned_model(dir_, model, cfg_, tokenizer_, kept_);
+    saved_ = true;
+    since_best_ = 0;
+    log::info("finetune", "kept the model of step {} ({} {:.2f}) in {}", step, kept_.metric, value, dir_.string());
+    return false;
+  }
+  if (best && !final) ++since_best_;
+  const int64_t patience = cfg_.finetune.early_stopping;
+  if (best && patience > 0 && since_best_ >= patience) {
+    log::info("finetune", "early stopping at step {}: {} evaluations without a better {} than {:.2f} (step {})", step,
+              since_best_, kept_.metric, kept_.value, kept_.step);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace rpe::finetune

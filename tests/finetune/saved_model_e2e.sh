@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The card's commands as a user types them, then the kept model in use, at tiny scale on CPU:
+#   rpe-train pretrain --config tiny_method4.yaml        (a preset reached by name)
+#   rpe-train finetune squad                             (newest finished run, default config)
+#   rpe-train predict squad --model .../seed1/model ...  (same EM/F1 as the fine-tuning run)
+#   rpe-train finetune glue --task rte; predict glue on dev (same accuracy) and on a test file
+# The working folder mimics a checkout (configs/ and data/ linked in); small squad_v1.yaml,
+# glue.yaml and tiny_method4.yaml in it come first on the config search path, so the commands
+# run exactly as written but briefly. Also: what a user sees with no run or no data (exit 2).
+# Usage: saved_model_e2e.sh RPE_TRAIN SOURCE_DIR   (~2 minutes on 2 cores)
+set -euo pipefail
+RPE=$1
+SRC=$(cd "$2" && pwd)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+ln -s "$SRC/configs" configs
+mkdir -p data
+ln -s "$SRC/data/sample" data/sample
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_exit2() {  # expect_exit2 PATTERN CMD...: exit code 2 and one stderr line matching PATTERN
+  local pattern=$1; shift
+  set +e
+  local err
+  err=$("$@" 2>&1 >/dev/null)
+  local code=$?
+  set -e
+  [ $code -eq 2 ] || fail "$* exited $code, not 2: $err"
+  [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] || fail "$*: more than one stderr line: $err"
+  printf '%s\n' "$err" | grep -Eq "$pattern" || fail "$*: '$err' does not match /$pattern/"
+  echo "ok (exit 2): $err"
+}
+
+# Nothing pretrained yet: one line naming the command that provides it.
+expect_exit2 "no finished pretraining run under runs/.*rpe-train pretrain --config" "$RPE" finetune squad
+
+cat > tiny_method4.yaml <<'EOF'
+extends: [configs/pretrain/tiny.yaml, configs/attention/m4.yaml]
+model: {attention: {method: m4}}
+run: {name: tiny_m4}
+train: {max_steps: 12, warmup_steps: 2, eval_every: 0, batch_size: 16}
+data: {max_seq_len: 64}
+EOF
+"$RPE" pretrain --config tiny_method4.yaml > pretrain.log
+test -s runs/tiny_m4/summary.json || fail "pretraining wrote no summary.json"
+
+# A finished run but no SQuAD files where download_data.sh puts them.
+expect_exit2 "data/full/squad/train-v1.1.json: file not found .*scripts/download_data.sh squad" "$RPE" finetune squad
+
+mkdir -p data/full
+ln -s "$SRC/data/sample/squad" data/full/squad
+cat > squad_v1.yaml <<'EOF'
+extends: configs/finetune/tiny_squad.yaml
+finetune: {train_file: data/full/squad/train-v1.1.json, dev_file: data/full/squad/dev-v1.1.json,
+           max_train_examples: 96, max_eval_examples: 0, epochs: 2, select: best, results_file: runs/results.jsonl}
+run: {root: runs, name: squad_v1}
+EOF
+"$RPE" finetune squad > finetune.log
+grep -q -- "--init runs/tiny_m4 (the newest finished pretraining run" finetune.log || fail "the chosen run was not printed"
+SEED_DIR=$(echo runs/squad_v1/seed*)  # train.seed of the preset
+MODEL=$SEED_DIR/model
+for f in model.pt config.yaml tokenizer.model task.json; do test -s "$MODEL/$f" || fail "$MODEL/$f missing"; done
+grep -q '"split": "valid"' $SEED_DIR/metrics.jsonl || grep -q '"split":"valid"' $SEED_DIR/metrics.jsonl ||
+  fail "no dev curve in metrics.jsonl"
+
+mkdir pred
+"$RPE" predict squad --model "$MODEL" --input data/full/squad/dev-v1.1.json --out pred/predictions.json > predict.log
+for f in predictions.json nbest_predictions.json; do test -s "pred/$f" || fail "predict wrote no $f"; done
+python3 - "$SEED_DIR/results.json" predict.log pred "$SEED_DIR" <<'PYEOF'
+import json, sys
+results = json.load(open(sys.argv[1]))
+printed = dict(line.split()[1:3] for line in open(sys.argv[2]) if line.startswith("squad_v1 "))
+for k in ("exact", "f1"):
+    assert abs(float(printed[k]) - results[k]) < 1e-9, (k, printed[k], results[k])
+ours, kept = json.load(open(sys.argv[3] + "/predictions.json")), json.load(open(sys.argv[4] + "/predictions.json"))
+assert ours == kept, "predict's answers differ from the fine-tuning run's"
+nbest = json.load(open(sys.argv[3] + "/nbest_predictions.json"))
+for qid, answer in ours.items():
+    probs = [e["probability"] for e in nbest[qid]]
+    assert nbest[qid][0]["text"] == answer and abs(sum(probs) - 1) < 1e-6 and probs == sorted(probs, reverse=True), qid
+print(f"predict squad = fine-tuning: EM {results['exact']:.2f} F1 {results['f1']:.2f} (model of step {results['model_step']})")
+PYEOF
+
+# GLUE: RTE fine-tuned by `finetune glue --task rte`, then predicted on dev and on a test file.
+ln -s "$SRC/data/sample/glue" data/full/glue
+cat > glue.yaml <<'EOF'
+extends: configs/finetune/tiny_glue.yaml
+finetune: {glue_dir: data/full/glue, max_train_examples: 64, epochs: 1, results_file: runs/results.jsonl}
+run: {root: runs, name: glue}
+EOF
+"$RPE" finetune glue --task rte > glue.log
+GLUE_DIR=$(echo runs/glue/seed*)
+"$RPE" predict glue --model "$GLUE_DIR/model" --input data/full/glue/RTE/dev.tsv --out pred/RTE.tsv > predict_glue.log
+python3 - "$GLUE_DIR/results.json" predict_glue.log pred/RTE.tsv "$GLUE_DIR/predictions_dev.tsv" <<'PYEOF'
+import json, sys
+acc = json.load(open(sys.argv[1]))["dev"]["accuracy"]
+printed = dict(line.split()[1:3] for line in open(sys.argv[2]) if line.startswith("rte "))
+assert abs(float(printed["accuracy"]) - acc) < 1e-9, (printed, acc)
+assert open(sys.argv[3]).read() == open(sys.argv[4]).read(), "predict's TSV differs from the fine-tuning run's"
+print(f"predict glue = fine-tuning: RTE accuracy {acc:.2f}")
+PYEOF
+# An unlabelled test file in GLUE's layout: the submission TSV keeps its index column.
+printf 'index\tsentence1\tsentence2\n7\tA man is here .\tSomeone is here .\n9\tIt rains .\tThe sun shines .\n' > rte_test.tsv
+"$RPE" predict glue --model "$GLUE_DIR/model" --input rte_test.tsv --out pred/RTE_test.tsv > /dev/null
+python3 - pred/RTE_test.tsv <<'PYEOF'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+assert rows[0] == ["index", "prediction"] and [r[0] for r in rows[1:]] == ["7", "9"], rows
+assert all(r[1] in ("entailment", "not_entailment") for r in rows[1:]), rows
+PYEOF
+expect_exit2 "a rte model; use .rpe-train predict glue" "$RPE" predict squad --model "$GLUE_DIR/model" \
+  --input data/full/squad/dev-v1.1.json --out pred/x.json
+expect_exit2 "task.json: missing" "$RPE" predict glue --model runs/glue --input rte_test.tsv --out pred/y.tsv
+echo "saved model e2e: OK"
