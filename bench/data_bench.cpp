@@ -60,7 +60,11 @@ struct EfficiencyRow {
   double wall, per_cpu;
 };
 
-double status_mb(const char* key) { return std::stod("0" + first_line_with("/proc/self/status", key)) / 1024.0; }
+// "VmHWM:    2172 kB" -> 2.1 (MB); 0 when the key is missing.
+double status_mb(const char* key) {
+  const std::string value = first_line_with("/proc/self/status", key);
+  return value.find_first_of("0123456789") == std::string::npos ? 0.0 : std::stod(value) / 1024.0;
+}
 void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 // English-like text from the vocabulary's whole words (Zipf-like: word w with weight ~1/rank),

@@ -26,10 +26,11 @@ struct IndexHeader {
 static_assert(sizeof(IndexHeader) == 64);
 
 // The packing decisions of packing.cpp's Packer, on lengths only: where each sequence
-// starts in the token stream. Kept in step with Packer by the tests (token-for-token equality).
+// starts in the token stream (appended to `starts`; null = only count them in sequences()).
+// Kept in step with Packer by the tests (token-for-token equality).
 class Planner {
  public:
-  Planner(int64_t room, bool cross, std::vector<uint64_t>& starts) : room_(room), cross_(cross), starts_(starts) {}
+  Planner(int64_t room, bool cross, std::vector<uint64_t>* starts) : room_(room), cross_(cross), starts_(starts) {}
   void sentence(int64_t len) {
     while (len > 0) {
       const int64_t left = room_ - count_;
@@ -52,18 +53,20 @@ class Planner {
   }
   void flush() {
     if (count_ == 0) return;
-    starts_.push_back(start_);
+    if (starts_) starts_->push_back(start_);
+    ++sequences_;
     real_ += count_ + 2;  // + [CLS] and [SEP]
     count_ = 0;
   }
   int64_t real() const { return real_; }
+  int64_t sequences() const { return sequences_; }
   uint64_t pos() const { return pos_; }
 
  private:
   int64_t room_;
   bool cross_;
-  std::vector<uint64_t>& starts_;
-  int64_t count_ = 0, real_ = 0;
+  std::vector<uint64_t>* starts_;
+  int64_t count_ = 0, real_ = 0, sequences_ = 0;
   uint64_t pos_ = 0, start_ = 0;
 };
 
@@ -99,6 +102,12 @@ ShardSequences::ShardSequences(std::shared_ptr<const PreparedShards> shards, boo
   count_ = static_cast<int64_t>(owned_.size()) - 1;
   starts_ = owned_.data();
   write_cache(dir / name, key, owned_);
+  // Read the index through the cache's map from now on: file-backed pages, shared by the ranks
+  // of a node and reclaimable, instead of 8 bytes per sequence of this process's heap.
+  if (map_cache(dir / name, key)) {
+    std::vector<uint64_t>().swap(owned_);
+    from_cache_ = false;  // computed at this start all the same
+  }
 }
 
 ShardSequences::~ShardSequences() {
@@ -106,17 +115,23 @@ ShardSequences::~ShardSequences() {
 }
 
 void ShardSequences::build_index(std::vector<uint64_t>& starts) {
-  Planner plan(room_, cross_, starts);
-  for (const auto& s : streams_)
-    for (int64_t d = 0; d < s.documents; ++d) {
-      const int64_t s1 = static_cast<int64_t>(s.document_ends[d]);
-      for (int64_t k = s.document_begin(d); k < s1; ++k)
-        plan.sentence(static_cast<int64_t>(s.sentence_ends[k]) - s.sentence_begin(k));
-      plan.document_end();
-    }
-  plan.flush();
-  starts.push_back(plan.pos());  // end of the last sequence
-  real_tokens_ = plan.real();
+  // Two passes over the (memory-mapped) lengths: count, then fill a vector of exactly that size,
+  // so the build peaks at 8 bytes per sequence (a growing vector would reach 24 while it copies).
+  auto plan_all = [this](std::vector<uint64_t>* out) {
+    Planner plan(room_, cross_, out);
+    for (const auto& s : streams_)
+      for (int64_t d = 0; d < s.documents; ++d) {
+        const int64_t s1 = static_cast<int64_t>(s.document_ends[d]);
+        for (int64_t k = s.document_begin(d); k < s1; ++k)
+          plan.sentence(static_cast<int64_t>(s.sentence_ends[k]) - s.sentence_begin(k));
+        plan.document_end();
+      }
+    plan.flush();
+    if (out) out->push_back(plan.pos());  // end of the last sequence
+    return plan;
+  };
+  starts.reserve(static_cast<size_t>(plan_all(nullptr).sequences()) + 1);
+  real_tokens_ = plan_all(&starts).real();
 }
 
 bool ShardSequences::map_cache(const fs::path& file, uint64_t key) {

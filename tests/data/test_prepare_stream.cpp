@@ -17,6 +17,7 @@
 #include "data_test_util.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "test_paths.h"
 
 namespace rpe {
 namespace {
@@ -60,7 +61,7 @@ void expect_equal_sequences(const SequenceSource& lazy, const PackedSequences& p
 }
 
 TEST(PrepareStream, SharedCorporaFromShardsEqualTheInMemoryTextPath) {
-  const fs::path shared = fs::path(RPE_SOURCE_DIR) / "../shared/data";
+  const fs::path shared = fs::path(rpe::test::source_dir()) / "../shared/data";
   if (!fs::exists(shared / "corpus/brown.txt") || !fs::exists(shared / "vocab/uncased/vocab.txt"))
     GTEST_SKIP() << "no ../shared/data";
   const fs::path dir = test::temp_dir();

@@ -6,6 +6,7 @@
 #include "data/wordpiece_tokenizer.h"
 #include "data_test_util.h"
 #include "util/errors.h"
+#include "test_paths.h"
 
 namespace rpe {
 namespace {
@@ -94,7 +95,7 @@ TEST_F(WordPieceTest, BadVocabulariesAreUserErrorsNamingTheFile) {
 
 // The real BERT vocabularies, when ../shared/data is there: specials at the documented ids.
 TEST(WordPieceRealVocab, SpecialIdsAndRegularRange) {
-  const std::string dir = std::string(RPE_SOURCE_DIR) + "/../shared/data/vocab/";
+  const std::string dir = rpe::test::source_dir() + "/../shared/data/vocab/";
   if (!std::filesystem::exists(dir + "uncased/vocab.txt")) GTEST_SKIP() << "no shared data";
   WordPieceTokenizer uncased(dir + "uncased/vocab.txt", true), cased(dir + "cased/vocab.txt", false);
   EXPECT_EQ(uncased.vocab_size(), 30522);
