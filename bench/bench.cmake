@@ -8,3 +8,10 @@ target_link_libraries(rpe-bench-attention PRIVATE rpe_core CLI11::CLI11)
 if(RPE_USE_PCH)
   target_precompile_headers(rpe-bench-attention REUSE_FROM rpe_core)
 endif()
+# rpe-bench-model: whole-model MLM training throughput per method (JSON lines), beside
+# bench/hf_bench.py; scripts/gpu_check.sh turns both into bench/results/gpu_<device>.md.
+add_executable(rpe-bench-model bench/model_bench.cpp)
+target_link_libraries(rpe-bench-model PRIVATE rpe_core CLI11::CLI11)
+if(RPE_USE_PCH)
+  target_precompile_headers(rpe-bench-model REUSE_FROM rpe_core)
+endif()

@@ -12,6 +12,8 @@ set(RPE_CORE_SOURCES
   # config: the only place that knows YAML
   src/config/config.cpp
   src/config/yaml_tree.cpp
+  src/config/config_names.cpp
+  src/config/shell_vars.cpp
   src/config/model_size.cpp
   # data: corpus -> tokenizer -> packed sequences -> masked batches
   src/data/text_reader.cpp
@@ -48,6 +50,7 @@ set(RPE_CORE_SOURCES
   src/model/bert.cpp
   # distributed: process group, parameter broadcast, bucketed gradient all-reduce
   src/dist/data_parallel.cpp
+  src/dist/launch_env.cpp
   # training: optimizer + schedule, checkpoint, metrics, trainer
   src/train/lamb.cpp
   src/train/optim.cpp
@@ -77,7 +80,10 @@ set(RPE_CORE_SOURCES
   src/finetune/seed_run.cpp
   src/finetune/squad_task.cpp
   src/finetune/glue_task.cpp
+  src/finetune/saved_model.cpp
   src/finetune/finetune.cpp
+  src/finetune/predict.cpp
+  src/finetune/export_hf.cpp
 )
 
 set(RPE_CLI_SOURCES
@@ -93,6 +99,8 @@ set(RPE_CLI_SOURCES
   src/cli/cmd_inspect.cpp
   src/cli/cmd_swap_method.cpp
   src/cli/cmd_finetune.cpp
+  src/cli/cmd_predict.cpp
   src/cli/cmd_tables.cpp
   src/cli/cmd_evaluate.cpp
+  src/cli/cmd_methods.cpp
 )

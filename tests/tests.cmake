@@ -2,6 +2,7 @@
 # ../shared/data or a GPU skip cleanly when those are absent.
 set(RPE_TEST_SOURCES
   tests/test_main.cpp
+  tests/test_paths.cpp
   tests/config/test_config.cpp
   tests/config/test_config_limits.cpp
   tests/data/test_masking.cpp
@@ -26,7 +27,11 @@ set(RPE_TEST_SOURCES
   tests/model/attention/test_relative_scores.cpp
   tests/model/attention/test_properties.cpp
   tests/model/attention/test_fused.cpp
+  tests/model/attention/test_bf16.cpp
+  tests/model/attention/test_dispatch.cpp
   tests/model/attention/test_parameters.cpp
+  tests/model/attention/test_registry.cpp
+  tests/config/test_presets.cpp
   tests/train/test_training.cpp
   tests/train/test_pretrain_smoke.cpp
   tests/interop/test_safetensors.cpp
@@ -42,7 +47,10 @@ set(RPE_TEST_SOURCES
 )
 add_executable(rpe_tests ${RPE_TEST_SOURCES})
 target_link_libraries(rpe_tests PRIVATE rpe_core GTest::gtest)
-target_compile_definitions(rpe_tests PRIVATE RPE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+# The absolute paths go into one object only (test_paths.cpp), so ccache shares the rest across checkouts.
+target_include_directories(rpe_tests PRIVATE tests)
+set_source_files_properties(tests/test_paths.cpp PROPERTIES COMPILE_DEFINITIONS
+  "RPE_SOURCE_DIR=\"${CMAKE_SOURCE_DIR}\";RPE_TRAIN_BINARY=\"$<TARGET_FILE:rpe-train>\"")
 if(RPE_USE_PCH)
   target_precompile_headers(rpe_tests REUSE_FROM rpe_core)
 endif()
@@ -59,6 +67,11 @@ else()
   find_package(Python3 COMPONENTS Interpreter)
   set(RPE_TEST_PYTHON "${Python3_EXECUTABLE}")
 endif()
+# The GPU acceptance command in its CPU form (docs/gpu.md): dispatch tests, bf16 training of
+# every method, the benchmark beside Hugging Face, all at tiny size, so it cannot rot.
+add_test(NAME gpu_check_cpu_smoke COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/gpu_check.sh --cpu-smoke
+         --build-dir ${CMAKE_BINARY_DIR} --python ${RPE_TEST_PYTHON})
+set_tests_properties(gpu_check_cpu_smoke PROPERTIES TIMEOUT 600)
 # WordPiece parity with HF BertTokenizer on real text (skips, code 77, without transformers or ../shared/data).
 add_test(NAME wordpiece_parity COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/data/wordpiece_parity.py
          $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/../shared/data)
@@ -67,14 +80,22 @@ set_tests_properties(wordpiece_parity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
 add_test(NAME data_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/data/test_data_cli.sh $<TARGET_FILE:rpe-train>
          ${CMAKE_SOURCE_DIR})
 set_tests_properties(data_cli PROPERTIES TIMEOUT 300)
+# scripts/download_data.sh offline against a file:// mirror built from ../shared/data: every GLUE
+# task (MRPC split equal to GLUE's files), no-op rerun, one-line failures (skips, 77, without it).
+add_test(NAME download_data COMMAND bash ${CMAKE_SOURCE_DIR}/tests/data/test_download_data.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(download_data PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 # Hugging Face interop: parity of MLM logits with transformers 4.x (skipped, exit 77, when
 # transformers is not installed: pip install 'transformers>=4.40,<5') and the CLI's errors.
-add_executable(hf_probe tests/interop/hf_probe.cpp)
+add_executable(hf_probe tests/interop/hf_probe.cpp tests/interop/hf_probe_heads.cpp)
 target_link_libraries(hf_probe PRIVATE rpe_core)
 if(RPE_TEST_PYTHON)
   add_test(NAME hf_parity COMMAND "${RPE_TEST_PYTHON}" ${CMAKE_SOURCE_DIR}/tests/interop/hf_parity.py
            --rpe-train $<TARGET_FILE:rpe-train> --probe $<TARGET_FILE:hf_probe> --workdir ${CMAKE_BINARY_DIR}/hf_parity)
   set_tests_properties(hf_parity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  # Fine-tuned models: export-hf as BertForQuestionAnswering / BertForSequenceClassification.
+  add_test(NAME hf_heads_parity COMMAND "${RPE_TEST_PYTHON}" ${CMAKE_SOURCE_DIR}/tests/interop/hf_heads_parity.py
+           --rpe-train $<TARGET_FILE:rpe-train> --probe $<TARGET_FILE:hf_probe> --workdir ${CMAKE_BINARY_DIR}/hf_heads_parity)
+  set_tests_properties(hf_heads_parity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
 add_test(NAME hf_cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/interop/test_hf_cli_errors.sh
          $<TARGET_FILE:rpe-train> $<TARGET_FILE:hf_probe>)
@@ -90,6 +111,11 @@ add_test(NAME squad_reference_parity
 add_test(NAME finetune_tiny_e2e
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/finetune/tiny_e2e.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/.venv/bin/python)
 set_tests_properties(squad_reference_parity finetune_tiny_e2e PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} TIMEOUT 600)
+# The card's commands as typed (pretrain --config NAME, finetune squad with no options), the kept
+# model, and predict squad/glue reproducing the fine-tuning run's scores.
+add_test(NAME finetune_saved_model_e2e
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/finetune/saved_model_e2e.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
+set_tests_properties(finetune_saved_model_e2e PROPERTIES TIMEOUT 600)
 # Training at scale (optimizers, checkpoints, resume) and multi-process data parallelism; the
 # distributed test launches the rpe-train binary as 2 ranks.
 target_sources(rpe_tests PRIVATE
@@ -101,7 +127,6 @@ target_sources(rpe_tests PRIVATE
   tests/dist/test_data_parallel.cpp
 )
 add_dependencies(rpe_tests rpe-train)
-target_compile_definitions(rpe_tests PRIVATE RPE_TRAIN_BINARY="$<TARGET_FILE:rpe-train>")
 # torchrun --no-python --nproc-per-node=2 on CPU against one process (skips without .venv/bin/torchrun).
 add_test(NAME dist_torchrun COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/test_torchrun.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
 set_tests_properties(dist_torchrun PROPERTIES SKIP_RETURN_CODE 77)

@@ -6,9 +6,11 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "dist/data_parallel.h"
+#include "train/checkpoint.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
 #include "util/errors.h"
+#include "util/file_tree.h"
 #include "util/log.h"
 
 namespace rpe::cli {
@@ -35,7 +37,19 @@ int run_pretrain(const PretrainArgs& a) {
   }
   const bool resuming = prepare_run_dir(dir, RunDirRequest{a.resume, a.overwrite});
   log::add_file_sink(dir / "train.log");
-  const PretrainResult r = pretrain(cfg, dir, resuming);
+  PretrainResult r;
+  try {
+    r = pretrain(cfg, dir, resuming);
+  } catch (const UserError&) {
+    // A new run that fails on its inputs (missing corpus, bad vocabulary, ...) before its first
+    // checkpoint leaves no folder behind, so the corrected command is not refused as "already
+    // exists". A resumed run, or one with checkpoints, keeps everything.
+    if (!resuming && list_checkpoints(dir).empty()) {
+      log::remove_file_sinks();
+      remove_tree(dir);
+    }
+    throw;
+  }
   std::cout << "run folder: " << r.run_dir.string() << "\n"
             << "final MLM loss (train): " << r.final_loss << " (first logged: " << r.first_loss << ")\n"
             << "held-out MLM loss: " << r.valid_loss << ", accuracy: " << r.valid_accuracy << "\n";

@@ -20,7 +20,9 @@ void add_export_hf(CLI::App& app, Runner& run);
 void add_inspect(CLI::App& app, Runner& run);
 void add_swap_method(CLI::App& app, Runner& run);
 void add_finetune(CLI::App& app, Runner& run);
+void add_predict(CLI::App& app, Runner& run);
 void add_tables(CLI::App& app, Runner& run);
 void add_evaluate(CLI::App& app, Runner& run);
+void add_methods(CLI::App& app, Runner& run);
 
 }  // namespace rpe::cli

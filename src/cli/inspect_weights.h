@@ -1,17 +1,18 @@
 // Figure 4's rows: one head's learned position table read at signed distances j - i.
-// Each method lays its table out differently (see the method files), so the reading is by
-// method, not guessed from the shape:
-//   m1                    [H|1, k+1]      slot min(|j-i|, k)            -> [2D+1, 1]
-//   m2                    [H|1, 2k+1]     slot clip(j-i, k) + k         -> [2D+1, 1]
-//   m3, m4, shaw          [H|1, 2k+1, d]  slot clip(j-i, k) + k         -> [2D+1, d]
-//   transformer_xl        [H, 2k+1, d]    slot clip(i-j, k) + k (R_{i-j} W^R): mirrored
-//   deberta               [2k+1, D]       slot clip(., k) + k, one table for all heads
+// Each method lays its table out differently (its registry entry says how: DistanceTable in
+// model/attention/registry.h), so the reading is by method, not guessed from the shape:
+//   unsigned_scalars  [H|1, k+1]      slot min(|j-i|, k)            -> [2D+1, 1]
+//   signed_scalars    [H|1, 2k+1]     slot clip(j-i, k) + k         -> [2D+1, 1]
+//   signed_rows       [H|1, 2k+1, d]  slot clip(j-i, k) + k         -> [2D+1, d]
+//   mirrored_rows     [H, 2k+1, d]    slot clip(i-j, k) + k (R_{i-j} W^R): mirrored
+//   mirrored_shared   [2k+1, D]       slot clip(i-j, k) + k, one table for all heads
 // Distances beyond k read the edge slot, as the model does.
 #pragma once
 #include <torch/torch.h>
 
 #include <string>
 
+#include "model/attention/registry.h"
 #include "util/errors.h"
 
 namespace rpe::cli {
@@ -22,8 +23,9 @@ inline torch::Tensor weights_by_distance(const torch::Tensor& table, const std::
                                          int64_t max_distance) {
   if (!table.defined())
     throw UserError("--position-weights: method " + method + " has no learned per-distance table (nothing to plot)");
-  const bool scalar = method == "m1" || method == "m2";
-  const bool rows3 = method == "m3" || method == "m4" || method == "shaw" || method == "transformer_xl";
+  const DistanceTable layout = method_info(method).distance_table;
+  const bool scalar = layout == DistanceTable::unsigned_scalars || layout == DistanceTable::signed_scalars;
+  const bool rows3 = layout == DistanceTable::signed_rows || layout == DistanceTable::mirrored_rows;
   auto shape_error = [&] {
     return UserError("--position-weights: method " + method + "'s table has shape " + c10::str(table.sizes()) +
                      ", not one row per distance (e.g. bucketed T5 bias)");
@@ -35,19 +37,20 @@ inline torch::Tensor weights_by_distance(const torch::Tensor& table, const std::
     if (h < 0 || h >= table.size(0))
       throw UserError("--head " + std::to_string(head) + ": the table has " + std::to_string(table.size(0)) + " heads");
     rows = scalar ? table[h].unsqueeze(-1) : table[h];  // [slots, 1] or [2k+1, d]
-  } else if (method == "deberta" && table.dim() == 2) {
+  } else if (layout == DistanceTable::mirrored_shared && table.dim() == 2) {
     rows = table;  // [2k+1, D]
   } else {
     throw shape_error();
   }
   const int64_t slots = rows.size(0);
-  const bool unsigned_slots = method == "m1";
+  const bool unsigned_slots = layout == DistanceTable::unsigned_scalars;
   if (!unsigned_slots && slots % 2 != 1) throw shape_error();
   const int64_t k = unsigned_slots ? slots - 1 : (slots - 1) / 2;
   auto d = torch::arange(-max_distance, max_distance + 1, torch::kLong).clamp(-k, k);  // [2D+1], j - i clipped
   torch::Tensor slot;
   if (unsigned_slots) slot = d.abs();
-  else if (method == "transformer_xl") slot = k - d;  // row s holds i - j = s - k
+  else if (layout == DistanceTable::mirrored_rows || layout == DistanceTable::mirrored_shared)
+    slot = k - d;  // row s holds i - j = s - k
   else slot = d + k;
   return rows.detach().index_select(0, slot);  // [2D+1, width]
 }

@@ -59,8 +59,10 @@ int main(int argc, char** argv) {
   rpe::cli::add_inspect(app, run);
   rpe::cli::add_swap_method(app, run);
   rpe::cli::add_finetune(app, run);
+  rpe::cli::add_predict(app, run);
   rpe::cli::add_tables(app, run);
   rpe::cli::add_evaluate(app, run);
+  rpe::cli::add_methods(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

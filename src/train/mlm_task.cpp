@@ -40,7 +40,10 @@ MicroBatch MlmTask::next_batch() {
   MlmBatch b = loader_.next();
   auto sel = mlm_selection(b.labels);
   MicroBatch out;
-  out.tensors = {b.ids, b.padding, sel.index, sel.targets, torch::full({}, static_cast<double>(b.tokens), torch::kDouble)};
+  // A batch without padding (packed pretraining sequences) carries no mask at all, so
+  // attention can take SDPA's fastest kernel (checked on the host batch: no device sync).
+  auto padding = b.padding.any().item<bool>() ? b.padding : torch::Tensor();
+  out.tensors = {b.ids, padding, sel.index, sel.targets, torch::full({}, static_cast<double>(b.tokens), torch::kDouble)};
   out.cursor = loader_.cursor();
   return out;
 }
@@ -69,7 +72,8 @@ nlohmann::json MlmTask::evaluate() {
   for (int64_t i = 0; i < batches; ++i) {
     const MlmBatch b = loader.next();
     const auto sel = mlm_selection(b.labels);
-    const MlmSums s = mlm_loss(model_, b.ids.to(device_), b.padding.to(device_), sel.index.to(device_),
+    const auto padding = b.padding.any().item<bool>() ? b.padding.to(device_) : torch::Tensor();  // none: no mask
+    const MlmSums s = mlm_loss(model_, b.ids.to(device_), padding, sel.index.to(device_),
                                sel.targets.to(device_));
     sums += torch::stack({s.loss.to(torch::kDouble), s.correct.to(torch::kDouble)});
     total += sel.index.size(0);

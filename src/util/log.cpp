@@ -4,6 +4,8 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <algorithm>
+
 namespace rpe::log {
 
 void init(bool quiet) {
@@ -20,6 +22,15 @@ void add_file_sink(const std::filesystem::path& file) {
   auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.string(), /*truncate=*/false);
   sink->set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
   spdlog::default_logger()->sinks().push_back(sink);
+}
+
+void remove_file_sinks() {
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.erase(std::remove_if(sinks.begin(), sinks.end(),
+                             [](const spdlog::sink_ptr& s) {
+                               return std::dynamic_pointer_cast<spdlog::sinks::basic_file_sink_mt>(s) != nullptr;
+                             }),
+              sinks.end());
 }
 
 void set_rank(int rank) {

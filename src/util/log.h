@@ -12,6 +12,8 @@ namespace rpe::log {
 void init(bool quiet = false);
 // Adds <run_dir>/train.log as a second sink.
 void add_file_sink(const std::filesystem::path& file);
+// Closes and drops the file sinks (before a failed run's new folder is removed).
+void remove_file_sinks();
 // Non-zero ranks are lowered to warnings so the console shows one copy of each line.
 void set_rank(int rank);
 

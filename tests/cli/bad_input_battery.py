@@ -598,7 +598,7 @@ def _(w):
     return ["pretrain", "--config", w.b("cfg.yaml"), "--run-dir", w.write("run_file", "x")]
 
 
-@case("pretrain: a failed run leaves no run folder", pattern=r"missing\.txt: file not found", xfail="ckpt",
+@case("pretrain: a failed run leaves no run folder", pattern=r"missing\.txt: file not found",
       absent=("run_c",))
 def _(w):
     return ["pretrain", "--config", w.b("cfg.yaml"), "--set", f"data.train_files=[{w.p('missing.txt')}]",

@@ -32,11 +32,23 @@ expect_error "missing corpus file" "missing.txt: file not found" "$BIN" pretrain
 printf 'ok\n\xff\xfe bad\n' > "$TMP/bad.txt"
 expect_error "invalid UTF-8" "bad.txt: invalid UTF-8 at byte offset 3" "$BIN" pretrain --config $CFG --set "data.train_files=[$TMP/bad.txt]" --run-dir "$TMP/r1"
 expect_error "unknown flag" "" "$BIN" pretrain --config $CFG --bogus
+expect_error "unknown preset method" "config file not found: tiny_m9.yaml \(looked in \., configs/pretrain, configs/finetune" "$BIN" dump-config --config tiny_m9.yaml
+expect_error "unknown method name" "unknown method 'm9'" "$BIN" methods --names absolute m9
 
 # Happy paths.
 "$BIN" --version | grep -q "^rpe-train " || { echo "FAIL --version"; fail=1; }
 "$BIN" dump-config --config $CFG --set train.max_steps=9 | grep -q "max_steps: 9" || { echo "FAIL dump-config"; fail=1; }
-if "$BIN" pretrain --config $CFG --set train.max_steps=3 --set train.log_every=1 --set train.eval_batches=1 \
+# The card's names, from the repository root: presets by name, the paper's method4 for m4.
+"$BIN" dump-config --config base_method4.yaml >"$TMP/base4" &&
+  "$BIN" dump-config --config configs/pretrain/base_m4.yaml | cmp -s - "$TMP/base4" &&
+  grep -q "method: m4" "$TMP/base4" && grep -q "name: base_m4" "$TMP/base4" ||
+  { echo "FAIL dump-config --config base_method4.yaml"; fail=1; }
+[ "$("$BIN" methods --names | head -1)" = absolute ] && [ "$("$BIN" methods --names method4)" = m4 ] &&
+  "$BIN" methods | grep -q "options: model.attention.max_relative" || { echo "FAIL methods"; fail=1; }
+# Settings files for scripts as bash assignments (scripts/reproduce/lib.sh reads configs/reproduce/).
+"$BIN" dump-config --shell --config configs/reproduce/tiny.yaml | grep -qx "K_LIST=('2' '4' '8' '16' '32' '64' '127')" ||
+  { echo "FAIL dump-config --shell"; fail=1; }
+if "$BIN" pretrain --config tiny_method4.yaml --set train.max_steps=3 --set train.log_every=1 --set train.eval_batches=1 \
     --set model.layers=1 --run-dir "$TMP/run" >"$TMP/out" 2>"$TMP/err"; then
   [ "$(grep -c '"step"' "$TMP/run/metrics.jsonl")" -ge 3 ] || { echo "FAIL metrics.jsonl rows"; fail=1; }
   echo "ok   pretrain 3 steps"

@@ -93,3 +93,13 @@ TEST(InspectWeights, RefusesTablesWithoutOneRowPerDistance) {
   EXPECT_NE(message(row_table(3, 5, 2), "m4", 3).find("--head 3: the table has 3 heads"), std::string::npos);
   EXPECT_NE(message(scalar_table(3, 6), "m2", 0).find("not one row per distance"), std::string::npos);
 }
+
+TEST(InspectWeights, DebertaSharedTableIsMirroredToJMinusI) {
+  // P [2k+1, D] is read at d(i,j) = clip(i - j, k) + k (He et al. 2020): row s is i - j = s - k.
+  const int64_t k = 2, D = 4, width = 3;
+  auto table = torch::empty({2 * k + 1, width});
+  for (int64_t s = 0; s <= 2 * k; ++s) table[s].fill_(static_cast<double>(s - k));
+  const auto w = weights_by_distance(table, "deberta", /*head=*/5, D);  // one table: --head is ignored
+  ASSERT_EQ(w.sizes(), (std::vector<int64_t>{2 * D + 1, width}));
+  for (int64_t dist = -D; dist <= D; ++dist) EXPECT_EQ(w[dist + D][2].item<float>(), -clip(dist, k)) << dist;
+}

@@ -22,7 +22,6 @@
 
 #if defined(RPE_FUZZ_YAML)
 #include "config/config.h"
-#include "model/attention/registry.h"
 #elif defined(RPE_FUZZ_CORPUS)
 #include "data/corpus.h"
 #elif defined(RPE_FUZZ_GLUE)
@@ -111,13 +110,6 @@ void make_seed(const fs::path& dir) {
 }
 
 }  // namespace
-
-#if defined(RPE_FUZZ_YAML)
-// The method list without linking the models (and LibTorch): names only matter here.
-std::vector<std::string> rpe::attention_method_names() {
-  return {"absolute", "sinusoid", "shaw", "transformer_xl", "m1", "m2", "m3", "m4", "t5_bias", "alibi", "rope", "deberta"};
-}
-#endif
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   if (const char* dir = std::getenv("RPE_FUZZ_MAKE_SEED")) {

@@ -9,13 +9,14 @@
 
 #include "config/config.h"
 #include "train/trainer.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
 rpe::Config smoke_config(const std::string& method) {
-  const fs::path root = RPE_SOURCE_DIR;
+  const fs::path root = rpe::test::source_dir();
   rpe::Config cfg = rpe::load_config(root / "configs/pretrain/tiny_m4.yaml",
                                      {"model.attention.method=" + method, "model.layers=1", "model.hidden=64",
                                       "model.heads=2", "model.ffn=128", "data.max_seq_len=64",

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "data/sp_tokenizer.h"
+#include "test_paths.h"
 
 namespace rpe::test {
 namespace fs = std::filesystem;
@@ -16,7 +17,7 @@ const fs::path& tiny_data_dir() {
     const fs::path d = fs::temp_directory_path() / ("rpe_train_tests_" + std::to_string(::getpid()));
     fs::create_directories(d);
     // The first 600 lines (~100 short documents) of the sample corpus.
-    std::ifstream in(std::string(RPE_SOURCE_DIR) + "/data/sample/corpus.txt");
+    std::ifstream in(rpe::test::source_dir() + "/data/sample/corpus.txt");
     std::ofstream out(d / "corpus.txt");
     std::string line;
     for (int i = 0; i < 600 && std::getline(in, line); ++i) out << line << "\n";
