@@ -173,6 +173,7 @@ EngineResult Engine::run(TrainState state) {
   model_.train();
   EngineResult result;
   result.first_loss = s_.first_loss;
+  result.final_loss = s_.last_loss;  // kept when resumed from the final checkpoint (no step left)
   const auto dopt = torch::TensorOptions(torch::kDouble).device(s_.device);
   Window w;
   w.sums = torch::zeros({5}, dopt);

@@ -90,7 +90,8 @@ struct EngineSetup {
   std::filesystem::path run_dir;     // checkpoints go to run_dir/checkpoints; empty = no checkpoints
   std::string config_yaml;           // embedded in checkpoints
   std::string log_tag = "train";
-  double first_loss = std::nan("");  // a resumed run's first logged loss (from its metrics.jsonl)
+  double first_loss = std::nan("");  // a resumed run's first and last logged losses (from its
+  double last_loss = std::nan("");   // metrics.jsonl): the summary reads as if never interrupted
   EngineHooks hooks;
 };
 

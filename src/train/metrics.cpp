@@ -19,7 +19,7 @@ void MetricsWriter::write(const nlohmann::json& row) const {
   if (!file_.empty()) append_line_synced(file_, row.dump());
 }
 
-int64_t drop_metrics_after(const std::filesystem::path& file, int64_t step) {
+int64_t drop_metrics_after(const std::filesystem::path& file, int64_t step, bool evaluations_at_step) {
   if (!std::filesystem::exists(file)) return 0;
   std::istringstream in(read_file(file));
   std::string line, kept;
@@ -27,8 +27,9 @@ int64_t drop_metrics_after(const std::filesystem::path& file, int64_t step) {
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     const auto row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    const bool keep = row.is_object() && row.contains("step") && row["step"].is_number_integer() &&
-                      row["step"].get<int64_t>() <= step;
+    const bool has_step = row.is_object() && row.contains("step") && row["step"].is_number_integer();
+    const int64_t at = has_step ? row["step"].get<int64_t>() : 0;
+    const bool keep = has_step && (at < step || (at == step && !(evaluations_at_step && row.contains("split"))));
     if (keep) kept += line + "\n";
     else ++dropped;
   }
@@ -36,15 +37,18 @@ int64_t drop_metrics_after(const std::filesystem::path& file, int64_t step) {
   return dropped;
 }
 
-double first_logged_loss(const std::filesystem::path& file) {
-  if (!std::filesystem::exists(file)) return std::nan("");
+LoggedLosses logged_losses(const std::filesystem::path& file) {
+  LoggedLosses out;
+  if (!std::filesystem::exists(file)) return out;
   std::istringstream in(read_file(file));
   for (std::string line; std::getline(in, line);) {
     const auto row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!row.is_object() || row.contains("split") || row.contains("event")) continue;
-    if (row.contains("loss") && row["loss"].is_number()) return row["loss"].get<double>();
+    if (!row.contains("loss") || !row["loss"].is_number()) continue;
+    out.last = row["loss"].get<double>();
+    if (std::isnan(out.first)) out.first = out.last;
   }
-  return std::nan("");
+  return out;
 }
 
 std::string format_duration(double seconds) {

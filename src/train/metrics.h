@@ -23,12 +23,19 @@ class MetricsWriter {
 // On resume from a checkpoint at `step`: rewrites `file` atomically without the rows of
 // later steps (they were lost with the crash and will be redone), so every step appears
 // once. A line that is not a JSON object with a "step" (e.g. torn by the crash) is dropped
-// too. Returns the number of rows dropped; no file = nothing to do.
-int64_t drop_metrics_after(const std::filesystem::path& file, int64_t step);
+// too. With `evaluations_at_step` the evaluation rows ("split") of `step` itself go as well:
+// the final evaluation runs after the final checkpoint, so a run resumed from that checkpoint
+// redoes it. Returns the number of rows dropped; no file = nothing to do.
+int64_t drop_metrics_after(const std::filesystem::path& file, int64_t step, bool evaluations_at_step = false);
 
-// The loss of the first training row (no "split", no "event") with a numeric loss, NaN if none:
-// a resumed run reports its original first loss in summary.json.
-double first_logged_loss(const std::filesystem::path& file);
+// The losses of the first and the last training rows (no "split", no "event") with a numeric
+// loss, NaN if none: a resumed run reports its original first loss in summary.json, and one
+// resumed from its final checkpoint (no step left to log) the last loss it logged.
+struct LoggedLosses {
+  double first = std::nan("");
+  double last = std::nan("");
+};
+LoggedLosses logged_losses(const std::filesystem::path& file);
 
 // "1h02m", "3m20s", "12s" for ETAs.
 std::string format_duration(double seconds);

@@ -138,10 +138,17 @@ PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resu
   setup.hooks = hooks;
   if (chief) {
     const fs::path metrics = run_dir / "metrics.jsonl";
-    if (const auto n = drop_metrics_after(metrics, state.step))
-      log::info("train", "metrics.jsonl: dropped {} rows after step {} (they are redone)", n, state.step);
+    // Resumed from the final checkpoint (killed before summary.json): the final evaluation is redone.
+    const bool finished = state.step >= t.max_steps;
+    if (const auto n = drop_metrics_after(metrics, state.step, finished))
+      log::info("train", "metrics.jsonl: dropped {} rows after the checkpoint of step {} (they are redone)", n,
+                state.step);
     setup.metrics = MetricsWriter(metrics);
-    if (state.step > 0) setup.first_loss = first_logged_loss(metrics);  // summary.json as if never interrupted
+    if (state.step > 0) {  // summary.json as if never interrupted
+      const LoggedLosses logged = logged_losses(metrics);
+      setup.first_loss = logged.first;
+      setup.last_loss = logged.last;
+    }
   }
   MlmTask task(model, corpus.train, corpus.valid, *tokenizer, cfg, micro_batch, dp.rank(), dp.world(), device);
   Engine engine(std::move(setup), *model, *optimizer, task);

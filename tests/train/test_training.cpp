@@ -175,7 +175,8 @@ TEST(Engine, LogRowsEqualTheStepsTheyAverage) {
   EXPECT_NEAR(rows[1]["loss"].get<double>(), (losses[2] + losses[3]) / 2, 1e-12);
   EXPECT_EQ(rows[1]["tokens_seen"], 4 * 48);
   EXPECT_FALSE(rows[0].contains("mlm_accuracy"));  // the toy task reports no accuracy
-  EXPECT_DOUBLE_EQ(first_logged_loss(file), rows[0]["loss"].get<double>());
+  EXPECT_DOUBLE_EQ(logged_losses(file).first, rows[0]["loss"].get<double>());
+  EXPECT_DOUBLE_EQ(logged_losses(file).last, rows[1]["loss"].get<double>());
 }
 
 TEST(Engine, GradNormAndClippingMatchTheDoubleReference) {
@@ -218,6 +219,51 @@ TEST(PretrainSummary, ResumedRunReportsTheSameSummary) {
     return j;
   };
   EXPECT_EQ(read(a / "summary.json"), read(b / "summary.json"));
+}
+
+// Killed after the final checkpoint was written, before summary.json (with or without the
+// final evaluation's row): the resumed run redoes the final evaluation once and reports the
+// uninterrupted run's metrics.jsonl and summary.json (the kill test found the duplicate row
+// and a final_loss of 0 by chance).
+TEST(PretrainSummary, ResumedFromTheFinalCheckpointRedoesOnlyTheEnd) {
+  const Config cfg = test::tiny_config({"train.max_steps=8", "train.save_every=4", "train.log_every=4"});
+  const fs::path a = test::fresh_dir("final_a");
+  pretrain(cfg, a, false);
+  auto read_json = [](const fs::path& f) {
+    std::ifstream in(f);
+    auto j = nlohmann::json::parse(in);
+    for (const char* k : {"wall_s", "peak_rss_bytes", "peak_device_bytes"}) j.erase(k);
+    return j;
+  };
+  // metrics rows without their timings
+  auto read_rows = [](const fs::path& f) {
+    std::ifstream in(f);
+    std::vector<nlohmann::json> rows;
+    for (std::string line; std::getline(in, line);) {
+      auto row = nlohmann::json::parse(line);
+      for (const char* k : {"elapsed_s", "tokens_per_s"}) row.erase(k);
+      rows.push_back(row);
+    }
+    return rows;
+  };
+  const auto rows = read_rows(a / "metrics.jsonl");
+  ASSERT_FALSE(rows.empty());
+  ASSERT_EQ(rows.back().value("split", ""), "valid");  // the final evaluation is the last row
+  ASSERT_EQ(rows.back()["step"], 8);
+  for (const bool eval_row_written : {true, false}) {
+    SCOPED_TRACE(eval_row_written ? "killed after the final evaluation" : "killed before it");
+    const fs::path b = test::fresh_dir(eval_row_written ? "final_b1" : "final_b2");
+    fs::copy(a, b, fs::copy_options::recursive);
+    fs::remove(b / "summary.json");
+    if (!eval_row_written) {
+      std::string kept;
+      for (size_t i = 0; i + 1 < rows.size(); ++i) kept += rows[i].dump() + "\n";
+      std::ofstream(b / "metrics.jsonl") << kept;
+    }
+    pretrain(cfg, b, true);
+    EXPECT_EQ(read_rows(b / "metrics.jsonl"), rows);
+    EXPECT_EQ(read_json(b / "summary.json"), read_json(a / "summary.json"));
+  }
 }
 
 // Issue 17: with train.lr = inf the first update makes the weights non-finite; the run must
