@@ -71,6 +71,9 @@ set(RPE_CORE_SOURCES
   src/eval/glue_metrics.cpp
   src/eval/results.cpp
   src/eval/tables.cpp
+  src/eval/text_table.cpp
+  src/eval/cost_table.cpp
+  src/eval/squad_tables.cpp
   # fine-tuning: SQuAD/GLUE data -> heads -> loop -> post-processing -> metrics
   src/finetune/squad_data.cpp
   src/finetune/squad_postprocess.cpp

@@ -40,6 +40,7 @@ set(RPE_TEST_SOURCES
   tests/eval/test_squad_metrics.cpp
   tests/eval/test_glue_metrics.cpp
   tests/eval/test_tables.cpp
+  tests/eval/test_extra_tables.cpp
   tests/finetune/test_squad_data.cpp
   tests/finetune/test_glue_data.cpp
   tests/finetune/test_heads.cpp

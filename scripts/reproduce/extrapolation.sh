@@ -5,7 +5,8 @@
 # "n/a" there instead of a number. Uses the Table 2 pretraining runs.
 # Eval text: RPE_EVAL_FILE, else the first --corpus file (at tiny scale the sample corpus, which
 # the model was also trained on: the tiny curve shows the mechanics, not generalisation).
-# -> <out>/tables/extrapolation/{extrapolation.png,extrapolation.md,extrapolation.csv}
+# -> <out>/tables/extrapolation/extrapolation.{md,csv,json} (rpe-train tables extrapolation) and
+#    extrapolation.png (plot.py, drawn from extrapolation.json)
 #   scripts/reproduce/extrapolation.sh --scale tiny [--methods absolute,alibi]
 source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
@@ -34,4 +35,5 @@ for m in "${METHOD_LIST[@]}"; do
 done
 results="$dir/results.jsonl"
 [[ "$DRY_RUN" == 1 ]] || find "$OUT/finetune/extrapolation" -name results.jsonl -size +0 -exec cat {} + >"$results" 2>/dev/null || true
-rp_render extrapolation --out "$dir" --mlm "${mlm[@]}" --results "$results"
+rp_extra_table extrapolation --out "$dir" --mlm "${mlm[@]}" --results "$results"
+rp_plot extrapolation --out "$dir/extrapolation.png" --table "$dir/extrapolation.json"

@@ -19,4 +19,4 @@ for m in "${METHOD_LIST[@]}"; do
     inputs+=("$f")
   done
 done
-rp_render figure4 --out "$OUT/figures/figure4.png" --inputs "${inputs[@]}"
+rp_plot figure4 --out "$OUT/figures/figure4.png" --inputs "${inputs[@]}"

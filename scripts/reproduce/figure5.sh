@@ -20,4 +20,4 @@ for m in "${METHOD_LIST[@]}"; do
   rp_exec "$BIN" inspect "$RUN_DIR" --attention "$f" --attention-layer 0 --text-file "$text" --tokens 50
   inputs+=("$f")
 done
-rp_render figure5 --out "$OUT/figures/figure5.png" --inputs "${inputs[@]}"
+rp_plot figure5 --out "$OUT/figures/figure5.png" --inputs "${inputs[@]}"

@@ -4,7 +4,8 @@
 # Layout under --out (default runs/reproduce/<scale>, git-ignored):
 #   pretrain/<name>/                 one pretraining run (config.yaml, metrics.jsonl, summary.json, checkpoints/)
 #   finetune/<exp>/<name>_s<seed>/   one fine-tuning run per seed (config.yaml, seed<N>/results.json, results.jsonl)
-#   tables/<exp>/                    tables.md + tables.csv (rpe-train tables) and the extra tables/figures
+#   tables/<exp>/                    tables.{md,csv,json} (rpe-train tables), the experiment's other
+#                                    tables (rpe-train tables <name>: .md/.csv/.json) and plots
 # Restart rules: a pretraining run with summary.json is done (skipped); one without is continued
 # with --resume from its newest valid checkpoint. A fine-tuning run with seed<N>/results.json is
 # done; an unfinished one is redone from its start (--overwrite): fine-tuning is short and keeps
@@ -180,15 +181,22 @@ rp_collect() {
 }
 
 # rp_tables EXP TABLE: rpe-train tables (TABLE: 2, 3 or 4) over the finished runs of EXP
-# -> $OUT/tables/EXP/tables.{md,csv}.
+# -> $OUT/tables/EXP/tables.{md,csv,json}.
 rp_tables() {
   rp_collect "$1"
   [[ "$DRY_RUN" == 1 ]] && return 0
   rp_exec "$BIN" tables --results "$OUT/tables/$1/results.jsonl" --out "$OUT/tables/$1" --only "$2"
 }
 
-# rp_render WHAT [ARGS...]: the Python renderer (extra tables, cost table, PNG figures).
-rp_render() {
+# rp_extra_table NAME [ARGS...]: one of the experiment's other tables (cost, table4-scaled,
+# table5, extrapolation), rendered by `rpe-train tables NAME` -> NAME's .md, .csv and .json.
+rp_extra_table() {
   [[ "$DRY_RUN" == 1 ]] && return 0
-  rp_exec "$PY" "$RP_ROOT/scripts/reproduce/render.py" "$@"
+  rp_exec "$BIN" tables "$@"
+}
+
+# rp_plot WHAT [ARGS...]: a PNG figure (scripts/reproduce/plot.py, matplotlib); tables are C++'s.
+rp_plot() {
+  [[ "$DRY_RUN" == 1 ]] && return 0
+  rp_exec "$PY" "$RP_ROOT/scripts/reproduce/plot.py" "$@"
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Table 2 of Huang et al. 2020: SQuAD 1.1 dev EM/F1 per position method. Pretrains one model
 # per method (every method `rpe-train methods --names` lists, or --methods; the paper's rows
-# and the methods it lacks as extra rows), fine-tunes each with every seed, renders tables/table2/tables.{md,csv} (mean ± std,
+# and the methods it lacks as extra rows), fine-tunes each with every seed, renders tables/table2/tables.{md,csv,json} (mean ± std,
 # the paper's numbers beside ours) and the cost table (parameters added, tokens/s, peak memory).
 #   scripts/reproduce/table2.sh --scale tiny [--methods absolute,m4] [--seeds 1,2]
 source "$(dirname "$0")/lib.sh"
@@ -14,4 +14,4 @@ for m in "${METHOD_LIST[@]}"; do
   for s in "${SEED_LIST[@]}"; do rp_finetune squad table2 "$m" "$RUN_DIR" "$s"; done
 done
 rp_tables table2 2
-rp_render cost --out "$OUT/tables/table2" --runs "${runs[@]}"
+rp_extra_table cost --out "$OUT/tables/table2" --runs "${runs[@]}"

@@ -15,4 +15,4 @@ for m in "${METHOD_LIST[@]}"; do
   done
 done
 rp_tables table3 3
-rp_render cost --out "$OUT/tables/table3" --runs "${runs[@]}"
+rp_extra_table cost --out "$OUT/tables/table3" --runs "${runs[@]}"

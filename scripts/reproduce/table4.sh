@@ -16,5 +16,5 @@ for len in "${LONG_LENS[@]}"; do
   done
 done
 rp_tables table4 4
-rp_render scaled-table4 --out "$OUT/tables/table4" --results "$OUT/tables/table4/results.jsonl" \
-  --ks "${K_LIST[*]}" --long-k "$LONG_K" --long-lens "${LONG_LENS[*]}" --pretrain-len "$PRE_LEN"
+rp_extra_table table4-scaled --out "$OUT/tables/table4" --results "$OUT/tables/table4/results.jsonl" \
+  --ks "${K_LIST[@]}" --long-lens "${LONG_LENS[@]}" --pretrain-len "$PRE_LEN"

@@ -39,4 +39,4 @@ for len in "${T5_LENS[@]}"; do
   done
 done
 rp_collect table5
-rp_render table5 --out "$OUT/tables/table5" --results "$OUT/tables/table5/results.jsonl" --lens "${T5_LENS[*]}"
+rp_extra_table table5 --out "$OUT/tables/table5" --results "$OUT/tables/table5/results.jsonl" --lens "${T5_LENS[@]}"

@@ -80,6 +80,23 @@ std::optional<Stat> lookup(const Values& v, const GroupKey& g, const Column& c) 
   return mean_std(xs);
 }
 
+nlohmann::ordered_json json_row(const std::string& table, const GroupKey& g, const std::string& column,
+                                const std::optional<Stat>& s, const std::optional<double>& paper) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  j["table"] = table;
+  j["method"] = g.method;
+  j["k"] = g.k > 0 ? nlohmann::ordered_json(g.k) : nlohmann::ordered_json();
+  j["pretrain_max_len"] = g.pretrain_len;
+  j["finetune_max_len"] = g.finetune_len;
+  j["pretrain_run"] = g.pretrain_run;
+  j["column"] = column;
+  j["mean"] = s ? nlohmann::ordered_json(s->mean) : nlohmann::ordered_json();
+  j["std"] = s ? nlohmann::ordered_json(s->std) : nlohmann::ordered_json();
+  j["n"] = s ? s->n : 0;
+  j["paper"] = paper ? nlohmann::ordered_json(*paper) : nlohmann::ordered_json();
+  return j;
+}
+
 using PaperFn = std::function<std::optional<double>(const GroupKey&, size_t column)>;
 
 struct Table {
@@ -114,11 +131,12 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
     for (size_t i = 0; i < t.columns.size(); ++i) {
       const auto s = lookup(v, g, t.columns[i]);
       const auto p = t.paper(g, i);
-      line += " " + cell(s) + " | " + paper_cell(p) + " |";
+      line.append(" ").append(cell(s)).append(" | ").append(paper_cell(p)).append(" |");
       out.csv += t.name + "," + g.method + "," + k_text(g.k, "") + "," + std::to_string(g.pretrain_len) + "," +
                  std::to_string(g.finetune_len) + "," + g.pretrain_run + "," + t.columns[i].title + "," +
                  (s ? fmt(s->mean) + "," + fmt(s->std) + "," + std::to_string(s->n) : ",,0") + "," +
                  (p ? fmt(*p) : "") + "\n";
+      out.json.push_back(json_row(t.name, g, t.columns[i].title, s, p));
     }
     out.markdown += line + "\n";
   }

@@ -1,4 +1,4 @@
-// The paper's tables rendered from result JSON lines (Markdown and CSV), our numbers as
+// The paper's tables rendered from result JSON lines (Markdown, CSV and JSON), our numbers as
 // mean ± sample std over seeds (n = number of seeds) next to the published ones:
 //   Table 2: SQuAD 1.1 dev EM/F1 by position method
 //   Table 3: GLUE dev by position method (the paper's MNLI-m/mm, QQP F1, SST-2, MRPC F1,
@@ -6,6 +6,8 @@
 //   Table 4: method 4 on SQuAD 1.1 dev by clipping distance k and fine-tuning length
 // Rows are grouped by (method, k, pretraining length, fine-tuning length, pretraining run).
 #pragma once
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 
@@ -22,6 +24,9 @@ Stat mean_std(const std::vector<double>& values);
 
 struct RenderedTables {
   std::string markdown, csv;
+  // The CSV's rows as objects with the same keys (k, mean, std, paper: null where the CSV is
+  // empty), in the same order.
+  nlohmann::ordered_json json = nlohmann::ordered_json::array();
 };
 // `only`: the tables to render by short name ("2", "3", "4", "squad2"); empty = all.
 // UserError for an unknown name.

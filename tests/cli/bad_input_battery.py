@@ -393,6 +393,49 @@ def _(w):
     return ["tables", "--results", w.write("res_type.jsonl", json.dumps(row) + "\n"), "--out", w.p("tables_x")]
 
 
+# The reproduction's other tables (rpe-train tables cost|table4-scaled|table5|extrapolation).
+@case("tables table5: valid control", expect=0)
+def _(w):
+    return ["tables", "table5", "--results", w.b("results.jsonl"), "--lens", "64", "--out", w.p("t5_ok")]
+
+
+@case("tables table5: missing result file", pattern=r"nope\.jsonl", absent=("t5_x",))
+def _(w):
+    return ["tables", "table5", "--results", w.p("nope.jsonl"), "--lens", "64", "--out", w.p("t5_x")]
+
+
+@case("tables table4-scaled: malformed result line", pattern=r"res4_bad\.jsonl:2: malformed JSON line", absent=("t4_x",))
+def _(w):
+    return ["tables", "table4-scaled", "--results", w.write("res4_bad.jsonl", w.read("results.jsonl").decode() + "{\n"),
+            "--pretrain-len", "32", "--out", w.p("t4_x")]
+
+
+@case("tables cost: run without summary.json", pattern=r"unfinished/summary\.json: missing", absent=("cost_x",))
+def _(w):
+    os.makedirs(w.p("unfinished"), exist_ok=True)
+    return ["tables", "cost", "--runs", w.p("unfinished"), "--out", w.p("cost_x")]
+
+
+@case("tables cost: malformed metrics line", pattern=r"costrun/metrics\.jsonl:2: malformed JSON line", absent=("cost_x",))
+def _(w):
+    w.write("costrun/summary.json", '{"method": "m4", "steps": 1, "wall_s": 1.0}')
+    w.write("costrun/metrics.jsonl", '{"tokens_per_s": 5.0}\n{"tokens_per_s": \n')
+    return ["tables", "cost", "--runs", w.p("costrun"), "--out", w.p("cost_x")]
+
+
+@case("tables extrapolation: truncated MLM file", pattern=r"mlm_cut\.json: malformed JSON", absent=("ex_x",))
+def _(w):
+    path = w.write("mlm_cut.json", '{"method": "m4", "pretrain_max_len": 32, "mlm_loss": [{"length": 32, ')
+    return ["tables", "extrapolation", "--mlm", path, "--results", w.b("results.jsonl"), "--out", w.p("ex_x")]
+
+
+@case("tables extrapolation: disk full", expect=1, pattern=r"ex_full/extrapolation\.md.*File too large", fsize=1,
+      absent=("ex_full/extrapolation.md",))
+def _(w):
+    path = w.write("mlm_ok.json", '{"method": "m4", "pretrain_max_len": 32, "mlm_loss": [{"length": 32, "loss": 2.5}]}')
+    return ["tables", "extrapolation", "--mlm", path, "--out", w.p("ex_full")]
+
+
 @case("import-hf: --out below a file", pattern=r"--out .*imp_file/model\.pt: .*imp_file is not a folder")
 def _(w):
     w.write("imp_file", "x")

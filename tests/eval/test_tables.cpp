@@ -1,6 +1,7 @@
 // Result lines -> tables: mean ± sample std over seeds next to the paper's numbers.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "eval/results.h"
@@ -75,4 +76,38 @@ TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
     EXPECT_NE(std::string(e.what()).find("r.jsonl:3"), std::string::npos) << e.what();
   }
   rpe::finetune::remove_tree(dir);
+}
+
+TEST(Tables, JsonMirrorsCsvRows) {
+  std::vector<ResultRow> rows;
+  for (int seed = 1; seed <= 2; ++seed) {
+    ResultRow r;
+    r.run_id = "ft/seed" + std::to_string(seed);
+    r.method = "absolute";
+    r.pretrain_run = "runs/tiny_absolute";
+    r.pretrain_max_len = 128;
+    r.task = "squad_v1";
+    r.split = "dev";
+    r.seed = seed;
+    r.metric = "exact";
+    r.value = 70.0 + 4 * seed;  // 74, 78: mean 76, sample std sqrt(8)
+    r.finetune_max_len = 128;
+    rows.push_back(r);
+  }
+  const auto t = render_tables(rows, {"2"});
+  // One object per CSV row: EM with the values, F1 without any (mean/std null, n 0).
+  ASSERT_EQ(t.json.size(), 2u) << t.json.dump();
+  const auto& em = t.json[0];
+  EXPECT_EQ(em["table"], "Table 2");
+  EXPECT_EQ(em["column"], "EM");
+  EXPECT_TRUE(em["k"].is_null());  // absolute: no clipping distance, empty in the CSV
+  EXPECT_EQ(em["pretrain_run"], "tiny_absolute");
+  EXPECT_DOUBLE_EQ(em["mean"].get<double>(), 76.0);
+  EXPECT_NEAR(em["std"].get<double>(), std::sqrt(8.0), 1e-12);
+  EXPECT_EQ(em["n"], 2);
+  EXPECT_DOUBLE_EQ(em["paper"].get<double>(), 81.58);
+  EXPECT_EQ(t.json[1]["column"], "F1");
+  EXPECT_TRUE(t.json[1]["mean"].is_null());
+  EXPECT_EQ(t.json[1]["n"], 0);
+  EXPECT_DOUBLE_EQ(t.json[1]["paper"].get<double>(), 88.59);
 }

@@ -1,0 +1,191 @@
+// Scaled Table 4, Table 5 and the length-extrapolation table (see squad_tables.h).
+#include "eval/squad_tables.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <regex>
+#include <tuple>
+
+#include "eval/paper_numbers.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+
+namespace rpe::eval {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct SquadGroup {
+  std::string method;
+  int64_t k = 0, pretrain_len = 0, finetune_len = 0;
+  std::string name;  // fine-tuning run folder without "_s<seed>"
+  std::map<std::string, double> exact, f1;  // (run_id, seed) -> value: a re-evaluation replaces
+
+  std::vector<double> values(const std::map<std::string, double>& m) const {
+    std::vector<double> v;
+    for (const auto& [_, x] : m) v.push_back(x);
+    return v;
+  }
+};
+
+// "<name>_s<seed>/seed<seed>" -> "<name>".
+std::string run_name(const std::string& run_id) {
+  static const std::regex seed_suffix(R"(_s\d+$)");
+  return std::regex_replace(run_id.substr(0, run_id.find('/')), seed_suffix, "");
+}
+
+std::vector<SquadGroup> squad_groups(const std::vector<ResultRow>& rows) {
+  std::map<std::tuple<std::string, int64_t, int64_t, int64_t, std::string>, SquadGroup> groups;
+  for (const auto& r : rows) {
+    if ((r.task != "squad_v1" && r.task != "squad") || (r.metric != "exact" && r.metric != "f1")) continue;
+    const std::string name = run_name(r.run_id);
+    auto& g = groups[{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, name}];
+    g.method = r.method;
+    g.k = r.k;
+    g.pretrain_len = r.pretrain_max_len;
+    g.finetune_len = r.finetune_max_len;
+    g.name = name;
+    (r.metric == "exact" ? g.exact : g.f1)[r.run_id + "#" + std::to_string(r.seed)] = r.value;
+  }
+  std::vector<SquadGroup> out;
+  for (auto& [_, g] : groups) out.push_back(std::move(g));
+  return out;
+}
+
+Cell paper_cell(const std::optional<double>& v) { return v ? Cell::number(*v, 2) : Cell::dash(); }
+
+// "[2, 4, 8]"
+std::string list_text(const std::vector<int64_t>& xs) {
+  std::string s = "[";
+  for (size_t i = 0; i < xs.size(); ++i) s += (i ? ", " : "") + std::to_string(xs[i]);
+  return s + "]";
+}
+
+// The paper's Table 4 row for ours: k as is (k >= n - 1, unclipped, is the paper's 512); a
+// length beyond n by its ratio to n (n * 576/512 -> 576), at the paper's k = 256.
+struct PaperRow {
+  int64_t k, finetune_len;
+  std::optional<double> em, f1;
+};
+PaperRow paper_table4_row(int64_t k, int64_t ft, int64_t n) {
+  PaperRow p{k >= n - 1 ? 512 : k, 512, std::nullopt, std::nullopt};
+  if (ft > n) {
+    p.finetune_len = static_cast<int64_t>(std::nearbyint(static_cast<double>(ft) * 512.0 / static_cast<double>(n)));
+    p.k = 256;
+  }
+  for (const auto& r : paper::kTable4)
+    if (r.k == p.k && r.pretrain_len == 512 && r.finetune_len == p.finetune_len) {
+      p.em = r.em;
+      p.f1 = r.f1;
+    }
+  return p;
+}
+
+}  // namespace
+
+TextTable table4_scaled(const std::vector<ResultRow>& rows, const ScaledTable4Spec& spec) {
+  TextTable t{"table4_scaled",
+              "Table 4 (method 4 by k and fine-tuning length), pretraining length " + std::to_string(spec.pretrain_len) +
+                  ", k list " + list_text(spec.ks) + ", long lengths " + list_text(spec.long_lens) +
+                  "; paper row matched by k and length ratio",
+              {"run", "k", "pretrain len", "fine-tune len", "EM", "F1", "seeds", "paper row", "paper EM", "paper F1"},
+              {}};
+  auto groups = squad_groups(rows);
+  std::stable_sort(groups.begin(), groups.end(), [](const SquadGroup& a, const SquadGroup& b) {
+    return std::tie(a.finetune_len, a.k) < std::tie(b.finetune_len, b.k);
+  });
+  for (const auto& g : groups) {
+    const PaperRow p = paper_table4_row(g.k, g.finetune_len, spec.pretrain_len);
+    t.rows.push_back({g.name, Cell::integer(g.k), Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
+                      stat_cell(g.values(g.exact), false), stat_cell(g.values(g.f1), false),
+                      Cell::integer(static_cast<int64_t>(g.f1.size())),
+                      Cell::shown("k=" + std::to_string(p.k) + ", " + std::to_string(p.finetune_len),
+                                  {{"k", p.k}, {"finetune_len", p.finetune_len}}),
+                      paper_cell(p.em), paper_cell(p.f1)});
+  }
+  return t;
+}
+
+TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>& lens) {
+  TextTable t{"table5",
+              "Table 5: method 4 added to a pretrained absolute model (near drop-in), SQuAD 1.1 dev; "
+              "paper: BERT-large at 512/576/640/704",
+              {"run", "method", "pretrain len", "fine-tune len", "EM", "F1", "seeds", "paper EM", "paper F1"},
+              {}};
+  auto groups = squad_groups(rows);
+  std::stable_sort(groups.begin(), groups.end(), [](const SquadGroup& a, const SquadGroup& b) {
+    return std::make_tuple(a.method != "absolute", a.finetune_len) < std::make_tuple(b.method != "absolute", b.finetune_len);
+  });
+  for (const auto& g : groups) {
+    std::optional<double> em, f1;
+    if (g.method == "absolute") {
+      em = paper::kTable5Absolute.em;
+      f1 = paper::kTable5Absolute.f1;
+    } else {
+      const auto it = std::find(lens.begin(), lens.end(), g.finetune_len);
+      const size_t i = static_cast<size_t>(it - lens.begin());
+      if (it != lens.end() && i < paper::kTable5M4.size()) {
+        em = paper::kTable5M4[i].em;
+        f1 = paper::kTable5M4[i].f1;
+      }
+    }
+    t.rows.push_back({g.name, g.method, Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
+                      stat_cell(g.values(g.exact), false), stat_cell(g.values(g.f1), false),
+                      Cell::integer(static_cast<int64_t>(g.f1.size())), paper_cell(em), paper_cell(f1)});
+  }
+  return t;
+}
+
+MlmCurve read_mlm_curve(const fs::path& file) {
+  json j;
+  try {
+    j = json::parse(read_file(file));
+  } catch (const json::parse_error&) {
+    throw UserError(file.string() + ": malformed JSON");
+  }
+  MlmCurve c;
+  try {
+    c.method = j.at("method").get<std::string>();
+    c.pretrain_max_len = j.at("pretrain_max_len").get<int64_t>();
+    for (const auto& p : j.at("mlm_loss")) {
+      MlmCurve::Point pt;
+      pt.length = p.at("length").get<int64_t>();
+      if (!p.at("loss").is_null()) pt.loss = p.at("loss").get<double>();
+      pt.why = p.value("why", "");
+      c.points.push_back(std::move(pt));
+    }
+  } catch (const json::exception&) {
+    throw UserError(file.string() + ": expected {\"method\", \"pretrain_max_len\", \"mlm_loss\": [{\"length\", "
+                                    "\"loss\"}, ...]} (rpe-train inspect --mlm-loss)");
+  }
+  return c;
+}
+
+TextTable extrapolation_table(const std::vector<MlmCurve>& curves, const std::vector<ResultRow>& rows) {
+  TextTable t{"extrapolation", "Length extrapolation per method", {"method", "measure", "pretrain len", "length", "value"},
+              {}};
+  std::map<std::string, size_t> order;  // a method's first curve
+  for (const auto& c : curves) {
+    order.emplace(c.method, order.size());
+    for (const auto& p : c.points)
+      t.rows.push_back({c.method, "MLM loss", Cell::integer(c.pretrain_max_len), Cell::integer(p.length),
+                        p.loss ? Cell::number(*p.loss, 3) : Cell::shown("n/a (" + p.why + ")", nullptr)});
+  }
+  auto groups = squad_groups(rows);
+  auto rank = [&](const SquadGroup& g) {
+    const auto it = order.find(g.method);
+    return std::make_tuple(it == order.end() ? order.size() : it->second, g.method, g.finetune_len);
+  };
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](const SquadGroup& a, const SquadGroup& b) { return rank(a) < rank(b); });
+  for (const auto& g : groups)
+    t.rows.push_back({g.method, "SQuAD F1", Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
+                      stat_cell(g.values(g.f1), true)});
+  return t;
+}
+
+}  // namespace rpe::eval

@@ -1,0 +1,52 @@
+// A plain results table (a title, column names, rows of cells) and its three renderings:
+// Markdown ("### title" + a pipe table), CSV (RFC 4180 quoting: a cell with a comma, quote or
+// newline is quoted) and JSON (the same rows with typed values). Used by the reproduction's
+// extra tables (cost, scaled Table 4, Table 5, length extrapolation; see extra_tables.h);
+// the paper's Tables 2-4 keep their own long-format layout (tables.h).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rpe::eval {
+
+// One cell: the text shown in Markdown/CSV and the typed value written to JSON (a number, a
+// string, {"mean", "std", "n"} for a statistic over seeds, or null for "—").
+struct Cell {
+  std::string text;
+  nlohmann::json value;
+
+  Cell(const char* s) : text(s), value(s) {}            // NOLINT: implicit, cells are mostly text
+  Cell(const std::string& s) : text(s), value(s) {}     // NOLINT
+  static Cell integer(int64_t v);                       // "1234"
+  static Cell number(double v, int decimals);           // "%.<decimals>f", JSON the exact value
+  static Cell dash();                                   // "—", JSON null
+  static Cell shown(std::string text, nlohmann::json value);
+};
+
+struct TextTable {
+  std::string name;   // file stem: <name>.md, <name>.csv, <name>.json
+  std::string title;
+  std::vector<std::string> columns;
+  std::vector<std::vector<Cell>> rows;  // each row has columns.size() cells
+};
+
+// "82.00 ± 2.00" (mean ± sample std; 0 for one value) with " (n=3)" when with_n; "—" (JSON
+// null) for no values. JSON: {"mean": .., "std": .., "n": ..}.
+Cell stat_cell(const std::vector<double>& values, bool with_n);
+// Thousands separated with commas, rounded to an integer ("12,346"), as Python's "{:,.0f}".
+std::string with_thousands(double v);
+
+std::string to_markdown(const TextTable& t);
+std::string to_csv(const TextTable& t);
+// {"table", "title", "columns", "rows": [{column: value, ...}]}, keys in column order.
+nlohmann::ordered_json to_json(const TextTable& t);
+
+// Writes <dir>/<name>.md, .csv and .json, each atomically (dir created if missing).
+void write_table(const std::filesystem::path& dir, const TextTable& t);
+
+}  // namespace rpe::eval

@@ -1,0 +1,221 @@
+// The reproduction's extra tables (cost, scaled Table 4, Table 5, extrapolation) against tables
+// worked out by hand from small synthetic inputs, and their readers' bad-input errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "data/data_test_util.h"
+#include "eval/cost_table.h"
+#include "eval/squad_tables.h"
+#include "eval/text_table.h"
+#include "util/errors.h"
+
+using namespace rpe::eval;
+using rpe::test::temp_dir;
+using rpe::test::write_text;
+
+namespace {
+ResultRow squad(const std::string& run_id, const std::string& method, int64_t k, int64_t ft, int64_t seed,
+                const std::string& metric, double value) {
+  ResultRow r;
+  r.run_id = run_id;
+  r.method = method;
+  r.k = k;
+  r.pretrain_run = "runs/pre";
+  r.pretrain_max_len = 128;
+  r.task = "squad_v1";
+  r.split = "dev";
+  r.seed = seed;
+  r.metric = metric;
+  r.value = value;
+  r.finetune_max_len = ft;
+  return r;
+}
+
+// The message of the UserError `fn` throws ("" when it throws none).
+template <typename Fn>
+std::string user_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const rpe::UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(ExtraTables, TextTableRenderings) {
+  TextTable t{"t", "A title", {"a", "b, c"}, {{"x", Cell::integer(3)}, {"say \"hi\"", Cell::dash()}}};
+  EXPECT_EQ(to_markdown(t), "### A title\n\n| a | b, c |\n|---|---|\n| x | 3 |\n| say \"hi\" | — |\n");
+  // RFC 4180: a comma or a quote makes a quoted field, inner quotes doubled.
+  EXPECT_EQ(to_csv(t), "a,\"b, c\"\nx,3\n\"say \"\"hi\"\"\",—\n");
+  const auto j = to_json(t);
+  EXPECT_EQ(j["rows"][0]["b, c"], 3);
+  EXPECT_TRUE(j["rows"][1]["b, c"].is_null());
+  EXPECT_EQ(j["columns"][1], "b, c");
+  EXPECT_EQ(with_thousands(1234567.4), "1,234,567");
+  EXPECT_EQ(with_thousands(999.6), "1,000");
+  EXPECT_EQ(with_thousands(12.0), "12");
+  EXPECT_EQ(with_thousands(-1234.0), "-1,234");
+  EXPECT_EQ(with_thousands(123456.0), "123,456");
+  const Cell s = stat_cell({80.0, 82.0, 84.0}, true);
+  EXPECT_EQ(s.text, "82.00 ± 2.00 (n=3)");  // sample std: sqrt((4 + 0 + 4) / 2)
+  EXPECT_DOUBLE_EQ(s.value["std"].get<double>(), 2.0);
+  EXPECT_EQ(stat_cell({}, true).text, "—");
+}
+
+TEST(ExtraTables, ScaledTable4MatchesPaperRowsByKAndLengthRatio) {
+  const std::vector<ResultRow> rows = {
+      squad("m4_k2_s1/seed1", "m4", 2, 128, 1, "exact", 10.0),  // re-evaluated below: replaced
+      squad("m4_k2_s1/seed1", "m4", 2, 128, 1, "exact", 70.0),
+      squad("m4_k2_s1/seed1", "m4", 2, 128, 1, "f1", 80.0),
+      squad("m4_k2_s2/seed2", "m4", 2, 128, 2, "exact", 72.0),
+      squad("m4_k2_s2/seed2", "m4", 2, 128, 2, "f1", 84.0),
+      squad("m4_k64_ft160_s1/seed1", "m4", 64, 160, 1, "f1", 88.0),  // no EM line
+      squad("m4_k64_ft144_s1/seed1", "m4", 64, 144, 1, "exact", 76.0),
+      squad("m4_k64_ft144_s1/seed1", "m4", 64, 144, 1, "f1", 86.0),
+      squad("m4_k64_ft150_s1/seed1", "m4", 64, 150, 1, "f1", 87.0),  // 150/128 is no paper length
+      squad("m4_k127_s1/seed1", "m4", 127, 128, 1, "exact", 75.0),
+      squad("m4_k127_s1/seed1", "m4", 127, 128, 1, "f1", 85.0),
+      squad("m4_k127_s1/seed1", "m4", 127, 128, 1, "HasAns_f1", 1.0),  // not EM/F1: ignored
+  };
+  auto mrpc = rows.front();
+  mrpc.task = "mrpc";
+  auto with_other = rows;
+  with_other.push_back(mrpc);  // another task: ignored
+  const TextTable t = table4_scaled(with_other, {128, {2, 127}, {144}});
+  // Rows by (fine-tuning length, k). m4_k2: EM 70, 72 -> 71 ± sqrt(2); F1 80, 84 -> 82 ± sqrt(8).
+  // k = 127 = n - 1 is unclipped: the paper's k = 512. 144, 160 = 128 * 576/512, 128 * 640/512.
+  EXPECT_EQ(to_markdown(t),
+            "### Table 4 (method 4 by k and fine-tuning length), pretraining length 128, k list [2, 127], long "
+            "lengths [144]; paper row matched by k and length ratio\n\n"
+            "| run | k | pretrain len | fine-tune len | EM | F1 | seeds | paper row | paper EM | paper F1 |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n"
+            "| m4_k2 | 2 | 128 | 128 | 71.00 ± 1.41 | 82.00 ± 2.83 | 2 | k=2, 512 | 82.17 | 89.19 |\n"
+            "| m4_k127 | 127 | 128 | 128 | 75.00 ± 0.00 | 85.00 ± 0.00 | 1 | k=512, 512 | 83.63 | 90.53 |\n"
+            "| m4_k64_ft144 | 64 | 128 | 144 | 76.00 ± 0.00 | 86.00 ± 0.00 | 1 | k=256, 576 | 83.80 | 90.71 |\n"
+            "| m4_k64_ft150 | 64 | 128 | 150 | — | 87.00 ± 0.00 | 1 | k=256, 600 | — | — |\n"
+            "| m4_k64_ft160 | 64 | 128 | 160 | — | 88.00 ± 0.00 | 1 | k=256, 640 | 83.97 | 90.68 |\n");
+  const std::string csv = to_csv(t);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), "run,k,pretrain len,fine-tune len,EM,F1,seeds,paper row,paper EM,paper F1");
+  EXPECT_NE(csv.find("\nm4_k2,2,128,128,71.00 ± 1.41,82.00 ± 2.83,2,\"k=2, 512\",82.17,89.19\n"), std::string::npos)
+      << csv;
+  const auto j = to_json(t);
+  EXPECT_NEAR(j["rows"][0]["EM"]["std"].get<double>(), std::sqrt(2.0), 1e-12);
+  EXPECT_EQ(j["rows"][0]["seeds"], 2);
+  EXPECT_TRUE(j["rows"][3]["paper EM"].is_null());
+}
+
+TEST(ExtraTables, Table5AbsoluteFirstThenDropInByLength) {
+  const std::vector<ResultRow> rows = {
+      squad("drop_in_m4_ft160_s1/seed1", "m4", 127, 160, 1, "exact", 66.0),
+      squad("drop_in_m4_ft160_s1/seed1", "m4", 127, 160, 1, "f1", 77.0),
+      squad("drop_in_m4_ft128_s1/seed1", "m4", 127, 128, 1, "exact", 65.0),
+      squad("drop_in_m4_ft128_s1/seed1", "m4", 127, 128, 1, "f1", 75.5),
+      squad("drop_in_m4_ft200_s1/seed1", "m4", 127, 200, 1, "f1", 70.0),  // not in --lens: no paper row
+      squad("absolute_ft128_s1/seed1", "absolute", 0, 128, 1, "exact", 60.0),
+      squad("absolute_ft128_s1/seed1", "absolute", 0, 128, 1, "f1", 70.0),
+      squad("absolute_ft128_s2/seed2", "absolute", 0, 128, 2, "exact", 62.0),
+      squad("absolute_ft128_s2/seed2", "absolute", 0, 128, 2, "f1", 74.0),
+  };
+  const TextTable t = table5(rows, {128, 144, 160, 176});
+  // Lengths are matched by position: 128 -> the paper's 512, 160 -> its 640.
+  EXPECT_EQ(to_csv(t),
+            "run,method,pretrain len,fine-tune len,EM,F1,seeds,paper EM,paper F1\n"
+            "absolute_ft128,absolute,128,128,61.00 ± 1.41,72.00 ± 2.83,2,86.91,93.15\n"
+            "drop_in_m4_ft128,m4,128,128,65.00 ± 0.00,75.50 ± 0.00,1,87.51,93.55\n"
+            "drop_in_m4_ft160,m4,128,160,66.00 ± 0.00,77.00 ± 0.00,1,87.57,93.49\n"
+            "drop_in_m4_ft200,m4,128,200,—,70.00 ± 0.00,1,—,—\n");
+  EXPECT_EQ(t.title, "Table 5: method 4 added to a pretrained absolute model (near drop-in), SQuAD 1.1 dev; "
+                     "paper: BERT-large at 512/576/640/704");
+}
+
+TEST(ExtraTables, ExtrapolationMlmCurvesThenSquadInCurveOrder) {
+  const auto dir = temp_dir();
+  write_text(dir / "mlm_m4.json",
+             R"({"run": "r", "method": "m4", "pretrain_max_len": 128, "eval_file": "e.txt",
+                 "mlm_loss": [{"length": 128, "loss": 2.5}, {"length": 256, "loss": 3.25}]})");
+  write_text(dir / "mlm_abs.json",
+             R"({"method": "absolute", "pretrain_max_len": 128, "mlm_loss": [{"length": 128, "loss": 2.0},
+                 {"length": 256, "loss": null, "why": "longer than the 128-row table"}]})");
+  const std::vector<MlmCurve> curves = {read_mlm_curve(dir / "mlm_m4.json"), read_mlm_curve(dir / "mlm_abs.json")};
+  const std::vector<ResultRow> rows = {
+      squad("alibi_ft128_s1/seed1", "alibi", 0, 128, 1, "f1", 50.0),  // no curve: after the curves' methods
+      squad("absolute_ft128_s1/seed1", "absolute", 0, 128, 1, "f1", 70.0),
+      squad("m4_ft192_s1/seed1", "m4", 127, 192, 1, "f1", 80.0),
+      squad("m4_ft192_s2/seed2", "m4", 127, 192, 2, "f1", 82.0),
+      squad("m4_ft128_s1/seed1", "m4", 127, 128, 1, "f1", 78.0),
+      squad("m4_ft128_s1/seed1", "m4", 127, 128, 1, "exact", 1.0),  // EM: not in this table
+  };
+  const TextTable t = extrapolation_table(curves, rows);
+  EXPECT_EQ(to_csv(t),
+            "method,measure,pretrain len,length,value\n"
+            "m4,MLM loss,128,128,2.500\n"
+            "m4,MLM loss,128,256,3.250\n"
+            "absolute,MLM loss,128,128,2.000\n"
+            "absolute,MLM loss,128,256,n/a (longer than the 128-row table)\n"
+            "m4,SQuAD F1,128,128,78.00 ± 0.00 (n=1)\n"
+            "m4,SQuAD F1,128,192,81.00 ± 1.41 (n=2)\n"
+            "absolute,SQuAD F1,128,128,70.00 ± 0.00 (n=1)\n"
+            "alibi,SQuAD F1,128,128,50.00 ± 0.00 (n=1)\n");
+  const auto j = to_json(t);
+  EXPECT_TRUE(j["rows"][3]["value"].is_null());
+  EXPECT_DOUBLE_EQ(j["rows"][5]["value"]["mean"].get<double>(), 81.0);
+  EXPECT_EQ(j["rows"][5]["value"]["n"], 2);
+  rpe::test::remove_tree(dir);
+}
+
+TEST(ExtraTables, CostTableFromRunFolders) {
+  const auto dir = temp_dir();
+  std::filesystem::create_directories(dir / "m4" / "checkpoints");
+  write_text(dir / "m4" / "summary.json",
+             R"({"method": "m4", "steps": 12, "wall_s": 33.6, "valid_loss": 6.12345, "peak_device_bytes": 0,
+                 "peak_rss_bytes": 1610612736})");
+  // The first window (start-up) is dropped; held-out rows are not training speed.
+  write_text(dir / "m4" / "metrics.jsonl",
+             "{\"step\": 4, \"tokens_per_s\": 100.0}\n{\"step\": 8, \"tokens_per_s\": 12000.0}\n"
+             "{\"step\": 8, \"split\": \"valid\", \"tokens_per_s\": 1.0}\n\n{\"step\": 12, \"tokens_per_s\": 13002.0}\n");
+  write_text(dir / "m4" / "train.log",
+             "model | 1.05M parameters, 4095 in position method\nresumed\nmodel | 1.10M parameters, 8191 in position "
+             "method\n");
+  std::filesystem::create_directories(dir / "abs_run");
+  write_text(dir / "abs_run" / "summary.json",
+             R"({"wall_s": 7.5, "valid_loss": null, "peak_device_bytes": 2147483648, "peak_rss_bytes": 5})");
+  write_text(dir / "abs_run" / "metrics.jsonl", "{\"step\": 4, \"tokens_per_s\": 2500.4}\n");
+  const TextTable t = cost_table({read_run_cost(dir / "m4"), read_run_cost((dir / "abs_run").string() + "/")});
+  // m4: median(12000, 13002) = 12501; 1610612736 B = 1536 MiB; the last parameter line counts.
+  // abs_run: no method in summary.json -> the folder's name; 2 GiB on the device; no steps, no loss.
+  EXPECT_EQ(to_csv(t),
+            "method,run,position parameters,total parameters,tokens/s (median),peak memory,steps,wall s,"
+            "held-out MLM loss\n"
+            "m4,m4,\"8,191\",1.10M,\"12,501\",\"1,536 MiB (process RSS)\",12,34,6.123\n"
+            "abs_run,abs_run,—,—,\"2,500\",\"2,048 MiB (GPU)\",—,8,—\n");
+  rpe::test::remove_tree(dir);
+}
+
+TEST(ExtraTables, BadInputsNameTheFile) {
+  const auto dir = temp_dir();
+  std::filesystem::create_directories(dir / "unfinished");
+  EXPECT_NE(user_error([&] { read_run_cost(dir / "unfinished"); }).find("unfinished/summary.json: missing"),
+            std::string::npos);
+  std::filesystem::create_directories(dir / "run");
+  write_text(dir / "run" / "summary.json", "{\"steps\": 3");
+  EXPECT_NE(user_error([&] { read_run_cost(dir / "run"); }).find("run/summary.json: malformed JSON"), std::string::npos);
+  write_text(dir / "run" / "summary.json", "{\"steps\": \"many\"}");
+  write_text(dir / "run" / "metrics.jsonl", "{\"tokens_per_s\": 1}\n");
+  EXPECT_NE(user_error([&] { read_run_cost(dir / "run"); }).find("summary.json: field 'steps' is not a number"),
+            std::string::npos);
+  write_text(dir / "run" / "summary.json", "{\"steps\": 3}");
+  write_text(dir / "run" / "metrics.jsonl", "{\"tokens_per_s\": 1}\n{\"tokens_\n");
+  EXPECT_NE(user_error([&] { read_run_cost(dir / "run"); }).find("run/metrics.jsonl:2: malformed JSON line"),
+            std::string::npos);
+  ::unlink((dir / "run" / "metrics.jsonl").c_str());
+  EXPECT_NE(user_error([&] { read_run_cost(dir / "run"); }).find("run/metrics.jsonl"), std::string::npos);
+  EXPECT_NE(user_error([&] { read_mlm_curve(dir / "nope.json"); }).find("nope.json"), std::string::npos);
+  write_text(dir / "mlm.json", "[1, 2");
+  EXPECT_NE(user_error([&] { read_mlm_curve(dir / "mlm.json"); }).find("mlm.json: malformed JSON"), std::string::npos);
+  write_text(dir / "mlm.json", "{\"method\": \"m4\", \"mlm_loss\": []}");
+  EXPECT_NE(user_error([&] { read_mlm_curve(dir / "mlm.json"); }).find("mlm.json: expected {"), std::string::npos);
+  EXPECT_NE(user_error([&] { read_results(dir / "missing.jsonl"); }).find("missing.jsonl"), std::string::npos);
+  rpe::test::remove_tree(dir);
+}
