@@ -59,7 +59,7 @@ BatchSums GlueTrainTask::forward(const MicroBatch& batch) {
     s.loss = F::cross_entropy(out, target, F::CrossEntropyFuncOptions().reduction(torch::kSum));
     s.correct = out.detach().argmax(-1).eq(target).sum();
   }
-  s.tokens = t[1].logical_not().sum();
+  s.tokens = real_tokens(t[0], t[1]);
   return s;
 }
 

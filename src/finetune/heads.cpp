@@ -14,12 +14,17 @@ Batch make_batch(const std::vector<const std::vector<int64_t>*>& seqs, int64_t p
   auto pad = torch::ones({B, L}, torch::kBool);          // [B, L]
   auto ia = ids.accessor<int64_t, 2>();
   auto pa = pad.accessor<bool, 2>();
-  for (int64_t b = 0; b < B; ++b)
+  bool padded = false;  // known on the host: no device read to find out
+  for (int64_t b = 0; b < B; ++b) {
+    padded |= static_cast<int64_t>(seqs[b]->size()) < L;
     for (size_t t = 0; t < seqs[b]->size(); ++t) {
       ia[b][t] = (*seqs[b])[t];
       pa[b][t] = false;
     }
-  Batch batch{ids.to(device), pad.to(device), {}};
+  }
+  // No padding, no mask: SDPA may then pick its flash kernel for methods without a bias (the
+  // MLM batches do the same; docs/attention.md).
+  Batch batch{ids.to(device), padded ? pad.to(device) : torch::Tensor(), {}};
   if (sep_id >= 0) {
     // 1 from the token after the first [SEP] on (padding included): a running count of [SEP]s
     // seen before each position, capped at 1.
@@ -46,6 +51,11 @@ QaModelImpl::QaModelImpl(const ModelOptions& o) {
 torch::Tensor QaModelImpl::forward(const Batch& batch) {
   auto h = bert->encode(batch.ids, batch.padding, batch.types);  // [B, L, D]
   return qa_outputs->forward(h).to(torch::kFloat);  // [B, L, 2]
+}
+
+torch::Tensor real_tokens(const torch::Tensor& ids, const torch::Tensor& padding) {
+  if (padding.defined()) return padding.logical_not().sum();
+  return torch::full({}, ids.numel(), ids.options().dtype(torch::kLong));
 }
 
 torch::Tensor qa_loss(const torch::Tensor& logits, const torch::Tensor& start, const torch::Tensor& end) {

@@ -18,7 +18,8 @@ namespace rpe::finetune {
 struct Batch {
   torch::Tensor ids, padding, types;
 };
-// Pads id sequences to the longest one with `pad_id`. With sep_id >= 0, token types are 1
+// Pads id sequences to the longest one with `pad_id`; `padding` ([B, L], true at pad tokens)
+// is left undefined when no sequence is shorter than the longest. With sep_id >= 0, token types are 1
 // after the first sep_id of each sequence (padding included) and 0 up to it; with
 // sep_id < 0 they are left undefined.
 Batch make_batch(const std::vector<const std::vector<int64_t>*>& seqs, int64_t pad_id, const torch::Device& device,
@@ -35,6 +36,9 @@ class QaModelImpl : public torch::nn::Module {
 TORCH_MODULE(QaModel);
 
 // Mean of the start and end cross-entropies; logits [B, L, 2], targets [B] each.
+// Non-pad tokens of a batch, 0-dim int64 on the ids' device (no host read): every token when
+// `padding` is undefined (a batch without padding carries no mask).
+torch::Tensor real_tokens(const torch::Tensor& ids, const torch::Tensor& padding);
 torch::Tensor qa_loss(const torch::Tensor& logits, const torch::Tensor& start, const torch::Tensor& end);
 
 class ClassifierModelImpl : public torch::nn::Module {

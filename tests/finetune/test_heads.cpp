@@ -69,6 +69,26 @@ TEST(QaHead, BatchTokenTypesFollowTheFirstSep) {
   EXPECT_FALSE(make_batch({&pair}, 0, torch::kCPU).types.defined());  // sep_id < 0: no types
 }
 
+// A batch of equal lengths carries no padding mask (so SDPA may use its flash kernel) and
+// gives the logits an explicit all-false mask gives; a shorter sequence brings the mask back.
+TEST(QaHead, BatchWithoutPaddingCarriesNoMask) {
+  torch::manual_seed(0);
+  QaModel m4(tiny("m4", 16));
+  m4->eval();
+  std::vector<int64_t> a{2, 11, 12, 3}, b{2, 13, 14, 3}, short_one{2, 15, 3};
+  auto full = make_batch({&a, &b}, 0, torch::kCPU, 3);
+  EXPECT_FALSE(full.padding.defined());
+  auto explicit_mask = full;
+  explicit_mask.padding = torch::zeros({2, 4}, torch::kBool);
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::allclose(m4->forward(full), m4->forward(explicit_mask), 0, 1e-6));
+  EXPECT_EQ(real_tokens(full.ids, full.padding).item<int64_t>(), 8);
+  auto padded = make_batch({&a, &short_one}, 0, torch::kCPU, 3);
+  ASSERT_TRUE(padded.padding.defined());
+  EXPECT_TRUE(torch::equal(padded.padding, torch::tensor({0, 0, 0, 0, 0, 0, 0, 1}).to(torch::kBool).view({2, 4})));
+  EXPECT_EQ(real_tokens(padded.ids, padded.padding).item<int64_t>(), 7);
+}
+
 TEST(QaHead, TokenTypesAddTheirEmbeddingRow) {
   torch::manual_seed(0);
   BertModel bert(tiny("m4", 16));
