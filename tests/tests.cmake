@@ -11,26 +11,6 @@ set(RPE_TEST_SOURCES
   tests/data/test_loader.cpp
   tests/data/test_prepare_stream.cpp
   tests/model/test_model.cpp
-  tests/model/attention/reference.cpp
-  tests/model/attention/test_absolute.cpp
-  tests/model/attention/test_sinusoid.cpp
-  tests/model/attention/test_shaw.cpp
-  tests/model/attention/test_transformer_xl.cpp
-  tests/model/attention/test_m1.cpp
-  tests/model/attention/test_m2.cpp
-  tests/model/attention/test_m3.cpp
-  tests/model/attention/test_m4.cpp
-  tests/model/attention/test_t5_bias.cpp
-  tests/model/attention/test_alibi.cpp
-  tests/model/attention/test_rope.cpp
-  tests/model/attention/test_deberta.cpp
-  tests/model/attention/test_relative_scores.cpp
-  tests/model/attention/test_properties.cpp
-  tests/model/attention/test_fused.cpp
-  tests/model/attention/test_bf16.cpp
-  tests/model/attention/test_dispatch.cpp
-  tests/model/attention/test_parameters.cpp
-  tests/model/attention/test_registry.cpp
   tests/config/test_presets.cpp
   tests/train/test_training.cpp
   tests/train/test_pretrain_smoke.cpp
@@ -46,6 +26,12 @@ set(RPE_TEST_SOURCES
   tests/finetune/test_heads.cpp
   tests/cli/test_inspect_weights.cpp
 )
+# Every test of src/model/attention/ (one per method, the shared fp64 reference, properties,
+# dispatch, bf16, registry), globbed like the sources.
+file(GLOB RPE_ATTENTION_TESTS CONFIGURE_DEPENDS RELATIVE ${CMAKE_SOURCE_DIR}
+     ${CMAKE_SOURCE_DIR}/tests/model/attention/*.cpp)
+list(SORT RPE_ATTENTION_TESTS)
+list(APPEND RPE_TEST_SOURCES ${RPE_ATTENTION_TESTS})
 add_executable(rpe_tests ${RPE_TEST_SOURCES})
 target_link_libraries(rpe_tests PRIVATE rpe_core GTest::gtest)
 # The absolute paths go into one object only (test_paths.cpp), so ccache shares the rest across checkouts.
