@@ -11,6 +11,7 @@ set(RPE_CORE_SOURCES
   src/util/cpu_memory.cpp
   # config: the only place that knows YAML
   src/config/config.cpp
+  src/config/validate.cpp
   src/config/yaml_tree.cpp
   src/config/config_names.cpp
   src/config/shell_vars.cpp
