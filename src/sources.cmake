@@ -11,6 +11,7 @@ set(RPE_CORE_SOURCES
   src/util/cpu_memory.cpp
   # config: the only place that knows YAML
   src/config/config.cpp
+  src/config/validate.cpp
   src/config/yaml_tree.cpp
   src/config/config_names.cpp
   src/config/shell_vars.cpp
@@ -50,6 +51,7 @@ set(RPE_CORE_SOURCES
   src/interop/safetensors.cpp
   src/interop/model_file.cpp
   src/interop/hf_bert.cpp
+  src/interop/hf_bert_import.cpp
   src/interop/method_swap.cpp
   # evaluation: official SQuAD/GLUE metrics, result lines, tables
   src/eval/squad_metrics.cpp

@@ -109,9 +109,8 @@ void write_output(const std::string& out, const torch::Tensor& m, json meta, con
   std::cout << "wrote " << out << " [" << m.size(0) << ", " << m.size(1) << "]\n";
 }
 
-}  // namespace
-
-int run_inspect(const InspectArgs& a) {
+// Checks the options before anything is loaded (a bad path fails fast); returns --lengths.
+std::vector<int64_t> check_inspect_args(const InspectArgs& a) {
   if (a.weights_out.empty() && a.attention_out.empty() && a.mlm_out.empty())
     throw UserError("inspect: nothing to do: pass --position-weights, --attention and/or --mlm-loss");
   std::vector<int64_t> lengths;
@@ -135,6 +134,78 @@ int run_inspect(const InspectArgs& a) {
   if (!a.attention_out.empty()) check_output_file("--attention", a.attention_out);
   if (!a.mlm_out.empty()) check_output_file("--mlm-loss", a.mlm_out);
   if (a.tokens < 2) throw UserError("--tokens must be at least 2");
+  return lengths;
+}
+
+// Figure 4: --layer/--head's relative table at distances -D..D.
+void write_position_weights(const InspectArgs& a, BertModel& bert, const std::string& method) {
+  const int64_t n_layers = static_cast<int64_t>(bert->layers->size());
+  if (a.layer < 0 || a.layer >= n_layers)
+    throw UserError("--layer " + std::to_string(a.layer) + ": the model has " + std::to_string(n_layers) + " layers");
+  auto layer = bert->layers[a.layer]->as<EncoderLayerImpl>();
+  const auto w = weights_by_distance(layer->attention->position->position_weights(), method, a.head, a.max_distance);
+  std::vector<int64_t> distances;
+  for (int64_t d = -a.max_distance; d <= a.max_distance; ++d) distances.push_back(d);
+  write_output(a.weights_out, w,
+               {{"run", a.run}, {"method", method}, {"layer", a.layer}, {"head", a.head}, {"distances", distances}},
+               "weights");
+}
+
+// Figure 5: --attention-layer's probabilities on "[CLS] text [SEP]", averaged over heads.
+void write_attention(const InspectArgs& a, BertModel& bert, const Tokenizer& tok, const Config& cfg) {
+  std::string text = a.text;
+  if (!a.text_file.empty()) {
+    std::ifstream in(a.text_file);
+    if (!in) throw UserError("--text-file " + a.text_file + ": cannot read");
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  if (text.empty()) throw UserError("--attention needs --text or --text-file");
+  if (a.attention_layer < 0 || a.attention_layer >= static_cast<int64_t>(bert->layers->size()))
+    throw UserError("--attention-layer " + std::to_string(a.attention_layer) + ": out of range");
+  const auto enc = tok.encode(text);
+  std::vector<int64_t> ids{tok.special().cls};
+  for (auto id : enc.ids) ids.push_back(id);
+  ids.push_back(tok.special().sep);
+  const int64_t limit = std::min<int64_t>({a.tokens, static_cast<int64_t>(ids.size()), cfg.model.max_position});
+  ids.resize(limit);
+  std::vector<std::string> pieces;
+  for (auto id : ids) pieces.push_back(tok.piece(static_cast<int32_t>(id)));
+  auto x = torch::tensor(ids, torch::kLong).unsqueeze(0);  // [1, T]
+  auto pad = torch::zeros({1, limit}, torch::kBool);       // no padding
+  bert->set_fused_attention(false);                        // capture needs the plain path
+  bert->capture_attention(a.attention_layer);
+  bert->encode(x, pad);
+  const auto probs = bert->captured_attention();  // [1, H, T, T]
+  if (!probs.defined()) throw UserError("inspect: layer " + std::to_string(a.attention_layer) + " captured nothing");
+  write_output(a.attention_out, probs[0].mean(0),
+               {{"run", a.run}, {"method", cfg.model.attention.method}, {"layer", a.attention_layer},
+                {"heads", cfg.model.heads}, {"tokens", pieces}, {"ids", ids}},
+               "attention");
+}
+
+// Length extrapolation: the held-out MLM loss of --eval-file at each length.
+void write_mlm_losses(const InspectArgs& a, BertModel& bert, const Tokenizer& tok, const Config& cfg,
+                      const std::vector<int64_t>& lengths) {
+  const auto docs = read_documents(a.eval_file);
+  json rows = json::array();
+  for (auto L : lengths) {
+    rows.push_back(mlm_loss_at(bert, tok, cfg, docs, L, a.eval_sequences));
+    std::cout << "MLM loss at length " << L << ": " << rows.back()["loss"].dump() << "\n";
+  }
+  if (fs::path(a.mlm_out).has_parent_path()) fs::create_directories(fs::path(a.mlm_out).parent_path());
+  write_file_atomic(a.mlm_out, json{{"run", a.run},
+                                    {"method", cfg.model.attention.method},
+                                    {"pretrain_max_len", cfg.data.max_seq_len},
+                                    {"eval_file", a.eval_file},
+                                    {"mlm_loss", rows}}
+                                       .dump() +
+                                   "\n");
+}
+
+}  // namespace
+
+int run_inspect(const InspectArgs& a) {
+  const std::vector<int64_t> lengths = check_inspect_args(a);
   const CheckpointSource source = resolve_checkpoint(a.run);
   const fs::path &checkpoint = source.checkpoint, &run_dir = source.run_dir;
   Config cfg = config_from_yaml(read_checkpoint_config(checkpoint), checkpoint.string() + " (embedded config)");
@@ -147,65 +218,9 @@ int run_inspect(const InspectArgs& a) {
   load_checkpoint(checkpoint, *bert, nullptr);
   bert->eval();
   torch::NoGradGuard no_grad;
-  const int64_t n_layers = static_cast<int64_t>(bert->layers->size());
-  const std::string method = cfg.model.attention.method;
-
-  if (!a.weights_out.empty()) {
-    if (a.layer < 0 || a.layer >= n_layers)
-      throw UserError("--layer " + std::to_string(a.layer) + ": the model has " + std::to_string(n_layers) + " layers");
-    auto layer = bert->layers[a.layer]->as<EncoderLayerImpl>();
-    const auto w = weights_by_distance(layer->attention->position->position_weights(), method, a.head, a.max_distance);
-    std::vector<int64_t> distances;
-    for (int64_t d = -a.max_distance; d <= a.max_distance; ++d) distances.push_back(d);
-    write_output(a.weights_out, w,
-                 {{"run", a.run}, {"method", method}, {"layer", a.layer}, {"head", a.head}, {"distances", distances}},
-                 "weights");
-  }
-  if (!a.attention_out.empty()) {
-    std::string text = a.text;
-    if (!a.text_file.empty()) {
-      std::ifstream in(a.text_file);
-      if (!in) throw UserError("--text-file " + a.text_file + ": cannot read");
-      text.assign(std::istreambuf_iterator<char>(in), {});
-    }
-    if (text.empty()) throw UserError("--attention needs --text or --text-file");
-    if (a.attention_layer < 0 || a.attention_layer >= n_layers)
-      throw UserError("--attention-layer " + std::to_string(a.attention_layer) + ": out of range");
-    const auto enc = tok->encode(text);
-    std::vector<int64_t> ids{tok->special().cls};
-    for (auto id : enc.ids) ids.push_back(id);
-    ids.push_back(tok->special().sep);
-    const int64_t limit = std::min<int64_t>({a.tokens, static_cast<int64_t>(ids.size()), cfg.model.max_position});
-    ids.resize(limit);
-    std::vector<std::string> pieces;
-    for (auto id : ids) pieces.push_back(tok->piece(static_cast<int32_t>(id)));
-    auto x = torch::tensor(ids, torch::kLong).unsqueeze(0);  // [1, T]
-    auto pad = torch::zeros({1, limit}, torch::kBool);       // no padding
-    bert->set_fused_attention(false);                        // capture needs the plain path
-    bert->capture_attention(a.attention_layer);
-    bert->encode(x, pad);
-    const auto probs = bert->captured_attention();  // [1, H, T, T]
-    if (!probs.defined()) throw UserError("inspect: layer " + std::to_string(a.attention_layer) + " captured nothing");
-    write_output(a.attention_out, probs[0].mean(0),
-                 {{"run", a.run}, {"method", method}, {"layer", a.attention_layer}, {"heads", cfg.model.heads}, {"tokens", pieces}, {"ids", ids}},
-                 "attention");
-  }
-  if (!a.mlm_out.empty()) {
-    const auto docs = read_documents(a.eval_file);
-    json rows = json::array();
-    for (auto L : lengths) {
-      rows.push_back(mlm_loss_at(bert, *tok, cfg, docs, L, a.eval_sequences));
-      std::cout << "MLM loss at length " << L << ": " << rows.back()["loss"].dump() << "\n";
-    }
-    if (fs::path(a.mlm_out).has_parent_path()) fs::create_directories(fs::path(a.mlm_out).parent_path());
-    write_file_atomic(a.mlm_out, json{{"run", a.run},
-                                      {"method", method},
-                                      {"pretrain_max_len", cfg.data.max_seq_len},
-                                      {"eval_file", a.eval_file},
-                                      {"mlm_loss", rows}}
-                                         .dump() +
-                                     "\n");
-  }
+  if (!a.weights_out.empty()) write_position_weights(a, bert, cfg.model.attention.method);
+  if (!a.attention_out.empty()) write_attention(a, bert, *tok, cfg);
+  if (!a.mlm_out.empty()) write_mlm_losses(a, bert, *tok, cfg, lengths);
   return 0;
 }
 

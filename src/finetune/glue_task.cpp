@@ -24,8 +24,7 @@ GlueTrainTask::GlueTrainTask(const Prepared& p, ClassifierModel model, const Tra
       p_(p),
       model_(std::move(model)),
       regression_(p.glue->labels.empty()),
-      keeper_(keeper),
-      steps_per_epoch_(steps_per_epoch(static_cast<int64_t>(p.train_ids.size()), t.batch_size)) {}
+      keeper_(keeper) {}
 
 nlohmann::json GlueTrainTask::evaluate() { return glue_dev_metrics(p_, model_, model_->parameters().front().device()); }
 

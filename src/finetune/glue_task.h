@@ -19,7 +19,6 @@ class GlueTrainTask : public ItemTask {
   BatchSums forward(const MicroBatch& batch) override;
   std::string accuracy_name() const override { return regression_ ? "" : "accuracy"; }
   nlohmann::json evaluate() override;  // glue_dev_metrics (rank 0)
-  bool eval_due(int64_t step) const override { return step % steps_per_epoch_ == 0; }
   bool after_evaluation(int64_t step, const nlohmann::json& fields) override;
 
  protected:
@@ -30,7 +29,6 @@ class GlueTrainTask : public ItemTask {
   ClassifierModel model_;
   bool regression_;
   ModelKeeper* keeper_;  // rank 0's; null on other ranks
-  int64_t steps_per_epoch_;
 };
 
 // Predictions for encoded inputs: class ids, or scores for regression (STS-B); batched, under

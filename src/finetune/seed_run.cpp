@@ -19,6 +19,7 @@ ItemTask::ItemTask(int64_t n_items, const TrainOptions& t, int64_t seed, int64_t
   micro_ = t.batch_size / (t.grad_accum * world_);
   require(micro_ >= 1, "train.batch_size (" + std::to_string(t.batch_size) + ") is smaller than grad_accum x world size (" +
                            std::to_string(t.grad_accum) + " x " + std::to_string(world_) + ")");
+  steps_per_epoch_ = steps_per_epoch(n_, t.batch_size);
 }
 
 int64_t ItemTask::next_item() {

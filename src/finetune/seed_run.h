@@ -35,6 +35,8 @@ class ItemTask : public Task {
   ItemTask(int64_t n_items, const TrainOptions& t, int64_t seed, int64_t rank, int64_t world);
   MicroBatch next_batch() final;
   torch::Tensor count(const MicroBatch& batch) final;  // examples: rows of tensors[0]
+  // Fine-tuning also evaluates at each epoch's end (besides every train.eval_every steps).
+  bool eval_due(int64_t step) const override { return step % steps_per_epoch_ == 0; }
 
  protected:
   // Host tensors of the items' micro-batch; tensors[0] must have one row per item.
@@ -43,6 +45,7 @@ class ItemTask : public Task {
  private:
   int64_t next_item();
   int64_t n_, micro_, accum_, rank_, world_;
+  int64_t steps_per_epoch_ = 1;  // optimizer steps in one pass over the n items
   std::mt19937_64 rng_;
   std::vector<int64_t> order_, share_;
   size_t cursor_ = 0;

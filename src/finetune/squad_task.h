@@ -20,7 +20,6 @@ class SquadTask : public ItemTask {
   SquadTask(const Prepared& p, QaModel model, const TrainOptions& t, const SeedContext& ctx, ModelKeeper* keeper);
   BatchSums forward(const MicroBatch& batch) override;
   nlohmann::json evaluate() override;  // {"exact", "f1"} on the dev set (rank 0)
-  bool eval_due(int64_t step) const override { return step % steps_per_epoch_ == 0; }
   bool after_evaluation(int64_t step, const nlohmann::json& fields) override;
 
  protected:
@@ -30,7 +29,6 @@ class SquadTask : public ItemTask {
   const Prepared& p_;
   QaModel model_;
   ModelKeeper* keeper_;  // rank 0's; null on other ranks
-  int64_t steps_per_epoch_;
 };
 
 // Predictions of `model` for the examples p.dev_ex (features p.dev_f, offsets p.dev_off),

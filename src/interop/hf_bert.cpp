@@ -1,10 +1,10 @@
-// Hugging Face BERT import/export (mapping summary and the distance-table flip in hf_bert.h).
+// Hugging Face BERT: config and tensor-name mapping, and export (mapping summary and the
+// distance-table flip in hf_bert.h); import is in hf_bert_import.cpp.
 // Checked against transformers 4.x BertForMaskedLM by tests/interop/hf_parity.py.
 #include "interop/hf_bert.h"
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <set>
 
 #include "config/model_size.h"
@@ -23,33 +23,31 @@ using nlohmann::json;
 
 namespace {
 
-json read_json(const fs::path& file) {
-  if (!fs::exists(file)) throw UserError(file.string() + ": file not found");
-  try {
-    return json::parse(read_file(file));
-  } catch (const json::exception& e) {
-    throw UserError(file.string() + ": not valid JSON (" + e.what() + ")");
-  }
-}
-
-std::string shape_str(const torch::Tensor& t) { return c10::str(t.sizes()); }
-
-// Legacy TF-converted checkpoints name LayerNorm parameters gamma/beta.
-std::string normalise_hf_name(std::string name) {
-  auto replace_suffix = [&](const std::string& from, const std::string& to) {
-    if (name.size() >= from.size() && name.compare(name.size() - from.size(), from.size(), from) == 0)
-      name = name.substr(0, name.size() - from.size()) + to;
+// Sizes and rates read from config.json: each bad one fails here, naming the key, not later
+// in LibTorch's allocator or as a NaN loss.
+void check_hf_values(const ModelOptions& m, const std::string& where) {
+  auto fail = [&](const std::string& key, const std::string& msg) -> void {
+    throw UserError(where + ": " + key + ": " + msg);
   };
-  replace_suffix("LayerNorm.gamma", "LayerNorm.weight");
-  replace_suffix("LayerNorm.beta", "LayerNorm.bias");
-  return name;
-}
-
-size_t count_lines(const fs::path& file) {
-  std::ifstream in(file);
-  size_t n = 0;
-  for (std::string line; std::getline(in, line);) ++n;
-  return n;
+  if (m.vocab_size <= 0 || m.hidden <= 0 || m.layers <= 0 || m.heads <= 0 || m.ffn <= 0 || m.max_position <= 0)
+    fail("hidden_size", "sizes must be positive");
+  if (m.hidden % m.heads != 0) fail("num_attention_heads", "does not divide hidden_size");
+  const std::pair<const char*, std::pair<int64_t, int64_t>> limits[] = {
+      {"vocab_size", {m.vocab_size, int64_t{1} << 24}},
+      {"hidden_size", {m.hidden, int64_t{1} << 16}},
+      {"num_hidden_layers", {m.layers, 1024}},
+      {"intermediate_size", {m.ffn, int64_t{1} << 20}},
+      {"max_position_embeddings", {m.max_position, int64_t{1} << 20}},
+      {"type_vocab_size", {m.type_vocab_size, int64_t{1} << 16}}};
+  for (const auto& [key, value_limit] : limits)
+    if (value_limit.first > value_limit.second)
+      fail(key, "is implausibly large (" + std::to_string(value_limit.first) + " > " +
+                    std::to_string(value_limit.second) + ")");
+  for (const auto& [key, v] : {std::pair{"layer_norm_eps", m.layer_norm_eps}, std::pair{"initializer_range", m.init_std}})
+    if (!(std::isfinite(v) && v > 0.0)) fail(key, "must be a finite number > 0");
+  for (const auto& [key, v] : {std::pair{"hidden_dropout_prob", m.dropout},
+                               std::pair{"attention_probs_dropout_prob", m.attention_dropout}})
+    if (!(v >= 0.0 && v <= 1.0)) fail(key, "must be in [0, 1]");
 }
 
 }  // namespace
@@ -97,26 +95,7 @@ ModelOptions model_options_from_hf(const json& c, const std::string& where) {
   m.layer_norm_eps = get_num("layer_norm_eps", 1e-12);
   m.init_std = get_num("initializer_range", 0.02);
   m.pre_ln = false;
-  if (m.vocab_size <= 0 || m.hidden <= 0 || m.layers <= 0 || m.heads <= 0 || m.ffn <= 0 || m.max_position <= 0)
-    fail("hidden_size", "sizes must be positive");
-  if (m.hidden % m.heads != 0) fail("num_attention_heads", "does not divide hidden_size");
-  // Absurd sizes must fail here, naming the key, not abort in LibTorch's allocator.
-  const std::pair<const char*, std::pair<int64_t, int64_t>> limits[] = {
-      {"vocab_size", {m.vocab_size, int64_t{1} << 24}},
-      {"hidden_size", {m.hidden, int64_t{1} << 16}},
-      {"num_hidden_layers", {m.layers, 1024}},
-      {"intermediate_size", {m.ffn, int64_t{1} << 20}},
-      {"max_position_embeddings", {m.max_position, int64_t{1} << 20}},
-      {"type_vocab_size", {m.type_vocab_size, int64_t{1} << 16}}};
-  for (const auto& [key, value_limit] : limits)
-    if (value_limit.first > value_limit.second)
-      fail(key, "is implausibly large (" + std::to_string(value_limit.first) + " > " +
-                    std::to_string(value_limit.second) + ")");
-  for (const auto& [key, v] : {std::pair{"layer_norm_eps", m.layer_norm_eps}, std::pair{"initializer_range", m.init_std}})
-    if (!(std::isfinite(v) && v > 0.0)) fail(key, "must be a finite number > 0");
-  for (const auto& [key, v] : {std::pair{"hidden_dropout_prob", m.dropout},
-                               std::pair{"attention_probs_dropout_prob", m.attention_dropout}})
-    if (!(v >= 0.0 && v <= 1.0)) fail(key, "must be in [0, 1]");
+  check_hf_values(m, where);
 
   const std::string pet = get_str("position_embedding_type", "absolute");
   auto& a = m.attention;
@@ -222,102 +201,6 @@ torch::Tensor to_hf_layout(const torch::Tensor& ours, const HfTensorLink& link) 
 torch::Tensor from_hf_layout(const torch::Tensor& hf, const HfTensorLink& link) {
   if (!link.relative_table) return hf;
   return hf.flip(0).unsqueeze(0).contiguous();  // [2n-1, d] -> [1, 2n-1, d]
-}
-
-ImportSummary import_hf_bert(const fs::path& dir, const fs::path& out_checkpoint) {
-  if (!fs::is_directory(dir)) throw UserError(dir.string() + ": not a directory (expected a Hugging Face BERT folder)");
-  const fs::path weights = dir / "model.safetensors", vocab = dir / "vocab.txt";
-  const json hf_config = read_json(dir / "config.json");
-  ImportSummary summary;
-  summary.model = model_options_from_hf(hf_config, (dir / "config.json").string());
-  if (!fs::exists(weights))
-    throw UserError(weights.string() + ": file not found (only safetensors weights are read; convert a "
-                                       "pytorch_model.bin with save_pretrained(..., safe_serialization=True))");
-  if (!fs::exists(vocab)) throw UserError(vocab.string() + ": file not found (a WordPiece vocabulary is required)");
-  const size_t vocab_lines = count_lines(vocab);
-  if (static_cast<int64_t>(vocab_lines) > summary.model.vocab_size)
-    throw UserError(vocab.string() + ": " + std::to_string(vocab_lines) + " entries but config.json vocab_size is " +
-                    std::to_string(summary.model.vocab_size));
-  const fs::path tok_config = dir / "tokenizer_config.json";
-  if (fs::exists(tok_config)) {
-    const json t = read_json(tok_config);
-    if (t.contains("do_lower_case") && !t["do_lower_case"].is_boolean())
-      throw UserError(tok_config.string() + ": do_lower_case: expected true or false");
-    summary.lowercase = t.value("do_lower_case", true);
-  } else {
-    log::warn("import", "{} not found: assuming do_lower_case = true (BertTokenizer's default)", tok_config.string());
-  }
-
-  Config cfg;
-  cfg.model = summary.model;
-  cfg.data.train_files = {"(none: imported from Hugging Face " + dir.filename().string() + ")"};
-  cfg.data.tokenizer = "wordpiece";
-  const fs::path vocab_out = (out_checkpoint.has_parent_path() ? out_checkpoint.parent_path() : fs::path(".")) / "vocab.txt";
-  cfg.data.tokenizer_model = vocab_out.string();
-  cfg.data.lowercase = summary.lowercase;
-  cfg.data.max_seq_len = std::min<int64_t>(cfg.data.max_seq_len, cfg.model.max_position);
-  cfg.run.name = "hf_import";
-  validate(cfg);
-
-  SafetensorsFile st = read_safetensors(weights);
-  std::map<std::string, torch::Tensor> hf;
-  for (auto& [name, t] : st.tensors) hf[normalise_hf_name(name)] = t;
-  // BertModel checkpoints have no "bert." prefix; BertForMaskedLM / BertForPreTraining do.
-  bool prefixed = false;
-  for (const auto& [name, t] : hf) prefixed = prefixed || name.rfind("bert.", 0) == 0;
-  auto hf_key = [&](const std::string& name) {
-    return (!prefixed && name.rfind("bert.", 0) == 0) ? name.substr(5) : name;
-  };
-
-  torch::manual_seed(cfg.train.seed);  // tensors absent from the file (an MLM head) start as BERT's init
-  BertModel model(cfg.model);
-  auto params = model->named_parameters();
-  std::set<std::string> used;
-  bool has_mlm_head = hf.count("cls.predictions.transform.dense.weight") > 0;
-  if (!has_mlm_head) log::warn("import", "{} has no MLM head (cls.predictions.*): it starts from BERT's random init", weights.string());
-  torch::NoGradGuard no_grad;
-  for (const auto& link : hf_tensor_links(cfg.model)) {
-    const std::string key = hf_key(link.hf);
-    if (link.hf.rfind("cls.", 0) == 0 && !has_mlm_head) continue;
-    auto it = hf.find(key);
-    if (it == hf.end() && link.hf == "cls.predictions.bias") it = hf.find("cls.predictions.decoder.bias");
-    if (it == hf.end()) throw UserError(weights.string() + ": tensor '" + key + "' is missing");
-    used.insert(it->first);
-    torch::Tensor& target = params[link.ours];
-    const auto expected = to_hf_layout(target, link);
-    if (it->second.sizes() != expected.sizes())
-      throw UserError(weights.string() + ": tensor '" + key + "' has shape " + shape_str(it->second) +
-                      " but config.json implies " + shape_str(expected));
-    target.copy_(from_hf_layout(it->second.to(torch::kFloat32), link));
-  }
-
-  // Tensors we knowingly do not use; anything else is an error rather than a silent drop.
-  auto known_unused = [&](const std::string& n) {
-    return n.rfind("bert.pooler.", 0) == 0 || n.rfind("pooler.", 0) == 0 || n.rfind("cls.seq_relationship.", 0) == 0 ||
-           n == hf_key("bert.embeddings.position_ids") || n == "cls.predictions.decoder.bias" ||
-           (n == hf_key("bert.embeddings.position_embeddings.weight") &&
-            !method_info(cfg.model.attention.method).learned_absolute);
-  };
-  for (const auto& [name, t] : hf) {
-    if (used.count(name)) continue;
-    if (name == "cls.predictions.decoder.weight") {  // tied to the word embeddings: must be equal
-      if (!t.to(torch::kFloat32).equal(params["word_embeddings.weight"]))
-        throw UserError(weights.string() + ": cls.predictions.decoder.weight differs from the word embeddings "
-                                           "(untied MLM decoders are not supported)");
-      continue;
-    }
-    if (!known_unused(name))
-      throw UserError(weights.string() + ": unexpected tensor '" + name + "' " + shape_str(t) +
-                      " (no counterpart in a " + cfg.model.attention.method + " BERT)");
-    summary.ignored.push_back(name);
-  }
-
-  save_model_file(out_checkpoint, *model, to_yaml(cfg));
-  write_file_atomic(vocab_out, read_file(vocab));  // errors name the file (errno), no filesystem_error
-  log::info("import", "{} -> {}: {} (hidden {}, layers {}, heads {}, vocab {}), ignored: {}", dir.string(),
-            out_checkpoint.string(), cfg.model.attention.method, cfg.model.hidden, cfg.model.layers, cfg.model.heads,
-            cfg.model.vocab_size, summary.ignored.empty() ? std::string("none") : join(summary.ignored));
-  return summary;
 }
 
 std::string hf_vocab_text(const Config& cfg, const fs::path& checkpoint, const fs::path& vocab) {

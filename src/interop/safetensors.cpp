@@ -45,6 +45,53 @@ std::vector<std::string> dtype_names() {
   return names;
 }
 
+// One header entry's dtype, shape and byte span, each checked against the data buffer's size.
+struct EntryLayout {
+  torch::ScalarType type;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0, nbytes = 0;
+};
+
+EntryLayout parse_entry(const std::string& where, const std::string& name, const json& entry, uint64_t data_size) {
+  auto bad = [&](const std::string& msg) -> void { throw UserError(where + ": tensor '" + name + "': " + msg); };
+  if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
+    bad("header entry needs dtype, shape and data_offsets");
+  if (!entry["dtype"].is_string()) bad("dtype is not a string");
+  const std::string dtype = entry["dtype"].get<std::string>();
+  const DtypeInfo* info = nullptr;
+  for (const auto& d : kDtypes)
+    if (dtype == d.name) info = &d;
+  if (!info) bad("unsupported dtype " + dtype + " (supported: " + join(dtype_names()) + ")");
+
+  std::vector<int64_t> shape;
+  if (!entry["shape"].is_array()) bad("shape is not a list");
+  // Element and byte counts are multiplied with overflow checks: a shape such as
+  // [2^62, 4] must not wrap around to a size that matches the offsets.
+  uint64_t numel = 1;
+  for (const auto& s : entry["shape"]) {
+    if (!s.is_number_unsigned()) bad("shape holds a non-integer or negative size");
+    const uint64_t dim = s.get<uint64_t>();
+    if (dim > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, dim, &numel))
+      bad("shape " + entry["shape"].dump() + " has more elements than fit in 64 bits");
+    shape.push_back(static_cast<int64_t>(dim));
+  }
+  if (shape.size() > 64) bad("shape has " + std::to_string(shape.size()) + " dimensions");
+  const auto& offs = entry["data_offsets"];
+  if (!offs.is_array() || offs.size() != 2 || !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
+    bad("data_offsets must be two non-negative integers");
+  const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
+  uint64_t nbytes = 0;
+  if (__builtin_mul_overflow(numel, static_cast<uint64_t>(c10::elementSize(info->type)), &nbytes))
+    bad("shape " + entry["shape"].dump() + " needs more bytes than fit in 64 bits");
+  if (end < begin || end - begin != nbytes)
+    bad("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") do not hold " +
+        std::to_string(numel) + " " + dtype + " values");
+  if (end > data_size)
+    bad("truncated safetensors file: data ends at byte " + std::to_string(end) + " of a " +
+        std::to_string(data_size) + "-byte buffer");
+  return {info->type, std::move(shape), begin, end, nbytes};
+}
+
 }  // namespace
 
 std::string safetensors_dtype_name(torch::ScalarType dtype) {
@@ -94,48 +141,13 @@ SafetensorsFile read_safetensors(const fs::path& file) {
         if (v.is_string()) out.metadata[k] = v.get<std::string>();
       continue;
     }
-    auto bad = [&](const std::string& msg) { fail("tensor '" + name + "': " + msg); };
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
-      bad("header entry needs dtype, shape and data_offsets");
-    if (!entry["dtype"].is_string()) bad("dtype is not a string");
-    const std::string dtype = entry["dtype"].get<std::string>();
-    const DtypeInfo* info = nullptr;
-    for (const auto& d : kDtypes)
-      if (dtype == d.name) info = &d;
-    if (!info) bad("unsupported dtype " + dtype + " (supported: " + join(dtype_names()) + ")");
+    const EntryLayout e = parse_entry(where, name, entry, data_size);
+    spans.emplace_back(e.begin, e.end);
 
-    std::vector<int64_t> shape;
-    if (!entry["shape"].is_array()) bad("shape is not a list");
-    // Element and byte counts are multiplied with overflow checks: a shape such as
-    // [2^62, 4] must not wrap around to a size that matches the offsets.
-    uint64_t numel = 1;
-    for (const auto& s : entry["shape"]) {
-      if (!s.is_number_unsigned()) bad("shape holds a non-integer or negative size");
-      const uint64_t dim = s.get<uint64_t>();
-      if (dim > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, dim, &numel))
-        bad("shape " + entry["shape"].dump() + " has more elements than fit in 64 bits");
-      shape.push_back(static_cast<int64_t>(dim));
-    }
-    if (shape.size() > 64) bad("shape has " + std::to_string(shape.size()) + " dimensions");
-    const auto& offs = entry["data_offsets"];
-    if (!offs.is_array() || offs.size() != 2 || !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
-      bad("data_offsets must be two non-negative integers");
-    const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
-    uint64_t nbytes = 0;
-    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(c10::elementSize(info->type)), &nbytes))
-      bad("shape " + entry["shape"].dump() + " needs more bytes than fit in 64 bits");
-    if (end < begin || end - begin != nbytes)
-      bad("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") do not hold " +
-          std::to_string(numel) + " " + dtype + " values");
-    if (end > data_size)
-      bad("truncated safetensors file: data ends at byte " + std::to_string(end) + " of a " +
-          std::to_string(data_size) + "-byte buffer");
-    spans.emplace_back(begin, end);
-
-    auto t = torch::empty(shape, torch::TensorOptions().dtype(info->type));
-    in.seekg(static_cast<std::streamoff>(8 + header_len + begin));
-    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(nbytes));
-    if (!in) bad("read error");
+    auto t = torch::empty(e.shape, torch::TensorOptions().dtype(e.type));
+    in.seekg(static_cast<std::streamoff>(8 + header_len + e.begin));
+    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.nbytes));
+    if (!in) throw UserError(where + ": tensor '" + name + "': read error");
     out.tensors.emplace(name, std::move(t));
   }
   std::sort(spans.begin(), spans.end());

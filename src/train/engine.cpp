@@ -155,35 +155,88 @@ bool Engine::stop_after(int64_t step, const nlohmann::json& fields) {
   return flag.item<double>() > 0.0;
 }
 
-namespace {
 // Sums of the log window, on the device until the log line: [loss, grad_norm, correct, count, tokens]
 // (loss and grad_norm over finite steps only).
-struct Window {
+struct Engine::Window {
   torch::Tensor sums;
   int64_t finite_steps = 0, skipped = 0;
   Clock::time_point start = Clock::now();
+  explicit Window(const torch::Device& device)
+      : sums(torch::zeros({5}, torch::TensorOptions(torch::kDouble).device(device))) {}
 };
-}  // namespace
+
+void Engine::flush_tokens(TrainState& state) {
+  state.tokens_seen += static_cast<int64_t>(seen_tokens_.item<double>());
+  seen_tokens_.zero_();
+}
+
+void Engine::note_nonfinite(const StepStats& st, TrainState& state) {
+  optimizer_.zero_grad();  // no update from this step
+  ++state.nonfinite_total;
+  ++state.nonfinite_in_a_row;
+  const double loss = st.loss.item<double>(), gnorm = st.grad_norm.item<double>();
+  log::warn(s_.log_tag.c_str(), "step {}: non-finite {} ({}), update skipped ({} in a row, {} in total)",
+            state.step + 1, std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? gnorm : loss,
+            state.nonfinite_in_a_row, state.nonfinite_total);
+  s_.metrics.write({{"step", state.step + 1}, {"event", "nonfinite_skip"}, {"loss", loss}, {"grad_norm", gnorm},
+                    {"nonfinite_in_a_row", state.nonfinite_in_a_row}, {"nonfinite_total", state.nonfinite_total}});
+}
+
+void Engine::stop_nonfinite(TrainState& state) {
+  s_.dp->barrier();
+  flush_tokens(state);
+  const auto file = save(state);  // throws if the weights themselves are non-finite
+  throw UserError("training stopped at step " + std::to_string(state.step) + ": " +
+                  std::to_string(state.nonfinite_in_a_row) +
+                  " non-finite losses or gradient norms in a row (train.max_nonfinite_in_a_row); the weights "
+                  "(finite, from the last update that was not skipped) " +
+                  (file.empty() ? std::string("are not kept") : "are kept in " + file.string()) +
+                  " (lower train.lr, raise warmup_steps, or use precision fp32)");
+}
+
+void Engine::log_window(Window& w, TrainState& state, double lr, EngineResult& result) {
+  const auto& t = s_.train;
+  const auto h = w.sums.cpu();  // the window's one device -> host copy
+  const double* v = h.data_ptr<double>();
+  flush_tokens(state);
+  const double secs = std::chrono::duration<double>(Clock::now() - w.start).count();
+  const double done_secs = std::chrono::duration<double>(Clock::now() - loop_start_).count();
+  const double eta = done_secs / static_cast<double>(state.step - first_step_) *
+                     static_cast<double>(t.max_steps - state.step);
+  const double steps = static_cast<double>(w.finite_steps);
+  const double mean_loss = w.finite_steps ? v[0] / steps : std::nan("");
+  const double mean_grad = w.finite_steps ? v[1] / steps : std::nan("");
+  const double acc = v[2] / std::max(1.0, v[3]);
+  const double tok_s = v[4] / std::max(secs, 1e-9);
+  const std::string acc_name = task_.accuracy_name();
+  log::info(s_.log_tag.c_str(), "step {}/{} | loss {:.4f}{} | lr {:.2e} | gnorm {:.2f} | {:.0f} tok/s | ETA {}{}",
+            state.step, t.max_steps, mean_loss, acc_name.empty() ? std::string() : fmt::format(" | acc {:.3f}", acc),
+            lr, mean_grad, tok_s, format_duration(eta),
+            w.skipped ? fmt::format(" | {} skipped", w.skipped) : std::string());
+  nlohmann::json row = {{"step", state.step}, {"loss", mean_loss}, {"lr", lr}, {"grad_norm", mean_grad},
+                        {"tokens_per_s", tok_s}, {"tokens_seen", state.tokens_seen}, {"skipped", w.skipped},
+                        {"elapsed_s", done_secs}};
+  if (!acc_name.empty()) row[acc_name] = acc;
+  s_.metrics.write(row);
+  if (w.finite_steps) {
+    if (std::isnan(result.first_loss)) result.first_loss = mean_loss;
+    result.final_loss = mean_loss;
+  }
+  w = Window(s_.device);
+}
 
 EngineResult Engine::run(TrainState state) {
   const auto& t = s_.train;
-  auto& dp = *s_.dp;
   task_.restore(state.cursor);
   consumed_ = state.cursor;
   model_.train();
   EngineResult result;
   result.first_loss = s_.first_loss;
   result.final_loss = s_.last_loss;  // kept when resumed from the final checkpoint (no step left)
-  const auto dopt = torch::TensorOptions(torch::kDouble).device(s_.device);
-  Window w;
-  w.sums = torch::zeros({5}, dopt);
-  const auto loop_start = Clock::now();
-  const int64_t first_step = state.step;
-  auto seen_tokens = torch::zeros({}, dopt);  // not yet added to state.tokens_seen
-  auto flush_tokens = [&] {
-    state.tokens_seen += static_cast<int64_t>(seen_tokens.item<double>());
-    seen_tokens.zero_();
-  };
+  Window w(s_.device);
+  loop_start_ = Clock::now();
+  first_step_ = state.step;
+  seen_tokens_ = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(s_.device));
 
   while (state.step < t.max_steps) {
     const double lr = learning_rate(t, state.step);
@@ -196,74 +249,27 @@ EngineResult Engine::run(TrainState state) {
       w.sums.slice(0, 0, 2) += torch::stack({st.loss, st.grad_norm.to(torch::kDouble)});
       ++w.finite_steps;
     } else {
-      optimizer_.zero_grad();  // no update from this step
-      ++state.nonfinite_total;
-      ++state.nonfinite_in_a_row;
+      note_nonfinite(st, state);
       ++w.skipped;
-      const double loss = st.loss.item<double>(), gnorm = st.grad_norm.item<double>();
-      log::warn(s_.log_tag.c_str(), "step {}: non-finite {} ({}), update skipped ({} in a row, {} in total)",
-                state.step + 1, std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? gnorm : loss,
-                state.nonfinite_in_a_row, state.nonfinite_total);
-      s_.metrics.write({{"step", state.step + 1}, {"event", "nonfinite_skip"}, {"loss", loss}, {"grad_norm", gnorm},
-                        {"nonfinite_in_a_row", state.nonfinite_in_a_row}, {"nonfinite_total", state.nonfinite_total}});
     }
     w.sums.slice(0, 2, 5) += torch::stack({st.correct, st.count, st.tokens});
-    seen_tokens += st.tokens;
+    seen_tokens_ += st.tokens;
     ++state.step;
     if (s_.hooks.on_step) s_.hooks.on_step(state.step, st.loss.item<double>());
-    if (!finite && state.nonfinite_in_a_row >= t.max_nonfinite_in_a_row) {
-      dp.barrier();
-      flush_tokens();
-      const auto file = save(state);  // throws if the weights themselves are non-finite
-      throw UserError("training stopped at step " + std::to_string(state.step) + ": " +
-                      std::to_string(state.nonfinite_in_a_row) +
-                      " non-finite losses or gradient norms in a row (train.max_nonfinite_in_a_row); the weights "
-                      "(finite, from the last update that was not skipped) " +
-                      (file.empty() ? std::string("are not kept") : "are kept in " + file.string()) +
-                      " (lower train.lr, raise warmup_steps, or use precision fp32)");
-    }
-    if (state.step % t.log_every == 0 || state.step == t.max_steps) {
-      const auto h = w.sums.cpu();  // the window's one device -> host copy
-      const double* v = h.data_ptr<double>();
-      flush_tokens();
-      const double secs = std::chrono::duration<double>(Clock::now() - w.start).count();
-      const double done_secs = std::chrono::duration<double>(Clock::now() - loop_start).count();
-      const double eta = done_secs / static_cast<double>(state.step - first_step) *
-                         static_cast<double>(t.max_steps - state.step);
-      const double steps = static_cast<double>(w.finite_steps);
-      const double mean_loss = w.finite_steps ? v[0] / steps : std::nan("");
-      const double mean_grad = w.finite_steps ? v[1] / steps : std::nan("");
-      const double acc = v[2] / std::max(1.0, v[3]);
-      const double tok_s = v[4] / std::max(secs, 1e-9);
-      const std::string acc_name = task_.accuracy_name();
-      log::info(s_.log_tag.c_str(), "step {}/{} | loss {:.4f}{} | lr {:.2e} | gnorm {:.2f} | {:.0f} tok/s | ETA {}{}",
-                state.step, t.max_steps, mean_loss, acc_name.empty() ? std::string() : fmt::format(" | acc {:.3f}", acc),
-                lr, mean_grad, tok_s, format_duration(eta),
-                w.skipped ? fmt::format(" | {} skipped", w.skipped) : std::string());
-      nlohmann::json row = {{"step", state.step}, {"loss", mean_loss}, {"lr", lr}, {"grad_norm", mean_grad},
-                            {"tokens_per_s", tok_s}, {"tokens_seen", state.tokens_seen}, {"skipped", w.skipped},
-                            {"elapsed_s", done_secs}};
-      if (!acc_name.empty()) row[acc_name] = acc;
-      s_.metrics.write(row);
-      if (w.finite_steps) {
-        if (std::isnan(result.first_loss)) result.first_loss = mean_loss;
-        result.final_loss = mean_loss;
-      }
-      w = Window{};
-      w.sums = torch::zeros({5}, dopt);
-    }
+    if (!finite && state.nonfinite_in_a_row >= t.max_nonfinite_in_a_row) stop_nonfinite(state);
+    if (state.step % t.log_every == 0 || state.step == t.max_steps) log_window(w, state, lr, result);
     const bool eval_now = (t.eval_every > 0 && state.step % t.eval_every == 0) || task_.eval_due(state.step);
     if (eval_now && state.step != t.max_steps && stop_after(state.step, evaluate(state.step))) {
       result.stopped_early = true;
       break;
     }
     if (t.save_every > 0 && state.step % t.save_every == 0 && state.step != t.max_steps && !s_.run_dir.empty()) {
-      flush_tokens();
+      flush_tokens(state);
       save(state);
     }
   }
-  dp.barrier();  // every rank done with collectives before rank 0 saves and the group closes
-  flush_tokens();
+  s_.dp->barrier();  // every rank done with collectives before rank 0 saves and the group closes
+  flush_tokens(state);
   if (!s_.run_dir.empty()) result.checkpoint = save(state);
   state.cursor = consumed_;
   result.state = state;

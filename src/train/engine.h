@@ -23,6 +23,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -133,6 +134,17 @@ class Engine {
   // After an evaluation at `step`: the task's early-stopping decision, the same on every rank.
   bool stop_after(int64_t step, const nlohmann::json& fields);
 
+  struct Window;  // the log window's on-device sums (engine.cpp)
+  // Adds the tokens counted on the device since the last call to state.tokens_seen (host read).
+  void flush_tokens(TrainState& state);
+  // A skipped update at 0-based state.step: counters, the warning and a nonfinite_skip row.
+  void note_nonfinite(const StepStats& st, TrainState& state);
+  // After max_nonfinite_in_a_row skipped steps: saves the last finite weights, throws UserError.
+  [[noreturn]] void stop_nonfinite(TrainState& state);
+  // The progress line and metrics.jsonl row of the window ending at state.step; records the
+  // window's mean loss in `result` and starts a new window.
+  void log_window(Window& w, TrainState& state, double lr, EngineResult& result);
+
   EngineSetup s_;
   torch::nn::Module& model_;
   torch::optim::Optimizer& optimizer_;
@@ -140,6 +152,9 @@ class Engine {
   std::vector<torch::Tensor> params_;
   std::optional<MicroBatch> next_;  // device copy in flight
   LoaderCursor consumed_;           // cursor of the last batch a step used
+  torch::Tensor seen_tokens_;       // 0-dim float64 on the device: not yet in state.tokens_seen
+  std::chrono::steady_clock::time_point loop_start_;  // run()'s start, for the ETA
+  int64_t first_step_ = 0;                            // run()'s first step (0 or resumed)
 };
 
 // L2 norm of all gradients together (0-dim float32, on their device): per-tensor norms with

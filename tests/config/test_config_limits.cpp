@@ -12,6 +12,7 @@
 #include "config/model_size.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
+#include "test_models.h"
 #include "util/errors.h"
 
 namespace fs = std::filesystem;
@@ -89,14 +90,8 @@ TEST_F(ConfigLimits, ParameterEstimateMatchesBuiltModels) {
   // per head and shared tables: within 1% (the estimate may not undercount by more).
   for (const auto& method : rpe::attention_method_names()) {
     for (const bool shared : {false, true}) {
-      rpe::ModelOptions m;
-      m.vocab_size = 100;
-      m.hidden = 32;
-      m.layers = 2;
-      m.heads = 4;
-      m.ffn = 64;
-      m.max_position = 64;
-      m.attention.method = method;
+      auto m = rpe::test::small_model_options(method, {.vocab = 100, .hidden = 32, .heads = 4, .ffn = 64,
+                                                        .max_position = 64});
       m.attention.share_across_heads = shared;
       rpe::BertModel model(m);
       double actual = 0;

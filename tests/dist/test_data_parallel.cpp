@@ -20,6 +20,7 @@
 #include "model/bert.h"
 #include "train/checkpoint.h"
 #include "util/errors.h"
+#include "test_models.h"
 #include "test_paths.h"
 
 namespace rpe {
@@ -147,14 +148,7 @@ TEST(GradSyncWorker, DISABLED_OverlappedEqualsAfterBackward) {
   if (!std::getenv("RPE_GRAD_SYNC_WORKER")) GTEST_SKIP() << "a rank of GradSync.*, launched by it";
   const auto env = dist::detect_launch_env();
   dist::DataParallel dp(env, torch::kCPU, 60.0, /*bucket_mb=*/0.01);  // ~10 KB buckets: several of them
-  ModelOptions o;
-  o.vocab_size = 60;
-  o.hidden = 32;
-  o.layers = 2;
-  o.heads = 2;
-  o.ffn = 64;
-  o.max_position = 16;
-  o.dropout = o.attention_dropout = 0.0;
+  const ModelOptions o = test::small_model_options("absolute", {.vocab = 60, .hidden = 32, .ffn = 64, .dropout = 0.0});
   torch::manual_seed(3);
   BertModel model(o);
   dp.broadcast_parameters(*model);

@@ -11,6 +11,7 @@
 #include "finetune/seed_run.h"
 #include "train/checkpoint.h"
 #include "util/errors.h"
+#include "test_models.h"
 #include "test_paths.h"
 
 using namespace rpe;
@@ -19,17 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 ModelOptions tiny(const std::string& method, int64_t max_position) {
-  ModelOptions o;
-  o.vocab_size = 50;
-  o.hidden = 16;
-  o.layers = 1;
-  o.heads = 2;
-  o.ffn = 32;
-  o.max_position = max_position;
-  o.dropout = 0.0;
-  o.attention_dropout = 0.0;
-  o.attention.method = method;
-  return o;
+  return test::small_model_options(method, {.layers = 1, .max_position = max_position, .dropout = 0.0});
 }
 }  // namespace
 

@@ -4,7 +4,7 @@
 # With clang they are libFuzzer targets; with another compiler the driver's own main()
 # mutates the seeds (RPE_FUZZ_STANDALONE).
 set(_fuzz_common src/util/errors.cpp src/util/atomic_file.cpp)
-set(RPE_FUZZ_yaml_SOURCES src/config/config.cpp src/config/yaml_tree.cpp src/config/config_names.cpp src/config/model_size.cpp)
+set(RPE_FUZZ_yaml_SOURCES src/config/config.cpp src/config/validate.cpp src/config/yaml_tree.cpp src/config/config_names.cpp src/config/model_size.cpp)
 set(RPE_FUZZ_yaml_LIBS yaml-cpp)
 set(RPE_FUZZ_corpus_SOURCES src/data/corpus.cpp)
 set(RPE_FUZZ_corpus_LIBS PkgConfig::UTF8PROC)

@@ -17,6 +17,7 @@
 #include "interop/model_file.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
+#include "test_models.h"
 #include "util/errors.h"
 
 namespace fs = std::filesystem;
@@ -33,15 +34,8 @@ namespace {
 // The small config every probe model uses: 2 layers of width 32, vocabulary of 50 in `vocab`.
 Config probe_config(const std::string& method, const fs::path& vocab) {
   Config cfg;
-  auto& m = cfg.model;
-  m.vocab_size = 50;
-  m.hidden = 32;
-  m.layers = 2;
-  m.heads = 4;
-  m.ffn = 64;
-  m.max_position = 24;
-  m.attention.method = method;
-  m.attention.share_across_heads = method != "absolute";  // the layout HF BERT can express
+  cfg.model = test::small_model_options(method, {.hidden = 32, .heads = 4, .ffn = 64, .max_position = 24});
+  cfg.model.attention.share_across_heads = method != "absolute";  // the layout HF BERT can express
   cfg.data.train_files = {"(none: random model)"};
   cfg.data.tokenizer = "wordpiece";
   cfg.data.tokenizer_model = vocab.string();
@@ -49,7 +43,7 @@ Config probe_config(const std::string& method, const fs::path& vocab) {
   fs::create_directories(vocab.parent_path());
   std::ofstream v(vocab);
   const char* special[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-  for (int64_t i = 0; i < m.vocab_size; ++i) v << (i < 5 ? special[i] : "tok" + std::to_string(i)) << "\n";
+  for (int64_t i = 0; i < cfg.model.vocab_size; ++i) v << (i < 5 ? special[i] : "tok" + std::to_string(i)) << "\n";
   return cfg;
 }
 

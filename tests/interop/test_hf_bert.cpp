@@ -13,6 +13,7 @@
 #include "interop/safetensors.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
+#include "test_models.h"
 #include "model/encoder.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -37,16 +38,8 @@ fs::path temp_dir(const std::string& name) {
 
 Config tiny_config(const std::string& method) {
   Config cfg;
-  auto& m = cfg.model;
-  m.vocab_size = 40;
-  m.hidden = 16;
-  m.layers = 2;
-  m.heads = 2;
-  m.ffn = 32;
-  m.max_position = 12;
-  m.dropout = m.attention_dropout = 0.0;
-  m.attention.method = method;
-  m.attention.share_across_heads = method != "absolute";
+  cfg.model = test::small_model_options(method, {.vocab = 40, .max_position = 12, .dropout = 0.0});
+  cfg.model.attention.share_across_heads = method != "absolute";
   cfg.data.train_files = {"none"};
   cfg.data.tokenizer = "wordpiece";
   return cfg;

@@ -8,6 +8,7 @@
 #include "interop/model_file.h"
 #include "model/attention/registry.h"
 #include "util/errors.h"
+#include "test_models.h"
 
 namespace fs = std::filesystem;
 using namespace rpe;
@@ -16,14 +17,7 @@ namespace {
 
 Config tiny(const std::string& method) {
   Config cfg;
-  auto& m = cfg.model;
-  m.vocab_size = 30;
-  m.hidden = 16;
-  m.layers = 2;
-  m.heads = 2;
-  m.ffn = 32;
-  m.max_position = 10;
-  m.attention.method = method;
+  cfg.model = test::small_model_options(method, {.vocab = 30, .max_position = 10});
   cfg.data.train_files = {"none"};
   return cfg;
 }

@@ -4,19 +4,12 @@
 #include <torch/torch.h>
 
 #include "model/bert.h"
+#include "test_models.h"
 
 namespace {
 
 rpe::ModelOptions tiny(const std::string& method) {
-  rpe::ModelOptions o;
-  o.vocab_size = 50;
-  o.hidden = 16;
-  o.layers = 2;
-  o.heads = 2;
-  o.ffn = 32;
-  o.max_position = 24;
-  o.attention.method = method;
-  return o;
+  return rpe::test::small_model_options(method, {.max_position = 24});  // ModelOptions' dropouts
 }
 
 }  // namespace

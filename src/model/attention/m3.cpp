@@ -14,7 +14,7 @@
 //     live temporaries are O(B H L d g) with g ~ L / 2d, about half an [L, L] score tensor;
 //     the band scores [B, H, L, 2m+1] are then gathered into [B, H, L, L].
 // Memory is thus O(B H L^2) like plain attention; no [L, L, d] tensor exists at any time.
-#include "model/attention/position_method.h"
+#include "model/attention/clipped_table_method.h"
 
 namespace rpe {
 namespace {
@@ -171,23 +171,10 @@ class M3Term : public PositionTermImpl {
   torch::Tensor table_;
 };
 
-class M3Method : public PositionMethodImpl {
- public:
-  explicit M3Method(const ModelOptions& o) : PositionMethodImpl(o, false) { clip_distance(); }
-  std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override {
-    return std::make_shared<M3Term>(table_heads(), clip_distance(), head_size(), options_.init_std);
-  }
-  std::vector<std::string> option_keys() const override { return {"max_relative", "share_across_heads"}; }
-  std::string describe() const override {
-    return "m3 (k=" + std::to_string(clip_distance()) +
-           (options_.attention.share_across_heads ? ", shared across heads)" : ", per head)");
-  }
-};
-
 }  // namespace
 
 std::shared_ptr<PositionMethodImpl> make_position_method_m3(const ModelOptions& o) {
-  return std::make_shared<M3Method>(o);
+  return std::make_shared<ClippedTableMethod<M3Term>>(o, "m3");
 }
 
 }  // namespace rpe

@@ -3,7 +3,7 @@
 // w: (2k+1) x d per layer, per head unless share_across_heads. Computed without any
 // [L, L, d] tensor: both terms are products with the table rows a length-L sequence
 // reaches, laid out as [L, L] by relative_scores (gather or blocked skew).
-#include "model/attention/position_method.h"
+#include "model/attention/clipped_table_method.h"
 
 namespace rpe {
 namespace {
@@ -26,23 +26,10 @@ class M4Term : public PositionTermImpl {
   torch::Tensor table_;
 };
 
-class M4Method : public PositionMethodImpl {
- public:
-  explicit M4Method(const ModelOptions& o) : PositionMethodImpl(o, false) { clip_distance(); }
-  std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override {
-    return std::make_shared<M4Term>(table_heads(), clip_distance(), head_size(), options_.init_std);
-  }
-  std::vector<std::string> option_keys() const override { return {"max_relative", "share_across_heads"}; }
-  std::string describe() const override {
-    return "m4 (k=" + std::to_string(clip_distance()) +
-           (options_.attention.share_across_heads ? ", shared across heads)" : ", per head)");
-  }
-};
-
 }  // namespace
 
 std::shared_ptr<PositionMethodImpl> make_position_method_m4(const ModelOptions& o) {
-  return std::make_shared<M4Method>(o);
+  return std::make_shared<ClippedTableMethod<M4Term>>(o, "m4");
 }
 
 }  // namespace rpe

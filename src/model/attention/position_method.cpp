@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "model/attention/clipped_table_method.h"
 #include "util/errors.h"
 
 namespace rpe {
@@ -67,10 +68,12 @@ std::shared_ptr<PositionTermImpl> ScalarGateMethod::make_layer_term(int64_t) {
   return std::make_shared<ScalarGateTerm>(table_heads(), clip_distance(), signed_);
 }
 
-std::string ScalarGateMethod::describe() const {
-  return name_ + " (k=" + std::to_string(clip_distance()) +
-         (options_.attention.share_across_heads ? ", shared across heads)" : ", per head)");
+std::string describe_clipped(const PositionMethodImpl& method, const std::string& name) {
+  return name + " (k=" + std::to_string(method.clip_distance()) +
+         (method.options().attention.share_across_heads ? ", shared across heads)" : ", per head)");
 }
+
+std::string ScalarGateMethod::describe() const { return describe_clipped(*this, name_); }
 
 torch::Tensor relative_index(int64_t length, int64_t k, const torch::Device& device) {
   auto pos = torch::arange(length, torch::TensorOptions().dtype(torch::kLong).device(device));

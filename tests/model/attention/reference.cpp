@@ -1,19 +1,12 @@
 // Naive multi-head attention reference for the position-method tests (see reference.h).
 #include "reference.h"
 
+#include "test_models.h"
+
 namespace rpe::test {
 
 ModelOptions tiny_options(const std::string& method, int64_t max_relative, bool shared) {
-  ModelOptions o;
-  o.vocab_size = 50;
-  o.hidden = 8;
-  o.heads = 2;
-  o.layers = 2;
-  o.ffn = 16;
-  o.max_position = 16;
-  o.dropout = 0.0;
-  o.attention_dropout = 0.0;
-  o.attention.method = method;
+  auto o = small_model_options(method, {.hidden = 8, .ffn = 16, .dropout = 0.0});
   o.attention.max_relative = max_relative;
   o.attention.share_across_heads = shared;
   return o;

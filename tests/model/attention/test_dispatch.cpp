@@ -13,6 +13,7 @@
 #include "reference.h"
 
 #include "model/bert.h"
+#include "test_models.h"
 
 namespace rpe::test {
 namespace {
@@ -20,18 +21,28 @@ namespace {
 constexpr int64_t kB = 3, kL = 40;
 
 ModelOptions dispatch_options(const std::string& method) {
-  ModelOptions o;
-  o.vocab_size = 64;
-  o.hidden = 32;
-  o.heads = 4;
-  o.layers = 2;
-  o.ffn = 64;
-  o.max_position = 64;
-  o.dropout = 0.0;
-  o.attention_dropout = 0.0;
+  auto o = small_model_options(method, {.vocab = 64, .hidden = 32, .heads = 4, .ffn = 64, .max_position = 64,
+                                        .dropout = 0.0});
   o.init_std = 0.1;
-  o.attention.method = method;
   return o;
+}
+
+// The model and inputs drawn from seed 5, in this order: the weights (eval mode), ids [B, L],
+// the output weighting r [B, L, D] and a padding mask hiding sequence 1's last 13 positions.
+struct DispatchCase {
+  BertModel model{nullptr};
+  torch::Tensor ids, r, pad;
+};
+
+DispatchCase dispatch_case(const std::string& method) {
+  torch::manual_seed(5);
+  DispatchCase c{BertModel(dispatch_options(method)), {}, {}, {}};
+  c.model->eval();
+  c.ids = torch::randint(5, 64, {kB, kL}, torch::kLong);
+  c.r = torch::randn({kB, kL, 32});
+  c.pad = torch::zeros({kB, kL}, torch::kBool);
+  c.pad[1].narrow(0, kL - 13, 13).fill_(true);
+  return c;
 }
 
 std::vector<torch::Tensor> outputs_and_grads(BertModel& model, const torch::Tensor& ids, const torch::Tensor& pad,
@@ -61,13 +72,7 @@ double worst_rel(const std::vector<torch::Tensor>& a, const std::vector<torch::T
 
 TEST(AttentionDispatch, FusedEqualsPlainWholeModelWithAndWithoutPadding) {
   for (const auto& name : attention_method_names()) {
-    torch::manual_seed(5);
-    BertModel model(dispatch_options(name));
-    model->eval();
-    auto ids = torch::randint(5, 64, {kB, kL}, torch::kLong);
-    auto r = torch::randn({kB, kL, 32});
-    auto padded = torch::zeros({kB, kL}, torch::kBool);
-    padded[1].narrow(0, kL - 13, 13).fill_(true);
+    auto [model, ids, r, padded] = dispatch_case(name);
     padded[2].narrow(0, kL - 1, 1).fill_(true);
     for (const auto& pad : {padded, torch::Tensor()}) {
       const std::string what = name + (pad.defined() ? " padded" : " unpadded (no mask)");
@@ -117,13 +122,7 @@ TEST(AttentionDispatch, WholeModelOnCudaMatchesFp64Cpu) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   const torch::Device cuda(torch::kCUDA);
   for (const auto& name : attention_method_names()) {
-    torch::manual_seed(5);
-    BertModel model(dispatch_options(name));
-    model->eval();
-    auto ids = torch::randint(5, 64, {kB, kL}, torch::kLong);
-    auto r = torch::randn({kB, kL, 32});
-    auto pad = torch::zeros({kB, kL}, torch::kBool);
-    pad[1].narrow(0, kL - 13, 13).fill_(true);
+    auto [model, ids, r, pad] = dispatch_case(name);
     model->to(torch::kFloat64);
     model->set_fused_attention(false);
     const auto exact = outputs_and_grads(model, ids, pad, r.to(torch::kFloat64));

@@ -1,0 +1,165 @@
+// Hugging Face BERT import: a transformers folder (config.json, model.safetensors, vocab.txt)
+// becomes an rpe-train model file through the mapping in hf_bert.cpp.
+// Checked against transformers 4.x BertForMaskedLM by tests/interop/hf_parity.py.
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "config/config.h"
+#include "interop/hf_bert.h"
+#include "interop/model_file.h"
+#include "interop/safetensors.h"
+#include "model/attention/registry.h"
+#include "model/bert.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+#include "util/log.h"
+
+namespace rpe {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json read_json(const fs::path& file) {
+  if (!fs::exists(file)) throw UserError(file.string() + ": file not found");
+  try {
+    return json::parse(read_file(file));
+  } catch (const json::exception& e) {
+    throw UserError(file.string() + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+std::string shape_str(const torch::Tensor& t) { return c10::str(t.sizes()); }
+
+// Legacy TF-converted checkpoints name LayerNorm parameters gamma/beta.
+std::string normalise_hf_name(std::string name) {
+  auto replace_suffix = [&](const std::string& from, const std::string& to) {
+    if (name.size() >= from.size() && name.compare(name.size() - from.size(), from.size(), from) == 0)
+      name = name.substr(0, name.size() - from.size()) + to;
+  };
+  replace_suffix("LayerNorm.gamma", "LayerNorm.weight");
+  replace_suffix("LayerNorm.beta", "LayerNorm.bias");
+  return name;
+}
+
+size_t count_lines(const fs::path& file) {
+  std::ifstream in(file);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+// The folder's files besides the weights: config.json's model, vocab.txt's size against it,
+// tokenizer_config.json's do_lower_case; and that model.safetensors is there.
+ImportSummary read_hf_folder(const fs::path& dir) {
+  if (!fs::is_directory(dir)) throw UserError(dir.string() + ": not a directory (expected a Hugging Face BERT folder)");
+  const fs::path weights = dir / "model.safetensors", vocab = dir / "vocab.txt";
+  const json hf_config = read_json(dir / "config.json");
+  ImportSummary summary;
+  summary.model = model_options_from_hf(hf_config, (dir / "config.json").string());
+  if (!fs::exists(weights))
+    throw UserError(weights.string() + ": file not found (only safetensors weights are read; convert a "
+                                       "pytorch_model.bin with save_pretrained(..., safe_serialization=True))");
+  if (!fs::exists(vocab)) throw UserError(vocab.string() + ": file not found (a WordPiece vocabulary is required)");
+  const size_t vocab_lines = count_lines(vocab);
+  if (static_cast<int64_t>(vocab_lines) > summary.model.vocab_size)
+    throw UserError(vocab.string() + ": " + std::to_string(vocab_lines) + " entries but config.json vocab_size is " +
+                    std::to_string(summary.model.vocab_size));
+  const fs::path tok_config = dir / "tokenizer_config.json";
+  if (fs::exists(tok_config)) {
+    const json t = read_json(tok_config);
+    if (t.contains("do_lower_case") && !t["do_lower_case"].is_boolean())
+      throw UserError(tok_config.string() + ": do_lower_case: expected true or false");
+    summary.lowercase = t.value("do_lower_case", true);
+  } else {
+    log::warn("import", "{} not found: assuming do_lower_case = true (BertTokenizer's default)", tok_config.string());
+  }
+  return summary;
+}
+
+// Copies the file's tensors (names normalised) into `params` along hf_tensor_links; every
+// other tensor must be the tied decoder or one knowingly unused (listed in summary.ignored).
+void copy_hf_tensors(const std::map<std::string, torch::Tensor>& hf, const fs::path& weights, const Config& cfg,
+                     torch::OrderedDict<std::string, torch::Tensor>& params, ImportSummary& summary) {
+  // BertModel checkpoints have no "bert." prefix; BertForMaskedLM / BertForPreTraining do.
+  bool prefixed = false;
+  for (const auto& [name, t] : hf) prefixed = prefixed || name.rfind("bert.", 0) == 0;
+  auto hf_key = [&](const std::string& name) {
+    return (!prefixed && name.rfind("bert.", 0) == 0) ? name.substr(5) : name;
+  };
+  std::set<std::string> used;
+  bool has_mlm_head = hf.count("cls.predictions.transform.dense.weight") > 0;
+  if (!has_mlm_head) log::warn("import", "{} has no MLM head (cls.predictions.*): it starts from BERT's random init", weights.string());
+  for (const auto& link : hf_tensor_links(cfg.model)) {
+    const std::string key = hf_key(link.hf);
+    if (link.hf.rfind("cls.", 0) == 0 && !has_mlm_head) continue;
+    auto it = hf.find(key);
+    if (it == hf.end() && link.hf == "cls.predictions.bias") it = hf.find("cls.predictions.decoder.bias");
+    if (it == hf.end()) throw UserError(weights.string() + ": tensor '" + key + "' is missing");
+    used.insert(it->first);
+    torch::Tensor& target = params[link.ours];
+    const auto expected = to_hf_layout(target, link);
+    if (it->second.sizes() != expected.sizes())
+      throw UserError(weights.string() + ": tensor '" + key + "' has shape " + shape_str(it->second) +
+                      " but config.json implies " + shape_str(expected));
+    target.copy_(from_hf_layout(it->second.to(torch::kFloat32), link));
+  }
+
+  // Tensors we knowingly do not use; anything else is an error rather than a silent drop.
+  auto known_unused = [&](const std::string& n) {
+    return n.rfind("bert.pooler.", 0) == 0 || n.rfind("pooler.", 0) == 0 || n.rfind("cls.seq_relationship.", 0) == 0 ||
+           n == hf_key("bert.embeddings.position_ids") || n == "cls.predictions.decoder.bias" ||
+           (n == hf_key("bert.embeddings.position_embeddings.weight") &&
+            !method_info(cfg.model.attention.method).learned_absolute);
+  };
+  for (const auto& [name, t] : hf) {
+    if (used.count(name)) continue;
+    if (name == "cls.predictions.decoder.weight") {  // tied to the word embeddings: must be equal
+      if (!t.to(torch::kFloat32).equal(params["word_embeddings.weight"]))
+        throw UserError(weights.string() + ": cls.predictions.decoder.weight differs from the word embeddings "
+                                           "(untied MLM decoders are not supported)");
+      continue;
+    }
+    if (!known_unused(name))
+      throw UserError(weights.string() + ": unexpected tensor '" + name + "' " + shape_str(t) +
+                      " (no counterpart in a " + cfg.model.attention.method + " BERT)");
+    summary.ignored.push_back(name);
+  }
+}
+
+}  // namespace
+
+ImportSummary import_hf_bert(const fs::path& dir, const fs::path& out_checkpoint) {
+  ImportSummary summary = read_hf_folder(dir);
+  const fs::path weights = dir / "model.safetensors", vocab = dir / "vocab.txt";
+  Config cfg;
+  cfg.model = summary.model;
+  cfg.data.train_files = {"(none: imported from Hugging Face " + dir.filename().string() + ")"};
+  cfg.data.tokenizer = "wordpiece";
+  const fs::path vocab_out = (out_checkpoint.has_parent_path() ? out_checkpoint.parent_path() : fs::path(".")) / "vocab.txt";
+  cfg.data.tokenizer_model = vocab_out.string();
+  cfg.data.lowercase = summary.lowercase;
+  cfg.data.max_seq_len = std::min<int64_t>(cfg.data.max_seq_len, cfg.model.max_position);
+  cfg.run.name = "hf_import";
+  validate(cfg);
+
+  SafetensorsFile st = read_safetensors(weights);
+  std::map<std::string, torch::Tensor> hf;
+  for (auto& [name, t] : st.tensors) hf[normalise_hf_name(name)] = t;
+  torch::manual_seed(cfg.train.seed);  // tensors absent from the file (an MLM head) start as BERT's init
+  BertModel model(cfg.model);
+  auto params = model->named_parameters();
+  torch::NoGradGuard no_grad;
+  copy_hf_tensors(hf, weights, cfg, params, summary);
+
+  save_model_file(out_checkpoint, *model, to_yaml(cfg));
+  write_file_atomic(vocab_out, read_file(vocab));  // errors name the file (errno), no filesystem_error
+  log::info("import", "{} -> {}: {} (hidden {}, layers {}, heads {}, vocab {}), ignored: {}", dir.string(),
+            out_checkpoint.string(), cfg.model.attention.method, cfg.model.hidden, cfg.model.layers, cfg.model.heads,
+            cfg.model.vocab_size, summary.ignored.empty() ? std::string("none") : join(summary.ignored));
+  return summary;
+}
+
+}  // namespace rpe
