@@ -10,6 +10,7 @@ set(RPE_TEST_SOURCES
   tests/data/test_shards.cpp
   tests/data/test_loader.cpp
   tests/data/test_prepare_stream.cpp
+  tests/data/test_chunk_pipeline.cpp
   tests/model/test_model.cpp
   tests/model/attention/reference.cpp
   tests/model/attention/test_absolute.cpp
