@@ -53,11 +53,14 @@ class ShardHasher {
 // resident set: the page cache keeps them (shared, reclaimable) and a later read maps them
 // again. Whole pages around the range are dropped, so only for read-only (unmodified) maps.
 void release_mapped(const void* data, size_t bytes);
+// mmap(PROT_READ, MAP_PRIVATE) of a whole file, placed so that the kernel never maps 2 MB of it
+// at one fault (see shard.cpp). MAP_FAILED on failure; munmap(map, bytes) releases it.
+void* map_off_huge_boundary(int fd, size_t bytes);
 
 // Scans of whole mapped files (verification, index build, index checksum) go in pieces of
 // this many bytes, each released after use, so that a start's resident set does not grow
 // with the corpus (file-backed pages count in a process's RSS and peak RSS like its heap).
-inline constexpr size_t kScanBytes = size_t{4} << 20;
+inline constexpr size_t kScanBytes = size_t{1} << 20;
 
 // Calls visit(i, j) on consecutive ranges [i, j) covering [0, n) of the array of n elements
 // of `elem_bytes` bytes at `data` (in a read-only map), kScanBytes at a time, releasing each

@@ -159,7 +159,7 @@ bool ShardSequences::map_cache(const fs::path& file, uint64_t key) {
   struct stat st {};
   ::fstat(fd, &st);
   const size_t bytes = static_cast<size_t>(st.st_size);
-  void* map = bytes >= sizeof(IndexHeader) ? ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+  void* map = bytes >= sizeof(IndexHeader) ? map_off_huge_boundary(fd, bytes) : MAP_FAILED;
   ::close(fd);
   if (map == MAP_FAILED) return false;
   IndexHeader h;
