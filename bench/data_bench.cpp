@@ -306,8 +306,9 @@ int main(int argc, char** argv) {
     std::printf("\nPretraining start, growth from the smallest to the largest corpus (%.0f more sequences), bytes per "
                 "sequence: peak RSS %.1f at the first start, %.1f at the second; RSS once started (anon + file) %.1f "
                 "and %.1f; anonymous RSS %.1f and %.1f; the index map's resident pages %.1f and %.1f. Target: < 16 "
-                "(the index: 8). A peak also holds the pages of the sequence being read, which the kernel maps in "
-                "folios of up to 2 MB per fault: a few MB that do not grow with the corpus.\n",
+                "(the index: 8). A peak also holds the pages of the sequence being read (the kernel maps up to a "
+                "few hundred KB around each fault) and one 1 MB piece of a scan: about a MB that does not grow "
+                "with the corpus.\n",
                 more, per_seq(a1.peak_mb, b1.peak_mb), per_seq(a2.peak_mb, b2.peak_mb),
                 per_seq(a1.anon_mb + a1.file_mb, b1.anon_mb + b1.file_mb),
                 per_seq(a2.anon_mb + a2.file_mb, b2.anon_mb + b2.file_mb), per_seq(a1.anon_mb, b1.anon_mb),
