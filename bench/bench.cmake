@@ -1,6 +1,6 @@
 # Benchmarks: each prints ratios measured in one run; results go to bench/results/
 # Data pipeline: tokenization / prepare-data MB/s and masking + batching tokens/s (issue 4).
-add_executable(data_bench bench/data_bench.cpp)
+add_executable(data_bench bench/data_bench.cpp bench/data_bench_child.cpp)
 target_link_libraries(data_bench PRIVATE rpe_core)
 # rpe-bench-attention: time and peak memory of one BERT-base layer per position method.
 add_executable(rpe-bench-attention bench/attention_bench.cpp)

@@ -2,15 +2,24 @@
 //  1. real English (../shared/data corpora, BERT uncased vocabulary): WordPiece encode MB/s on
 //     one thread, prepare-data MB/s on one thread and on all cores;
 //  2. synthetic corpora of growing size (default 64, 256, 1024 MB of text, generated into the
-//     temp folder and deleted after): prepare-data MB/s and peak RSS, then a pretraining start
-//     from the shards (open + verify, sample index, first batch): time to first batch and RSS,
-//     first start (verification, index built) and second start (stamps, cached index);
+//     temp folder and deleted after): prepare-data MB/s, peak RSS and where its threads' time
+//     went; then pretraining starts from the shards (build_corpus as pretrain calls it, the
+//     loader with its prefetch thread, the first batch): time to the first batch and peak RSS,
+//     first start (verification, index built) and second start (stamps, cached index); on the
+//     largest corpus (one large file), prepare-data on 1 thread against all cores, alternated;
 //  3. the loader on one core (no prefetch): masking + batching tokens/s at L=512.
-// Peak RSS per phase: /proc/self/clear_refs resets the high-water mark (VmHWM) between phases.
+// Every prepare and start runs in a fresh process (this program with --child ...), which reads
+// its own peak RSS (VmHWM: heap and mapped file pages alike) just before it exits: nothing of an
+// earlier phase (allocator residue, mappings) is in a figure.
 // Usage: data_bench [SHARED_DATA_DIR] [--sizes-mb 64,256,1024] [--seq-len L] [--batch B]
+//                   [--repeats R (1-thread / all-core prepare pairs, default 2)]
+#include <spawn.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +41,8 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using namespace rpe;
 
+int child_main(int argc, char** argv);  // data_bench_child.cpp
+
 namespace {
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -49,23 +60,79 @@ std::string first_line_with(const char* file, const char* key) {
   return "";
 }
 
-double process_cpu_seconds() {  // all threads of the process
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+std::string load_average() {
+  std::string load;
+  std::getline(std::ifstream("/proc/loadavg"), load);
+  return load.substr(0, load.find(' '));
 }
 
-struct EfficiencyRow {
+// Runs `data_bench --child ARGS...` (this very binary) and returns the numbers it prints on
+// its last line; exits when the child fails.
+std::vector<double> run_child(const std::vector<std::string>& args) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  std::vector<std::string> all = {"data_bench", "--child"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  pid_t pid = 0;
+  std::fflush(stdout);
+  if (posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), environ) != 0)
+    throw std::runtime_error("cannot start a child process");
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "data_bench: child %s failed:\n%s\n", args[0].c_str(), out.c_str());
+    std::exit(1);
+  }
+  std::istringstream last(out.substr(out.find_last_of('\n', out.size() - 2) + 1));
+  std::vector<double> v;
+  for (double x; last >> x;) v.push_back(x);
+  return v;
+}
+
+// What a --child prepare prints (see data_bench_child.cpp).
+struct Prepared {
+  double bytes, tokens, documents, shards, seconds, cpu, peak_mb, read, tokenize, commit, write, wait;
   int threads;
-  double wall, per_cpu;
+  double mb_s() const { return bytes / seconds / 1e6; }
+  double mb_cpu_s() const { return bytes / cpu / 1e6; }
 };
-
-// "VmHWM:    2172 kB" -> 2.1 (MB); 0 when the key is missing.
-double status_mb(const char* key) {
-  const std::string value = first_line_with("/proc/self/status", key);
-  return value.find_first_of("0123456789") == std::string::npos ? 0.0 : std::stod(value) / 1024.0;
+Prepared prepare_child(const fs::path& out, const fs::path& vocab, int threads, const std::vector<std::string>& files) {
+  std::vector<std::string> a = {"prepare", out.string(), vocab.string(), std::to_string(threads)};
+  a.insert(a.end(), files.begin(), files.end());
+  const auto v = run_child(a);
+  return {v.at(0), v.at(1), v.at(2), v.at(3), v.at(4), v.at(5), v.at(6), v.at(7), v.at(8), v.at(9), v.at(10), v.at(11),
+          threads};
 }
-void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// What a --child start prints.
+struct Start {
+  double seconds, peak_mb, anon_mb, file_mb, shard_mb, index_mb, sequences;
+};
+Start start_child(const fs::path& out, const fs::path& vocab, const fs::path& text, int64_t L, int64_t B) {
+  const auto v = run_child({"start", out.string(), vocab.string(), std::to_string(L), std::to_string(B), text.string()});
+  return {v.at(0), v.at(1), v.at(2), v.at(3), v.at(4), v.at(5), v.at(6)};
+}
+
+std::string profile(const Prepared& p) {  // where the threads' time went, as shares of threads x wall
+  const double all = p.threads * p.seconds / 100.0;
+  char line[200];
+  std::snprintf(line, sizeof line, "read %.0f%%, tokenize %.0f%%, commit %.0f%% (write %.0f%%), waiting %.0f%%",
+                p.read / all, p.tokenize / all, p.commit / all, p.write / all, p.wait / all);
+  return line;
+}
 
 // English-like text from the vocabulary's whole words (Zipf-like: word w with weight ~1/rank),
 // sentences of 4-30 words, documents of 3-40 sentences, blank lines between documents.
@@ -99,39 +166,23 @@ void remove_folder(const fs::path& dir) {  // (LibTorch's fs::remove_all crashes
   fs::remove(dir);
 }
 
-struct Start {
-  double seconds = 0, rss_mb = 0, anon_mb = 0, file_mb = 0;
-  int64_t sequences = 0;
-};
-
-// A pretraining start from prepared shards: open (verify), sample index, loader, first batch.
-Start start_from_shards(const fs::path& out, const WordPieceTokenizer& tok, int64_t L, int64_t B) {
-  reset_peak_rss();
-  const auto t0 = Clock::now();
-  auto shards = std::make_shared<const PreparedShards>(open_prepared(out, tok));
-  auto data = std::make_shared<ShardSequences>(shards, false, out, tok.special(), L, true);
-  MlmLoader loader(data, tok, {MaskingOptions{}, B, 1234, true, 0, 1, 2});
-  loader.next();
-  Start s;
-  s.seconds = seconds_since(t0);
-  for (int i = 0; i < 50; ++i) loader.next();
-  s.rss_mb = status_mb("VmHWM");
-  s.anon_mb = status_mb("RssAnon");
-  s.file_mb = status_mb("RssFile");
-  s.sequences = data->size();
-  return s;
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 2 && std::string(argv[1]) == "--child") return child_main(argc - 2, argv + 2);
   log::init(/*quiet=*/true);
   std::string data = argc > 1 && argv[1][0] != '-' ? argv[1] : "../shared/data";
-  int64_t seq_len = 512, batch = 32;
+  int64_t seq_len = 512, batch = 32, repeats = 2;
   std::vector<int64_t> sizes_mb = {64, 256, 1024};
   for (int i = 1; i + 1 < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--seq-len") seq_len = std::stoll(argv[i + 1]);
     if (a == "--batch") batch = std::stoll(argv[i + 1]);
+    if (a == "--repeats") repeats = std::max<int64_t>(1, std::stoll(argv[i + 1]));
     if (a == "--sizes-mb") {
       sizes_mb.clear();
       std::stringstream ss(argv[i + 1]);
@@ -150,11 +201,9 @@ int main(int argc, char** argv) {
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   utsname u{};
   uname(&u);
-  std::string load;
-  std::getline(std::ifstream("/proc/loadavg"), load);
   std::printf("# Data pipeline benchmark (CPU)\n\n%s |%s | %d hardware threads | %s %s | load average at start: %s\n\n",
               date, first_line_with("/proc/cpuinfo", "model name").c_str(), cores, u.sysname, u.release,
-              load.substr(0, load.find(' ')).c_str());
+              load_average().c_str());
 
   // 1. Real English.
   std::vector<std::string> files;
@@ -179,17 +228,12 @@ int main(int argc, char** argv) {
               bytes / secs / 1e6, bytes / cpu / 1e6, static_cast<long long>(tokens),
               static_cast<double>(bytes) / static_cast<double>(tokens));
   docs.clear();
-  DataOptions d;
-  d.train_files = files;
-  d.tokenizer = "wordpiece";
-  d.tokenizer_model = vocab.string();
-  const fs::path work = fs::temp_directory_path() / "rpe_data_bench";
+  const fs::path work = fs::temp_directory_path() / ("rpe_data_bench_" + std::to_string(::getpid()));
   fs::create_directories(work);
   for (const int threads : {1, cores}) {
-    const PrepareSummary s = prepare_data(d, tok, {work / "real", threads, /*force=*/true});
-    std::printf("| prepare-data, %d thread(s) | %.1f MB/s (%.1f MB in %.2f s; %lld docs, %lld tokens) |\n", threads,
-                s.bytes / s.seconds / 1e6, s.bytes / 1e6, s.seconds, static_cast<long long>(s.documents),
-                static_cast<long long>(s.tokens));
+    const Prepared p = prepare_child(work / "real", vocab, threads, files);
+    std::printf("| prepare-data, %d thread(s) | %.1f MB/s (%.1f MB in %.2f s; %.0f docs, %.0f tokens) |\n", threads,
+                p.mb_s(), p.bytes / 1e6, p.seconds, p.documents, p.tokens);
   }
   remove_folder(work / "real");
 
@@ -201,56 +245,75 @@ int main(int argc, char** argv) {
     for (int id = 0; std::getline(in, line); ++id)
       if (id >= 1996 && line.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos) words.push_back(line);
   }
-  std::printf("\n## Synthetic corpora (vocabulary words, log-uniform ranks), L=%lld, %d threads for prepare\n\n",
+  std::printf("\n## Synthetic corpora (vocabulary words, log-uniform ranks), L=%lld, %d threads for prepare\n\n"
+              "Each prepare and each start is a fresh process; peak RSS is its VmHWM (heap and mapped file pages).\n\n",
               static_cast<long long>(seq_len), cores);
-  std::vector<EfficiencyRow> efficiency_rows;
   std::printf("| text | tokens | shards | prepare | prepare peak RSS | first start: time to first batch, peak RSS "
               "(anon + file) | second start | sequences |\n|---|---|---|---|---|---|---|---|\n");
-  std::vector<Start> starts;
+  std::vector<std::pair<Start, Start>> starts;
+  std::vector<Prepared> prepared;
   fs::path largest;
   for (size_t k = 0; k < sizes_mb.size(); ++k) {
     const fs::path text = work / ("corpus_" + std::to_string(sizes_mb[k]) + ".txt");
     generate_corpus(text, words, sizes_mb[k] << 20, 42 + k);
-    d.train_files = {text.string()};
-    d.valid_fraction = 0.002;
     const fs::path out = work / ("shards_" + std::to_string(sizes_mb[k]));
-    if (k == 0) {  // per-core throughput and parallel efficiency, on the smallest corpus
-      for (const int threads : {1, cores}) {
-        const double p0 = process_cpu_seconds();
-        const PrepareSummary s = prepare_data(d, tok, {out, threads, true});
-        const double used = process_cpu_seconds() - p0;
-        efficiency_rows.push_back({threads, s.bytes / s.seconds / 1e6, s.bytes / used / 1e6});
-      }
-    }
-    reset_peak_rss();
-    const PrepareSummary s = prepare_data(d, tok, {out, cores, true});
-    const double prepare_rss = status_mb("VmHWM");
-    const Start first = start_from_shards(out, tok, seq_len, batch);
-    const Start second = start_from_shards(out, tok, seq_len, batch);
-    starts.push_back(second);
-    std::printf("| %.0f MB | %.1f M | %lld | %.1f MB/s (%.0f s) | %.0f MB | %.2f s, %.0f MB (%.0f + %.0f) | %.2f s, "
-                "%.0f MB (%.0f + %.0f) | %lld |\n",
-                s.bytes / 1e6, s.tokens / 1e6, static_cast<long long>(s.train_shards + s.valid_shards),
-                s.bytes / s.seconds / 1e6, s.seconds, prepare_rss, first.seconds, first.rss_mb, first.anon_mb,
-                first.file_mb, second.seconds, second.rss_mb, second.anon_mb, second.file_mb,
-                static_cast<long long>(first.sequences));
+    const Prepared s = prepare_child(out, vocab, cores, {text.string()});
+    prepared.push_back(s);
+    const Start first = start_child(out, vocab, text, seq_len, batch);
+    const Start second = start_child(out, vocab, text, seq_len, batch);
+    starts.push_back({first, second});
+    std::printf("| %.0f MB | %.1f M | %.0f | %.1f MB/s (%.0f s) | %.0f MB | %.2f s, %.0f MB (%.0f + %.0f) | %.2f s, "
+                "%.0f MB (%.0f + %.0f) | %.0f |\n",
+                s.bytes / 1e6, s.tokens / 1e6, s.shards, s.mb_s(), s.seconds, s.peak_mb, first.seconds, first.peak_mb,
+                first.anon_mb, first.file_mb, second.seconds, second.peak_mb, second.anon_mb, second.file_mb,
+                first.sequences);
     std::fflush(stdout);
+    if (k + 1 < sizes_mb.size()) {
+      fs::remove(text);
+      remove_folder(out);
+      continue;
+    }
+    largest = out;
+    // One large file on 1 thread and on all cores, alternated (a drifting machine speed
+    // affects both alike), into a scratch folder.
+    std::vector<Prepared> one, all;
+    for (int64_t r = 0; r < repeats; ++r) {
+      one.push_back(prepare_child(work / "scratch", vocab, 1, {text.string()}));
+      all.push_back(prepare_child(work / "scratch", vocab, cores, {text.string()}));
+    }
+    remove_folder(work / "scratch");
     fs::remove(text);
-    if (k + 1 < sizes_mb.size()) remove_folder(out);
-    else largest = out;
+    std::printf("\n| prepare-data, one %.0f MB file | wall MB/s | MB per CPU-second | where the threads' time went "
+                "(share of threads x wall) |\n|---|---|---|---|\n", s.bytes / 1e6);
+    std::vector<double> ratios;
+    for (size_t r = 0; r < one.size(); ++r) {
+      for (const Prepared* p : {&one[r], &all[r]})
+        std::printf("| %d thread(s), run %zu | %.1f | %.1f | %s |\n", p->threads, r + 1, p->mb_s(), p->mb_cpu_s(),
+                    profile(*p).c_str());
+      ratios.push_back(all[r].mb_s() / (cores * one[r].mb_s()));
+    }
+    std::printf("\nParallel efficiency on %d threads, one %.0f MB file (wall MB/s / (threads x 1-thread wall MB/s), "
+                "per pair):", cores, s.bytes / 1e6);
+    for (const double e : ratios) std::printf(" %.0f%%", 100 * e);
+    std::printf("; median %.0f%%. Target: >= 80%%. Load average now: %s.\n", 100 * median(ratios),
+                load_average().c_str());
   }
   if (starts.size() >= 2) {
-    const Start &a = starts.front(), &b = starts.back();
-    std::printf("\nPretraining start, anonymous RSS growth from the smallest to the largest corpus: %.1f bytes per "
-                "sequence (%.1f MB for %lld more sequences).\n",
-                (b.anon_mb - a.anon_mb) * 1048576.0 / static_cast<double>(b.sequences - a.sequences),
-                b.anon_mb - a.anon_mb, static_cast<long long>(b.sequences - a.sequences));
+    const Start &a1 = starts.front().first, &b1 = starts.back().first;
+    const Start &a2 = starts.front().second, &b2 = starts.back().second;
+    const double more = b1.sequences - a1.sequences;
+    auto per_seq = [&](double mb_a, double mb_b) { return (mb_b - mb_a) * 1048576.0 / more; };
+    std::printf("\nPretraining start, growth from the smallest to the largest corpus (%.0f more sequences), bytes per "
+                "sequence: peak RSS %.1f at the first start, %.1f at the second; RSS once started (anon + file) %.1f "
+                "and %.1f; anonymous RSS %.1f and %.1f; the index map's resident pages %.1f and %.1f. Target: < 16 "
+                "(the index: 8). A peak also holds the pages of the sequence being read (the kernel maps up to a "
+                "few hundred KB around each fault) and one 1 MB piece of a scan: about a MB that does not grow "
+                "with the corpus.\n",
+                more, per_seq(a1.peak_mb, b1.peak_mb), per_seq(a2.peak_mb, b2.peak_mb),
+                per_seq(a1.anon_mb + a1.file_mb, b1.anon_mb + b1.file_mb),
+                per_seq(a2.anon_mb + a2.file_mb, b2.anon_mb + b2.file_mb), per_seq(a1.anon_mb, b1.anon_mb),
+                per_seq(a2.anon_mb, b2.anon_mb), per_seq(a1.index_mb, b1.index_mb), per_seq(a2.index_mb, b2.index_mb));
   }
-  std::printf("\n| prepare-data on the smallest corpus | wall MB/s | MB per CPU-second |\n|---|---|---|\n");
-  for (const auto& r : efficiency_rows) std::printf("| %d thread(s) | %.1f | %.1f |\n", r.threads, r.wall, r.per_cpu);
-  if (efficiency_rows.size() == 2)
-    std::printf("\nParallel efficiency on %d threads (wall MB/s / (threads x 1-thread wall MB/s)): %.0f%%.\n", cores,
-                100.0 * efficiency_rows[1].wall / (cores * efficiency_rows[0].wall));
 
   // 3. The loader on one core, no prefetch: reading from the shards' maps, masking, [B, L] tensors.
   {

@@ -27,6 +27,7 @@ set(RPE_CORE_SOURCES
   src/data/packing.cpp
   src/data/masking.cpp
   src/data/mlm_dataset.cpp
+  src/data/chunk_pipeline.cpp
   src/data/prepare.cpp
   src/data/prepared_shards.cpp
   src/data/shard_sequences.cpp

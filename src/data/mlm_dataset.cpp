@@ -91,6 +91,7 @@ MlmBatch MlmLoader::make_batch(LoaderCursor& c) {
       tokens += !pad;
     }
   }
+  data_->release_pages();  // the mapped pages this batch touched: page cache, not this rank's RSS
   c.position += B * W;
   c.epoch += c.position / n;
   c.position %= n;

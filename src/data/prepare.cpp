@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "data/chunk_pipeline.h"
 #include "data/corpus.h"
 #include "data/manifest.h"
 #include "data/text_reader.h"
@@ -19,15 +20,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-// Tokenized documents of one chunk.
-struct ChunkResult {
-  std::vector<int32_t> ids;
-  std::vector<uint8_t> starts;
-  std::vector<int64_t> sentence_lengths;  // per sentence, all documents concatenated
-  std::vector<int64_t> doc_sentences;     // sentences per document
-  size_t bad_utf8 = std::string_view::npos;  // offset within the chunk
-};
 
 void tokenize_chunk(std::string_view text, DocumentFormat format, const Tokenizer& tok, ChunkResult& r) {
   r.bad_utf8 = find_invalid_utf8(text);
@@ -54,15 +46,16 @@ class SplitWriter {
   SplitWriter(fs::path dir, std::string name, int64_t vocab, int64_t shard_tokens, std::atomic<int64_t>* budget)
       : dir_(std::move(dir)), name_(std::move(name)), vocab_(vocab), shard_tokens_(shard_tokens), budget_(budget) {}
 
-  void add(const int32_t* ids, const uint8_t* starts, const std::vector<int64_t>& lengths) {
+  void add(const int32_t* ids, const uint8_t* starts, const int64_t* lengths, size_t sentences) {
     const int64_t before = builder_.tokens(), docs_before = builder_.documents();
-    builder_.add_document(ids, starts, lengths);
+    builder_.add_document(ids, starts, lengths, sentences);
     tokens_ += builder_.tokens() - before;
     documents_ += builder_.documents() - docs_before;
     if (builder_.tokens() >= shard_tokens_) flush();
   }
   void flush() {
     if (builder_.tokens() == 0) return;
+    const auto t0 = std::chrono::steady_clock::now();
     char name[64];
     std::snprintf(name, sizeof name, "%s-%05zu.shard", name_.c_str(), files_.size());
     const ShardFileInfo info = builder_.write(dir_ / name, vocab_);
@@ -73,10 +66,12 @@ class SplitWriter {
                       {"bytes", info.bytes},
                       {"checksum", manifest::hex64(info.checksum)}});
     builder_.clear();
+    write_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (budget_ && --*budget_ == 0) throw std::runtime_error("prepare-data: injected failure after a shard");
   }
   json files() const { return files_; }
   int64_t tokens_ = 0, documents_ = 0, words_ = 0;
+  double write_seconds_ = 0;  // writing shard files (part of the commit time)
 
  private:
   fs::path dir_;
@@ -99,47 +94,36 @@ void clear_output(const fs::path& dir) {
   for (const auto& p : old) fs::remove(p);
 }
 
-// Tokenizes one file chunk batch by chunk batch and hands its documents, in order, to `take`.
+// Tokenizes one file on `threads` threads (chunk_pipeline.h) and hands its documents, in
+// file order, to `take`.
 struct FileStats {
   int64_t documents = 0, sentences = 0, bytes = 0;
+  PipelineTimes times;
 };
 template <class Take>
 FileStats stream_file(const std::string& file, DocumentFormat format, const Tokenizer& tok, int threads, Take take) {
   ChunkReader reader(file, format);
   FileStats st;
-  const size_t batch = static_cast<size_t>(threads) * 4;  // chunks in flight: memory O(threads x chunk)
-  std::vector<std::string> chunks(batch);
-  std::vector<uint64_t> offsets(batch);
-  for (bool more = true; more;) {
-    size_t n = 0;
-    while (n < batch && (more = reader.next(chunks[n], offsets[n]))) ++n;
-    std::vector<ChunkResult> results(n);
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t u; (u = next.fetch_add(1)) < n;) tokenize_chunk(chunks[u], format, tok, results[u]);
-    };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads && t < static_cast<int>(n); ++t) pool.emplace_back(work);
-    work();
-    for (auto& t : pool) t.join();
-    for (size_t u = 0; u < n; ++u) {
-      const ChunkResult& r = results[u];
-      if (r.bad_utf8 != std::string_view::npos)
-        throw UserError(file + ": invalid UTF-8 at byte offset " + std::to_string(offsets[u] + r.bad_utf8));
-      size_t sent = 0, tok_at = 0;
-      for (const int64_t n_sent : r.doc_sentences) {
-        const std::vector<int64_t> lengths(r.sentence_lengths.begin() + static_cast<std::ptrdiff_t>(sent),
-                                           r.sentence_lengths.begin() + static_cast<std::ptrdiff_t>(sent + n_sent));
-        int64_t doc_tokens = 0;
-        for (const auto l : lengths) doc_tokens += l;
-        take(r.ids.data() + tok_at, r.starts.data() + tok_at, lengths);
-        st.sentences += n_sent;
-        ++st.documents;
-        sent += static_cast<size_t>(n_sent);
-        tok_at += static_cast<size_t>(doc_tokens);
-      }
+  ChunkPipeline p;
+  p.threads = threads;
+  p.window = static_cast<size_t>(threads) * 4;  // chunks in flight: memory O(threads x chunk)
+  p.tokenize = [&](std::string_view text, ChunkResult& r) { tokenize_chunk(text, format, tok, r); };
+  p.commit = [&](const ChunkResult& r, uint64_t offset) {
+    if (r.bad_utf8 != std::string_view::npos)
+      throw UserError(file + ": invalid UTF-8 at byte offset " + std::to_string(offset + r.bad_utf8));
+    size_t sent = 0, tok_at = 0;
+    for (const int64_t n_sent : r.doc_sentences) {
+      const int64_t* lengths = r.sentence_lengths.data() + sent;
+      int64_t doc_tokens = 0;
+      for (int64_t i = 0; i < n_sent; ++i) doc_tokens += lengths[i];
+      take(r.ids.data() + tok_at, r.starts.data() + tok_at, lengths, static_cast<size_t>(n_sent));
+      st.sentences += n_sent;
+      ++st.documents;
+      sent += static_cast<size_t>(n_sent);
+      tok_at += static_cast<size_t>(doc_tokens);
     }
-  }
+  };
+  st.times = run_chunk_pipeline(reader, p);
   st.bytes = static_cast<int64_t>(reader.bytes_read());
   if (st.documents == 0) throw UserError(file + ": no text (only blank lines)");
   return st;
@@ -199,10 +183,12 @@ PrepareSummary prepare_data(const DataOptions& d, const Tokenizer& tok, const Pr
   for (size_t fi = 0; fi < files.size(); ++fi) {
     const bool is_valid_file = fi >= d.train_files.size();
     const FileStats st =
-        stream_file(files[fi], format, tok, sum.threads, [&](const int32_t* ids, const uint8_t* starts, const auto& len) {
-          const bool to_valid = is_valid_file || is_held_out(train_doc_index++, period);
-          (to_valid ? valid : train).add(ids, starts, len);
-        });
+        stream_file(files[fi], format, tok, sum.threads,
+                    [&](const int32_t* ids, const uint8_t* starts, const int64_t* lengths, size_t sentences) {
+                      const bool to_valid = is_valid_file || is_held_out(train_doc_index++, period);
+                      (to_valid ? valid : train).add(ids, starts, lengths, sentences);
+                    });
+    sum.times += st.times;
     sum.sentences += st.sentences;
     sum.bytes += st.bytes;
     inputs[fi]["documents"] = st.documents;
@@ -225,6 +211,7 @@ PrepareSummary prepare_data(const DataOptions& d, const Tokenizer& tok, const Pr
   sum.words = train.words_ + valid.words_;
   sum.train_shards = static_cast<int64_t>(train.files().size());
   sum.valid_shards = static_cast<int64_t>(valid.files().size());
+  sum.write_seconds = train.write_seconds_ + valid.write_seconds_;
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const json m = {{"settings", settings},
                   {"inputs", inputs},

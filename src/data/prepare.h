@@ -1,8 +1,9 @@
 // prepare-data: text files -> tokenized, versioned shards (shard.h) plus manifest.json.
 // Each file is streamed (text_reader.h, .gz too) in ~1 MB chunks cut at document boundaries;
-// batches of chunks are tokenized in parallel on all cores and written in input order, so the
-// output does not depend on the thread count, and memory is O(threads x chunk + one shard),
-// not O(corpus). Documents are numbered across the training files; with no data.valid_files,
+// the chunks are tokenized in parallel on all cores and written in input order
+// (chunk_pipeline.h: reading and writing overlap the tokenizing, no barrier between batches),
+// so the output does not depend on the thread count, and memory is O(threads x chunk + one
+// shard), not O(corpus). Documents are numbered across the training files; with no data.valid_files,
 // the held-out rule of corpus.h (holdout_period) picks the validation documents, the same
 // rule as the text path. A rerun whose inputs (size, mtime), tokenizer and settings match the
 // manifest is a no-op. The manifest is removed before any shard is written and written
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "data/chunk_pipeline.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 
@@ -34,6 +36,10 @@ struct PrepareSummary {
   int64_t train_shards = 0, valid_shards = 0;
   double seconds = 0.0;
   int threads = 1;
+  // Where the threads' time went (not in the manifest): reading, tokenizing, committing
+  // (writing shards included; write_seconds of it), waiting, summed over the threads.
+  PipelineTimes times;
+  double write_seconds = 0.0;
   bool up_to_date = false;  // nothing was done: the manifest matched
 };
 

@@ -14,6 +14,10 @@ class SequenceSource {
   virtual int64_t real_tokens() const = 0;  // non-[PAD] tokens of all N sequences
   // Sequence i into tokens [L] and word_start [L] (1 = starts a word). Thread-safe.
   virtual void read(int64_t i, int32_t* tokens, uint8_t* word_start) const = 0;
+  // Drops from the process's resident set the mapped file pages that reads have touched
+  // (memory-mapped sources; the page cache keeps them). The loader calls it after each batch,
+  // so a rank's RSS does not fill up with the corpus as it reads it. Thread-safe.
+  virtual void release_pages() const {}
 };
 
 }  // namespace rpe

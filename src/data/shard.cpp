@@ -33,6 +33,35 @@ uint64_t shard_bytes(uint32_t id_bytes, uint64_t n, uint64_t s, uint64_t d) {
 }
 }  // namespace
 
+void release_mapped(const void* data, size_t bytes) {
+  if (bytes == 0) return;
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes + page - 1) & ~(page - 1);
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+// Maps a file read-only at an address one page off a 2 MB boundary. The page cache holds
+// written files in folios of up to 2 MB, and at a fault on an aligned map the kernel maps a
+// whole 2 MB folio with one entry: a random read would put 2 MB in this process's RSS. Off
+// the boundary it maps at most the fault-around window's pages. MAP_FAILED on failure.
+void* map_off_huge_boundary(int fd, size_t bytes) {
+  const size_t huge = size_t{2} << 20, page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t span = (bytes + page - 1) / page * page;
+  void* reserved = ::mmap(nullptr, span + 2 * huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (reserved == MAP_FAILED) return ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(reserved);
+  const uintptr_t at = ((base + huge - 1) & ~(huge - 1)) + page;
+  void* map = ::mmap(reinterpret_cast<void*>(at), bytes, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
+  if (map == MAP_FAILED) {
+    ::munmap(reserved, span + 2 * huge);
+    return MAP_FAILED;
+  }
+  ::munmap(reserved, at - base);  // the unused ends of the reservation
+  ::munmap(reinterpret_cast<void*>(at + span), base + span + 2 * huge - (at + span));
+  return map;
+}
+
 void ShardHasher::mix(uint64_t w) {
   // h -> (h ^ w) * odd, then an xor-shift: each step is a bijection of h for a fixed w, so two
   // inputs differing in one word give different states from that word on.
@@ -77,23 +106,28 @@ void ShardBuilder::add_document(const std::vector<Encoding>& sentences) {
 
 void ShardBuilder::add_document(const int32_t* ids, const uint8_t* word_start,
                                 const std::vector<int64_t>& sentence_lengths) {
+  add_document(ids, word_start, sentence_lengths.data(), sentence_lengths.size());
+}
+
+void ShardBuilder::add_document(const int32_t* ids, const uint8_t* word_start, const int64_t* sentence_lengths,
+                                size_t sentences) {
   int64_t total = 0;
-  for (const auto len : sentence_lengths) total += len;
+  for (size_t k = 0; k < sentences; ++k) total += sentence_lengths[k];
   if (total == 0) return;
-  uint64_t end = static_cast<uint64_t>(tokens());
-  for (const auto len : sentence_lengths) {
-    if (len == 0) continue;
-    end += static_cast<uint64_t>(len);
+  const uint64_t first = static_cast<uint64_t>(tokens());
+  uint64_t end = first;
+  for (size_t k = 0; k < sentences; ++k) {
+    if (sentence_lengths[k] == 0) continue;
+    end += static_cast<uint64_t>(sentence_lengths[k]);
     sentence_ends_.push_back(end);
   }
+  // Bulk appends (this runs on prepare-data's one committing thread): ids, then the bits.
+  ids_.insert(ids_.end(), ids, ids + total);
+  word_bits_.resize((end + 7) / 8, 0);
   for (int64_t i = 0; i < total; ++i) {
-    const int64_t pos = tokens();
-    if ((pos & 7) == 0) word_bits_.push_back(0);
-    if (word_start[i]) {
-      word_bits_.back() |= static_cast<uint8_t>(1u << (pos & 7));
-      ++words_;
-    }
-    ids_.push_back(static_cast<uint32_t>(ids[i]));
+    const uint64_t pos = first + static_cast<uint64_t>(i);
+    word_bits_[pos >> 3] |= static_cast<uint8_t>((word_start[i] ? 1u : 0u) << (pos & 7));
+    words_ += word_start[i] ? 1 : 0;
   }
   document_ends_.push_back(sentence_ends_.size());
 }
@@ -171,7 +205,7 @@ MappedShard::MappedShard(const fs::path& file) : file_(file) {
     ::close(fd);
     throw UserError(name + ": truncated shard (" + std::to_string(bytes_) + " bytes, the header alone needs 64)");
   }
-  map_ = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  map_ = map_off_huge_boundary(fd, bytes_);
   ::close(fd);
   if (map_ == MAP_FAILED) {
     map_ = nullptr;
@@ -184,6 +218,7 @@ MappedShard::MappedShard(const fs::path& file) : file_(file) {
   };
   Header h;
   std::memcpy(&h, map_, sizeof h);
+  release_mapped(map_, bytes_);  // (the kernel mapped 64 KB or more around it: not this process's to keep)
   if (std::memcmp(h.magic, kShardMagic, 8) != 0) fail("not an rpe-train shard (bad magic)");
   if (h.version != kShardVersion)
     fail("shard format version " + std::to_string(h.version) + ", this build reads version " +
@@ -215,8 +250,11 @@ MappedShard::MappedShard(const fs::path& file) : file_(file) {
 uint64_t MappedShard::verify(const uint64_t* expected) const {
   const std::string name = file_.string();
   auto fail = [&](const std::string& what) { throw UserError(name + ": " + what); };
+  // Each pass reads the map in released pieces (scan_mapped): the scan of a whole shard
+  // leaves none of it in this process's resident set.
   ShardHasher hasher;
-  hasher.update(map_, bytes_);
+  scan_mapped(map_, static_cast<int64_t>(bytes_), 1,
+              [&](int64_t i, int64_t j) { hasher.update(static_cast<const char*>(map_) + i, static_cast<size_t>(j - i)); });
   const uint64_t sum = hasher.value();
   if (expected && sum != *expected) {
     char line[160];
@@ -227,26 +265,28 @@ uint64_t MappedShard::verify(const uint64_t* expected) const {
   }
   const uint64_t tokens = static_cast<uint64_t>(stream_.tokens), sentences = static_cast<uint64_t>(stream_.sentences);
   // Boundaries must increase and end at the totals, or packing would read out of range.
-  uint64_t prev = 0;
-  for (int64_t s = 0; s < stream_.sentences; ++s) {
-    if (stream_.sentence_ends[s] <= prev) fail("corrupt shard: sentence ends do not increase");
-    prev = stream_.sentence_ends[s];
-  }
-  if (stream_.sentences > 0 && prev != tokens) fail("corrupt shard: sentences do not cover the tokens");
-  prev = 0;
-  for (int64_t d = 0; d < stream_.documents; ++d) {
-    if (stream_.document_ends[d] <= prev) fail("corrupt shard: document ends do not increase");
-    prev = stream_.document_ends[d];
-  }
-  if (stream_.documents > 0 && prev != sentences) fail("corrupt shard: documents do not cover the sentences");
+  auto increasing = [&](const uint64_t* ends, int64_t n, const char* what) {
+    uint64_t prev = 0;
+    scan_mapped(ends, n, 8, [&](int64_t i, int64_t j) {
+      for (int64_t k = i; k < j; ++k) {
+        if (ends[k] <= prev) fail(std::string("corrupt shard: ") + what + " ends do not increase");
+        prev = ends[k];
+      }
+    });
+    return prev;
+  };
+  const uint64_t last_sentence = increasing(stream_.sentence_ends, stream_.sentences, "sentence");
+  if (stream_.sentences > 0 && last_sentence != tokens) fail("corrupt shard: sentences do not cover the tokens");
+  const uint64_t last_document = increasing(stream_.document_ends, stream_.documents, "document");
+  if (stream_.documents > 0 && last_document != sentences) fail("corrupt shard: documents do not cover the sentences");
   if (tokens > 0 && (stream_.sentences == 0 || stream_.documents == 0)) fail("corrupt shard: no document index");
-  for (int64_t i = 0; i < stream_.tokens; ++i)
-    if (stream_.id(i) < 0 || stream_.id(i) >= vocab_size_)
-      fail("corrupt shard: token " + std::to_string(i) + " has id " + std::to_string(stream_.id(i)) +
-           " outside the vocabulary (" + std::to_string(vocab_size_) + ")");
-  // Drop the pages this scan touched from the process (they stay in the page cache): a
-  // training rank's resident set should hold only what the loader reads.
-  ::madvise(map_, bytes_, MADV_DONTNEED);
+  scan_mapped(stream_.ids, stream_.tokens, stream_.id_bytes, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      if (stream_.id(i) < 0 || stream_.id(i) >= vocab_size_)
+        fail("corrupt shard: token " + std::to_string(i) + " has id " + std::to_string(stream_.id(i)) +
+             " outside the vocabulary (" + std::to_string(vocab_size_) + ")");
+  });
+  release_mapped(map_, bytes_);  // what the kernel mapped around the last pieces' ends
   return sum;
 }
 

@@ -21,6 +21,7 @@
 // whole file once: its checksum (shard_checksum, recorded in the manifest) and every id and
 // boundary. A bit flip anywhere changes the checksum.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -47,6 +48,33 @@ class ShardHasher {
   uint64_t total_ = 0;
   void mix(uint64_t w);
 };
+
+// Drops the pages holding [data, data + bytes) of a read-only file mapping from the process's
+// resident set: the page cache keeps them (shared, reclaimable) and a later read maps them
+// again. Whole pages around the range are dropped, so only for read-only (unmodified) maps.
+void release_mapped(const void* data, size_t bytes);
+// mmap(PROT_READ, MAP_PRIVATE) of a whole file, placed so that the kernel never maps 2 MB of it
+// at one fault (see shard.cpp). MAP_FAILED on failure; munmap(map, bytes) releases it.
+void* map_off_huge_boundary(int fd, size_t bytes);
+
+// Scans of whole mapped files (verification, index build, index checksum) go in pieces of
+// this many bytes, each released after use, so that a start's resident set does not grow
+// with the corpus (file-backed pages count in a process's RSS and peak RSS like its heap).
+inline constexpr size_t kScanBytes = size_t{1} << 20;
+
+// Calls visit(i, j) on consecutive ranges [i, j) covering [0, n) of the array of n elements
+// of `elem_bytes` bytes at `data` (in a read-only map), kScanBytes at a time, releasing each
+// range's pages after its visit.
+template <class Visit>
+void scan_mapped(const void* data, int64_t n, size_t elem_bytes, Visit visit) {
+  const int64_t step = static_cast<int64_t>(std::max<size_t>(1, kScanBytes / elem_bytes));
+  for (int64_t i = 0; i < n; i += step) {
+    const int64_t j = std::min(n, i + step);
+    visit(i, j);
+    release_mapped(static_cast<const char*>(data) + static_cast<size_t>(i) * elem_bytes,
+                   static_cast<size_t>(j - i) * elem_bytes);
+  }
+}
 
 struct ShardFileInfo {
   uint64_t bytes = 0, checksum = 0;
@@ -77,6 +105,7 @@ class ShardBuilder {
   void add_document(const std::vector<Encoding>& sentences);
   // Adds one document from flat ids/word starts and per-sentence token counts.
   void add_document(const int32_t* ids, const uint8_t* word_start, const std::vector<int64_t>& sentence_lengths);
+  void add_document(const int32_t* ids, const uint8_t* word_start, const int64_t* sentence_lengths, size_t sentences);
   int64_t tokens() const { return static_cast<int64_t>(ids_.size()); }
   int64_t documents() const { return static_cast<int64_t>(document_ends_.size()); }
   int64_t words() const { return words_; }
@@ -108,6 +137,8 @@ class MappedShard {
   // Reads the whole file: checksum (compared when `expected` is given), ids inside the
   // vocabulary, increasing sentence and document boundaries. Returns the checksum.
   uint64_t verify(const uint64_t* expected = nullptr) const;
+  // Drops the file's pages from this process's resident set (release_mapped).
+  void release_pages() const { release_mapped(map_, bytes_); }
 
  private:
   std::filesystem::path file_;

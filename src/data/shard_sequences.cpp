@@ -89,9 +89,11 @@ uint64_t cache_key(const fs::path& dir, bool valid, int64_t seq_len, bool cross)
 
 ShardSequences::ShardSequences(std::shared_ptr<const PreparedShards> shards, bool valid, const fs::path& dir,
                                const SpecialIds& special, int64_t seq_len, bool cross)
-    : shards_(std::move(shards)), special_(special), seq_len_(seq_len), room_(seq_len - 2), cross_(cross) {
+    : shards_(std::move(shards)),
+      files_(valid ? &shards_->valid : &shards_->train),
+      special_(special), seq_len_(seq_len), room_(seq_len - 2), cross_(cross) {
   require(seq_len >= 3, "max_seq_len must leave room for [CLS] and [SEP]");
-  streams_ = PreparedShards::streams(valid ? shards_->valid : shards_->train);
+  streams_ = PreparedShards::streams(*files_);
   shard_begin_.push_back(0);
   for (const auto& s : streams_) shard_begin_.push_back(shard_begin_.back() + s.tokens);
   const std::string name = std::string("index-") + (valid ? "valid" : "train") + "-L" + std::to_string(seq_len) +
@@ -110,6 +112,11 @@ ShardSequences::ShardSequences(std::shared_ptr<const PreparedShards> shards, boo
   }
 }
 
+void ShardSequences::release_pages() const {
+  for (const auto& f : *files_) f->release_pages();
+  if (map_) release_mapped(map_, map_bytes_);
+}
+
 ShardSequences::~ShardSequences() {
   if (map_) ::munmap(map_, map_bytes_);
 }
@@ -117,15 +124,27 @@ ShardSequences::~ShardSequences() {
 void ShardSequences::build_index(std::vector<uint64_t>& starts) {
   // Two passes over the (memory-mapped) lengths: count, then fill a vector of exactly that size,
   // so the build peaks at 8 bytes per sequence (a growing vector would reach 24 while it copies).
+  // The boundaries are read through the shards' maps in pieces of ~kScanBytes of sentence
+  // ends, released after use: the scan adds nothing to the resident set that grows with the
+  // corpus (only the index itself does, 8 bytes per sequence).
   auto plan_all = [this](std::vector<uint64_t>* out) {
     Planner plan(room_, cross_, out);
-    for (const auto& s : streams_)
-      for (int64_t d = 0; d < s.documents; ++d) {
+    for (size_t f = 0; f < streams_.size(); ++f) {
+      const TokenStream& s = streams_[f];
+      for (int64_t d0 = 0, d = 0; d < s.documents; ++d) {
         const int64_t s1 = static_cast<int64_t>(s.document_ends[d]);
         for (int64_t k = s.document_begin(d); k < s1; ++k)
           plan.sentence(static_cast<int64_t>(s.sentence_ends[k]) - s.sentence_begin(k));
         plan.document_end();
+        const int64_t k0 = s.document_begin(d0);
+        if (d + 1 == s.documents || static_cast<size_t>(s1 - k0) * 8 >= kScanBytes) {
+          release_mapped(s.sentence_ends + k0, static_cast<size_t>(s1 - k0) * 8);
+          release_mapped(s.document_ends + d0, static_cast<size_t>(d + 1 - d0) * 8);
+          d0 = d + 1;
+        }
       }
+      (*files_)[f]->release_pages();  // what the kernel mapped around the pieces' ends
+    }
     plan.flush();
     if (out) out->push_back(plan.pos());  // end of the last sequence
     return plan;
@@ -140,16 +159,22 @@ bool ShardSequences::map_cache(const fs::path& file, uint64_t key) {
   struct stat st {};
   ::fstat(fd, &st);
   const size_t bytes = static_cast<size_t>(st.st_size);
-  void* map = bytes >= sizeof(IndexHeader) ? ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+  void* map = bytes >= sizeof(IndexHeader) ? map_off_huge_boundary(fd, bytes) : MAP_FAILED;
   ::close(fd);
   if (map == MAP_FAILED) return false;
   IndexHeader h;
   std::memcpy(&h, map, sizeof h);
-  const bool ok = std::memcmp(h.magic, kIndexMagic, 8) == 0 && h.version == 1 && h.key == key &&
-                  h.seq_len == static_cast<uint64_t>(seq_len_) && h.cross == (cross_ ? 1u : 0u) &&
-                  bytes == sizeof h + 8 * (h.count + 1) &&
-                  h.checksum == starts_checksum(reinterpret_cast<const uint64_t*>(static_cast<const char*>(map) + sizeof h),
-                                                h.count + 1);
+  bool ok = std::memcmp(h.magic, kIndexMagic, 8) == 0 && h.version == 1 && h.key == key &&
+            h.seq_len == static_cast<uint64_t>(seq_len_) && h.cross == (cross_ ? 1u : 0u) &&
+            bytes == sizeof h + 8 * (h.count + 1);
+  if (ok) {  // the checksum, read in released pieces: the loader maps the pages it needs later
+    const auto* starts = reinterpret_cast<const uint64_t*>(static_cast<const char*>(map) + sizeof h);
+    ShardHasher sum;
+    scan_mapped(starts, static_cast<int64_t>(h.count + 1), 8,
+                [&](int64_t i, int64_t j) { sum.update(starts + i, static_cast<size_t>(j - i) * 8); });
+    ok = sum.value() == h.checksum;
+    release_mapped(map, bytes);
+  }
   if (!ok) {  // stale, foreign or corrupt: rebuilt and replaced
     ::munmap(map, bytes);
     return false;
@@ -204,6 +229,9 @@ void ShardSequences::read(int64_t i, int32_t* tokens, uint8_t* word_start) const
       const bool at_end = g == base + doc_end(d);
       if (cross_ && at_end && (g < b || k < room_)) tokens[k] = special_.sep, word_start[k++] = 0;  // k - 1 + 1 < room
     }
+    // The search and the copy faulted in ~10 windows of 64 KB of this shard: drop them now, so a
+    // batch in the making holds one sequence's pages, not B of them.
+    (*files_)[s]->release_pages();
   }
   tokens[k] = special_.sep, word_start[k++] = 0;
   for (; k < seq_len_; ++k) tokens[k] = special_.pad, word_start[k] = 0;

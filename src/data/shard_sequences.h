@@ -7,6 +7,12 @@
 // It is computed once from the sentence and document boundaries (no token is read) and
 // cached beside the shards as index-<split>-L<L>-<packing>.bin, keyed by the manifest's
 // checksum; a later start maps it. Tokens are read from the shards' memory maps on demand.
+// Memory: the index (8 bytes per sequence, heap while it is built, then its file's map) is
+// all that grows with the corpus. Whole-file scans (verification, index build, index
+// checksum) release their pages as they go; each read() drops the shard pages it touched (the
+// kernel maps 64 KB, or a folio of up to 2 MB, around each fault) and release_pages() (the
+// loader, per batch) the index map's too, so the file-backed part of a rank's RSS stays at
+// about one sequence's pages, not the corpus it has read.
 #pragma once
 #include <filesystem>
 #include <memory>
@@ -29,6 +35,7 @@ class ShardSequences : public SequenceSource {
   int64_t length() const override { return seq_len_; }
   int64_t real_tokens() const override { return real_tokens_; }
   void read(int64_t i, int32_t* tokens, uint8_t* word_start) const override;
+  void release_pages() const override;  // this split's shard maps and the index map
   bool index_from_cache() const { return from_cache_; }  // false: computed at this start
 
  private:
@@ -37,6 +44,7 @@ class ShardSequences : public SequenceSource {
   void write_cache(const std::filesystem::path& file, uint64_t key, const std::vector<uint64_t>& starts) const;
 
   std::shared_ptr<const PreparedShards> shards_;
+  const std::vector<std::unique_ptr<MappedShard>>* files_;  // this split's shards, in shards_
   std::vector<TokenStream> streams_;
   std::vector<int64_t> shard_begin_;  // [shards + 1] stream offset of each shard's first token
   SpecialIds special_;

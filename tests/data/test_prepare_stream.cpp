@@ -1,7 +1,8 @@
 // Streaming prepare-data at scale: shards of the shared real corpora read lazily equal the
 // in-memory text path token for token; one-document-per-line and gzip inputs; the format
 // named in the error when a file looks like the other; an interrupted run leaves nothing a
-// later run trusts; a flipped bit in a shard is caught by the manifest's checksum.
+// later run trusts; a flipped bit in a shard is caught by the manifest's checksum; reading
+// shards (verification, index build, batches) leaves none of their pages in the resident set.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <zlib.h>
@@ -10,6 +11,7 @@
 #include <fstream>
 
 #include "data/corpus.h"
+#include "data/mlm_dataset.h"
 #include "data/packing.h"
 #include "data/prepare.h"
 #include "data/shard_sequences.h"
@@ -88,6 +90,21 @@ TEST(PrepareStream, SharedCorporaFromShardsEqualTheInMemoryTextPath) {
   }
   ShardSequences lazy_valid(shards, true, dir / "out", tok.special(), 128, true);
   expect_equal_sequences(lazy_valid, pack_documents(valid, tok, 128, true));
+}
+
+// Resident KB of this process's mappings of *.shard files (/proc/self/smaps).
+double shard_rss_kb() {
+  std::ifstream in("/proc/self/smaps");
+  double kb = 0;
+  bool shard = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Rss:", 0) == 0) {
+      if (shard) kb += std::stod(line.substr(4));
+    } else if (line.find(':') > line.find(' ')) {  // a mapping's header line ("start-end perms ... path")
+      shard = line.size() > 6 && line.compare(line.size() - 6, 6, ".shard") == 0;
+    }
+  }
+  return kb;
 }
 
 class StreamTest : public ::testing::Test {
@@ -199,6 +216,34 @@ TEST_F(StreamTest, ABitFlipInAShardIsDetected) {
   EXPECT_NE(e.find("differs from the manifest"), std::string::npos) << e;
   EXPECT_TRUE(prepare("out").up_to_date);  // same size, inputs unchanged: prepare trusts stat(), --verify does not
   EXPECT_NE(user_error([&] { open_prepared(dir_ / "out", *tok_, true); }).find("checksum"), std::string::npos);
+}
+
+TEST_F(StreamTest, ReadingShardsLeavesNoneOfTheirPagesResident) {
+  // Mapped file pages count in a process's RSS like its heap: a rank that kept the pages it has
+  // read would grow with the corpus. The kernel maps 64 KB around each page fault.
+  test::write_text(dir_ / "a.txt", test::random_corpus(20000, 5));
+  d_.train_files = {(dir_ / "a.txt").string()};
+  d_.shard_tokens = 1 << 20;
+  ASSERT_GT(prepare("out").train_shards, 2);
+  auto shards = std::make_shared<const PreparedShards>(open_prepared(dir_ / "out", *tok_, /*verify_all=*/true));
+  EXPECT_LT(shard_rss_kb(), 256) << "after verifying every shard";
+  auto seqs = std::make_shared<ShardSequences>(shards, false, dir_ / "out", tok_->special(), 64, true);
+  ASSERT_FALSE(seqs->index_from_cache());
+  EXPECT_LT(shard_rss_kb(), 256) << "after building the index";
+  std::vector<int32_t> t(64);
+  std::vector<uint8_t> w(64);
+  for (int64_t i = 0; i < seqs->size(); i += 97) seqs->read(i, t.data(), w.data());
+  EXPECT_LT(shard_rss_kb(), 256) << "each read releases the pages it touched";
+  int64_t sum = 0;  // touching the maps directly does leave pages (the check would see them)
+  for (const auto& shard : shards->train)
+    for (int64_t i = 0; i < shard->stream().tokens; i += 512) sum += shard->stream().id(i);
+  EXPECT_GT(sum, 0);
+  EXPECT_GT(shard_rss_kb(), 1024);
+  seqs->release_pages();
+  EXPECT_LT(shard_rss_kb(), 256) << "after release_pages";
+  MlmLoader loader(seqs, *tok_, {MaskingOptions{}, 16, 1, true});
+  for (int k = 0; k < 20; ++k) loader.next();
+  EXPECT_LT(shard_rss_kb(), 256) << "the loader releases each batch's pages";
 }
 
 }  // namespace
