@@ -177,6 +177,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", out_file, "also write the Markdown table to this file");
   CLI11_PARSE(app, argc, argv);
   rpe::keep_freed_host_memory();  // as rpe-train does
+  rpe::flush_denormals();      // as rpe-train does
   if (std::find(methods.begin(), methods.end(), "absolute") == methods.end()) methods.insert(methods.begin(), "absolute");
 
   // rounds x (method, L) measurements; per round, ratios against absolute from the same round.

@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   }
   rpe::log::init();
   rpe::keep_freed_host_memory();
+  rpe::flush_denormals();
   try {
     if (version) return rpe::cli::print_version();
     if (!run) {

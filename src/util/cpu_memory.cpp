@@ -1,5 +1,6 @@
 #include "util/cpu_memory.h"
 
+#include <ATen/Context.h>
 #include <malloc.h>
 
 namespace rpe {
@@ -10,5 +11,7 @@ void keep_freed_host_memory() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);           // return memory to the OS only above 1 GiB free at the top
 #endif
 }
+
+bool flush_denormals() { return at::globalContext().setFlushDenormal(true); }
 
 }  // namespace rpe

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "reference.h"
+#include "util/cpu_memory.h"
 
 namespace rpe::test {
 
@@ -29,6 +30,27 @@ TEST(Alibi, MatchesNaiveEquation) {
     return (t.q.select(2, i) * t.k.select(2, j)).sum(-1) / 2.0 - slope * static_cast<double>(std::abs(j - i));
   };
   for (int64_t L : kLengths) expect_matches_reference(layer, L, spec, "alibi L=" + std::to_string(L));
+}
+
+// rpe-train flushes denormals on the CPU (util/cpu_memory.h): ALiBi's far keys then get
+// probability exactly 0 instead of denormal values that Intel cores process ~100x slower.
+// Each ctest case is its own process, so the switch reaches no other test.
+TEST(Alibi, FarKeysGetZeroNotDenormalProbabilityOnceFlushed) {
+  const int64_t L = 512;
+  auto pos = torch::arange(L, torch::kFloat);
+  auto logits = -0.5f * (pos.unsqueeze(0) - pos.unsqueeze(1)).abs();  // [L, L], head slope 1/2
+  auto is_denormal = [](const torch::Tensor& p) {
+    return p.ne(0).logical_and(p.abs().lt(std::numeric_limits<float>::min())).any().item<bool>();
+  };
+  const auto before = torch::softmax(logits, -1);
+  EXPECT_TRUE(is_denormal(before));  // exp(-0.5 * d) < 1.2e-38 for d > 174
+  if (!flush_denormals()) GTEST_SKIP() << "this CPU cannot flush denormals";
+  const auto p = torch::softmax(logits, -1);
+  EXPECT_FALSE(is_denormal(p));
+  EXPECT_EQ(p[0][L - 1].item<float>(), 0.0f);
+  const auto normal = before.abs().ge(std::numeric_limits<float>::min());  // unaffected values
+  EXPECT_TRUE(torch::equal(p.masked_select(normal), before.masked_select(normal)));
+  EXPECT_NEAR(p.sum(-1).mean().item<float>(), 1.0f, 1e-6);  // rows still sum to one
 }
 
 }  // namespace rpe::test
