@@ -3,13 +3,13 @@
 # reader needs, so the sanitizer build stays small (only safetensors links LibTorch).
 # With clang they are libFuzzer targets; with another compiler the driver's own main()
 # mutates the seeds (RPE_FUZZ_STANDALONE).
-set(_fuzz_common src/util/errors.cpp src/util/atomic_file.cpp)
+set(_fuzz_common src/util/errors.cpp src/util/atomic_file.cpp src/util/atomic_writer.cpp)
 set(RPE_FUZZ_yaml_SOURCES src/config/config.cpp src/config/validate.cpp src/config/yaml_tree.cpp src/config/config_names.cpp src/config/model_size.cpp)
 set(RPE_FUZZ_yaml_LIBS yaml-cpp)
-set(RPE_FUZZ_corpus_SOURCES src/data/corpus.cpp)
-set(RPE_FUZZ_corpus_LIBS PkgConfig::UTF8PROC)
-set(RPE_FUZZ_glue_SOURCES src/finetune/glue_data.cpp src/data/corpus.cpp)
-set(RPE_FUZZ_glue_LIBS PkgConfig::UTF8PROC)
+set(RPE_FUZZ_corpus_SOURCES src/data/corpus.cpp src/data/text_reader.cpp)
+set(RPE_FUZZ_corpus_LIBS PkgConfig::UTF8PROC ZLIB::ZLIB)
+set(RPE_FUZZ_glue_SOURCES src/finetune/glue_data.cpp src/data/corpus.cpp src/data/text_reader.cpp)
+set(RPE_FUZZ_glue_LIBS PkgConfig::UTF8PROC ZLIB::ZLIB)
 set(RPE_FUZZ_squad_SOURCES src/finetune/squad_data.cpp)
 set(RPE_FUZZ_squad_LIBS nlohmann_json::nlohmann_json)
 set(RPE_FUZZ_shard_SOURCES src/data/shard.cpp)
