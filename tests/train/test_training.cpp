@@ -198,6 +198,14 @@ TEST(Engine, GradNormAndClippingMatchTheDoubleReference) {
   EXPECT_TRUE(torch::equal(before, params[0].grad()));
 }
 
+// A run folder's summary.json without the fields that differ between identical runs.
+nlohmann::json summary_without_timings(const fs::path& run) {
+  std::ifstream in(run / "summary.json");
+  auto j = nlohmann::json::parse(in);
+  for (const char* k : {"wall_s", "peak_rss_bytes", "peak_device_bytes"}) j.erase(k);
+  return j;
+}
+
 // summary.json of a run resumed after a crash equals the uninterrupted run's, timings aside.
 TEST(PretrainSummary, ResumedRunReportsTheSameSummary) {
   const Config cfg = test::tiny_config({"train.max_steps=8", "train.save_every=4"});
@@ -212,13 +220,7 @@ TEST(PretrainSummary, ResumedRunReportsTheSameSummary) {
   };
   EXPECT_THROW(pretrain(cfg, b, false, crash), Crash);
   pretrain(cfg, b, true);
-  auto read = [](const fs::path& f) {
-    std::ifstream in(f);
-    auto j = nlohmann::json::parse(in);
-    for (const char* k : {"wall_s", "peak_rss_bytes", "peak_device_bytes"}) j.erase(k);
-    return j;
-  };
-  EXPECT_EQ(read(a / "summary.json"), read(b / "summary.json"));
+  EXPECT_EQ(summary_without_timings(a), summary_without_timings(b));
 }
 
 // Killed after the final checkpoint was written, before summary.json (with or without the
@@ -229,12 +231,6 @@ TEST(PretrainSummary, ResumedFromTheFinalCheckpointRedoesOnlyTheEnd) {
   const Config cfg = test::tiny_config({"train.max_steps=8", "train.save_every=4", "train.log_every=4"});
   const fs::path a = test::fresh_dir("final_a");
   pretrain(cfg, a, false);
-  auto read_json = [](const fs::path& f) {
-    std::ifstream in(f);
-    auto j = nlohmann::json::parse(in);
-    for (const char* k : {"wall_s", "peak_rss_bytes", "peak_device_bytes"}) j.erase(k);
-    return j;
-  };
   // metrics rows without their timings
   auto read_rows = [](const fs::path& f) {
     std::ifstream in(f);
@@ -262,7 +258,7 @@ TEST(PretrainSummary, ResumedFromTheFinalCheckpointRedoesOnlyTheEnd) {
     }
     pretrain(cfg, b, true);
     EXPECT_EQ(read_rows(b / "metrics.jsonl"), rows);
-    EXPECT_EQ(read_json(b / "summary.json"), read_json(a / "summary.json"));
+    EXPECT_EQ(summary_without_timings(b), summary_without_timings(a));
   }
 }
 
