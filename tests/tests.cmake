@@ -59,6 +59,10 @@ else()
   find_package(Python3 COMPONENTS Interpreter)
   set(RPE_TEST_PYTHON "${Python3_EXECUTABLE}")
 endif()
+# The revision rpe-train records in results and checkpoints is the checkout's at build time
+# (cmake/git_revision.cmake), not the one CMake was configured at.
+add_test(NAME version_revision COMMAND bash -c "rev=$(git -C '${CMAKE_SOURCE_DIR}' describe --always --dirty 2>/dev/null || echo unknown); \
+  '$<TARGET_FILE:rpe-train>' --version | head -1 | grep -qF \"($rev)\" || { echo \"--version: not ($rev)\"; exit 1; }")
 # The developers' guide's size limits on src/: no file over 400 lines, no function over 80.
 add_test(NAME layout_limits COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/scripts/check_layout.py ${CMAKE_SOURCE_DIR}/src)
 # The GPU acceptance command in its CPU form (docs/gpu.md): dispatch tests, bf16 training of
