@@ -10,12 +10,17 @@
 #   4. measures tokens/s, peak memory and MFU at L = 128 and 512 for every method beside
 #      Hugging Face BertForMaskedLM (transformers 4.x: absolute SDPA, relative_key,
 #      relative_key_query) in the same run -> bench/results/gpu_<device>.md.
+#   5. (--table2) the second stage, scripts/gpu_table2.sh: Table 2 at mini scale on real data
+#      (--data: the folder scripts/pack_data.sh wrote), sized to --minutes.
+# --only build,tests,train,bench runs those steps alone (to split the check over several calls of
+# a machine that limits one command's time; the build stays in --build-dir between them).
 # --cpu-smoke: the same four steps at tiny sizes on the CPU against an existing build (no
 # build step, results under --out), so the command cannot rot: ctest runs it (gpu_check_cpu_smoke).
 # Exit 0 = every check passed; the first failing step prints why and exits 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SMOKE=0 BUILD=build-gpu DEPS=deps OUT="" STEPS=300 PY=.venv/bin/python
+SMOKE=0 BUILD=build-gpu DEPS=deps OUT="" STEPS=300 PY=.venv/bin/python ONLY=build,tests,train,bench
+TABLE2=0 DATA=gpu-data MINUTES=25
 while (($#)); do
   case $1 in
     --cpu-smoke) SMOKE=1 ;;
@@ -24,13 +29,21 @@ while (($#)); do
     --out) OUT=$2; shift ;;
     --steps) STEPS=$2; shift ;;
     --python) PY=$2; shift ;;
-    *) echo "usage: $0 [--cpu-smoke] [--build-dir DIR] [--deps DIR] [--out DIR] [--steps N] [--python PY]" >&2; exit 2 ;;
+    --only) ONLY=$2; shift ;;
+    --table2) TABLE2=1 ;;
+    --data) DATA=$2; shift ;;
+    --minutes) MINUTES=$2; shift ;;
+    *) echo "usage: $0 [--cpu-smoke] [--build-dir DIR] [--deps DIR] [--out DIR] [--steps N] [--python PY]" \
+            "[--only build,tests,train,bench] [--table2 [--data DIR] [--minutes M]]" >&2; exit 2 ;;
   esac
   shift
 done
 say() { echo "[gpu_check] $*"; }
 fail() { echo "[gpu_check] FAILED: $*" >&2; exit 1; }
-[[ -x $PY ]] || fail "no Python at $PY (the one with torch; --python)"
+command -v "$PY" >/dev/null || fail "no Python at $PY (the one with torch; --python)"
+PY=$(command -v "$PY")
+for s in ${ONLY//,/ }; do [[ $s =~ ^(build|tests|train|bench)$ ]] || { echo "$0: --only: unknown step '$s'" >&2; exit 2; }; done
+step() { [[ ",$ONLY," == *",$1,"* ]]; }
 
 # ---- 1. build -------------------------------------------------------------------------
 if ((SMOKE)); then
@@ -39,7 +52,7 @@ if ((SMOKE)); then
 else
   DEVICE=cuda
   "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || fail "torch sees no CUDA device"
-  if [[ -d $DEPS/usr ]]; then  # the carried Debian libraries (scripts/pack_deps.sh)
+  if [[ -d $DEPS/usr ]]; then  # the carried Debian libraries (scripts/pack_deps.sh): to build and to run
     D=$(cd "$DEPS" && pwd)
     export CMAKE_PREFIX_PATH="$D/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
     export PKG_CONFIG_LIBDIR="$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig"  # only these
@@ -48,55 +61,63 @@ else
     command -v pkg-config >/dev/null || ln -sf pkgconf "$D/usr/bin/pkg-config"
     say "using the libraries packed in $D"
   fi
-  say "building into $BUILD"
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPE_BUILD_TESTS=ON >"$BUILD.configure.log" 2>&1 \
-    || { tail -20 "$BUILD.configure.log"; fail "configure (log: $BUILD.configure.log)"; }
-  cmake --build "$BUILD" --target rpe-train rpe_tests rpe-bench-model >"$BUILD.build.log" 2>&1 \
-    || { tail -30 "$BUILD.build.log"; fail "build (log: $BUILD.build.log)"; }
+  if step build; then
+    say "building into $BUILD"
+    # LibTorch from $PY's torch wheel (CMake itself only looks for the repository's .venv)
+    torch_cmake=$("$PY" -c "import torch.utils; print(torch.utils.cmake_prefix_path)") || fail "$PY has no torch"
+    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPE_BUILD_TESTS=ON -DTorch_DIR="$torch_cmake/Torch" \
+      >"$BUILD.configure.log" 2>&1 \
+      || { tail -20 "$BUILD.configure.log"; fail "configure (log: $BUILD.configure.log)"; }
+    cmake --build "$BUILD" --target rpe-train rpe_tests rpe-bench-model >"$BUILD.build.log" 2>&1 \
+      || { tail -30 "$BUILD.build.log"; fail "build (log: $BUILD.build.log)"; }
+  fi
+  [[ -x $BUILD/rpe-train ]] || fail "no $BUILD/rpe-train (run the build step first: --only build)"
 fi
 "$BUILD/rpe-train" --version
-DEVNAME=cpu
-((SMOKE)) || DEVNAME=$("$PY" -c "import torch; print(torch.cuda.get_device_name(0))")
-SLUG=$(echo "$DEVNAME" | tr -c 'A-Za-z0-9\n' '_' | tr 'A-Z' 'a-z' | sed 's/__*/_/g; s/_$//')
+source scripts/device_name.sh
+device_name "$PY" "$SMOKE"  # DEVNAME, SLUG
 OUT=${OUT:-$( ((SMOKE)) && mktemp -d || echo "bench/results/gpu_run_$SLUG")}
 mkdir -p "$OUT"
 
 # ---- 2. tests ---------------------------------------------------------------------------
-if ((SMOKE)); then
-  FILTER='*Cuda*:AttentionDispatch.*'  # the CUDA cases skip on CPU; the dispatch checks run
-else
-  FILTER='*Cuda*:AttentionDispatch.*:FusedAttention.*:Bf16Autocast.*'
-fi
-say "tests: $FILTER"
-"$BUILD/rpe_tests" --gtest_filter="$FILTER" >"$OUT/tests.log" 2>&1 || { tail -40 "$OUT/tests.log"; fail "tests ($OUT/tests.log)"; }
-grep -E "^\[  (PASSED|SKIPPED) " "$OUT/tests.log" || true
+run_tests() {
+  if ((SMOKE)); then
+    FILTER='*Cuda*:AttentionDispatch.*'  # the CUDA cases skip on CPU; the dispatch checks run
+  else
+    FILTER='*Cuda*:AttentionDispatch.*:FusedAttention.*:Bf16Autocast.*'
+  fi
+  say "tests: $FILTER"
+  "$BUILD/rpe_tests" --gtest_filter="$FILTER" >"$OUT/tests.log" 2>&1 || { tail -40 "$OUT/tests.log"; fail "tests ($OUT/tests.log)"; }
+  grep -E "^\[  (PASSED|SKIPPED) " "$OUT/tests.log" || true
+}
 
 # ---- 3. bf16 training of every method -------------------------------------------------------
-METHODS=$("$BUILD/rpe-train" methods --names)
-if ((SMOKE)); then
-  STEPS=12
-  size=(--set model.hidden=32 --set model.layers=2 --set model.heads=2 --set model.ffn=64 --set model.max_position=64
-        --set data.max_seq_len=64 --set train.batch_size=8 --set data.tokenizer_vocab_size=200 --set train.threads=1)
-else
-  size=(--set data.max_seq_len=128 --set train.batch_size=64 --set data.tokenizer_vocab_size=8000)
-fi
-corpus=$OUT/corpus.txt
-head -c 2000000 data/sample/corpus.txt >"$corpus"
-# The base_* presets (BERT-base; the smoke shrinks them) on the sample corpus, read as text.
-common=(--set "data.train_files=[$corpus]" --set 'data.shards=""' --set data.tokenizer=sentencepiece
-        --set 'data.tokenizer_model=""' --set data.whole_word=false --set data.lowercase=false
-        --set train.precision=bf16 --set "train.device=$DEVICE" --set train.max_steps="$STEPS"
-        --set train.log_every=$((STEPS / 4)) --set train.eval_every=0 --set train.eval_batches=2
-        --set train.warmup_steps=$((STEPS / 10)) --set train.lr=3e-4 --set train.save_every=0)
-tok=()
-for m in $METHODS; do
-  cfg=base_$m.yaml  # composed from configs/pretrain/base.yaml + the method (configs/pretrain/README.md)
-  say "train $m: $STEPS bf16 steps"
-  "$BUILD/rpe-train" pretrain --config "$cfg" --run-dir "$OUT/train_$m" --overwrite "${size[@]}" "${common[@]}" \
-    "${tok[@]}" >"$OUT/train_$m.log" 2>&1 || { tail -20 "$OUT/train_$m.log"; fail "training $m"; }
-  # one tokenizer for all methods: trained by the first run, reused after
-  ((${#tok[@]})) || tok=(--set "data.tokenizer_model=$OUT/train_$m/tokenizer.model")
-  "$PY" - "$OUT/train_$m/summary.json" "$m" <<'PY' || fail "training $m: see above"
+run_training() {
+  METHODS=$("$BUILD/rpe-train" methods --names)
+  if ((SMOKE)); then
+    STEPS=12
+    size=(--set model.hidden=32 --set model.layers=2 --set model.heads=2 --set model.ffn=64 --set model.max_position=64
+          --set data.max_seq_len=64 --set train.batch_size=8 --set data.tokenizer_vocab_size=200 --set train.threads=1)
+  else
+    size=(--set data.max_seq_len=128 --set train.batch_size=64 --set data.tokenizer_vocab_size=8000)
+  fi
+  corpus=$OUT/corpus.txt
+  head -c 2000000 data/sample/corpus.txt >"$corpus"
+  # The base_* presets (BERT-base; the smoke shrinks them) on the sample corpus, read as text.
+  common=(--set "data.train_files=[$corpus]" --set 'data.shards=""' --set data.tokenizer=sentencepiece
+          --set 'data.tokenizer_model=""' --set data.whole_word=false --set data.lowercase=false
+          --set train.precision=bf16 --set "train.device=$DEVICE" --set train.max_steps="$STEPS"
+          --set train.log_every=$((STEPS / 4)) --set train.eval_every=0 --set train.eval_batches=2
+          --set train.warmup_steps=$((STEPS / 10)) --set train.lr=3e-4 --set train.save_every=0)
+  local m cfg tok=()
+  for m in $METHODS; do
+    cfg=base_$m.yaml  # composed from configs/pretrain/base.yaml + the method (configs/pretrain/README.md)
+    say "train $m: $STEPS bf16 steps"
+    "$BUILD/rpe-train" pretrain --config "$cfg" --run-dir "$OUT/train_$m" --overwrite "${size[@]}" "${common[@]}" \
+      "${tok[@]}" >"$OUT/train_$m.log" 2>&1 || { tail -20 "$OUT/train_$m.log"; fail "training $m"; }
+    # one tokenizer for all methods: trained by the first run, reused after
+    ((${#tok[@]})) || tok=(--set "data.tokenizer_model=$OUT/train_$m/tokenizer.model")
+    "$PY" - "$OUT/train_$m/summary.json" "$m" <<'PY' || fail "training $m: see above"
 import json, math, sys
 s = json.load(open(sys.argv[1]))
 first, final, skipped = s["first_loss"], s["final_loss"], s.get("nonfinite_skipped", 0)
@@ -106,28 +127,41 @@ if not (math.isfinite(first) and math.isfinite(final)) or skipped:
 if not final < first:
     sys.exit("the loss did not fall")
 PY
-done
+  done
+}
 
 # ---- 4. benchmark beside Hugging Face ------------------------------------------------------
-if ((SMOKE)); then
-  bench=(--device cpu --lengths 32 --batch-tokens 256 --hidden 32 --layers 2 --heads 2 --ffn 64 --vocab 200 --steps 2 --warmup 1)
-  REPORT=$OUT/gpu_cpu_smoke.md
-else
-  bench=(--device cuda --lengths 128,512 --batch-tokens 16384 --steps 20 --warmup 3)
-  REPORT=bench/results/gpu_$SLUG.md
+run_bench() {
+  if ((SMOKE)); then
+    bench=(--device cpu --lengths 32 --batch-tokens 256 --hidden 32 --layers 2 --heads 2 --ffn 64 --vocab 200 --steps 2 --warmup 1)
+    REPORT=$OUT/gpu_cpu_smoke.md
+  else
+    bench=(--device cuda --lengths 128,512 --batch-tokens 16384 --steps 20 --warmup 3)
+    REPORT=bench/results/gpu_$SLUG.md
+  fi
+  say "benchmark: rpe-bench-model"
+  "$BUILD/rpe-bench-model" "${bench[@]}" >"$OUT/rpe.jsonl" 2>"$OUT/rpe_bench.log" || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model"; }
+  say "benchmark: Hugging Face (bench/hf_bench.py)"
+  set +e
+  "$PY" bench/hf_bench.py "${bench[@]}" >"$OUT/hf.jsonl" 2>"$OUT/hf_bench.log"
+  code=$?
+  set -e
+  if ((code == 77)); then
+    say "Hugging Face baseline skipped: $(tail -1 "$OUT/hf_bench.log")"
+  elif ((code)); then
+    tail "$OUT/hf_bench.log"; fail "hf_bench.py"
+  fi
+  "$PY" bench/gpu_report.py --device-name "$DEVNAME" --out "$REPORT" "$OUT/rpe.jsonl" "$OUT/hf.jsonl" \
+    --note "$(((SMOKE)) && echo 'CPU smoke run at tiny size: the numbers mean nothing.' || echo "rpe-train $("$BUILD/rpe-train" --version | head -1)")"
+}
+
+step tests && run_tests
+step train && run_training
+step bench && run_bench
+if ((TABLE2)); then
+  say "second stage: Table 2 at mini scale on real data (scripts/gpu_table2.sh)"
+  table2=(--data "$DATA" --minutes "$MINUTES" --build-dir "$BUILD" --python "$PY")
+  ((SMOKE)) && table2+=(--cpu-smoke --out "$OUT/table2")
+  scripts/gpu_table2.sh "${table2[@]}" || fail "second stage (scripts/gpu_table2.sh)"
 fi
-say "benchmark: rpe-bench-model"
-"$BUILD/rpe-bench-model" "${bench[@]}" >"$OUT/rpe.jsonl" 2>"$OUT/rpe_bench.log" || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model"; }
-say "benchmark: Hugging Face (bench/hf_bench.py)"
-set +e
-"$PY" bench/hf_bench.py "${bench[@]}" >"$OUT/hf.jsonl" 2>"$OUT/hf_bench.log"
-code=$?
-set -e
-if ((code == 77)); then
-  say "Hugging Face baseline skipped: $(tail -1 "$OUT/hf_bench.log")"
-elif ((code)); then
-  tail "$OUT/hf_bench.log"; fail "hf_bench.py"
-fi
-"$PY" bench/gpu_report.py --device-name "$DEVNAME" --out "$REPORT" "$OUT/rpe.jsonl" "$OUT/hf.jsonl" \
-  --note "$(((SMOKE)) && echo 'CPU smoke run at tiny size: the numbers mean nothing.' || echo "rpe-train $("$BUILD/rpe-train" --version | head -1)")"
-say "all checks passed; report: $REPORT"
+say "all checks passed${REPORT:+; report: $REPORT}"

@@ -70,6 +70,12 @@ add_test(NAME layout_limits COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/scrip
 add_test(NAME gpu_check_cpu_smoke COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/gpu_check.sh --cpu-smoke
          --build-dir ${CMAKE_BINARY_DIR} --python ${RPE_TEST_PYTHON})
 set_tests_properties(gpu_check_cpu_smoke PROPERTIES TIMEOUT 600)
+# Its second stage (scripts/gpu_table2.sh, mini Table 2 on real data) on a slice of ../shared/data
+# packed by scripts/pack_data.sh --sample; the plan's arithmetic against a hand-worked plan.
+add_test(NAME gpu_table2_cpu_smoke COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_gpu_table2.sh
+         ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR} ${RPE_TEST_PYTHON})
+set_tests_properties(gpu_table2_cpu_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+add_test(NAME table2_plan COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/reproduce/test_table2_plan.py)
 # WordPiece parity with HF BertTokenizer on real text (skips, code 77, without transformers or ../shared/data).
 add_test(NAME wordpiece_parity COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/data/wordpiece_parity.py
          $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/../shared/data)

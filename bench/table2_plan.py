@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Sizes the mini Table 2 run of scripts/gpu_table2.sh to a time budget (docs/gpu.md).
+
+Every method pretrains for the same number of steps S (the comparison is at equal steps, as in
+the paper), so S is what the budget buys once everything else is paid for:
+
+  S = (budget - spent - sum_m [start + seeds * (finetune_m + start)]) / sum_m step_m
+
+  step_m      seconds per pretraining step of method m, measured just before by rpe-bench-model
+              at the run's shape (JSON lines: method, step_ms, tokens_per_s)
+  finetune_m  epochs * F_train * L / tokens_per_s_m  +  F_dev * L / (3 * tokens_per_s_m)
+              (a dev pass is forward only, ~1/3 of a training step's work)
+  F_*         SQuAD windows: per question 1 + ceil(max(0, c - room) / stride) with c = 1.3 x the
+              context's words (WordPiece pieces per word in English), room = L - q - 3
+  start       fixed seconds per process: model build, data loading/tokenization, saves, evals
+
+S is capped (--max-steps: the preset's schedule) and must reach --min-steps, else the plan
+fails saying how many minutes would do. Writes the plan as JSON (--out) and prints it.
+"""
+import argparse
+import json
+import math
+import sys
+
+
+def squad_windows(path, length, stride, max_query):
+    """Number of length-L windows the SQuAD file's questions become (estimate)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)["data"]
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"table2_plan: {path}: {e}")
+    total = 0
+    for article in data:
+        for p in article["paragraphs"]:
+            context = 1.3 * len(p["context"].split())
+            for qa in p["qas"]:
+                q = min(max_query, math.ceil(1.3 * len(qa["question"].split())))
+                room = length - q - 3
+                total += 1 + math.ceil(max(0.0, context - room) / stride)
+    return total
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bench", required=True, help="rpe-bench-model JSON lines, one per method")
+    p.add_argument("--squad-train", required=True)
+    p.add_argument("--squad-dev", required=True)
+    p.add_argument("--budget-s", type=float, required=True, help="seconds for the whole stage")
+    p.add_argument("--spent-s", type=float, default=0.0, help="seconds already spent (prepare, bench)")
+    p.add_argument("--seeds", type=int, default=1)
+    p.add_argument("--epochs", type=float, default=2.0)
+    p.add_argument("--length", type=int, default=128)
+    p.add_argument("--stride", type=int, default=64)
+    p.add_argument("--max-query", type=int, default=32)
+    p.add_argument("--start-s", type=float, default=20.0, help="fixed seconds per process")
+    p.add_argument("--max-steps", type=int, default=5000)
+    p.add_argument("--min-steps", type=int, default=200)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+
+    rows = {}
+    with open(a.bench) as f:
+        for line in f:
+            if line.startswith("{"):
+                r = json.loads(line)
+                rows[r["method"]] = r
+    if not rows:
+        sys.exit(f"table2_plan: {a.bench}: no measurements")
+    f_train = squad_windows(a.squad_train, a.length, a.stride, a.max_query)
+    f_dev = squad_windows(a.squad_dev, a.length, a.stride, a.max_query)
+    finetune = {m: a.epochs * f_train * a.length / r["tokens_per_s"] + f_dev * a.length / (3 * r["tokens_per_s"])
+                for m, r in rows.items()}
+    fixed = sum(a.start_s + a.seeds * (finetune[m] + a.start_s) for m in rows)
+    per_step = sum(r["step_ms"] / 1000.0 for r in rows.values())
+    left = a.budget_s - a.spent_s - fixed
+    fit = math.floor(left / per_step) if left > 0 else 0
+    steps = min(a.max_steps, fit)
+    plan = {
+        "steps": steps, "warmup_steps": max(1, steps // 10), "eval_every": max(1, steps // 5),
+        "save_every": max(1, steps // 5), "log_every": max(1, steps // 50),
+        "budget_s": a.budget_s, "spent_s": round(a.spent_s, 1), "seeds": a.seeds, "epochs": a.epochs,
+        "squad_windows": {"train": f_train, "dev": f_dev},
+        "per_method": {m: {"step_ms": r["step_ms"], "tokens_per_s": r["tokens_per_s"],
+                           "finetune_s": round(finetune[m], 1)} for m, r in rows.items()},
+        "estimated_s": round(a.spent_s + fixed + steps * per_step, 1),
+    }
+    print(f"table2_plan: {len(rows)} methods x {steps} steps (fits {fit}, cap {a.max_steps}); "
+          f"pretraining {steps * per_step:.0f} s + fine-tuning and starts {fixed:.0f} s "
+          f"+ spent {a.spent_s:.0f} s = {plan['estimated_s']:.0f} s of {a.budget_s:.0f} s; "
+          f"SQuAD windows {f_train} train, {f_dev} dev")
+    if steps < a.min_steps:
+        need = (a.spent_s + fixed + a.min_steps * per_step) / 60
+        sys.exit(f"table2_plan: the budget buys {steps} steps per method, fewer than {a.min_steps}: "
+                 f"give at least {math.ceil(need)} minutes, fewer methods or seeds, or fewer epochs")
+    with open(a.out, "w") as f:
+        json.dump(plan, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

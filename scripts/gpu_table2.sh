@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Second stage of the GPU check (issue 14; docs/gpu.md): Table 2 of Huang et al. 2020 at mini
+# scale on real data -- the mini_* presets (4 layers, hidden 256, L = 128, bf16) for absolute,
+# shaw and m1-m4, pretrained on the packed English corpus with BERT's uncased WordPiece
+# vocabulary, fine-tuned on SQuAD 1.1 train and scored on its dev set -- sized to a time budget:
+#   1. unpacks SQuAD and prepares the shards once (--data: the folder scripts/pack_data.sh wrote);
+#   2. measures every method's step time at the run's shape (rpe-bench-model) and sizes the
+#      pretraining steps so that the whole stage fits --minutes (bench/table2_plan.py -> plan.json);
+#   3. runs scripts/reproduce/table2.sh --scale mini with that plan;
+#   4. writes the tables, loss curves (PNG) and plan to bench/results/table2_mini_<device>/.
+# Run it again with the same --out to continue an interrupted stage: the plan is kept, finished
+# runs are skipped and an interrupted pretraining resumes from its last checkpoint.
+# --cpu-smoke: the same four steps on the CPU at toy size (ctest gpu_table2_cpu_smoke).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA=gpu-data MINUTES=25 METHODS=absolute,shaw,m1,m2,m3,m4 SEEDS=1 EPOCHS=2
+BUILD=build-gpu PY=.venv/bin/python OUT="" SMOKE=0
+while (($#)); do
+  case $1 in
+    --data) DATA=$2; shift ;;
+    --minutes) MINUTES=$2; shift ;;
+    --methods) METHODS=$2; shift ;;
+    --seeds) SEEDS=$2; shift ;;
+    --epochs) EPOCHS=$2; shift ;;
+    --build-dir) BUILD=$2; shift ;;
+    --python) PY=$2; shift ;;
+    --out) OUT=$2; shift ;;
+    --cpu-smoke) SMOKE=1 ;;
+    *) echo "usage: $0 [--data DIR] [--minutes M] [--methods a,b] [--seeds 1,2] [--epochs E] [--build-dir DIR] [--python PY] [--out DIR] [--cpu-smoke]" >&2; exit 2 ;;
+  esac
+  shift
+done
+T0=$(date +%s)
+say() { echo "[gpu_table2 $(date -u +%H:%M:%S)] $*"; }
+fail() { echo "[gpu_table2] FAILED: $*" >&2; exit 1; }
+command -v "$PY" >/dev/null || fail "no Python at $PY (--python)"
+PY=$(command -v "$PY")
+for b in rpe-train rpe-bench-model; do [[ -x $BUILD/$b ]] || fail "no $BUILD/$b (build first, or --build-dir)"; done
+for f in vocab.txt corpus.txt.gz squad/train-v1.1.json.gz squad/dev-v1.1.json.gz; do
+  [[ -f $DATA/$f ]] || fail "$DATA/$f not found (make the folder with scripts/pack_data.sh; --data)"
+done
+DATA=$(cd "$DATA" && pwd)
+source scripts/device_name.sh
+device_name "$PY" "$SMOKE"  # DEVNAME, SLUG
+if ((SMOKE)); then
+  DEVICE=cpu OUT=${OUT:-$(mktemp -d)} REPORT=$OUT/report CAP=12 MIN=4 EPOCHS=1
+  model=(model.hidden=32 model.layers=2 model.heads=2 model.ffn=64 train.batch_size=16 train.threads=1
+         data.valid_fraction=0.34)  # 2 of the sample's 6 documents held out
+  ft=(train.batch_size=16 finetune.eval_batch_size=32 train.threads=1)
+  shape=(--hidden 32 --layers 2 --heads 2 --ffn 64 --batch-tokens 2048 --steps 2 --warmup 1)
+else
+  DEVICE=cuda OUT=${OUT:-bench/results/table2_run_$SLUG} REPORT=bench/results/table2_mini_$SLUG CAP=5000 MIN=200
+  model=() ft=()
+  shape=(--hidden 256 --layers 4 --heads 4 --ffn 1024 --batch-tokens 16384 --steps 10 --warmup 3)  # mini: 128 x 128 tokens
+fi
+mkdir -p "$OUT/squad"
+OUT=$(cd "$OUT" && pwd)
+IFS=, read -r -a seed_list <<<"$SEEDS"
+
+# ---- 1. data: SQuAD unpacked, shards prepared (both no-ops when done) ------------------------
+for f in train-v1.1.json dev-v1.1.json; do
+  [[ -f $OUT/squad/$f ]] || { gzip -dc "$DATA/squad/$f.gz" >"$OUT/squad/$f.tmp" && mv "$OUT/squad/$f.tmp" "$OUT/squad/$f"; }
+done
+pre=(data.tokenizer_model="$DATA/vocab.txt" data.shards="$OUT/shards" train.device=$DEVICE "${model[@]}")
+sets() { local s; for s in "$@"; do printf -- '--set\n%s\n' "$s"; done; }
+mapfile -t pre_sets < <(sets "data.train_files=[$DATA/corpus.txt.gz]" "${pre[@]}")
+say "prepare the shards (BERT uncased WordPiece) in $OUT/shards"
+"$BUILD/rpe-train" prepare-data --config mini_absolute.yaml "${pre_sets[@]}" >"$OUT/prepare.log" 2>&1 \
+  || { tail -5 "$OUT/prepare.log"; fail "prepare-data ($OUT/prepare.log)"; }
+tail -1 "$OUT/prepare.log"
+
+# ---- 2. plan: measured step times -> steps per method that fit the budget -------------------
+if [[ ! -f $OUT/plan.json ]]; then
+  say "measure the step time of $METHODS at the run's shape"
+  "$BUILD/rpe-bench-model" --device $DEVICE --methods "$METHODS" --lengths 128 --vocab 30522 "${shape[@]}" \
+    >"$OUT/plan_bench.jsonl" 2>"$OUT/plan_bench.log" || { tail -5 "$OUT/plan_bench.log"; fail "rpe-bench-model"; }
+  "$PY" bench/table2_plan.py --bench "$OUT/plan_bench.jsonl" --squad-train "$OUT/squad/train-v1.1.json" \
+    --squad-dev "$OUT/squad/dev-v1.1.json" --budget-s $((MINUTES * 60)) --spent-s $(($(date +%s) - T0)) \
+    --seeds ${#seed_list[@]} --epochs "$EPOCHS" --max-steps $CAP --min-steps $MIN --out "$OUT/plan.json" \
+    || fail "no plan fits --minutes $MINUTES (see above)"
+else
+  say "continuing with the plan in $OUT/plan.json"
+fi
+plan() { "$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$OUT/plan.json" "$1"; }
+steps=$(plan steps)
+run=(train.max_steps=$steps train.warmup_steps=$(plan warmup_steps) train.eval_every=$(plan eval_every)
+     train.save_every=$(plan save_every) train.log_every=$(plan log_every))
+
+# ---- 3. Table 2 at mini scale ----------------------------------------------------------------
+args=(--scale mini --out "$OUT/reproduce" --methods "$METHODS" --seeds "$SEEDS" --corpus "$DATA/corpus.txt.gz"
+      --squad-dir "$OUT/squad" --rpe-train "$BUILD/rpe-train" --python "$PY")
+for s in "${pre[@]}" "${run[@]}"; do args+=(--pretrain-set "$s"); done
+for s in finetune.epochs="$EPOCHS" train.precision=bf16 train.device=$DEVICE "${ft[@]}"; do args+=(--finetune-set "$s"); done
+say "Table 2 at mini scale: $METHODS, $steps steps each, seeds $SEEDS, SQuAD $EPOCHS epochs"
+scripts/reproduce/table2.sh "${args[@]}" 2>&1 | tee "$OUT/table2.log" | grep -E '^\[reproduce' || true
+((PIPESTATUS[0] == 0)) || { tail -20 "$OUT/table2.log"; fail "scripts/reproduce/table2.sh ($OUT/table2.log)"; }
+
+# ---- 4. results -----------------------------------------------------------------------------
+mkdir -p "$REPORT"
+tables=$OUT/reproduce/tables/table2
+cp "$tables"/tables.{md,csv,json} "$tables"/cost.{md,csv,json} "$OUT/plan.json" "$REPORT/"
+IFS=, read -r -a method_list <<<"$METHODS"
+runs=()
+for m in "${method_list[@]}"; do runs+=("$OUT/reproduce/pretrain/$m"); done
+"$PY" scripts/plot_losses.py "${runs[@]}" -o "$REPORT/losses.png" >/dev/null
+"$PY" bench/table2_report.py --device-name "$DEVNAME" --plan "$OUT/plan.json" --tables "$REPORT/tables.md" \
+  --cost "$REPORT/cost.md" --manifest "$DATA/manifest.json" --runs "${runs[@]}" --elapsed-s $(($(date +%s) - T0)) --out "$REPORT/README.md"
+say "done in $(($(date +%s) - T0)) s; results in $REPORT"

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# ctest gpu_table2_cpu_smoke: the GPU check's second stage in its CPU form (docs/gpu.md) on a
+# slice of the real public data: scripts/pack_data.sh --sample, then scripts/gpu_table2.sh
+# --cpu-smoke. Checks the report against the runs it came from (a row per method, the EM/F1
+# of each run's results.jsonl, the plan's steps trained), the PNG, that a rerun continues
+# (plan kept, every run skipped), and the scripts' refusals. Skips (77) without ../shared/data.
+# Usage: test_gpu_table2.sh REPO BUILD_DIR PYTHON
+set -euo pipefail
+root=$(cd "$1" && pwd) build=$2 py=$3
+data=$root/../shared/data
+[[ -f $data/squad/train-v1.1.json ]] || { echo "no ../shared/data beside the repository: skipped"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$root"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Refusals: exit code 2 (pack_data.sh, bad arguments) or 1 (gpu_table2.sh, a failed check), one line naming the culprit.
+expect() {  # expect CODE TEXT COMMAND...
+  local code=$1 text=$2; shift 2
+  set +e; "$@" >"$work/out" 2>"$work/err"; local got=$?; set -e
+  ((got == code)) || fail "$* exited $got, not $code: $(cat "$work/err")"
+  grep -qF -- "$text" "$work/err" || fail "$*: no '$text' in: $(cat "$work/err")"
+  (($(wc -l <"$work/err") == 1)) || fail "$*: more than one line on stderr: $(cat "$work/err")"
+}
+expect 2 "--from DIR is required" scripts/pack_data.sh
+expect 2 "$work/squad/train-v1.1.json: not found" scripts/pack_data.sh --from "$work" --out "$work/x"
+scripts/pack_data.sh --from "$data" --out "$work/pack" --sample
+expect 2 "$work/pack exists" scripts/pack_data.sh --from "$data" --out "$work/pack" --sample
+[[ ! -e $work/x && -z $(ls -d "$work"/pack.tmp.* 2>/dev/null) ]] || fail "pack_data.sh left partial output"
+expect 1 "$work/none/vocab.txt not found" scripts/gpu_table2.sh --cpu-smoke --data "$work/none" --build-dir "$build" --python "$py"
+
+methods=absolute,shaw,m1,m2,m3,m4
+run=(scripts/gpu_table2.sh --cpu-smoke --data "$work/pack" --build-dir "$build" --python "$py" --out "$work/run" --methods $methods)
+"${run[@]}"
+"$py" - "$work/run" $methods <<'PY'
+import json, sys
+from pathlib import Path
+run, methods = Path(sys.argv[1]), sys.argv[2].split(",")
+report = run / "report"
+plan = json.loads((run / "plan.json").read_text())
+assert plan["steps"] == 12, plan  # the smoke's cap
+rows = json.loads((report / "tables.json").read_text())
+for m in methods:
+    summary = json.loads((run / "reproduce/pretrain" / m / "summary.json").read_text())
+    assert summary["steps"] == plan["steps"] and summary["nonfinite_skipped"] == 0, (m, summary)
+    lines = (run / f"reproduce/finetune/table2/{m}_s1/results.jsonl").read_text().splitlines()
+    result = {r["metric"]: r["value"] for r in map(json.loads, lines) if r["split"] == "dev"}
+    shown = {r["column"]: r["mean"] for r in rows if r["method"] == m}
+    for col, key in (("EM", "exact"), ("F1", "f1")):
+        value = result[key]
+        assert 0 <= value <= 100 and abs(shown[col] - value) < 1e-9, (m, col, shown, result)
+    readme = (report / "README.md").read_text()
+    assert f"| {m} |" in readme, m
+assert (report / "losses.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+for name in ("tables.md", "tables.csv", "cost.md", "cost.csv", "cost.json", "plan.json"):
+    assert (report / name).stat().st_size > 0, name
+print("gpu_table2 report: rows, scores and steps match the runs")
+PY
+# A rerun continues: the plan is kept and every finished run is skipped.
+"${run[@]}" >"$work/rerun.log" 2>&1 || { cat "$work/rerun.log"; fail "rerun"; }
+grep -q "continuing with the plan" "$work/rerun.log" || fail "rerun made a new plan"
+skipped=$(grep -c ": done, skipped" "$work/rerun.log" || true)
+((skipped == 12)) || fail "rerun skipped $skipped of 12 runs: $(cat "$work/rerun.log")"
+echo "gpu_table2_cpu_smoke: passed"
