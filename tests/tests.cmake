@@ -135,6 +135,10 @@ add_dependencies(rpe_tests rpe-train)
 # torchrun --no-python --nproc-per-node=2 on CPU against one process (skips without .venv/bin/torchrun).
 add_test(NAME dist_torchrun COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/test_torchrun.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
 set_tests_properties(dist_torchrun PROPERTIES SKIP_RETURN_CODE 77)
+# A CUDA LibTorch finds NCCL where NCCL_ROOT says or stops at configure time, saying how (skips
+# with a CPU-only LibTorch).
+add_test(NAME nccl_configure COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/test_nccl_configure.sh ${CMAKE_SOURCE_DIR} ${RPE_TEST_PYTHON})
+set_tests_properties(nccl_configure PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 # SIGKILL at random moments + --resume, repeatedly, ends bitwise equal to an uninterrupted run.
 add_test(NAME train_kill_resume COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_kill_resume.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
 # Corrupt/unchecked checkpoints refused by every loading command, run-folder refusals, full disk.
