@@ -171,6 +171,10 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+constexpr const char* kUsage =
+    "Usage: data_bench [SHARED_DATA_DIR] [--sizes-mb 64,256,1024] [--seq-len L] [--batch B]\n"
+    "                  [--repeats R (1-thread / all-core prepare pairs, default 2)]\n";
+
 struct Args {
   std::string data = "../shared/data";
   int64_t seq_len = 512, batch = 32, repeats = 2;
@@ -350,6 +354,8 @@ void bench_loader(const fs::path& shards_dir, const WordPieceTokenizer& tok, int
 
 int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[1]) == "--child") return child_main(argc - 2, argv + 2);
+  for (int i = 1; i < argc; ++i)  // before anything runs: the default sizes take many minutes
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") return std::printf("%s", kUsage), 0;
   log::init(/*quiet=*/true);
   const Args args = parse_args(argc, argv);
   const fs::path vocab = fs::path(args.data) / "vocab/uncased/vocab.txt";
