@@ -156,51 +156,49 @@ std::string cpu_name() {
   return "unknown CPU";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Forward+backward time and peak memory of one BERT-base layer per position method"};
+struct Options {
   std::vector<int64_t> lengths{128, 512};
   std::vector<std::string> methods = rpe::attention_method_names();
   int64_t batch = 2;
   int reps = 3, threads = 0, rounds = 1;
   std::string device = "cpu", out_file;
-  app.add_option("--lengths", lengths, "sequence lengths")->delimiter(',');
-  app.add_option("--methods", methods, "methods (default: all registered)")->delimiter(',');
-  app.add_option("--batch", batch, "sequences per batch");
-  app.add_option("--reps", reps, "timed repetitions (median reported)");
-  app.add_option("--rounds", rounds,
-                 "measure every method this many times, interleaved; times and ratios are medians over rounds, "
-                 "each ratio taken within its round (robust to a shared machine's drift)");
-  app.add_option("--threads", threads, "CPU threads (0 = LibTorch default)");
-  app.add_option("--device", device, "cpu or cuda");
-  app.add_option("--out", out_file, "also write the Markdown table to this file");
-  CLI11_PARSE(app, argc, argv);
-  rpe::keep_freed_host_memory();  // as rpe-train does
-  rpe::flush_denormals();      // as rpe-train does
-  if (std::find(methods.begin(), methods.end(), "absolute") == methods.end()) methods.insert(methods.begin(), "absolute");
+};
 
-  // rounds x (method, L) measurements; per round, ratios against absolute from the same round.
-  std::map<std::pair<std::string, int64_t>, std::vector<Result>> runs;
-  for (int round = 0; round < rounds; ++round)
-    for (int64_t L : lengths)
-      for (const auto& m : methods) {
-        auto r = measure_in_child(m, L, batch, reps, device, threads);
+using Key = std::pair<std::string, int64_t>;  // (method, L)
+
+// One method at one length over all rounds: medians, and the median of per-round time ratios
+// against absolute.
+struct Summary {
+  bool ok = false;
+  double ms = 0, peak_mib = 0, time_ratio = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+}
+
+// rounds x (method, L) measurements, interleaved so that a shared machine's drift spreads over
+// all methods alike; each logged to stderr as it ends.
+std::map<Key, std::vector<Result>> measure_rounds(const Options& o) {
+  std::map<Key, std::vector<Result>> runs;
+  for (int round = 0; round < o.rounds; ++round)
+    for (int64_t L : o.lengths)
+      for (const auto& m : o.methods) {
+        auto r = measure_in_child(m, L, o.batch, o.reps, o.device, o.threads);
         runs[{m, L}].push_back(r);
-        std::cerr << "round " << round + 1 << "/" << rounds << " " << m << " L=" << L << ": "
+        std::cerr << "round " << round + 1 << "/" << o.rounds << " " << m << " L=" << L << ": "
                   << (r.ok ? fixed(r.ms, 1) + " ms, " + fixed(r.peak_mib, 1) + " MiB" : "failed") << "\n";
       }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
-  };
-  struct Summary {
-    bool ok = false;
-    double ms = 0, peak_mib = 0, time_ratio = 0;
-  };
-  std::map<std::pair<std::string, int64_t>, Summary> results;
-  for (int64_t L : lengths)
-    for (const auto& m : methods) {
+  return runs;
+}
+
+// Per (method, L): medians over the rounds that succeeded; time ratios against absolute from the
+// same round. A method that failed in every round has no entry.
+std::map<Key, Summary> summarize(const Options& o, std::map<Key, std::vector<Result>>& runs) {
+  std::map<Key, Summary> results;
+  for (int64_t L : o.lengths)
+    for (const auto& m : o.methods) {
       const auto& mine = runs[{m, L}];
       const auto& base = runs[{"absolute", L}];
       std::vector<double> ms, peaks, ratios;
@@ -212,12 +210,16 @@ int main(int argc, char** argv) {
       }
       if (!ms.empty()) results[{m, L}] = Summary{true, median(ms), median(peaks), median(ratios)};
     }
+  return results;
+}
 
+// The Markdown table (a row per method and length) and the goals line at the longest length.
+std::string markdown_table(const Options& o, std::map<Key, Summary>& results) {
   std::ostringstream md;
   md << "| method | L | fwd+bwd ms | × absolute | peak MiB | × absolute |\n|---|---:|---:|---:|---:|---:|\n";
-  for (int64_t L : lengths) {
+  for (int64_t L : o.lengths) {
     const auto& base = results[{"absolute", L}];
-    for (const auto& m : methods) {
+    for (const auto& m : o.methods) {
       const auto& r = results[{m, L}];
       if (!r.ok) {
         md << "| " << m << " | " << L << " | failed | | | |\n";
@@ -233,19 +235,51 @@ int main(int argc, char** argv) {
     if (time && b == "absolute") return fixed(ra->second.time_ratio, 2);  // per-round ratio
     return fixed(time ? ra->second.ms / rb->second.ms : ra->second.peak_mib / rb->second.peak_mib, 2);
   };
-  const int64_t Lmax = *std::max_element(lengths.begin(), lengths.end());
+  const int64_t Lmax = *std::max_element(o.lengths.begin(), o.lengths.end());
   md << "\nGoals at L = " << Lmax << ": m4 time / absolute time = " << ratio("m4", "absolute", Lmax, true)
      << " (goal <= 1.3); m3 peak / m4 peak = " << ratio("m3", "m4", Lmax, false) << " (goal <= 1.5).\n";
+  return md.str();
+}
 
-  std::ostringstream header;
-  header << "Device: " << device << (device == "cpu" ? " (" + cpu_name() + ", " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores)" : "")
-         << "; batch " << batch << ", median of " << reps << " after 1 warm-up, " << rounds
-         << " interleaved round(s) (ratios: median of per-round ratios); one BERT-base layer (D=768, H=12, "
-         << "FFN 3072, max_position 512, k = 511 by default), training mode.\n"
-         << (device == "cpu" ? "Peak memory: child process VmHWM after resetting it (clear_refs 5) minus RSS at start.\n"
-                             : "Peak memory: CUDA caching allocator peak allocated bytes.\n")
-         << "\n";
-  std::cout << header.str() << md.str();
-  if (!out_file.empty()) std::ofstream(out_file) << header.str() << md.str();
+// What was measured where and how: the lines above the table.
+std::string header(const Options& o) {
+  std::ostringstream h;
+  h << "Device: " << o.device
+    << (o.device == "cpu" ? " (" + cpu_name() + ", " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores)" : "")
+    << "; batch " << o.batch << ", median of " << o.reps << " after 1 warm-up, " << o.rounds
+    << " interleaved round(s) (ratios: median of per-round ratios); one BERT-base layer (D=768, H=12, "
+    << "FFN 3072, max_position 512, k = 511 by default), training mode.\n"
+    << (o.device == "cpu" ? "Peak memory: child process VmHWM after resetting it (clear_refs 5) minus RSS at start.\n"
+                          : "Peak memory: CUDA caching allocator peak allocated bytes.\n")
+    << "\n";
+  return h.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Forward+backward time and peak memory of one BERT-base layer per position method"};
+  Options o;
+  app.add_option("--lengths", o.lengths, "sequence lengths")->delimiter(',');
+  app.add_option("--methods", o.methods, "methods (default: all registered)")->delimiter(',');
+  app.add_option("--batch", o.batch, "sequences per batch");
+  app.add_option("--reps", o.reps, "timed repetitions (median reported)");
+  app.add_option("--rounds", o.rounds,
+                 "measure every method this many times, interleaved; times and ratios are medians over rounds, "
+                 "each ratio taken within its round (robust to a shared machine's drift)");
+  app.add_option("--threads", o.threads, "CPU threads (0 = LibTorch default)");
+  app.add_option("--device", o.device, "cpu or cuda");
+  app.add_option("--out", o.out_file, "also write the Markdown table to this file");
+  CLI11_PARSE(app, argc, argv);
+  rpe::keep_freed_host_memory();  // as rpe-train does
+  rpe::flush_denormals();      // as rpe-train does
+  if (std::find(o.methods.begin(), o.methods.end(), "absolute") == o.methods.end())
+    o.methods.insert(o.methods.begin(), "absolute");
+
+  auto runs = measure_rounds(o);
+  auto results = summarize(o, runs);
+  const std::string text = header(o) + markdown_table(o, results);
+  std::cout << text;
+  if (!o.out_file.empty()) std::ofstream(o.out_file) << text;
   return 0;
 }

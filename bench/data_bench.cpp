@@ -170,32 +170,35 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
-}  // namespace
 
-int main(int argc, char** argv) {
-  if (argc > 2 && std::string(argv[1]) == "--child") return child_main(argc - 2, argv + 2);
-  log::init(/*quiet=*/true);
-  std::string data = argc > 1 && argv[1][0] != '-' ? argv[1] : "../shared/data";
+constexpr const char* kUsage =
+    "Usage: data_bench [SHARED_DATA_DIR] [--sizes-mb 64,256,1024] [--seq-len L] [--batch B]\n"
+    "                  [--repeats R (1-thread / all-core prepare pairs, default 2)]\n";
+
+struct Args {
+  std::string data = "../shared/data";
   int64_t seq_len = 512, batch = 32, repeats = 2;
   std::vector<int64_t> sizes_mb = {64, 256, 1024};
+};
+
+Args parse_args(int argc, char** argv) {
+  Args args;
+  if (argc > 1 && argv[1][0] != '-') args.data = argv[1];
   for (int i = 1; i + 1 < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--seq-len") seq_len = std::stoll(argv[i + 1]);
-    if (a == "--batch") batch = std::stoll(argv[i + 1]);
-    if (a == "--repeats") repeats = std::max<int64_t>(1, std::stoll(argv[i + 1]));
+    if (a == "--seq-len") args.seq_len = std::stoll(argv[i + 1]);
+    if (a == "--batch") args.batch = std::stoll(argv[i + 1]);
+    if (a == "--repeats") args.repeats = std::max<int64_t>(1, std::stoll(argv[i + 1]));
     if (a == "--sizes-mb") {
-      sizes_mb.clear();
+      args.sizes_mb.clear();
       std::stringstream ss(argv[i + 1]);
-      for (std::string v; std::getline(ss, v, ',');) sizes_mb.push_back(std::stoll(v));
+      for (std::string v; std::getline(ss, v, ',');) args.sizes_mb.push_back(std::stoll(v));
     }
   }
-  const fs::path vocab = fs::path(data) / "vocab/uncased/vocab.txt";
-  if (!fs::exists(vocab)) {
-    std::fprintf(stderr, "data_bench: %s not found (pass the shared data folder)\n", vocab.string().c_str());
-    return 2;
-  }
-  const WordPieceTokenizer tok(vocab, true);
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return args;
+}
+
+void print_title(int cores) {  // date, CPU, kernel and load: what the figures below depend on
   char date[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
@@ -204,63 +207,112 @@ int main(int argc, char** argv) {
   std::printf("# Data pipeline benchmark (CPU)\n\n%s |%s | %d hardware threads | %s %s | load average at start: %s\n\n",
               date, first_line_with("/proc/cpuinfo", "model name").c_str(), cores, u.sysname, u.release,
               load_average().c_str());
+}
 
-  // 1. Real English.
-  std::vector<std::string> files;
-  for (const char* f : {"corpus/brown.txt", "corpus/nlp-corpus.txt"})
-    if (fs::exists(fs::path(data) / f)) files.push_back((fs::path(data) / f).string());
-  std::printf("## Real English: %zu file(s) of ../shared/data/corpus, BERT uncased vocabulary (30,522)\n\n",
-              files.size());
-  std::printf("| measurement | value |\n|---|---|\n");
+// Section 1's first row: WordPiece encode of the real corpora's sentences on this thread.
+void bench_encode(const std::vector<std::string>& files, const WordPieceTokenizer& tok) {
   int64_t bytes = 0, tokens = 0;
   std::vector<Document> docs;
   for (const auto& f : files)
     for (auto& d : read_documents(f)) docs.push_back(std::move(d));
-  auto t0 = Clock::now();
-  double c0 = thread_cpu_seconds();
+  const auto t0 = Clock::now();
+  const double c0 = thread_cpu_seconds();
   for (const auto& d : docs)
     for (const auto& s : d.sentences) {
       bytes += static_cast<int64_t>(s.size());
       tokens += static_cast<int64_t>(tok.encode(s).ids.size());
     }
-  double secs = seconds_since(t0), cpu = thread_cpu_seconds() - c0;
+  const double secs = seconds_since(t0), cpu = thread_cpu_seconds() - c0;
   std::printf("| WordPiece encode, 1 thread | %.1f MB/s wall, %.1f MB/s per CPU-second (%lld tokens, %.2f bytes/token) |\n",
               bytes / secs / 1e6, bytes / cpu / 1e6, static_cast<long long>(tokens),
               static_cast<double>(bytes) / static_cast<double>(tokens));
-  docs.clear();
-  const fs::path work = fs::temp_directory_path() / ("rpe_data_bench_" + std::to_string(::getpid()));
-  fs::create_directories(work);
+}
+
+// Section 1's prepare rows: the real corpora on one thread, then on all cores.
+void bench_prepare_real(const std::vector<std::string>& files, const fs::path& vocab, const fs::path& work, int cores) {
   for (const int threads : {1, cores}) {
     const Prepared p = prepare_child(work / "real", vocab, threads, files);
     std::printf("| prepare-data, %d thread(s) | %.1f MB/s (%.1f MB in %.2f s; %.0f docs, %.0f tokens) |\n", threads,
                 p.mb_s(), p.bytes / 1e6, p.seconds, p.documents, p.tokens);
   }
   remove_folder(work / "real");
+}
 
-  // 2. Synthetic corpora of growing size.
+// The synthetic corpora's words: the vocabulary's lowercase whole words past the specials
+// and single characters (ids from 1996 on in BERT's uncased vocabulary).
+std::vector<std::string> vocabulary_words(const fs::path& vocab) {
   std::vector<std::string> words;
-  {
-    std::ifstream in(vocab);
-    std::string line;
-    for (int id = 0; std::getline(in, line); ++id)
-      if (id >= 1996 && line.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos) words.push_back(line);
+  std::ifstream in(vocab);
+  std::string line;
+  for (int id = 0; std::getline(in, line); ++id)
+    if (id >= 1996 && line.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos) words.push_back(line);
+  return words;
+}
+
+// One large file (the largest corpus, `bytes` of it) on 1 thread and on all cores, alternated
+// (a drifting machine speed affects both alike), into a scratch folder; deletes the file.
+void bench_parallel_prepare(const fs::path& text, double bytes, const fs::path& vocab, const fs::path& work, int cores,
+                            int64_t repeats) {
+  std::vector<Prepared> one, all;
+  for (int64_t r = 0; r < repeats; ++r) {
+    one.push_back(prepare_child(work / "scratch", vocab, 1, {text.string()}));
+    all.push_back(prepare_child(work / "scratch", vocab, cores, {text.string()}));
   }
+  remove_folder(work / "scratch");
+  fs::remove(text);
+  std::printf("\n| prepare-data, one %.0f MB file | wall MB/s | MB per CPU-second | where the threads' time went "
+              "(share of threads x wall) |\n|---|---|---|---|\n", bytes / 1e6);
+  std::vector<double> ratios;
+  for (size_t r = 0; r < one.size(); ++r) {
+    for (const Prepared* p : {&one[r], &all[r]})
+      std::printf("| %d thread(s), run %zu | %.1f | %.1f | %s |\n", p->threads, r + 1, p->mb_s(), p->mb_cpu_s(),
+                  profile(*p).c_str());
+    ratios.push_back(all[r].mb_s() / (cores * one[r].mb_s()));
+  }
+  std::printf("\nParallel efficiency on %d threads, one %.0f MB file (wall MB/s / (threads x 1-thread wall MB/s), "
+              "per pair):", cores, bytes / 1e6);
+  for (const double e : ratios) std::printf(" %.0f%%", 100 * e);
+  std::printf("; median %.0f%%. Target: >= 80%%. Load average now: %s.\n", 100 * median(ratios),
+              load_average().c_str());
+}
+
+// How a pretraining start's memory grows per sequence, from the smallest corpus to the largest
+// (each pair: first start, second start).
+void print_start_growth(const std::vector<std::pair<Start, Start>>& starts) {
+  const Start &a1 = starts.front().first, &b1 = starts.back().first;
+  const Start &a2 = starts.front().second, &b2 = starts.back().second;
+  const double more = b1.sequences - a1.sequences;
+  auto per_seq = [&](double mb_a, double mb_b) { return (mb_b - mb_a) * 1048576.0 / more; };
+  std::printf("\nPretraining start, growth from the smallest to the largest corpus (%.0f more sequences), bytes per "
+              "sequence: peak RSS %.1f at the first start, %.1f at the second; RSS once started (anon + file) %.1f "
+              "and %.1f; anonymous RSS %.1f and %.1f; the index map's resident pages %.1f and %.1f. Target: < 16 "
+              "(the index: 8). A peak also holds the pages of the sequence being read (the kernel maps up to a "
+              "few hundred KB around each fault) and one 1 MB piece of a scan: about a MB that does not grow "
+              "with the corpus.\n",
+              more, per_seq(a1.peak_mb, b1.peak_mb), per_seq(a2.peak_mb, b2.peak_mb),
+              per_seq(a1.anon_mb + a1.file_mb, b1.anon_mb + b1.file_mb),
+              per_seq(a2.anon_mb + a2.file_mb, b2.anon_mb + b2.file_mb), per_seq(a1.anon_mb, b1.anon_mb),
+              per_seq(a2.anon_mb, b2.anon_mb), per_seq(a1.index_mb, b1.index_mb), per_seq(a2.index_mb, b2.index_mb));
+}
+
+// Section 2: per size, generate, prepare on all cores, start twice; every corpus but the largest
+// is deleted after its row. Returns the largest corpus's shard folder (section 3 reads it).
+fs::path bench_synthetic(const Args& args, const fs::path& vocab, const fs::path& work, int cores) {
+  const std::vector<std::string> words = vocabulary_words(vocab);
   std::printf("\n## Synthetic corpora (vocabulary words, log-uniform ranks), L=%lld, %d threads for prepare\n\n"
               "Each prepare and each start is a fresh process; peak RSS is its VmHWM (heap and mapped file pages).\n\n",
-              static_cast<long long>(seq_len), cores);
+              static_cast<long long>(args.seq_len), cores);
   std::printf("| text | tokens | shards | prepare | prepare peak RSS | first start: time to first batch, peak RSS "
               "(anon + file) | second start | sequences |\n|---|---|---|---|---|---|---|---|\n");
   std::vector<std::pair<Start, Start>> starts;
-  std::vector<Prepared> prepared;
   fs::path largest;
-  for (size_t k = 0; k < sizes_mb.size(); ++k) {
-    const fs::path text = work / ("corpus_" + std::to_string(sizes_mb[k]) + ".txt");
-    generate_corpus(text, words, sizes_mb[k] << 20, 42 + k);
-    const fs::path out = work / ("shards_" + std::to_string(sizes_mb[k]));
+  for (size_t k = 0; k < args.sizes_mb.size(); ++k) {
+    const fs::path text = work / ("corpus_" + std::to_string(args.sizes_mb[k]) + ".txt");
+    generate_corpus(text, words, args.sizes_mb[k] << 20, 42 + k);
+    const fs::path out = work / ("shards_" + std::to_string(args.sizes_mb[k]));
     const Prepared s = prepare_child(out, vocab, cores, {text.string()});
-    prepared.push_back(s);
-    const Start first = start_child(out, vocab, text, seq_len, batch);
-    const Start second = start_child(out, vocab, text, seq_len, batch);
+    const Start first = start_child(out, vocab, text, args.seq_len, args.batch);
+    const Start second = start_child(out, vocab, text, args.seq_len, args.batch);
     starts.push_back({first, second});
     std::printf("| %.0f MB | %.1f M | %.0f | %.1f MB/s (%.0f s) | %.0f MB | %.2f s, %.0f MB (%.0f + %.0f) | %.2f s, "
                 "%.0f MB (%.0f + %.0f) | %.0f |\n",
@@ -268,72 +320,68 @@ int main(int argc, char** argv) {
                 first.anon_mb, first.file_mb, second.seconds, second.peak_mb, second.anon_mb, second.file_mb,
                 first.sequences);
     std::fflush(stdout);
-    if (k + 1 < sizes_mb.size()) {
+    if (k + 1 < args.sizes_mb.size()) {
       fs::remove(text);
       remove_folder(out);
       continue;
     }
     largest = out;
-    // One large file on 1 thread and on all cores, alternated (a drifting machine speed
-    // affects both alike), into a scratch folder.
-    std::vector<Prepared> one, all;
-    for (int64_t r = 0; r < repeats; ++r) {
-      one.push_back(prepare_child(work / "scratch", vocab, 1, {text.string()}));
-      all.push_back(prepare_child(work / "scratch", vocab, cores, {text.string()}));
-    }
-    remove_folder(work / "scratch");
-    fs::remove(text);
-    std::printf("\n| prepare-data, one %.0f MB file | wall MB/s | MB per CPU-second | where the threads' time went "
-                "(share of threads x wall) |\n|---|---|---|---|\n", s.bytes / 1e6);
-    std::vector<double> ratios;
-    for (size_t r = 0; r < one.size(); ++r) {
-      for (const Prepared* p : {&one[r], &all[r]})
-        std::printf("| %d thread(s), run %zu | %.1f | %.1f | %s |\n", p->threads, r + 1, p->mb_s(), p->mb_cpu_s(),
-                    profile(*p).c_str());
-      ratios.push_back(all[r].mb_s() / (cores * one[r].mb_s()));
-    }
-    std::printf("\nParallel efficiency on %d threads, one %.0f MB file (wall MB/s / (threads x 1-thread wall MB/s), "
-                "per pair):", cores, s.bytes / 1e6);
-    for (const double e : ratios) std::printf(" %.0f%%", 100 * e);
-    std::printf("; median %.0f%%. Target: >= 80%%. Load average now: %s.\n", 100 * median(ratios),
-                load_average().c_str());
+    bench_parallel_prepare(text, s.bytes, vocab, work, cores, args.repeats);
   }
-  if (starts.size() >= 2) {
-    const Start &a1 = starts.front().first, &b1 = starts.back().first;
-    const Start &a2 = starts.front().second, &b2 = starts.back().second;
-    const double more = b1.sequences - a1.sequences;
-    auto per_seq = [&](double mb_a, double mb_b) { return (mb_b - mb_a) * 1048576.0 / more; };
-    std::printf("\nPretraining start, growth from the smallest to the largest corpus (%.0f more sequences), bytes per "
-                "sequence: peak RSS %.1f at the first start, %.1f at the second; RSS once started (anon + file) %.1f "
-                "and %.1f; anonymous RSS %.1f and %.1f; the index map's resident pages %.1f and %.1f. Target: < 16 "
-                "(the index: 8). A peak also holds the pages of the sequence being read (the kernel maps up to a "
-                "few hundred KB around each fault) and one 1 MB piece of a scan: about a MB that does not grow "
-                "with the corpus.\n",
-                more, per_seq(a1.peak_mb, b1.peak_mb), per_seq(a2.peak_mb, b2.peak_mb),
-                per_seq(a1.anon_mb + a1.file_mb, b1.anon_mb + b1.file_mb),
-                per_seq(a2.anon_mb + a2.file_mb, b2.anon_mb + b2.file_mb), per_seq(a1.anon_mb, b1.anon_mb),
-                per_seq(a2.anon_mb, b2.anon_mb), per_seq(a1.index_mb, b1.index_mb), per_seq(a2.index_mb, b2.index_mb));
-  }
+  if (starts.size() >= 2) print_start_growth(starts);
+  return largest;
+}
 
-  // 3. The loader on one core, no prefetch: reading from the shards' maps, masking, [B, L] tensors.
-  {
-    auto shards = std::make_shared<const PreparedShards>(open_prepared(largest, tok));
-    auto seqs = std::make_shared<ShardSequences>(shards, false, largest, tok.special(), seq_len, true);
-    MlmLoader loader(seqs, tok, {MaskingOptions{}, batch, 99, true});
-    loader.next();
-    int64_t real = 0;
-    const int64_t batches = 200;
-    t0 = Clock::now();
-    c0 = thread_cpu_seconds();
-    for (int64_t b = 0; b < batches; ++b) real += loader.next().tokens;
-    secs = seconds_since(t0);
-    cpu = thread_cpu_seconds() - c0;
-    const double positions = static_cast<double>(batches * batch * seq_len);
-    std::printf("\nLoader on one core (largest corpus, random order, whole-word masking, B=%lld L=%lld): %.2f M "
-                "tokens/s wall, %.2f M tokens/s per CPU-second (non-pad %.2f M/s wall). Target: >= 0.1 M/s.\n",
-                static_cast<long long>(batch), static_cast<long long>(seq_len), positions / secs / 1e6,
-                positions / cpu / 1e6, real / secs / 1e6);
+// Section 3: the loader on one core, no prefetch: reading from the shards' maps, masking, [B, L] tensors.
+void bench_loader(const fs::path& shards_dir, const WordPieceTokenizer& tok, int64_t seq_len, int64_t batch) {
+  auto shards = std::make_shared<const PreparedShards>(open_prepared(shards_dir, tok));
+  auto seqs = std::make_shared<ShardSequences>(shards, false, shards_dir, tok.special(), seq_len, true);
+  MlmLoader loader(seqs, tok, {MaskingOptions{}, batch, 99, true});
+  loader.next();
+  int64_t real = 0;
+  const int64_t batches = 200;
+  const auto t0 = Clock::now();
+  const double c0 = thread_cpu_seconds();
+  for (int64_t b = 0; b < batches; ++b) real += loader.next().tokens;
+  const double secs = seconds_since(t0), cpu = thread_cpu_seconds() - c0;
+  const double positions = static_cast<double>(batches * batch * seq_len);
+  std::printf("\nLoader on one core (largest corpus, random order, whole-word masking, B=%lld L=%lld): %.2f M "
+              "tokens/s wall, %.2f M tokens/s per CPU-second (non-pad %.2f M/s wall). Target: >= 0.1 M/s.\n",
+              static_cast<long long>(batch), static_cast<long long>(seq_len), positions / secs / 1e6,
+              positions / cpu / 1e6, real / secs / 1e6);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 2 && std::string(argv[1]) == "--child") return child_main(argc - 2, argv + 2);
+  for (int i = 1; i < argc; ++i)  // before anything runs: the default sizes take many minutes
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") return std::printf("%s", kUsage), 0;
+  log::init(/*quiet=*/true);
+  const Args args = parse_args(argc, argv);
+  const fs::path vocab = fs::path(args.data) / "vocab/uncased/vocab.txt";
+  if (!fs::exists(vocab)) {
+    std::fprintf(stderr, "data_bench: %s not found (pass the shared data folder)\n", vocab.string().c_str());
+    return 2;
   }
+  const WordPieceTokenizer tok(vocab, true);
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  print_title(cores);
+
+  // 1. Real English.
+  std::vector<std::string> files;
+  for (const char* f : {"corpus/brown.txt", "corpus/nlp-corpus.txt"})
+    if (fs::exists(fs::path(args.data) / f)) files.push_back((fs::path(args.data) / f).string());
+  std::printf("## Real English: %zu file(s) of ../shared/data/corpus, BERT uncased vocabulary (30,522)\n\n",
+              files.size());
+  std::printf("| measurement | value |\n|---|---|\n");
+  bench_encode(files, tok);
+  const fs::path work = fs::temp_directory_path() / ("rpe_data_bench_" + std::to_string(::getpid()));
+  fs::create_directories(work);
+  bench_prepare_real(files, vocab, work, cores);
+
+  // 2. Synthetic corpora of growing size; 3. the loader on the largest.
+  const fs::path largest = bench_synthetic(args, vocab, work, cores);
+  bench_loader(largest, tok, args.seq_len, args.batch);
   remove_folder(largest);
   fs::remove(work);
   return 0;

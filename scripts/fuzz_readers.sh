@@ -76,7 +76,12 @@ for r in "${readers[@]}"; do
   log=$work/$r.log
   bin=$build/fuzz_$r
   set +e
-  if "$bin" -help=1 2>&1 | grep -q "libFuzzer"; then
+  # libFuzzer's help names it; the standalone driver's output does not (-runs=0: it only runs
+  # the empty input). Captured whole, not piped into `grep -q`: grep quits at the first match, the
+  # binary's next write to the closed pipe dies of SIGPIPE, and under pipefail the probe then
+  # failed at random and libFuzzer binaries ran through the standalone branch.
+  help=$("$bin" -help=1 -runs=0 2>&1)
+  if [[ $help == *libFuzzer* ]]; then
     "$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
       -artifact_prefix="$work/findings/$r-" "$work/corpus/$r" "$work/seeds/$r" >"$log" 2>&1
   else  # standalone driver: about 200 inputs a second on a loaded machine

@@ -4,34 +4,18 @@
 
 #include <cmath>
 
-#include "data/data_test_util.h"
 #include "eval/cost_table.h"
 #include "eval/squad_tables.h"
+#include "eval/table_fixture.h"
 #include "eval/text_table.h"
 #include "util/errors.h"
 
 using namespace rpe::eval;
+using rpe::test::squad_row;
 using rpe::test::temp_dir;
 using rpe::test::write_text;
 
 namespace {
-ResultRow squad(const std::string& run_id, const std::string& method, int64_t k, int64_t ft, int64_t seed,
-                const std::string& metric, double value) {
-  ResultRow r;
-  r.run_id = run_id;
-  r.method = method;
-  r.k = k;
-  r.pretrain_run = "runs/pre";
-  r.pretrain_max_len = 128;
-  r.task = "squad_v1";
-  r.split = "dev";
-  r.seed = seed;
-  r.metric = metric;
-  r.value = value;
-  r.finetune_max_len = ft;
-  return r;
-}
-
 // The message of the UserError `fn` throws ("" when it throws none).
 template <typename Fn>
 std::string user_error(Fn&& fn) {
@@ -66,18 +50,18 @@ TEST(ExtraTables, TextTableRenderings) {
 
 TEST(ExtraTables, ScaledTable4MatchesPaperRowsByKAndLengthRatio) {
   const std::vector<ResultRow> rows = {
-      squad("m4_k2_s1/seed1", "m4", 2, 128, 1, "exact", 10.0),  // re-evaluated below: replaced
-      squad("m4_k2_s1/seed1", "m4", 2, 128, 1, "exact", 70.0),
-      squad("m4_k2_s1/seed1", "m4", 2, 128, 1, "f1", 80.0),
-      squad("m4_k2_s2/seed2", "m4", 2, 128, 2, "exact", 72.0),
-      squad("m4_k2_s2/seed2", "m4", 2, 128, 2, "f1", 84.0),
-      squad("m4_k64_ft160_s1/seed1", "m4", 64, 160, 1, "f1", 88.0),  // no EM line
-      squad("m4_k64_ft144_s1/seed1", "m4", 64, 144, 1, "exact", 76.0),
-      squad("m4_k64_ft144_s1/seed1", "m4", 64, 144, 1, "f1", 86.0),
-      squad("m4_k64_ft150_s1/seed1", "m4", 64, 150, 1, "f1", 87.0),  // 150/128 is no paper length
-      squad("m4_k127_s1/seed1", "m4", 127, 128, 1, "exact", 75.0),
-      squad("m4_k127_s1/seed1", "m4", 127, 128, 1, "f1", 85.0),
-      squad("m4_k127_s1/seed1", "m4", 127, 128, 1, "HasAns_f1", 1.0),  // not EM/F1: ignored
+      squad_row("m4_k2_s1/seed1", "m4", 2, 128, 1, "exact", 10.0),  // re-evaluated below: replaced
+      squad_row("m4_k2_s1/seed1", "m4", 2, 128, 1, "exact", 70.0),
+      squad_row("m4_k2_s1/seed1", "m4", 2, 128, 1, "f1", 80.0),
+      squad_row("m4_k2_s2/seed2", "m4", 2, 128, 2, "exact", 72.0),
+      squad_row("m4_k2_s2/seed2", "m4", 2, 128, 2, "f1", 84.0),
+      squad_row("m4_k64_ft160_s1/seed1", "m4", 64, 160, 1, "f1", 88.0),  // no EM line
+      squad_row("m4_k64_ft144_s1/seed1", "m4", 64, 144, 1, "exact", 76.0),
+      squad_row("m4_k64_ft144_s1/seed1", "m4", 64, 144, 1, "f1", 86.0),
+      squad_row("m4_k64_ft150_s1/seed1", "m4", 64, 150, 1, "f1", 87.0),  // 150/128 is no paper length
+      squad_row("m4_k127_s1/seed1", "m4", 127, 128, 1, "exact", 75.0),
+      squad_row("m4_k127_s1/seed1", "m4", 127, 128, 1, "f1", 85.0),
+      squad_row("m4_k127_s1/seed1", "m4", 127, 128, 1, "HasAns_f1", 1.0),  // not EM/F1: ignored
   };
   auto mrpc = rows.front();
   mrpc.task = "mrpc";
@@ -108,15 +92,15 @@ TEST(ExtraTables, ScaledTable4MatchesPaperRowsByKAndLengthRatio) {
 
 TEST(ExtraTables, Table5AbsoluteFirstThenDropInByLength) {
   const std::vector<ResultRow> rows = {
-      squad("drop_in_m4_ft160_s1/seed1", "m4", 127, 160, 1, "exact", 66.0),
-      squad("drop_in_m4_ft160_s1/seed1", "m4", 127, 160, 1, "f1", 77.0),
-      squad("drop_in_m4_ft128_s1/seed1", "m4", 127, 128, 1, "exact", 65.0),
-      squad("drop_in_m4_ft128_s1/seed1", "m4", 127, 128, 1, "f1", 75.5),
-      squad("drop_in_m4_ft200_s1/seed1", "m4", 127, 200, 1, "f1", 70.0),  // not in --lens: no paper row
-      squad("absolute_ft128_s1/seed1", "absolute", 0, 128, 1, "exact", 60.0),
-      squad("absolute_ft128_s1/seed1", "absolute", 0, 128, 1, "f1", 70.0),
-      squad("absolute_ft128_s2/seed2", "absolute", 0, 128, 2, "exact", 62.0),
-      squad("absolute_ft128_s2/seed2", "absolute", 0, 128, 2, "f1", 74.0),
+      squad_row("drop_in_m4_ft160_s1/seed1", "m4", 127, 160, 1, "exact", 66.0),
+      squad_row("drop_in_m4_ft160_s1/seed1", "m4", 127, 160, 1, "f1", 77.0),
+      squad_row("drop_in_m4_ft128_s1/seed1", "m4", 127, 128, 1, "exact", 65.0),
+      squad_row("drop_in_m4_ft128_s1/seed1", "m4", 127, 128, 1, "f1", 75.5),
+      squad_row("drop_in_m4_ft200_s1/seed1", "m4", 127, 200, 1, "f1", 70.0),  // not in --lens: no paper row
+      squad_row("absolute_ft128_s1/seed1", "absolute", 0, 128, 1, "exact", 60.0),
+      squad_row("absolute_ft128_s1/seed1", "absolute", 0, 128, 1, "f1", 70.0),
+      squad_row("absolute_ft128_s2/seed2", "absolute", 0, 128, 2, "exact", 62.0),
+      squad_row("absolute_ft128_s2/seed2", "absolute", 0, 128, 2, "f1", 74.0),
   };
   const TextTable t = table5(rows, {128, 144, 160, 176});
   // Lengths are matched by position: 128 -> the paper's 512, 160 -> its 640.
@@ -140,12 +124,12 @@ TEST(ExtraTables, ExtrapolationMlmCurvesThenSquadInCurveOrder) {
                  {"length": 256, "loss": null, "why": "longer than the 128-row table"}]})");
   const std::vector<MlmCurve> curves = {read_mlm_curve(dir / "mlm_m4.json"), read_mlm_curve(dir / "mlm_abs.json")};
   const std::vector<ResultRow> rows = {
-      squad("alibi_ft128_s1/seed1", "alibi", 0, 128, 1, "f1", 50.0),  // no curve: after the curves' methods
-      squad("absolute_ft128_s1/seed1", "absolute", 0, 128, 1, "f1", 70.0),
-      squad("m4_ft192_s1/seed1", "m4", 127, 192, 1, "f1", 80.0),
-      squad("m4_ft192_s2/seed2", "m4", 127, 192, 2, "f1", 82.0),
-      squad("m4_ft128_s1/seed1", "m4", 127, 128, 1, "f1", 78.0),
-      squad("m4_ft128_s1/seed1", "m4", 127, 128, 1, "exact", 1.0),  // EM: not in this table
+      squad_row("alibi_ft128_s1/seed1", "alibi", 0, 128, 1, "f1", 50.0),  // no curve: after the curves' methods
+      squad_row("absolute_ft128_s1/seed1", "absolute", 0, 128, 1, "f1", 70.0),
+      squad_row("m4_ft192_s1/seed1", "m4", 127, 192, 1, "f1", 80.0),
+      squad_row("m4_ft192_s2/seed2", "m4", 127, 192, 2, "f1", 82.0),
+      squad_row("m4_ft128_s1/seed1", "m4", 127, 128, 1, "f1", 78.0),
+      squad_row("m4_ft128_s1/seed1", "m4", 127, 128, 1, "exact", 1.0),  // EM: not in this table
   };
   const TextTable t = extrapolation_table(curves, rows);
   EXPECT_EQ(to_csv(t),

@@ -2,15 +2,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 
 #include "eval/results.h"
-#include "finetune/finetune.h"
+#include "eval/table_fixture.h"
 #include "eval/tables.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 
 using namespace rpe::eval;
+using rpe::test::squad_row;
 
 TEST(Tables, MeanStdAndPaperColumns) {
   const auto s = mean_std({80.0, 82.0, 84.0});
@@ -18,21 +18,9 @@ TEST(Tables, MeanStdAndPaperColumns) {
   EXPECT_DOUBLE_EQ(s.std, 2.0);  // sample std: sqrt((4 + 0 + 4) / 2)
   std::vector<ResultRow> rows;
   for (int seed = 1; seed <= 3; ++seed)
-    for (const char* metric : {"exact", "f1"}) {
-      ResultRow r;
-      r.run_id = "ft/seed" + std::to_string(seed);
-      r.method = "m4";
-      r.k = 127;
-      r.pretrain_run = "runs/tiny_m4";
-      r.pretrain_max_len = 128;
-      r.task = "squad_v1";
-      r.split = "dev";
-      r.seed = seed;
-      r.metric = metric;
-      r.value = std::string(metric) == "exact" ? 78.0 + 2 * seed : 90.0;
-      r.finetune_max_len = 384;
-      rows.push_back(r);
-    }
+    for (const char* metric : {"exact", "f1"})
+      rows.push_back(squad_row("ft/seed" + std::to_string(seed), "m4", 127, 384, seed, metric,
+                               std::string(metric) == "exact" ? 78.0 + 2 * seed : 90.0, "runs/tiny_m4"));
   const auto t = render_tables(rows);
   EXPECT_NE(t.markdown.find("| m4 | 127 | 128 | 384 | tiny_m4 | 82.00 ± 2.00 (n=3) | 83.63 |"), std::string::npos)
       << t.markdown;
@@ -54,8 +42,7 @@ TEST(Tables, MeanStdAndPaperColumns) {
 }
 
 TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
-  const auto dir = std::filesystem::temp_directory_path() / "rpe_tables_test";
-  rpe::finetune::remove_tree(dir);
+  const auto dir = rpe::test::temp_dir();
   ResultRow r;
   r.run_id = "x/seed1";
   r.method = "absolute";
@@ -75,25 +62,14 @@ TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
   } catch (const rpe::UserError& e) {
     EXPECT_NE(std::string(e.what()).find("r.jsonl:3"), std::string::npos) << e.what();
   }
-  rpe::finetune::remove_tree(dir);
+  rpe::test::remove_tree(dir);
 }
 
 TEST(Tables, JsonMirrorsCsvRows) {
   std::vector<ResultRow> rows;
-  for (int seed = 1; seed <= 2; ++seed) {
-    ResultRow r;
-    r.run_id = "ft/seed" + std::to_string(seed);
-    r.method = "absolute";
-    r.pretrain_run = "runs/tiny_absolute";
-    r.pretrain_max_len = 128;
-    r.task = "squad_v1";
-    r.split = "dev";
-    r.seed = seed;
-    r.metric = "exact";
-    r.value = 70.0 + 4 * seed;  // 74, 78: mean 76, sample std sqrt(8)
-    r.finetune_max_len = 128;
-    rows.push_back(r);
-  }
+  for (int seed = 1; seed <= 2; ++seed)  // EM 74, 78: mean 76, sample std sqrt(8)
+    rows.push_back(squad_row("ft/seed" + std::to_string(seed), "absolute", 0, 128, seed, "exact", 70.0 + 4 * seed,
+                             "runs/tiny_absolute"));
   const auto t = render_tables(rows, {"2"});
   // One object per CSV row: EM with the values, F1 without any (mean/std null, n 0).
   ASSERT_EQ(t.json.size(), 2u) << t.json.dump();
