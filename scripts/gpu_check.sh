@@ -9,7 +9,8 @@
 #      no step may be non-finite;
 #   4. measures tokens/s, peak memory and MFU at L = 128 and 512 for every method beside
 #      Hugging Face BertForMaskedLM (transformers 4.x: absolute SDPA, relative_key,
-#      relative_key_query) in the same run -> bench/results/gpu_<device>.md.
+#      relative_key_query; --wheels: carried by scripts/pack_wheels.sh) in the same run
+#      -> bench/results/gpu_<device>.md.
 #   5. (--table2) the second stage, scripts/gpu_table2.sh: Table 2 at mini scale on real data
 #      (--data: the folder scripts/pack_data.sh wrote), sized to --minutes.
 # --only build,tests,train,bench runs those steps alone (to split the check over several calls of
@@ -20,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SMOKE=0 BUILD=build-gpu DEPS=deps OUT="" STEPS=300 PY=.venv/bin/python ONLY=build,tests,train,bench
-TABLE2=0 DATA=gpu-data MINUTES=25
+TABLE2=0 DATA=gpu-data MINUTES=25 WHEELS=""
 while (($#)); do
   case $1 in
     --cpu-smoke) SMOKE=1 ;;
@@ -33,8 +34,9 @@ while (($#)); do
     --table2) TABLE2=1 ;;
     --data) DATA=$2; shift ;;
     --minutes) MINUTES=$2; shift ;;
+    --wheels) WHEELS=$2; shift ;;
     *) echo "usage: $0 [--cpu-smoke] [--build-dir DIR] [--deps DIR] [--out DIR] [--steps N] [--python PY]" \
-            "[--only build,tests,train,bench] [--table2 [--data DIR] [--minutes M]]" >&2; exit 2 ;;
+            "[--only build,tests,train,bench] [--wheels DIR] [--table2 [--data DIR] [--minutes M]]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -142,8 +144,14 @@ run_bench() {
   say "benchmark: rpe-bench-model"
   "$BUILD/rpe-bench-model" "${bench[@]}" >"$OUT/rpe.jsonl" 2>"$OUT/rpe_bench.log" || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model"; }
   say "benchmark: Hugging Face (bench/hf_bench.py)"
+  local hf_env=()
+  if [[ -n $WHEELS ]]; then  # transformers 4.x carried as wheels (scripts/pack_wheels.sh), for hf_bench.py only
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check --target "$OUT/hf-site" \
+      "$WHEELS"/*.whl || fail "installing the wheels in $WHEELS"
+    hf_env=(env PYTHONPATH="$OUT/hf-site${PYTHONPATH:+:$PYTHONPATH}")
+  fi
   set +e
-  "$PY" bench/hf_bench.py "${bench[@]}" >"$OUT/hf.jsonl" 2>"$OUT/hf_bench.log"
+  "${hf_env[@]}" "$PY" bench/hf_bench.py "${bench[@]}" >"$OUT/hf.jsonl" 2>"$OUT/hf_bench.log"
   code=$?
   set -e
   if ((code == 77)); then
