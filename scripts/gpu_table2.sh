@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Second stage of the GPU check (issue 14; docs/gpu.md): Table 2 of Huang et al. 2020 at mini
-# scale on real data -- the mini_* presets (4 layers, hidden 256, L = 128, bf16) for absolute,
-# shaw and m1-m4, pretrained on the packed English corpus with BERT's uncased WordPiece
-# vocabulary, fine-tuned on SQuAD 1.1 train and scored on its dev set -- sized to a time budget:
+# scale on real data -- the mini_* presets (4 layers, hidden 256, L = 128, bf16) for the methods
+# the paper's Table 2 reports (`rpe-train methods --names --paper-table 2`; --methods), pretrained
+# on the packed English corpus with BERT's uncased WordPiece vocabulary, fine-tuned on SQuAD 1.1
+# train and scored on its dev set -- sized to a time budget:
 #   1. unpacks SQuAD and prepares the shards once (--data: the folder scripts/pack_data.sh wrote);
 #   2. measures every method's step time at the run's shape (rpe-bench-model) and sizes the
 #      pretraining steps so that the whole stage fits --minutes (bench/table2_plan.py -> plan.json);
@@ -13,7 +14,7 @@
 # --cpu-smoke: the same four steps on the CPU at toy size (ctest gpu_table2_cpu_smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DATA=gpu-data MINUTES=25 METHODS=absolute,shaw,m1,m2,m3,m4 SEEDS=1 EPOCHS=2
+DATA=gpu-data MINUTES=25 METHODS="" SEEDS=1 EPOCHS=2
 BUILD=build-gpu PY=.venv/bin/python OUT="" SMOKE=0
 while (($#)); do
   case $1 in
@@ -40,6 +41,7 @@ for f in vocab.txt corpus.txt.gz squad/train-v1.1.json.gz squad/dev-v1.1.json.gz
   [[ -f $DATA/$f ]] || fail "$DATA/$f not found (make the folder with scripts/pack_data.sh; --data)"
 done
 DATA=$(cd "$DATA" && pwd)
+[[ -n $METHODS ]] || METHODS=$("$BUILD/rpe-train" methods --names --paper-table 2 | paste -sd,)
 source scripts/device_name.sh
 device_name "$PY" "$SMOKE"  # DEVNAME, SLUG
 if ((SMOKE)); then

@@ -34,6 +34,8 @@ expect_error "invalid UTF-8" "bad.txt: invalid UTF-8 at byte offset 3" "$BIN" pr
 expect_error "unknown flag" "" "$BIN" pretrain --config $CFG --bogus
 expect_error "unknown preset method" "config file not found: tiny_m9.yaml \(looked in \., configs/pretrain, configs/finetune" "$BIN" dump-config --config tiny_m9.yaml
 expect_error "unknown method name" "unknown method 'm9'" "$BIN" methods --names absolute m9
+expect_error "paper table without a row list" "--paper-table: 4 not in" "$BIN" methods --names --paper-table 4
+expect_error "paper table without --names" "read with --names only" "$BIN" methods --paper-table 2
 
 # Happy paths.
 "$BIN" --version | grep -q "^rpe-train " || { echo "FAIL --version"; fail=1; }
@@ -45,6 +47,10 @@ expect_error "unknown method name" "unknown method 'm9'" "$BIN" methods --names 
   { echo "FAIL dump-config --config base_method4.yaml"; fail=1; }
 [ "$("$BIN" methods --names | head -1)" = absolute ] && [ "$("$BIN" methods --names method4)" = m4 ] &&
   "$BIN" methods | grep -q "options: model.attention.max_relative" || { echo "FAIL methods"; fail=1; }
+# The paper's Tables 2 and 3 report absolute, Shaw et al. and methods 1-4 (Huang et al. 2020).
+[ "$("$BIN" methods --names --paper-table 2 | paste -sd' ')" = "absolute shaw m1 m2 m3 m4" ] &&
+  [ "$("$BIN" methods --names --paper-table 3 rope method4 | paste -sd' ')" = "m4" ] ||
+  { echo "FAIL methods --paper-table"; fail=1; }
 # Settings files for scripts as bash assignments (scripts/reproduce/lib.sh reads configs/reproduce/).
 "$BIN" dump-config --shell --config configs/reproduce/tiny.yaml | grep -qx "K_LIST=('2' '4' '8' '16' '32' '64' '127')" ||
   { echo "FAIL dump-config --shell"; fail=1; }
