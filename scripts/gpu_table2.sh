@@ -45,15 +45,16 @@ DATA=$(cd "$DATA" && pwd)
 source scripts/device_name.sh
 device_name "$PY" "$SMOKE"  # DEVNAME, SLUG
 if ((SMOKE)); then
-  DEVICE=cpu OUT=${OUT:-$(mktemp -d)} REPORT=$OUT/report CAP=12 MIN=4 EPOCHS=1
+  DEVICE=cpu OUT=${OUT:-$(mktemp -d)} REPORT=$OUT/report CAP=12 MIN=4 EPOCHS=1 FT_BATCH=16
   model=(model.hidden=32 model.layers=2 model.heads=2 model.ffn=64 train.batch_size=16 train.threads=1
          data.valid_fraction=0.34)  # 2 of the sample's 6 documents held out
-  ft=(train.batch_size=16 finetune.eval_batch_size=32 train.threads=1)
-  shape=(--hidden 32 --layers 2 --heads 2 --ffn 64 --batch-tokens 2048 --steps 2 --warmup 1)
+  ft=(finetune.eval_batch_size=32 train.threads=1)
+  shape=(--hidden 32 --layers 2 --heads 2 --ffn 64 --steps 2 --warmup 1) PRE_TOKENS=2048
 else
   DEVICE=cuda OUT=${OUT:-bench/results/table2_run_$SLUG} REPORT=bench/results/table2_mini_$SLUG CAP=5000 MIN=200
+  FT_BATCH=32  # configs/finetune/mini_squad.yaml's batch, set explicitly below so plan and runs agree
   model=() ft=()
-  shape=(--hidden 256 --layers 4 --heads 4 --ffn 1024 --batch-tokens 16384 --steps 10 --warmup 3)  # mini: 128 x 128 tokens
+  shape=(--hidden 256 --layers 4 --heads 4 --ffn 1024 --steps 10 --warmup 3) PRE_TOKENS=16384  # mini: 128 x 128
 fi
 mkdir -p "$OUT/squad"
 OUT=$(cd "$OUT" && pwd)
@@ -74,9 +75,13 @@ tail -1 "$OUT/prepare.log"
 # ---- 2. plan: measured step times -> steps per method that fit the budget -------------------
 if [[ ! -f $OUT/plan.json ]]; then
   say "measure the step time of $METHODS at the run's shape"
-  "$BUILD/rpe-bench-model" --device $DEVICE --methods "$METHODS" --lengths 128 --vocab 30522 "${shape[@]}" \
-    >"$OUT/plan_bench.jsonl" 2>"$OUT/plan_bench.log" || { tail -5 "$OUT/plan_bench.log"; fail "rpe-bench-model"; }
-  "$PY" bench/table2_plan.py --bench "$OUT/plan_bench.jsonl" --squad-train "$OUT/squad/train-v1.1.json" \
+  for b in pretrain:$PRE_TOKENS finetune:$((FT_BATCH * 128)); do  # the fine-tuning batch is measured on its own
+    "$BUILD/rpe-bench-model" --device $DEVICE --methods "$METHODS" --lengths 128 --vocab 30522 "${shape[@]}" \
+      --batch-tokens "${b#*:}" >"$OUT/plan_bench_${b%:*}.jsonl" 2>"$OUT/plan_bench.log" \
+      || { tail -5 "$OUT/plan_bench.log"; fail "rpe-bench-model"; }
+  done
+  "$PY" bench/table2_plan.py --bench "$OUT/plan_bench_pretrain.jsonl" --bench-finetune "$OUT/plan_bench_finetune.jsonl" \
+    --finetune-batch $FT_BATCH --squad-train "$OUT/squad/train-v1.1.json" \
     --squad-dev "$OUT/squad/dev-v1.1.json" --budget-s $((MINUTES * 60)) --spent-s $(($(date +%s) - T0)) \
     --seeds ${#seed_list[@]} --epochs "$EPOCHS" --max-steps $CAP --min-steps $MIN --out "$OUT/plan.json" \
     || fail "no plan fits --minutes $MINUTES (see above)"
@@ -92,7 +97,7 @@ run=(train.max_steps=$steps train.warmup_steps=$(plan warmup_steps) train.eval_e
 args=(--scale mini --out "$OUT/reproduce" --methods "$METHODS" --seeds "$SEEDS" --corpus "$DATA/corpus.txt.gz"
       --squad-dir "$OUT/squad" --rpe-train "$BUILD/rpe-train" --python "$PY")
 for s in "${pre[@]}" "${run[@]}"; do args+=(--pretrain-set "$s"); done
-for s in finetune.epochs="$EPOCHS" train.precision=bf16 train.device=$DEVICE "${ft[@]}"; do args+=(--finetune-set "$s"); done
+for s in finetune.epochs="$EPOCHS" train.batch_size=$FT_BATCH train.precision=bf16 train.device=$DEVICE "${ft[@]}"; do args+=(--finetune-set "$s"); done
 say "Table 2 at mini scale: $METHODS, $steps steps each, seeds $SEEDS, SQuAD $EPOCHS epochs"
 scripts/reproduce/table2.sh "${args[@]}" 2>&1 | tee "$OUT/table2.log" | grep -E '^\[reproduce' || true
 ((PIPESTATUS[0] == 0)) || { tail -20 "$OUT/table2.log"; fail "scripts/reproduce/table2.sh ($OUT/table2.log)"; }

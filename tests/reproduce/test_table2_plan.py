@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """ctest table2_plan: bench/table2_plan.py against a plan worked out by hand.
 
-Two methods (absolute: 100 ms/step, 1,000 tokens/s; m4: 300 ms, 500 tokens/s), a SQuAD file of
-one paragraph of 100 words and two questions of 10 words, used as train and dev, L = 128:
+Two methods measured at the pretraining batch (absolute: 100 ms/step; m4: 300 ms) and at the
+fine-tuning batch of 2 windows (absolute: 50 ms, 2,000 tokens/s; m4: 100 ms, 1,000 tokens/s), a
+SQuAD file of one paragraph of 100 words and two questions of 10 words as train and dev, L = 128:
   windows per question: c = 1.3 * 100 = 130, q = ceil(1.3 * 10) = 13, room = 128 - 13 - 3 = 112,
                         1 + ceil((130 - 112) / 64) = 2  -> 4 train windows, 4 dev windows
-  fine-tuning (2 epochs): absolute 2*4*128/1000 + 4*128/3000 = 1.194667 s
-                          m4       2*4*128/500  + 4*128/1500 = 2.389333 s
-  fixed = (20 + 1.194667 + 20) + (20 + 2.389333 + 20) = 83.584 s
-  budget 1000 s, 16 s spent: (1000 - 16 - 83.584) / (0.1 + 0.3) = 2251.04 -> 2251 steps
-  budget 100 s: 1 step < 200 -> refused, "at least ceil((16 + 83.584 + 200 * 0.4) / 60) = 3 minutes"
+  fine-tuning (2 epochs of 4 / 2 = 2 steps): absolute 4 * 0.05 + 4*128/(3*2000) = 0.285333 s
+                                             m4       4 * 0.1  + 4*128/(3*1000) = 0.570667 s
+  fixed = (20 + 0.285333 + 20) + (20 + 0.570667 + 20) = 80.856 s
+  budget 1000 s, 16 s spent: (1000 - 16 - 80.856) / (0.1 + 0.3) = 2257.86 -> 2257 steps
+  budget 100 s: 7 steps < 200 -> refused, "at least ceil((16 + 80.856 + 200 * 0.4) / 60) = 3 minutes"
 """
 import json
 import subprocess
@@ -28,9 +29,13 @@ with tempfile.TemporaryDirectory() as tmp:
     (tmp / "bench.jsonl").write_text(
         json.dumps({"method": "absolute", "step_ms": 100.0, "tokens_per_s": 1000.0}) + "\n" +
         json.dumps({"method": "m4", "step_ms": 300.0, "tokens_per_s": 500.0}) + "\n")
+    (tmp / "bench_ft.jsonl").write_text(
+        json.dumps({"method": "absolute", "step_ms": 50.0, "tokens_per_s": 2000.0}) + "\n" +
+        json.dumps({"method": "m4", "step_ms": 100.0, "tokens_per_s": 1000.0}) + "\n")
 
     def plan(budget):
         cmd = [sys.executable, str(root / "bench/table2_plan.py"), "--bench", str(tmp / "bench.jsonl"),
+               "--bench-finetune", str(tmp / "bench_ft.jsonl"), "--finetune-batch", "2",
                "--squad-train", str(tmp / "squad.json"), "--squad-dev", str(tmp / "squad.json"),
                "--budget-s", str(budget), "--spent-s", "16", "--epochs", "2", "--out", str(tmp / "plan.json")]
         return subprocess.run(cmd, capture_output=True, text=True)
@@ -39,13 +44,13 @@ with tempfile.TemporaryDirectory() as tmp:
     assert r.returncode == 0, r.stderr
     p = json.loads((tmp / "plan.json").read_text())
     assert p["squad_windows"] == {"train": 4, "dev": 4}, p["squad_windows"]
-    assert abs(p["per_method"]["absolute"]["finetune_s"] - 1.2) < 1e-9, p["per_method"]
-    assert abs(p["per_method"]["m4"]["finetune_s"] - 2.4) < 1e-9, p["per_method"]
-    assert (p["steps"], p["warmup_steps"], p["eval_every"], p["save_every"], p["log_every"]) == (2251, 225, 450, 450, 45), p
-    assert abs(p["estimated_s"] - (16 + 83.584 + 2251 * 0.4)) < 0.06, p["estimated_s"]
+    assert abs(p["per_method"]["absolute"]["finetune_s"] - 0.3) < 1e-9, p["per_method"]  # rounded to 0.1 s
+    assert abs(p["per_method"]["m4"]["finetune_s"] - 0.6) < 1e-9, p["per_method"]
+    assert (p["steps"], p["warmup_steps"], p["eval_every"], p["save_every"], p["log_every"]) == (2257, 225, 451, 451, 45), p
+    assert abs(p["estimated_s"] - (16 + 80.856 + 2257 * 0.4)) < 0.06, p["estimated_s"]
     (tmp / "plan.json").unlink()
 
     r = plan(100)
     assert r.returncode != 0 and not (tmp / "plan.json").exists(), r
-    assert "buys 1 steps per method, fewer than 200: give at least 3 minutes" in r.stderr, r.stderr
+    assert "buys 7 steps per method, fewer than 200: give at least 3 minutes" in r.stderr, r.stderr
 print("table2_plan: hand-computed plans match")
