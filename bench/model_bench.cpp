@@ -18,6 +18,7 @@
 
 #include "model/attention/registry.h"
 #include "model/bert.h"
+#include "train/foreach_adamw.h"
 #include "train/mlm_task.h"
 #include "train/precision.h"
 
@@ -58,7 +59,7 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L) {
   model->to(device);
   model->train();
   model->set_fused_attention(device.is_cuda());
-  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-4).weight_decay(0.01));
+  rpe::ForeachAdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-4).weight_decay(0.01));  // as training
   const int64_t B = std::max<int64_t>(1, a.batch_tokens / L);
   const auto lopt = torch::TensorOptions().dtype(torch::kLong).device(device);
   auto ids = torch::randint(5, a.vocab, {B, L}, lopt);

@@ -40,6 +40,7 @@ set(RPE_CORE_SOURCES
   src/dist/launch_env.cpp
   # training: optimizer + schedule, checkpoint, metrics, trainer
   src/train/lamb.cpp
+  src/train/foreach_adamw.cpp
   src/train/optim.cpp
   src/train/checkpoint_file.cpp
   src/train/checkpoint.cpp

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "train/foreach_adamw.h"
 #include "train/lamb.h"
 
 namespace rpe {
@@ -25,7 +26,7 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, const 
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(g.decay, std::make_unique<torch::optim::AdamWOptions>(opts.weight_decay(o.weight_decay)));
   groups.emplace_back(g.no_decay, std::make_unique<torch::optim::AdamWOptions>(opts.weight_decay(0.0)));
-  return std::make_unique<torch::optim::AdamW>(groups, opts);
+  return std::make_unique<ForeachAdamW>(groups, opts);
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& model, const TrainOptions& o) {

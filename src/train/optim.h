@@ -22,8 +22,8 @@ struct ParamGroups {
 ParamGroups split_decay_groups(torch::nn::Module& model);
 
 // The optimizer named by options.optimizer (adamw | lamb) over split_decay_groups(model).
-// LibTorch's C++ AdamW has no foreach/fused switch (that exists only in Python), so AdamW is
-// its per-tensor loop; LAMB uses the _foreach kernels.
+// Both step whole parameter groups with the _foreach kernels (AdamW: train/foreach_adamw.h,
+// LibTorch's AdamW op for op; LAMB: train/lamb.h).
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& model, const TrainOptions& options);
 std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, const TrainOptions& options);
 
