@@ -15,3 +15,10 @@ target_link_libraries(rpe-bench-model PRIVATE rpe_core CLI11::CLI11)
 if(RPE_USE_PCH)
   target_precompile_headers(rpe-bench-model REUSE_FROM rpe_core)
 endif()
+# rpe-bench-optim: one optimizer step over BERT's parameters, LibTorch's AdamW loop vs the
+# _foreach AdamW training uses vs LAMB (time and ops per step); gpu_check.sh reports it.
+add_executable(rpe-bench-optim bench/optim_bench.cpp)
+target_link_libraries(rpe-bench-optim PRIVATE rpe_core CLI11::CLI11)
+if(RPE_USE_PCH)
+  target_precompile_headers(rpe-bench-optim REUSE_FROM rpe_core)
+endif()

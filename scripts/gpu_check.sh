@@ -50,7 +50,7 @@ step() { [[ ",$ONLY," == *",$1,"* ]]; }
 # ---- 1. build -------------------------------------------------------------------------
 if ((SMOKE)); then
   DEVICE=cpu
-  for b in rpe-train rpe_tests rpe-bench-model; do [[ -x $BUILD/$b ]] || fail "no $BUILD/$b (build first)"; done
+  for b in rpe-train rpe_tests rpe-bench-model rpe-bench-optim; do [[ -x $BUILD/$b ]] || fail "no $BUILD/$b (build first)"; done
 else
   DEVICE=cuda
   "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || fail "torch sees no CUDA device"
@@ -70,7 +70,7 @@ else
     cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPE_BUILD_TESTS=ON -DTorch_DIR="$torch_cmake/Torch" \
       >"$BUILD.configure.log" 2>&1 \
       || { tail -20 "$BUILD.configure.log"; fail "configure (log: $BUILD.configure.log)"; }
-    cmake --build "$BUILD" --target rpe-train rpe_tests rpe-bench-model >"$BUILD.build.log" 2>&1 \
+    cmake --build "$BUILD" --target rpe-train rpe_tests rpe-bench-model rpe-bench-optim >"$BUILD.build.log" 2>&1 \
       || { tail -30 "$BUILD.build.log"; fail "build (log: $BUILD.build.log)"; }
   fi
   [[ -x $BUILD/rpe-train ]] || fail "no $BUILD/rpe-train (run the build step first: --only build)"
@@ -134,15 +134,21 @@ PY
 
 # ---- 4. benchmark beside Hugging Face ------------------------------------------------------
 run_bench() {
+  local size=() bench=() optim=()
   if ((SMOKE)); then
-    bench=(--device cpu --lengths 32 --batch-tokens 256 --hidden 32 --layers 2 --heads 2 --ffn 64 --vocab 200 --steps 2 --warmup 1)
+    size=(--hidden 32 --layers 2 --heads 2 --ffn 64 --vocab 200 --steps 2 --warmup 1)
+    bench=(--device cpu --lengths 32 --batch-tokens 256 "${size[@]}")
+    optim=(--device cpu "${size[@]}")
     REPORT=$OUT/gpu_cpu_smoke.md
   else
     bench=(--device cuda --lengths 128,512 --batch-tokens 16384 --steps 20 --warmup 3)
+    optim=(--device cuda --steps 20 --warmup 3)  # BERT-base
     REPORT=bench/results/gpu_$SLUG.md
   fi
   say "benchmark: rpe-bench-model"
   "$BUILD/rpe-bench-model" "${bench[@]}" >"$OUT/rpe.jsonl" 2>"$OUT/rpe_bench.log" || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model"; }
+  say "benchmark: one optimizer step (rpe-bench-optim)"
+  "$BUILD/rpe-bench-optim" "${optim[@]}" >"$OUT/optim.jsonl" 2>"$OUT/optim_bench.log" || { tail "$OUT/optim_bench.log"; fail "rpe-bench-optim"; }
   say "benchmark: Hugging Face (bench/hf_bench.py)"
   local hf_env=()
   if [[ -n $WHEELS ]]; then  # transformers 4.x carried as wheels (scripts/pack_wheels.sh), for hf_bench.py only
@@ -159,7 +165,7 @@ run_bench() {
   elif ((code)); then
     tail "$OUT/hf_bench.log"; fail "hf_bench.py"
   fi
-  "$PY" bench/gpu_report.py --device-name "$DEVNAME" --out "$REPORT" "$OUT/rpe.jsonl" "$OUT/hf.jsonl" \
+  "$PY" bench/gpu_report.py --device-name "$DEVNAME" --out "$REPORT" "$OUT/rpe.jsonl" "$OUT/hf.jsonl" "$OUT/optim.jsonl" \
     --note "$(((SMOKE)) && echo 'CPU smoke run at tiny size: the numbers mean nothing.' || echo "rpe-train $("$BUILD/rpe-train" --version | head -1)")"
 }
 

@@ -72,17 +72,15 @@ torch::Tensor Lamb::step(LossClosure closure) {
     auto update = at::_foreach_div(m, bc1);
     at::_foreach_div_(update, denom);                         // m_hat / (sqrt(v_hat) + eps)
     if (o.weight_decay() != 0.0) at::_foreach_add_(update, params, o.weight_decay());
-    const auto p_norms = at::_foreach_norm(params);
-    const auto r_norms = at::_foreach_norm(update);
-    // Per-tensor step size -lr * trust: scalars stay on the device (no host sync on CUDA).
-    std::vector<torch::Tensor> scaled;
-    scaled.reserve(update.size());
-    for (size_t i = 0; i < update.size(); ++i) {
-      auto trust = torch::where(p_norms[i].gt(0) & r_norms[i].gt(0), p_norms[i] / r_norms[i],
-                                torch::ones_like(p_norms[i]));
-      scaled.push_back(update[i].mul_(trust * (-o.lr())));
-    }
-    at::_foreach_add_(params, scaled);
+    // Per-tensor step size -lr * trust, computed for all tensors at once on the device (no host
+    // sync on CUDA): [N] norms -> [N] factors; then one scaling op per tensor, since _foreach ops
+    // take per-tensor factors only as host scalars.
+    const auto p_norms = torch::stack(at::_foreach_norm(params));  // [N]
+    const auto r_norms = torch::stack(at::_foreach_norm(update));  // [N]
+    const auto trust = torch::where(p_norms.gt(0).logical_and(r_norms.gt(0)), p_norms / r_norms, 1.0);
+    const auto factors = (trust * (-o.lr())).to(update[0].scalar_type()).unbind(0);  // N x [ ]
+    for (size_t i = 0; i < update.size(); ++i) update[i].mul_(factors[i]);
+    at::_foreach_add_(params, update);
   }
   return loss;
 }

@@ -6,7 +6,9 @@
 //   trust = ||p|| / ||r||  (1 when either norm is 0)
 //   p = p - lr * trust * r
 // The step runs on whole parameter lists with LibTorch's _foreach kernels (one fused launch per
-// op on CUDA; a loop on CPU), so its cost does not grow with the number of small tensors.
+// op on CUDA; a loop on CPU) and computes every tensor's trust ratio in one [N] vector; only the
+// scaling of each update by its ratio is one op per tensor (_foreach ops take per-tensor factors
+// only as host scalars, and reading them would sync the host every step).
 #pragma once
 #include <torch/optim/optimizer.h>
 #include <torch/optim/serialize.h>

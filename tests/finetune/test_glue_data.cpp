@@ -88,7 +88,7 @@ TEST(GlueData, StsbScoresMustBeFiniteAndInZeroToFive) {
 
 TEST(GlueData, InvalidUtf8IsRefusedNamingFileAndLine) {
   // A lone continuation byte in sentence2 of line 3, and a truncated 3-byte sequence.
-  for (const std::string bad : {std::string("ok \x80 no"), std::string("cut \xE2\x82")}) {
+  for (const std::string& bad : {std::string("ok \x80 no"), std::string("cut \xE2\x82")}) {
     const std::string text = "index\tquestion\tsentence\tlabel\n0\ta\tb\tentailment\n1\ta\t" + bad + "\tentailment\n";
     const auto err = glue_error(text, "qnli", "rpe_glue_utf8.tsv");
     EXPECT_NE(err.find("rpe_glue_utf8.tsv:3: invalid UTF-8 at byte"), std::string::npos) << err;

@@ -2,7 +2,6 @@
 // parameters and state over several steps with two groups, a changing lr and a tensor that
 // misses its gradient for a while; the state loads into AdamW and back; and a step dispatches
 // a fixed number of ops per group instead of ~7 per tensor.
-#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -11,6 +10,7 @@
 
 #include "train/foreach_adamw.h"
 #include "train/optim.h"
+#include "util/op_counter.h"
 
 namespace rpe {
 namespace {
@@ -106,34 +106,15 @@ TEST(ForeachAdamW, StateLoadsIntoLibTorchAdamW) {
   expect_same_state(*a, *b, ours, ref);  // same moments and step count after the round trip
 }
 
-// Counts the ops dispatched at the top level (not the per-tensor ops a CPU foreach op runs inside).
-struct TopLevelOps {
-  static thread_local int depth, count;
-  at::CallbackHandle handle;
-  TopLevelOps() {
-    handle = at::addThreadLocalCallback(
-        at::RecordFunctionCallback(
-            [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
-              if (depth++ == 0) ++count;
-              return nullptr;
-            },
-            [](const at::RecordFunction&, at::ObserverContext*) { --depth; })
-            .scopes({at::RecordScope::FUNCTION}));
-  }
-  ~TopLevelOps() { at::removeCallback(handle); }
-};
-thread_local int TopLevelOps::depth = 0, TopLevelOps::count = 0;
-
 template <class Opt>
 int ops_per_step(int tensors) {
   auto ps = make_params(tensors), unused = clone_params(ps);
   auto opt = make<Opt>(ps);
   set_grads(ps, unused, 0);
   opt->step();  // the first step also creates the state
-  TopLevelOps counter;
-  TopLevelOps::count = 0;
+  TopLevelOpCounter counter;
   opt->step();
-  return TopLevelOps::count;
+  return counter.ops();
 }
 
 TEST(ForeachAdamW, DispatchesPerGroupNotPerTensor) {
