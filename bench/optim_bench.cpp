@@ -1,6 +1,7 @@
 // rpe-bench-optim: one optimizer step over a whole BERT model's parameters (BERT-base unless
 // sized down), per optimizer: LibTorch's torch::optim::AdamW (its per-tensor loop), rpe-train's
-// ForeachAdamW (what training uses: train/foreach_adamw.h) and LAMB, with the decay groups
+// ForeachAdamW (train/foreach_adamw.h) as step() (_foreach ops) and as step_if (the fused kernel
+// that skips non-finite steps on the device: what training runs) and LAMB, with the decay groups
 // training uses. Prints one JSON line per optimizer:
 //   {"impl": "optim", "optimizer", "device", "tensors", "parameters", "step_ms", "ops_per_step"}
 // Time: median of --steps timed steps after --warmup, each ended by a device sync. Ops: the
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/bert.h"
+#include "train/foreach_adamw.h"
 #include "train/optim.h"
 #include "util/op_counter.h"
 
@@ -38,12 +40,19 @@ std::unique_ptr<torch::optim::Optimizer> make(const std::string& name, torch::nn
     groups.emplace_back(g.no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(opts).weight_decay(0.0)));
     return std::make_unique<torch::optim::AdamW>(groups, opts);
   }
-  t.optimizer = name == "adamw" ? "adamw" : "lamb";
+  t.optimizer = name == "lamb" ? "lamb" : "adamw";  // adamw-foreach and adamw-train: ForeachAdamW
   return rpe::make_optimizer(model, t);
 }
 
 nlohmann::json measure(const Options& a, const std::string& name, rpe::BertModel& model, const torch::Device& device) {
   auto opt = make(name, *model);
+  const auto finite = torch::ones({}, torch::TensorOptions(torch::kBool).device(device));  // as the engine's flag
+  auto one_step = [&] {
+    if (name == "adamw-train")
+      static_cast<rpe::ForeachAdamW&>(*opt).step_if(finite);
+    else
+      opt->step();
+  };
   std::vector<double> ms;
   int ops = 0;
   for (int i = 0; i < a.warmup + a.steps; ++i) {
@@ -51,10 +60,10 @@ nlohmann::json measure(const Options& a, const std::string& name, rpe::BertModel
     const auto t0 = std::chrono::steady_clock::now();
     if (i == a.warmup) {
       rpe::TopLevelOpCounter counter;  // one step with the state in place
-      opt->step();
+      one_step();
       ops = counter.ops();
     } else {
-      opt->step();
+      one_step();
     }
     sync(device);
     if (i >= a.warmup) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -62,7 +71,7 @@ nlohmann::json measure(const Options& a, const std::string& name, rpe::BertModel
   std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
   int64_t numel = 0;
   for (const auto& p : model->parameters()) numel += p.numel();
-  return {{"impl", "optim"},           {"optimizer", name == "adamw" ? "adamw-foreach" : name},
+  return {{"impl", "optim"},           {"optimizer", name},
           {"device", device.str()},    {"tensors", model->parameters().size()},
           {"parameters", numel},       {"step_ms", ms[ms.size() / 2]},
           {"ops_per_step", ops}};
@@ -91,7 +100,7 @@ int main(int argc, char** argv) {
     model->to(device);
     torch::NoGradGuard no_grad;
     for (auto& p : model->parameters()) p.mutable_grad() = torch::randn_like(p) * 1e-3;
-    for (const char* name : {"adamw-libtorch", "adamw", "lamb"})
+    for (const char* name : {"adamw-libtorch", "adamw-foreach", "adamw-train", "lamb"})
       std::cout << measure(a, name, model, device).dump() << std::endl;
   } catch (const std::exception& e) {
     std::cerr << "rpe-bench-optim: " << e.what() << "\n";

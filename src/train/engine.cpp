@@ -1,6 +1,8 @@
 // The training engine (see engine.h).
 #include "train/engine.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <chrono>
 #include <cmath>
 
@@ -42,6 +44,10 @@ bool all_finite(const std::vector<torch::Tensor>& params) {
 Engine::Engine(EngineSetup setup, torch::nn::Module& model, torch::optim::Optimizer& optimizer, Task& task)
     : s_(std::move(setup)), model_(model), optimizer_(optimizer), task_(task), params_(model.parameters()) {
   require(s_.dp != nullptr, "Engine: no DataParallel given");
+  device_update_ = dynamic_cast<ForeachAdamW*>(&optimizer_);
+  for (const auto& group : optimizer_.param_groups())  // step_if has no amsgrad: decide on the host
+    if (auto* o = dynamic_cast<const torch::optim::AdamWOptions*>(&group.options()); o && o->amsgrad())
+      device_update_ = nullptr;
   s_.dp->attach_gradient_hooks(params_);  // multi-process: all-reduce overlapped with backward
 }
 
@@ -112,6 +118,7 @@ StepStats Engine::step(int64_t step) {
 fs::path Engine::save(TrainState& state) {
   state.cursor = consumed_;
   if (s_.run_dir.empty() || s_.dp->rank() != 0) return {};
+  if (device_update_) device_update_->sync_host_state();  // its step counts, kept on the device
   if (!all_finite(params_)) {
     // issue 17: never keep (or call "good") weights that are NaN/inf
     const auto good = latest_checkpoint(s_.run_dir);
@@ -170,16 +177,68 @@ void Engine::flush_tokens(TrainState& state) {
   seen_tokens_.zero_();
 }
 
-void Engine::note_nonfinite(const StepStats& st, TrainState& state) {
-  optimizer_.zero_grad();  // no update from this step
+void Engine::note_nonfinite(int64_t step, const torch::Tensor& loss_t, const torch::Tensor& grad_norm,
+                            TrainState& state) {
   ++state.nonfinite_total;
   ++state.nonfinite_in_a_row;
-  const double loss = st.loss.item<double>(), gnorm = st.grad_norm.item<double>();
-  log::warn(s_.log_tag.c_str(), "step {}: non-finite {} ({}), update skipped ({} in a row, {} in total)",
-            state.step + 1, std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? gnorm : loss,
+  const double loss = loss_t.item<double>(), gnorm = grad_norm.item<double>();
+  log::warn(s_.log_tag.c_str(), "step {}: non-finite {} ({}), update skipped ({} in a row, {} in total)", step,
+            std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? gnorm : loss,
             state.nonfinite_in_a_row, state.nonfinite_total);
-  s_.metrics.write({{"step", state.step + 1}, {"event", "nonfinite_skip"}, {"loss", loss}, {"grad_norm", gnorm},
+  s_.metrics.write({{"step", step}, {"event", "nonfinite_skip"}, {"loss", loss}, {"grad_norm", gnorm},
                     {"nonfinite_in_a_row", state.nonfinite_in_a_row}, {"nonfinite_total", state.nonfinite_total}});
+}
+
+void Engine::update_on_device(const StepStats& st, TrainState& state, Window& w) {
+  settle(w, state);  // the previous step's flag: it is done while this one runs
+  device_update_->step_if(st.finite);
+  const auto logged = torch::stack({st.loss, st.grad_norm.to(torch::kDouble)});
+  w.sums.slice(0, 0, 2) += torch::where(st.finite, logged, torch::zeros_like(logged));  // finite steps only
+}
+
+bool Engine::update_on_host(const StepStats& st, TrainState& state, Window& w) {
+  const bool finite = st.finite.item<bool>();  // the one host read of a step with LAMB
+  if (finite) {
+    optimizer_.step();
+    state.nonfinite_in_a_row = 0;
+    w.sums.slice(0, 0, 2) += torch::stack({st.loss, st.grad_norm.to(torch::kDouble)});
+    ++w.finite_steps;
+  } else {
+    note_nonfinite(state.step + 1, st.loss, st.grad_norm, state);
+    ++w.skipped;
+  }
+  return finite;
+}
+
+void Engine::queue_pending(const StepStats& st, int64_t step) {
+  PendingStep p{step, st.finite, nullptr, st.loss, st.grad_norm, consumed_};
+  if (s_.device.is_cuda()) {  // a pinned copy on the stream, and an event to wait for it alone
+    p.finite = torch::empty({}, torch::TensorOptions(torch::kBool).pinned_memory(true));
+    p.finite.copy_(st.finite, /*non_blocking=*/true);
+    p.copied = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
+    p.copied->record(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(s_.device));
+  }
+  pending_ = std::move(p);
+}
+
+void Engine::settle(Window& w, TrainState& state) {
+  if (!pending_) return;
+  PendingStep p = std::move(*pending_);
+  pending_.reset();
+  if (p.copied) p.copied->synchronize();
+  if (p.finite.item<bool>()) {
+    state.nonfinite_in_a_row = 0;
+    ++w.finite_steps;
+    return;
+  }
+  note_nonfinite(p.step, p.loss, p.grad_norm, state);
+  ++w.skipped;
+  if (state.nonfinite_in_a_row >= s_.train.max_nonfinite_in_a_row) {
+    // Settled one step late, the next step's batches are taken but its update is not queued:
+    // the run stops as it was after step p.step (weights, optimizer, data position, counters).
+    consumed_ = p.cursor;
+    stop_nonfinite(state);
+  }
 }
 
 void Engine::stop_nonfinite(TrainState& state) {
@@ -242,32 +301,30 @@ EngineResult Engine::run(TrainState state) {
     const double lr = learning_rate(t, state.step);
     set_learning_rate(optimizer_, lr);
     const StepStats st = step(state.step);
-    const bool finite = st.finite.item<bool>();  // the one host read of a step (see engine.h)
-    if (finite) {
-      optimizer_.step();
-      state.nonfinite_in_a_row = 0;
-      w.sums.slice(0, 0, 2) += torch::stack({st.loss, st.grad_norm.to(torch::kDouble)});
-      ++w.finite_steps;
-    } else {
-      note_nonfinite(st, state);
-      ++w.skipped;
-    }
+    const bool finite = device_update_ ? true : update_on_host(st, state, w);  // device: decided there
+    if (device_update_) update_on_device(st, state, w);
     w.sums.slice(0, 2, 5) += torch::stack({st.correct, st.count, st.tokens});
     seen_tokens_ += st.tokens;
     ++state.step;
+    if (device_update_) queue_pending(st, state.step);
     if (s_.hooks.on_step) s_.hooks.on_step(state.step, st.loss.item<double>());
     if (!finite && state.nonfinite_in_a_row >= t.max_nonfinite_in_a_row) stop_nonfinite(state);
-    if (state.step % t.log_every == 0 || state.step == t.max_steps) log_window(w, state, lr, result);
+    if (state.step % t.log_every == 0 || state.step == t.max_steps) {
+      settle(w, state);  // a log line is a host read anyway
+      log_window(w, state, lr, result);
+    }
     const bool eval_now = (t.eval_every > 0 && state.step % t.eval_every == 0) || task_.eval_due(state.step);
     if (eval_now && state.step != t.max_steps && stop_after(state.step, evaluate(state.step))) {
       result.stopped_early = true;
       break;
     }
     if (t.save_every > 0 && state.step % t.save_every == 0 && state.step != t.max_steps && !s_.run_dir.empty()) {
+      settle(w, state);
       flush_tokens(state);
       save(state);
     }
   }
+  settle(w, state);
   s_.dp->barrier();  // every rank done with collectives before rank 0 saves and the group closes
   flush_tokens(state);
   if (!s_.run_dir.empty()) result.checkpoint = save(state);

@@ -13,25 +13,32 @@
 // so the gradient is that of the item-mean loss over the global batch whatever W and A are.
 //
 // Host synchronisation: the step keeps loss, counts, accuracy and gradient norm on the device
-// and accumulates them over the log window; they reach the host once per log interval. The one
-// exception is the non-finite guard: skipping an update exactly (AdamW/LAMB state untouched)
-// needs the decision on the host before optimizer.step(), so each optimizer step reads ONE
-// 1-element flag (isfinite(loss) && isfinite(grad norm)), never per micro-batch or per tensor.
-// The alternative (always stepping, then undoing on device with torch::where) would need a copy
-// of the parameters and both moment buffers, 3x the parameter memory, at every step.
+// and accumulates them over the log window; they reach the host once per log interval. The
+// non-finite guard (isfinite(loss) && isfinite(grad norm)) is decided on the device with AdamW
+// (ForeachAdamW::step_if: the update is queued unconditionally and skipped by the kernel), and
+// the host reads each step's flag one step late: the flag is copied to pinned memory as soon as
+// it exists, and read after the next step's forward/backward is queued, so the host waits for
+// the finished step only while the device works on the next (bookkeeping: counters, the warning,
+// the in-a-row stop, which restores the cursor of the step that tripped it). With LAMB the
+// decision is still taken on the host before optimizer.step(): one 1-element read per step.
 #pragma once
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include <c10/core/Event.h>
+
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
 #include "dist/data_parallel.h"
 #include "train/checkpoint.h"
+#include "train/foreach_adamw.h"
 #include "train/metrics.h"
 
 namespace rpe {
@@ -137,8 +144,24 @@ class Engine {
   struct Window;  // the log window's on-device sums (engine.cpp)
   // Adds the tokens counted on the device since the last call to state.tokens_seen (host read).
   void flush_tokens(TrainState& state);
-  // A skipped update at 0-based state.step: counters, the warning and a nonfinite_skip row.
-  void note_nonfinite(const StepStats& st, TrainState& state);
+  // A skipped update, step `step` (1-based): counters, the warning and a nonfinite_skip row.
+  void note_nonfinite(int64_t step, const torch::Tensor& loss, const torch::Tensor& grad_norm, TrainState& state);
+  // The update of `st`: queued for the device to apply or skip (AdamW), after settling the
+  // previous step; or decided on the host (LAMB), returning whether it was applied.
+  void update_on_device(const StepStats& st, TrainState& state, Window& w);
+  bool update_on_host(const StepStats& st, TrainState& state, Window& w);
+  // A step the device decided alone, its flag on the way to the host (see the header comment).
+  struct PendingStep {
+    int64_t step = 0;                    // 1-based
+    torch::Tensor finite;                // [] bool on the host (pinned; filled asynchronously on CUDA)
+    std::shared_ptr<c10::Event> copied;  // CUDA: the copy's completion; null on CPU
+    torch::Tensor loss, grad_norm;       // on the device, for the warning
+    LoaderCursor cursor;                 // the data position after this step
+  };
+  void queue_pending(const StepStats& st, int64_t step);
+  // Reads the pending step's flag and does its bookkeeping (window counts, non-finite warning,
+  // the in-a-row stop); a no-op when nothing is pending.
+  void settle(Window& w, TrainState& state);
   // After max_nonfinite_in_a_row skipped steps: saves the last finite weights, throws UserError.
   [[noreturn]] void stop_nonfinite(TrainState& state);
   // The progress line and metrics.jsonl row of the window ending at state.step; records the
@@ -148,6 +171,8 @@ class Engine {
   EngineSetup s_;
   torch::nn::Module& model_;
   torch::optim::Optimizer& optimizer_;
+  ForeachAdamW* device_update_ = nullptr;  // the optimizer when it can skip on the device
+  std::optional<PendingStep> pending_;
   Task& task_;
   std::vector<torch::Tensor> params_;
   std::optional<MicroBatch> next_;  // device copy in flight

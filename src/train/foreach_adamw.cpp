@@ -22,7 +22,21 @@ struct GroupStep {
 
 }  // namespace
 
+// AdamW's lazy initialisation: step 0, zero moments.
+AdamWParamState& ForeachAdamW::state_of(const torch::Tensor& p) {
+  auto& slot = state_[p.unsafeGetTensorImpl()];
+  if (!slot) {
+    auto fresh = std::make_unique<AdamWParamState>();
+    fresh->step(0);
+    fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    slot = std::move(fresh);
+  }
+  return static_cast<AdamWParamState&>(*slot);
+}
+
 torch::Tensor ForeachAdamW::step(LossClosure closure) {
+  sync_host_state();  // after step_if: the counts this loop reads and advances
   for (const auto& group : param_groups_)
     if (static_cast<const AdamWOptions&>(group.options()).amsgrad()) return AdamW::step(closure);
   torch::NoGradGuard no_grad;
@@ -38,15 +52,7 @@ torch::Tensor ForeachAdamW::step(LossClosure closure) {
     for (const auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       TORCH_CHECK(!p.grad().is_sparse(), "AdamW does not support sparse gradients");
-      auto& slot = state_[p.unsafeGetTensorImpl()];
-      if (!slot) {  // AdamW's lazy initialisation: step 0, zero moments
-        auto fresh = std::make_unique<AdamWParamState>();
-        fresh->step(0);
-        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        slot = std::move(fresh);
-      }
-      auto& st = static_cast<AdamWParamState&>(*slot);
+      auto& st = state_of(p);
       st.step(st.step() + 1);
       s.params.push_back(p);
       s.grads.push_back(p.grad());
@@ -67,6 +73,65 @@ torch::Tensor ForeachAdamW::step(LossClosure closure) {
     at::_foreach_addcdiv_(s.params, s.exp_avg, denom, s.neg_step_size);
   }
   return loss;
+}
+
+// The parameter's step count on its device, (re)made from the state when the state changed
+// behind our back (a checkpoint loaded into it) or was never seen.
+torch::Tensor& ForeachAdamW::device_step(const torch::Tensor& p, AdamWParamState& state) {
+  auto& d = device_steps_[p.unsafeGetTensorImpl()];
+  if (!d.count.defined() || (!host_stale_ && d.host_step != state.step())) {
+    d.count = torch::full({}, static_cast<double>(state.step()), p.options().dtype(torch::kFloat));
+    d.host_step = state.step();
+  }
+  return d.count;
+}
+
+void ForeachAdamW::step_if(const torch::Tensor& finite) {
+  torch::NoGradGuard no_grad;
+  const auto found_inf = finite.logical_not().to(torch::kFloat);  // [] 1 = leave everything as it is
+  const auto advance = finite.to(torch::kFloat);                  // [] 1 = count this step
+  for (auto& group : param_groups_) {
+    const auto& o = static_cast<const AdamWOptions&>(group.options());
+    TORCH_CHECK(!o.amsgrad(), "ForeachAdamW::step_if: amsgrad is not supported");
+    const auto [beta1, beta2] = o.betas();
+    std::vector<torch::Tensor> params, grads, exp_avg, exp_avg_sq, steps;
+    for (const auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& st = state_of(p);
+      params.push_back(p);
+      grads.push_back(p.grad());
+      exp_avg.push_back(st.exp_avg());
+      exp_avg_sq.push_back(st.exp_avg_sq());
+      steps.push_back(device_step(p, st));
+    }
+    if (params.empty()) continue;
+    at::_foreach_add_(steps, advance);  // t += finite, before the update that uses t
+    at::_fused_adamw_(params, grads, exp_avg, exp_avg_sq, {}, steps, o.lr(), beta1, beta2, o.weight_decay(),
+                      o.eps(), /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/std::nullopt, found_inf);
+  }
+  host_stale_ = true;
+}
+
+void ForeachAdamW::sync_host_state() {
+  if (!host_stale_) return;
+  std::vector<c10::TensorImpl*> keys;
+  std::vector<torch::Tensor> counts;
+  for (auto& [key, d] : device_steps_) {
+    keys.push_back(key);
+    counts.push_back(d.count);
+  }
+  if (keys.empty()) {
+    host_stale_ = false;
+    return;
+  }
+  const auto host = torch::stack(counts).to(torch::kCPU, torch::kDouble);  // the one host read
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto& d = device_steps_.at(keys[i]);
+    d.host_step = static_cast<int64_t>(std::llround(host[static_cast<int64_t>(i)].item<double>()));
+    if (auto it = state_.find(keys[i]); it != state_.end())
+      static_cast<AdamWParamState&>(*it->second).step(d.host_step);
+  }
+  host_stale_ = false;
 }
 
 }  // namespace rpe

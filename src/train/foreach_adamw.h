@@ -1,16 +1,26 @@
-// AdamW (Loshchilov & Hutter 2019) exactly as LibTorch's torch::optim::AdamW computes it, op for
-// op, but over each parameter group at once with the _foreach kernels. LibTorch's C++ AdamW
-// (which has no foreach/fused switch; Python's has) runs ~7 kernels per tensor: ~1,400 launches
-// per BERT-base step, as long as a step's matrix work at small batches. Here each op is one
-// multi-tensor launch per ~100 tensors on CUDA (a per-tensor loop on CPU, bitwise the same as
-// AdamW's). The state is AdamW's own (AdamWParamState), so checkpoints load in either class.
-// Per tensor p with gradient g at step t (lr, betas b1 b2, eps, weight decay wd of its group):
+// AdamW (Loshchilov & Hutter 2019) over whole parameter groups, two ways. LibTorch's C++ AdamW
+// (no foreach/fused switch; Python's has one) runs ~7 kernels per tensor: ~1,400 launches per
+// BERT-base step, as long as a step's matrix work at small batches.
+//   step():          LibTorch's AdamW op for op with the _foreach kernels (one multi-tensor
+//                    launch per ~100 tensors on CUDA; on CPU a per-tensor loop, bitwise AdamW's).
+//   step_if(finite): the training loop's step (train/engine.h): one at::_fused_adamw_ kernel per
+//                    group (AdamW to float rounding) that leaves everything as it was when the
+//                    on-device flag `finite` is false (found_inf), so the host never waits for it.
+//                    Its step counts live on the device (float, exact to 2^24 steps) and reach
+//                    AdamWParamState::step() at sync_host_state(), which checkpoint saving calls;
+//                    state loaded into AdamWParamState (a resumed checkpoint) is picked up by the
+//                    next step_if.
+// The state is AdamW's own (AdamWParamState), so checkpoints load in either class. Per tensor p
+// with gradient g at step t (lr, betas b1 b2, eps, weight decay wd of its group):
 //   p = p (1 - lr wd)                                (decoupled weight decay, before the update)
 //   m = b1 m + (1 - b1) g          v = b2 v + (1 - b2) g^2
 //   p = p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-// Tensors without a gradient are skipped (not decayed), as AdamW does; amsgrad runs AdamW's loop.
+// Tensors without a gradient are skipped (not decayed), as AdamW does; amsgrad runs AdamW's loop
+// (step) or is refused (step_if; the engine then decides on the host).
 #pragma once
 #include <torch/optim/adamw.h>
+
+#include <unordered_map>
 
 namespace rpe {
 
@@ -18,6 +28,20 @@ class ForeachAdamW : public torch::optim::AdamW {
  public:
   using torch::optim::AdamW::AdamW;
   torch::Tensor step(LossClosure closure = nullptr) override;
+  // finite: [] bool on the parameters' device. Not for amsgrad.
+  void step_if(const torch::Tensor& finite);
+  // Copies the device step counts into the state (one host read); a no-op when in step.
+  void sync_host_state();
+
+ private:
+  struct DeviceStep {
+    torch::Tensor count;    // [] float32 on the parameter's device
+    int64_t host_step = 0;  // AdamWParamState::step() when `count` was made or last synced
+  };
+  torch::optim::AdamWParamState& state_of(const torch::Tensor& p);
+  torch::Tensor& device_step(const torch::Tensor& p, torch::optim::AdamWParamState& state);
+  std::unordered_map<c10::TensorImpl*, DeviceStep> device_steps_;
+  bool host_stale_ = false;
 };
 
 }  // namespace rpe

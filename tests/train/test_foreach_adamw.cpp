@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "train/foreach_adamw.h"
@@ -104,6 +105,69 @@ TEST(ForeachAdamW, StateLoadsIntoLibTorchAdamW) {
   a->step();
   b->step();
   expect_same_state(*a, *b, ours, ref);  // same moments and step count after the round trip
+}
+
+// The training loop's step: step_if(finite) on the device. The fused kernel rounds differently
+// from LibTorch's op-by-op loop, so equal within float tolerance; a non-finite step (NaN
+// gradients) leaves parameters, moments and step counts exactly as they were.
+TEST(ForeachAdamW, StepIfMatchesAdamWAndSkipsOnTheDevice) {
+  auto ours = make_params(12), ref = clone_params(ours);
+  auto a = make<ForeachAdamW>(ours);
+  auto b = make<torch::optim::AdamW>(ref);
+  for (int step = 0; step < 7; ++step) {
+    set_grads(ours, ref, step);
+    set_learning_rate(*a, 1e-2 / (step + 1));
+    set_learning_rate(*b, 1e-2 / (step + 1));
+    if (step == 5) {  // a non-finite step: NaN gradients, flag false; the reference does not step
+      std::vector<torch::Tensor> before;
+      for (auto& p : ours) {
+        before.push_back(p.detach().clone());
+        if (p.grad().defined()) p.mutable_grad().fill_(std::numeric_limits<float>::quiet_NaN());
+      }
+      a->step_if(torch::tensor(false));
+      for (size_t i = 0; i < ours.size(); ++i) ASSERT_TRUE(torch::equal(ours[i], before[i])) << i;
+      continue;
+    }
+    a->step_if(torch::tensor(true));
+    b->step();
+    for (size_t i = 0; i < ours.size(); ++i) ASSERT_TRUE(torch::allclose(ours[i], ref[i], 1e-5, 1e-7)) << step << " " << i;
+  }
+  a->sync_host_state();
+  for (size_t i = 0; i < ours.size(); ++i) {
+    const auto& sa = static_cast<AdamWParamState&>(*a->state().at(ours[i].unsafeGetTensorImpl()));
+    const auto& sb = static_cast<AdamWParamState&>(*b->state().at(ref[i].unsafeGetTensorImpl()));
+    EXPECT_EQ(sa.step(), sb.step()) << i;  // 6 (5 for the tensor without gradient twice), the skip not counted
+    EXPECT_TRUE(torch::allclose(sa.exp_avg(), sb.exp_avg(), 1e-5, 1e-8)) << i;
+    EXPECT_TRUE(torch::allclose(sa.exp_avg_sq(), sb.exp_avg_sq(), 1e-5, 1e-10)) << i;
+  }
+  EXPECT_EQ(static_cast<AdamWParamState&>(*a->state().at(ours[0].unsafeGetTensorImpl())).step(), 6);
+}
+
+// Counts kept on the device reach the state when synced, and state loaded into the optimizer
+// (a checkpoint) is what the next step_if continues from.
+TEST(ForeachAdamW, StepIfCountsSurviveSaveAndLoad) {
+  auto ours = make_params(4), ref = clone_params(ours);
+  auto a = make<ForeachAdamW>(ours);
+  for (int step = 0; step < 3; ++step) {
+    set_grads(ours, ref, step);
+    a->step_if(torch::tensor(true));
+  }
+  a->sync_host_state();
+  torch::serialize::OutputArchive out;
+  a->save(out);
+  std::stringstream buf;
+  out.save_to(buf);
+  for (size_t i = 0; i < ours.size(); ++i) ref[i].detach().copy_(ours[i].detach());
+  auto b = make<ForeachAdamW>(ref);  // a resumed run: fresh optimizer, loaded state
+  torch::serialize::InputArchive in;
+  in.load_from(buf);
+  b->load(in);
+  set_grads(ours, ref, 3);
+  a->step_if(torch::tensor(true));
+  b->step_if(torch::tensor(true));
+  for (size_t i = 0; i < ours.size(); ++i) EXPECT_TRUE(torch::equal(ours[i], ref[i])) << i;
+  b->sync_host_state();
+  EXPECT_EQ(static_cast<AdamWParamState&>(*b->state().at(ref[0].unsafeGetTensorImpl())).step(), 4);
 }
 
 template <class Opt>

@@ -78,7 +78,7 @@ struct ToyRun {
   explicit ToyRun(const TrainOptions& t, EngineHooks hooks = {}, const fs::path& metrics = {}) {
     torch::manual_seed(5);
     model = torch::nn::Linear(4, 1);
-    opt = make_adamw(*model, t);
+    opt = make_optimizer(*model, t);  // adamw: skips decided on the device; lamb: on the host
     task = std::make_unique<ToyTask>(data, model, t.batch_size / t.grad_accum);
     EngineSetup s;
     s.train = t;
@@ -123,38 +123,51 @@ TEST(Engine, AccumulationOfHalfBatchesEqualsTheFullBatch) {
   EXPECT_FALSE(torch::equal(one.model->weight, ToyRun(toy_options(4, 1)).model->weight));  // it did train
 }
 
+// Both update paths: AdamW's skip decided on the device (the host settles the flag a step
+// later), LAMB's on the host.
 TEST(Engine, NonFiniteLossSkipsTheUpdateAndLeavesWeightsUnchanged) {
-  std::vector<torch::Tensor> after;  // weights after each optimizer step
-  torch::nn::Linear* m = nullptr;
-  EngineHooks hooks;
-  hooks.on_loss = [](int64_t step, torch::Tensor& loss) {
-    if (step == 1) loss = loss * std::numeric_limits<double>::quiet_NaN();
-  };
-  hooks.on_step = [&](int64_t, double) { after.push_back((*m)->weight.detach().clone()); };
-  ToyRun r(toy_options(3, 2), hooks);
-  m = &r.model;
-  const EngineResult e = r.engine->run(TrainState{});
-  ASSERT_EQ(after.size(), 3u);
-  EXPECT_TRUE(torch::equal(after[0], after[1]));  // step 2 skipped
-  EXPECT_FALSE(torch::equal(after[1], after[2]));
-  EXPECT_EQ(e.state.nonfinite_total, 1);
-  EXPECT_EQ(e.state.nonfinite_in_a_row, 0);
-  EXPECT_TRUE(torch::isfinite(r.model->weight).all().item<bool>());
+  for (const char* optimizer : {"adamw", "lamb"}) {
+    SCOPED_TRACE(optimizer);
+    std::vector<torch::Tensor> after;  // weights after each optimizer step
+    torch::nn::Linear* m = nullptr;
+    EngineHooks hooks;
+    hooks.on_loss = [](int64_t step, torch::Tensor& loss) {
+      if (step == 1) loss = loss * std::numeric_limits<double>::quiet_NaN();
+    };
+    hooks.on_step = [&](int64_t, double) { after.push_back((*m)->weight.detach().clone()); };
+    auto t = toy_options(3, 2);
+    t.optimizer = optimizer;
+    ToyRun r(t, hooks);
+    m = &r.model;
+    const EngineResult e = r.engine->run(TrainState{});
+    ASSERT_EQ(after.size(), 3u);
+    EXPECT_TRUE(torch::equal(after[0], after[1]));  // step 2 skipped
+    EXPECT_FALSE(torch::equal(after[1], after[2]));
+    EXPECT_EQ(e.state.nonfinite_total, 1);
+    EXPECT_EQ(e.state.nonfinite_in_a_row, 0);
+    EXPECT_TRUE(torch::isfinite(r.model->weight).all().item<bool>());
+  }
 }
 
 TEST(Engine, TooManyNonFiniteStepsInARowStop) {
-  EngineHooks hooks;
-  hooks.on_loss = [](int64_t step, torch::Tensor& loss) {
-    if (step >= 1) loss = loss * std::numeric_limits<double>::infinity();
-  };
-  ToyRun r(toy_options(10, 1), hooks);
-  try {
-    r.engine->run(TrainState{});
-    FAIL() << "expected a stop";
-  } catch (const UserError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("training stopped at step 4: 3 non-finite"), std::string::npos) << msg;
-    EXPECT_EQ(msg.find("last good weights"), std::string::npos) << msg;
+  for (const char* optimizer : {"adamw", "lamb"}) {
+    SCOPED_TRACE(optimizer);
+    EngineHooks hooks;
+    hooks.on_loss = [](int64_t step, torch::Tensor& loss) {
+      if (step >= 1) loss = loss * std::numeric_limits<double>::infinity();
+    };
+    auto t = toy_options(10, 1);
+    t.optimizer = optimizer;
+    t.log_every = 7;  // the stop comes from the step's own bookkeeping, not from a log line
+    ToyRun r(t, hooks);
+    try {
+      r.engine->run(TrainState{});
+      ADD_FAILURE() << "expected a stop";
+    } catch (const UserError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("training stopped at step 4: 3 non-finite"), std::string::npos) << msg;
+      EXPECT_EQ(msg.find("last good weights"), std::string::npos) << msg;
+    }
   }
 }
 
