@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
 #include "train/foreach_adamw.h"
@@ -31,10 +32,13 @@ namespace {
 
 struct Options {
   std::string methods = "all", lengths = "128,512", device = "cuda";
-  int64_t hidden = 768, layers = 12, heads = 12, ffn = 3072, vocab = 30522, batch_tokens = 16384;
+  rpe::bench::ModelSize size;
+  int64_t batch_tokens = 16384;
   int steps = 20, warmup = 3;
   bool bf16 = true;
 };
+
+using rpe::bench::sync;
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -44,15 +48,10 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-void sync(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize();
-}
-
 nlohmann::json measure(const Options& a, const std::string& method, int64_t L) {
   const torch::Device device(a.device);
   torch::manual_seed(0);
-  rpe::ModelOptions o;
-  o.hidden = a.hidden, o.layers = a.layers, o.heads = a.heads, o.ffn = a.ffn, o.vocab_size = a.vocab;
+  rpe::ModelOptions o = rpe::bench::model_options(a.size);
   o.max_position = std::max<int64_t>(512, L);
   o.attention.method = method;
   rpe::BertModel model(o);
@@ -62,10 +61,10 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L) {
   rpe::ForeachAdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-4).weight_decay(0.01));  // as training
   const int64_t B = std::max<int64_t>(1, a.batch_tokens / L);
   const auto lopt = torch::TensorOptions().dtype(torch::kLong).device(device);
-  auto ids = torch::randint(5, a.vocab, {B, L}, lopt);
+  auto ids = torch::randint(5, a.size.vocab, {B, L}, lopt);
   const int64_t n = std::max<int64_t>(1, B * L * 15 / 100);  // masked positions
   auto index = torch::randperm(B * L, lopt).narrow(0, 0, n);
-  auto targets = torch::randint(5, a.vocab, {n}, lopt);
+  auto targets = torch::randint(5, a.size.vocab, {n}, lopt);
   auto step = [&] {
     opt.zero_grad();
     torch::Tensor loss;
@@ -74,7 +73,7 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L) {
       loss = rpe::mlm_loss(model, ids, torch::Tensor(), index, targets).loss / static_cast<double>(n);
     }
     loss.backward();
-    opt.step();
+    opt.step_if(torch::isfinite(loss));  // the training loop's update (no host read)
   };
   for (int i = 0; i < a.warmup; ++i) step();
   sync(device);
@@ -101,9 +100,9 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L) {
           {"length", L},            {"batch", B},
           {"tokens_per_s", static_cast<double>(B * L) / (med / 1000.0)},
           {"peak_mib", peak},       {"step_ms", med},
-          {"hidden", a.hidden},     {"layers", a.layers},
-          {"heads", a.heads},       {"ffn", a.ffn},
-          {"vocab", a.vocab},       {"bf16", a.bf16}};
+          {"hidden", a.size.hidden}, {"layers", a.size.layers},
+          {"heads", a.size.heads},   {"ffn", a.size.ffn},
+          {"vocab", a.size.vocab},   {"bf16", a.bf16}};
 }
 
 }  // namespace
@@ -115,19 +114,12 @@ int main(int argc, char** argv) {
   app.add_option("--lengths", a.lengths, "comma-separated sequence lengths");
   app.add_option("--device", a.device, "cuda, cuda:N or cpu");
   app.add_option("--batch-tokens", a.batch_tokens, "tokens per step (batch = this / length)");
-  app.add_option("--hidden", a.hidden);
-  app.add_option("--layers", a.layers);
-  app.add_option("--heads", a.heads);
-  app.add_option("--ffn", a.ffn);
-  app.add_option("--vocab", a.vocab);
+  rpe::bench::add_size_options(app, a.size);
   app.add_option("--steps", a.steps, "timed steps");
   app.add_option("--warmup", a.warmup, "untimed steps first");
   app.add_flag("!--fp32", a.bf16, "fp32 instead of bf16 autocast");
   CLI11_PARSE(app, argc, argv);
-  if (a.device.rfind("cuda", 0) == 0 && !torch::cuda::is_available()) {
-    std::cerr << "rpe-bench-model: --device " << a.device << " but LibTorch sees no CUDA device\n";
-    return 2;
-  }
+  if (!rpe::bench::device_available(a.device, "rpe-bench-model")) return 2;
   const auto methods = a.methods == "all" ? rpe::attention_method_names() : split(a.methods);
   for (const auto& L : split(a.lengths))
     for (const auto& m : methods) std::cout << measure(a, m, std::stoll(L)).dump() << std::endl;

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bench_common.h"
 #include "model/bert.h"
 #include "train/foreach_adamw.h"
 #include "train/optim.h"
@@ -21,13 +22,11 @@ namespace {
 
 struct Options {
   std::string device = "cuda";
-  int64_t hidden = 768, layers = 12, heads = 12, ffn = 3072, vocab = 30522;
+  rpe::bench::ModelSize size;
   int steps = 20, warmup = 3;
 };
 
-void sync(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize();
-}
+using rpe::bench::sync;
 
 std::unique_ptr<torch::optim::Optimizer> make(const std::string& name, torch::nn::Module& model) {
   rpe::TrainOptions t;
@@ -83,20 +82,15 @@ int main(int argc, char** argv) {
   Options a;
   CLI::App app{"rpe-bench-optim: one optimizer step over a BERT model's parameters (JSON lines)"};
   app.add_option("--device", a.device, "cuda, cuda:N or cpu");
-  app.add_option("--hidden", a.hidden);
-  app.add_option("--layers", a.layers);
-  app.add_option("--heads", a.heads);
-  app.add_option("--ffn", a.ffn);
-  app.add_option("--vocab", a.vocab);
+  rpe::bench::add_size_options(app, a.size);
   app.add_option("--steps", a.steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", a.warmup, "untimed steps first");
   CLI11_PARSE(app, argc, argv);
+  if (!rpe::bench::device_available(a.device, "rpe-bench-optim")) return 2;
   try {
     const torch::Device device(a.device);
     torch::manual_seed(0);
-    rpe::ModelOptions o;
-    o.hidden = a.hidden, o.layers = a.layers, o.heads = a.heads, o.ffn = a.ffn, o.vocab_size = a.vocab;
-    rpe::BertModel model(o);
+    rpe::BertModel model(rpe::bench::model_options(a.size));
     model->to(device);
     torch::NoGradGuard no_grad;
     for (auto& p : model->parameters()) p.mutable_grad() = torch::randn_like(p) * 1e-3;

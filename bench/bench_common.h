@@ -1,0 +1,44 @@
+// What the whole-model benchmarks (rpe-bench-model, rpe-bench-optim) share: the model size
+// options (BERT-base by default), the device check and the end-of-step sync.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <torch/torch.h>
+
+#include <iostream>
+#include <string>
+
+#include "model/bert.h"
+
+namespace rpe::bench {
+
+struct ModelSize {
+  int64_t hidden = 768, layers = 12, heads = 12, ffn = 3072, vocab = 30522;
+};
+
+inline void add_size_options(CLI::App& app, ModelSize& s) {
+  app.add_option("--hidden", s.hidden);
+  app.add_option("--layers", s.layers);
+  app.add_option("--heads", s.heads);
+  app.add_option("--ffn", s.ffn);
+  app.add_option("--vocab", s.vocab);
+}
+
+inline ModelOptions model_options(const ModelSize& s) {
+  ModelOptions o;
+  o.hidden = s.hidden, o.layers = s.layers, o.heads = s.heads, o.ffn = s.ffn, o.vocab_size = s.vocab;
+  return o;
+}
+
+// False (with a one-line message) when --device asks for CUDA that LibTorch does not see.
+inline bool device_available(const std::string& device, const char* program) {
+  if (device.rfind("cuda", 0) != 0 || torch::cuda::is_available()) return true;
+  std::cerr << program << ": --device " << device << " but LibTorch sees no CUDA device\n";
+  return false;
+}
+
+// Ends a timed step: waits for the device's queued work.
+inline void sync(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+}
+
+}  // namespace rpe::bench
