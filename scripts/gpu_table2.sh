@@ -65,8 +65,8 @@ for f in train-v1.1.json dev-v1.1.json; do
   [[ -f $OUT/squad/$f ]] || { gzip -dc "$DATA/squad/$f.gz" >"$OUT/squad/$f.tmp" && mv "$OUT/squad/$f.tmp" "$OUT/squad/$f"; }
 done
 pre=(data.tokenizer_model="$DATA/vocab.txt" data.shards="$OUT/shards" train.device=$DEVICE "${model[@]}")
-sets() { local s; for s in "$@"; do printf -- '--set\n%s\n' "$s"; done; }
-mapfile -t pre_sets < <(sets "data.train_files=[$DATA/corpus.txt.gz]" "${pre[@]}")
+pre_sets=()
+for s in "data.train_files=[$DATA/corpus.txt.gz]" "${pre[@]}"; do pre_sets+=(--set "$s"); done
 say "prepare the shards (BERT uncased WordPiece) in $OUT/shards"
 "$BUILD/rpe-train" prepare-data --config mini_absolute.yaml "${pre_sets[@]}" >"$OUT/prepare.log" 2>&1 \
   || { tail -5 "$OUT/prepare.log"; fail "prepare-data ($OUT/prepare.log)"; }

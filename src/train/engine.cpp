@@ -301,8 +301,11 @@ EngineResult Engine::run(TrainState state) {
     const double lr = learning_rate(t, state.step);
     set_learning_rate(optimizer_, lr);
     const StepStats st = step(state.step);
-    const bool finite = device_update_ ? true : update_on_host(st, state, w);  // device: decided there
-    if (device_update_) update_on_device(st, state, w);
+    bool finite = true;  // known on the host only when the host decides (LAMB)
+    if (device_update_)
+      update_on_device(st, state, w);
+    else
+      finite = update_on_host(st, state, w);
     w.sums.slice(0, 2, 5) += torch::stack({st.correct, st.count, st.tokens});
     seen_tokens_ += st.tokens;
     ++state.step;

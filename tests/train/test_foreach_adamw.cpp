@@ -70,6 +70,22 @@ void expect_same_state(torch::optim::Optimizer& a, torch::optim::Optimizer& b, c
   }
 }
 
+// A resumed run: `to` gets `from`'s parameter values and, through an archive, its optimizer state.
+template <class Opt>
+std::unique_ptr<Opt> resumed(torch::optim::Optimizer& from, const std::vector<torch::Tensor>& from_params,
+                             std::vector<torch::Tensor>& to) {
+  torch::serialize::OutputArchive out;
+  from.save(out);
+  std::stringstream buf;
+  out.save_to(buf);
+  for (size_t i = 0; i < to.size(); ++i) to[i].detach().copy_(from_params[i].detach());
+  auto opt = make<Opt>(to);
+  torch::serialize::InputArchive in;
+  in.load_from(buf);
+  opt->load(in);
+  return opt;
+}
+
 TEST(ForeachAdamW, BitwiseEqualToLibTorchAdamW) {
   auto ours = make_params(12), ref = clone_params(ours);
   auto a = make<ForeachAdamW>(ours);
@@ -92,15 +108,7 @@ TEST(ForeachAdamW, StateLoadsIntoLibTorchAdamW) {
   auto a = make<ForeachAdamW>(ours);
   set_grads(ours, ref, 0);
   a->step();
-  torch::serialize::OutputArchive out;
-  a->save(out);
-  std::stringstream buf;
-  out.save_to(buf);
-  for (size_t i = 0; i < ours.size(); ++i) ref[i].detach().copy_(ours[i].detach());
-  auto b = make<torch::optim::AdamW>(ref);
-  torch::serialize::InputArchive in;
-  in.load_from(buf);
-  b->load(in);
+  auto b = resumed<torch::optim::AdamW>(*a, ours, ref);
   set_grads(ours, ref, 1);
   a->step();
   b->step();
@@ -153,15 +161,7 @@ TEST(ForeachAdamW, StepIfCountsSurviveSaveAndLoad) {
     a->step_if(torch::tensor(true));
   }
   a->sync_host_state();
-  torch::serialize::OutputArchive out;
-  a->save(out);
-  std::stringstream buf;
-  out.save_to(buf);
-  for (size_t i = 0; i < ours.size(); ++i) ref[i].detach().copy_(ours[i].detach());
-  auto b = make<ForeachAdamW>(ref);  // a resumed run: fresh optimizer, loaded state
-  torch::serialize::InputArchive in;
-  in.load_from(buf);
-  b->load(in);
+  auto b = resumed<ForeachAdamW>(*a, ours, ref);  // a resumed run: fresh optimizer, loaded state
   set_grads(ours, ref, 3);
   a->step_if(torch::tensor(true));
   b->step_if(torch::tensor(true));
