@@ -4,7 +4,8 @@
 #   1. builds rpe-train against .venv's torch and the folder scripts/pack_deps.sh packed
 #      (--deps DIR, default deps/; the system's libraries when there is none);
 #   2. runs the CUDA tests (fused vs plain attention, whole model vs fp64 CPU with bias
-#      gradients, per method) and the bf16 tests;
+#      gradients, per method), the bf16 tests and the host-synchronisation checks (HostSync.*:
+#      no op in a training step makes the host wait, on the device itself);
 #   3. trains every method for --steps bf16 steps at BERT-base size: the loss must fall and
 #      no step may be non-finite;
 #   4. measures tokens/s, peak memory and MFU at L = 128 and 512 for every method beside
@@ -84,9 +85,9 @@ mkdir -p "$OUT"
 # ---- 2. tests ---------------------------------------------------------------------------
 run_tests() {
   if ((SMOKE)); then
-    FILTER='*Cuda*:AttentionDispatch.*'  # the CUDA cases skip on CPU; the dispatch checks run
+    FILTER='*Cuda*:AttentionDispatch.*:HostSync.*'  # the CUDA cases skip on CPU; the dispatch checks run
   else
-    FILTER='*Cuda*:AttentionDispatch.*:FusedAttention.*:Bf16Autocast.*'
+    FILTER='*Cuda*:AttentionDispatch.*:FusedAttention.*:Bf16Autocast.*:HostSync.*'
   fi
   say "tests: $FILTER"
   "$BUILD/rpe_tests" --gtest_filter="$FILTER" >"$OUT/tests.log" 2>&1 || { tail -40 "$OUT/tests.log"; fail "tests ($OUT/tests.log)"; }

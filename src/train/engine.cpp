@@ -226,7 +226,8 @@ void Engine::settle(Window& w, TrainState& state) {
   PendingStep p = std::move(*pending_);
   pending_.reset();
   if (p.copied) p.copied->synchronize();
-  if (p.finite.item<bool>()) {
+  // p.finite is host memory, done (the pinned copy on CUDA; on the CPU the flag itself): read in place
+  if (*p.finite.const_data_ptr<bool>()) {
     state.nonfinite_in_a_row = 0;
     ++w.finite_steps;
     return;
