@@ -8,10 +8,11 @@ the paper), so S is what the budget buys once everything else is paid for:
 
   step_m      seconds per pretraining step of method m, measured just before by rpe-bench-model
               at the run's shape (--bench; JSON lines: method, step_ms, tokens_per_s)
-  finetune_m  epochs * ceil(F_train / B) * ft_step_m  +  F_dev * L / (3 * ft_tokens_per_s_m)
+  finetune_m  epochs * ceil(F_train / B) * ft_step_m  +  ceil(epochs) * F_dev * L / (3 * ft_tokens_per_s_m)
               with ft_step_m measured the same way at the fine-tuning batch of B windows
               (--bench-finetune: a small batch runs less efficiently than pretraining's), and a
-              dev pass forward only (~1/3 of a training step's work)
+              dev pass, forward only (~1/3 of a training step's work), at each epoch's end (the
+              last one is the final evaluation)
   F_*         SQuAD windows: per question 1 + ceil(max(0, c - room) / stride) with c = 1.3 x the
               context's words (WordPiece pieces per word in English), room = L - q - 3
               (on SQuAD 1.1 at L = 128: 194,719 train windows estimated, 191,593 made)
@@ -83,8 +84,9 @@ def main():
     f_train = squad_windows(a.squad_train, a.length, a.stride, a.max_query)
     f_dev = squad_windows(a.squad_dev, a.length, a.stride, a.max_query)
     steps_per_epoch = math.ceil(f_train / a.finetune_batch)
-    finetune = {m: a.epochs * steps_per_epoch * r["step_ms"] / 1000.0 + f_dev * a.length / (3 * r["tokens_per_s"])
-                for m, r in ft_rows.items()}
+    dev_passes = math.ceil(a.epochs)
+    finetune = {m: a.epochs * steps_per_epoch * r["step_ms"] / 1000.0
+                + dev_passes * f_dev * a.length / (3 * r["tokens_per_s"]) for m, r in ft_rows.items()}
     fixed = sum(a.start_s + a.seeds * (finetune[m] + a.start_s) for m in rows)
     per_step = sum(r["step_ms"] / 1000.0 for r in rows.values())
     left = a.budget_s - a.spent_s - fixed
