@@ -95,7 +95,8 @@ def main():
     plan = {
         "steps": steps, "warmup_steps": max(1, steps // 10), "eval_every": max(1, steps // 5),
         "save_every": max(1, steps // 5), "log_every": max(1, steps // 50),
-        "budget_s": a.budget_s, "spent_s": round(a.spent_s, 1), "seeds": a.seeds, "epochs": a.epochs,
+        "budget_s": a.budget_s, "spent_s": round(a.spent_s, 1), "start_s": a.start_s, "seeds": a.seeds,
+        "epochs": a.epochs,
         "squad_windows": {"train": f_train, "dev": f_dev},
         "per_method": {m: {"step_ms": r["step_ms"], "tokens_per_s": r["tokens_per_s"],
                            "finetune_step_ms": ft_rows[m]["step_ms"], "finetune_s": round(finetune[m], 1)}

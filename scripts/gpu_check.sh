@@ -7,7 +7,7 @@
 #      gradients, per method), the bf16 tests and the host-synchronisation checks (HostSync.*:
 #      no op in a training step makes the host wait, on the device itself);
 #   3. trains every method for --steps bf16 steps at BERT-base size: the loss must fall and
-#      no step may be non-finite;
+#      no step may be non-finite (a rerun keeps the methods an earlier call finished);
 #   4. measures tokens/s, peak memory and MFU at L = 128 and 512 for every method beside
 #      Hugging Face BertForMaskedLM (transformers 4.x: absolute SDPA, relative_key,
 #      relative_key_query; --wheels: carried by scripts/pack_wheels.sh) in the same run
@@ -16,6 +16,8 @@
 #      (--data: the folder scripts/pack_data.sh wrote), sized to --minutes.
 # --only build,tests,train,bench runs those steps alone (to split the check over several calls of
 # a machine that limits one command's time; the build stays in --build-dir between them).
+# --build-dir may name a build carried from another machine (scripts/pack_build.sh, same torch
+# version): then leave out the build step.
 # --cpu-smoke: the same four steps at tiny sizes on the CPU against an existing build (no
 # build step, results under --out), so the command cannot rot: ctest runs it (gpu_check_cpu_smoke).
 # Exit 0 = every check passed; the first failing step prints why and exits 1.
@@ -49,22 +51,16 @@ for s in ${ONLY//,/ }; do [[ $s =~ ^(build|tests|train|bench)$ ]] || { echo "$0:
 step() { [[ ",$ONLY," == *",$1,"* ]]; }
 
 # ---- 1. build -------------------------------------------------------------------------
+source scripts/gpu_env.sh
+gpu_env "$PY" "$DEPS" "$BUILD"  # carried libraries (pack_deps.sh) and build (pack_build.sh), torch's lib
 if ((SMOKE)); then
   DEVICE=cpu
   for b in rpe-train rpe_tests rpe-bench-model rpe-bench-optim; do [[ -x $BUILD/$b ]] || fail "no $BUILD/$b (build first)"; done
 else
   DEVICE=cuda
   "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || fail "torch sees no CUDA device"
-  if [[ -d $DEPS/usr ]]; then  # the carried Debian libraries (scripts/pack_deps.sh): to build and to run
-    D=$(cd "$DEPS" && pwd)
-    export CMAKE_PREFIX_PATH="$D/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-    export PKG_CONFIG_LIBDIR="$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig"  # only these
-    export PKG_CONFIG_SYSROOT_DIR="$D" PATH="$D/usr/bin:$PATH"
-    export LD_LIBRARY_PATH="$D/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    command -v pkg-config >/dev/null || ln -sf pkgconf "$D/usr/bin/pkg-config"
-    say "using the libraries packed in $D"
-  fi
   if step build; then
+    [[ ! -f $BUILD/built_with.txt ]] || fail "$BUILD holds a carried build (scripts/pack_build.sh): leave out the build step"
     say "building into $BUILD"
     # LibTorch from $PY's torch wheel (CMake itself only looks for the repository's .venv)
     torch_cmake=$("$PY" -c "import torch.utils; print(torch.utils.cmake_prefix_path)") || fail "$PY has no torch"
@@ -115,9 +111,14 @@ run_training() {
   local m cfg tok=()
   for m in $METHODS; do
     cfg=base_$m.yaml  # composed from configs/pretrain/base.yaml + the method (configs/pretrain/README.md)
-    say "train $m: $STEPS bf16 steps"
-    "$BUILD/rpe-train" pretrain --config "$cfg" --run-dir "$OUT/train_$m" --overwrite "${size[@]}" "${common[@]}" \
-      "${tok[@]}" >"$OUT/train_$m.log" 2>&1 || { tail -20 "$OUT/train_$m.log"; fail "training $m"; }
+    if "$PY" -c "import json, sys; sys.exit(json.load(open(sys.argv[1]))['steps'] != int(sys.argv[2]))" \
+         "$OUT/train_$m/summary.json" "$STEPS" 2>/dev/null; then
+      say "train $m: finished by an earlier call (kept; checked again)"  # a rerun after a time limit
+    else
+      say "train $m: $STEPS bf16 steps"
+      "$BUILD/rpe-train" pretrain --config "$cfg" --run-dir "$OUT/train_$m" --overwrite "${size[@]}" "${common[@]}" \
+        "${tok[@]}" >"$OUT/train_$m.log" 2>&1 || { tail -20 "$OUT/train_$m.log"; fail "training $m"; }
+    fi
     # one tokenizer for all methods: trained by the first run, reused after
     ((${#tok[@]})) || tok=(--set "data.tokenizer_model=$OUT/train_$m/tokenizer.model")
     "$PY" - "$OUT/train_$m/summary.json" "$m" <<'PY' || fail "training $m: see above"
@@ -175,7 +176,7 @@ step train && run_training
 step bench && run_bench
 if ((TABLE2)); then
   say "second stage: Table 2 at mini scale on real data (scripts/gpu_table2.sh)"
-  table2=(--data "$DATA" --minutes "$MINUTES" --build-dir "$BUILD" --python "$PY")
+  table2=(--data "$DATA" --minutes "$MINUTES" --build-dir "$BUILD" --deps "$DEPS" --python "$PY")
   ((SMOKE)) && table2+=(--cpu-smoke --out "$OUT/table2")
   scripts/gpu_table2.sh "${table2[@]}" || fail "second stage (scripts/gpu_table2.sh)"
 fi

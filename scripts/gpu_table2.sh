@@ -11,11 +11,17 @@
 #   4. writes the tables, loss curves (PNG) and plan to bench/results/table2_mini_<device>/.
 # Run it again with the same --out to continue an interrupted stage: the plan is kept, finished
 # runs are skipped and an interrupted pretraining resumes from its last checkpoint.
+# --build-dir: gpu_check.sh's build (build-gpu) or one carried by scripts/pack_build.sh, with the
+# libraries of --deps (scripts/pack_deps.sh) -- a session that only runs this stage need not build.
+# --call-minutes C: this command may run C minutes at most (a machine that stops commands at a
+# limit): before each method it checks that the plan's estimate of what the method still needs
+# fits in what is left of C, and otherwise stops there, cleanly, with exit status 3 -- run the
+# same command again to continue (a run cut by the limit would lose its fine-tuning).
 # --cpu-smoke: the same four steps on the CPU at toy size (ctest gpu_table2_cpu_smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=gpu-data MINUTES=25 METHODS="" SEEDS=1 EPOCHS=2
-BUILD=build-gpu PY=.venv/bin/python OUT="" SMOKE=0
+BUILD=build-gpu DEPS=deps PY=.venv/bin/python OUT="" SMOKE=0 CALL_MIN=0
 while (($#)); do
   case $1 in
     --data) DATA=$2; shift ;;
@@ -24,10 +30,13 @@ while (($#)); do
     --seeds) SEEDS=$2; shift ;;
     --epochs) EPOCHS=$2; shift ;;
     --build-dir) BUILD=$2; shift ;;
+    --deps) DEPS=$2; shift ;;
     --python) PY=$2; shift ;;
     --out) OUT=$2; shift ;;
+    --call-minutes) CALL_MIN=$2; shift ;;
     --cpu-smoke) SMOKE=1 ;;
-    *) echo "usage: $0 [--data DIR] [--minutes M] [--methods a,b] [--seeds 1,2] [--epochs E] [--build-dir DIR] [--python PY] [--out DIR] [--cpu-smoke]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--data DIR] [--minutes M] [--methods a,b] [--seeds 1,2] [--epochs E] [--build-dir DIR]" \
+            "[--deps DIR] [--python PY] [--out DIR] [--call-minutes C] [--cpu-smoke]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -36,6 +45,8 @@ say() { echo "[gpu_table2 $(date -u +%H:%M:%S)] $*"; }
 fail() { echo "[gpu_table2] FAILED: $*" >&2; exit 1; }
 command -v "$PY" >/dev/null || fail "no Python at $PY (--python)"
 PY=$(command -v "$PY")
+source scripts/gpu_env.sh
+gpu_env "$PY" "$DEPS" "$BUILD"  # carried libraries (--deps, pack_deps.sh) and build (pack_build.sh), torch's lib
 for b in rpe-train rpe-bench-model; do [[ -x $BUILD/$b ]] || fail "no $BUILD/$b (build first, or --build-dir)"; done
 for f in vocab.txt corpus.txt.gz squad/train-v1.1.json.gz squad/dev-v1.1.json.gz; do
   [[ -f $DATA/$f ]] || fail "$DATA/$f not found (make the folder with scripts/pack_data.sh; --data)"
@@ -94,13 +105,48 @@ run=(train.max_steps=$steps train.warmup_steps=$(plan warmup_steps) train.eval_e
      train.save_every=$(plan save_every) train.log_every=$(plan log_every))
 
 # ---- 3. Table 2 at mini scale ----------------------------------------------------------------
-args=(--scale mini --out "$OUT/reproduce" --methods "$METHODS" --seeds "$SEEDS" --corpus "$DATA/corpus.txt.gz"
+args=(--scale mini --out "$OUT/reproduce" --seeds "$SEEDS" --corpus "$DATA/corpus.txt.gz"
       --squad-dir "$OUT/squad" --rpe-train "$BUILD/rpe-train" --python "$PY")
 for s in "${pre[@]}" "${run[@]}"; do args+=(--pretrain-set "$s"); done
 for s in finetune.epochs="$EPOCHS" train.batch_size=$FT_BATCH train.precision=bf16 train.device=$DEVICE "${ft[@]}"; do args+=(--finetune-set "$s"); done
+table2() {  # table2 METHODS: scripts/reproduce/table2.sh for them (finished runs skipped)
+  scripts/reproduce/table2.sh "${args[@]}" --methods "$1" 2>&1 | tee -a "$OUT/table2.log" | grep -E '^\[reproduce' || true
+  ((PIPESTATUS[0] == 0)) || { tail -20 "$OUT/table2.log"; fail "scripts/reproduce/table2.sh ($OUT/table2.log)"; }
+}
+# Seconds method $1 still needs by the plan's estimates (its finished runs need none).
+left_s() {
+  "$PY" - "$OUT" "$1" "$SEEDS" <<'PY'
+import json, sys
+from pathlib import Path
+out, m, seeds = Path(sys.argv[1]), sys.argv[2], sys.argv[3].split(",")
+plan = json.loads((out / "plan.json").read_text())
+r, start, need = plan["per_method"][m], plan["start_s"], 0.0
+if not (out / "reproduce/pretrain" / m / "summary.json").exists():
+    need += start + plan["steps"] * r["step_ms"] / 1000
+for seed in seeds:
+    if not (out / f"reproduce/finetune/table2/{m}_s{seed}/seed{seed}/results.json").exists():
+        need += start + r["finetune_s"]
+print(round(need))
+PY
+}
 say "Table 2 at mini scale: $METHODS, $steps steps each, seeds $SEEDS, SQuAD $EPOCHS epochs"
-scripts/reproduce/table2.sh "${args[@]}" 2>&1 | tee "$OUT/table2.log" | grep -E '^\[reproduce' || true
-((PIPESTATUS[0] == 0)) || { tail -20 "$OUT/table2.log"; fail "scripts/reproduce/table2.sh ($OUT/table2.log)"; }
+: >>"$OUT/table2.log"
+if [[ $CALL_MIN != 0 ]]; then  # method by method, stopping where the call's time would run out
+  call_s=$("$PY" -c "import sys; print(int(float(sys.argv[1]) * 60))" "$CALL_MIN") || fail "--call-minutes: not a number: $CALL_MIN"
+  IFS=, read -r -a todo <<<"$METHODS"
+  for m in "${todo[@]}"; do
+    need=$(left_s "$m") spent=$(($(date +%s) - T0))
+    if ((need > 0 && spent + need > call_s)); then
+      ((need <= call_s - 60)) || fail "$m needs ~${need} s, more than a call of $call_s s can give it (a minute goes to" \
+        "starting): shrink the stage (--epochs 1, fewer --seeds) or give longer calls"
+      say "stopping before $m: it needs ~${need} s, this call has $((call_s - spent)) s of its $call_s left;" \
+          "run the same command again to continue"
+      exit 3
+    fi
+    table2 "$m"
+  done
+fi
+table2 "$METHODS"  # every method: what is left, then the tables
 
 # ---- 4. results -----------------------------------------------------------------------------
 mkdir -p "$REPORT"

@@ -76,6 +76,10 @@ set_tests_properties(gpu_check_cpu_smoke PROPERTIES TIMEOUT 600)
 add_test(NAME gpu_table2_cpu_smoke COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_gpu_table2.sh
          ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR} ${RPE_TEST_PYTHON})
 set_tests_properties(gpu_table2_cpu_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+# A build carried to a GPU machine that has no time to build (scripts/pack_build.sh, gpu_env.sh).
+add_test(NAME pack_build COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_pack_build.sh
+         ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR} ${RPE_TEST_PYTHON})
+set_tests_properties(pack_build PROPERTIES TIMEOUT 300)
 add_test(NAME table2_plan COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/reproduce/test_table2_plan.py)
 # WordPiece parity with HF BertTokenizer on real text (skips, code 77, without transformers or ../shared/data).
 add_test(NAME wordpiece_parity COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/data/wordpiece_parity.py

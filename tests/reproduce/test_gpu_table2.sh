@@ -4,6 +4,7 @@
 # --cpu-smoke. Checks the report against the runs it came from (a row per method, the EM/F1
 # of each run's results.jsonl, the plan's steps trained), the PNG, that a rerun continues
 # (plan kept, every run skipped), and the scripts' refusals. Skips (77) without ../shared/data.
+# A call limit (--call-minutes) stops cleanly between methods (exit 3) and the rerun goes on.
 # Usage: test_gpu_table2.sh REPO BUILD_DIR PYTHON
 set -euo pipefail
 root=$(cd "$1" && pwd) build=$2 py=$3
@@ -31,7 +32,14 @@ expect 1 "$work/none/vocab.txt not found" scripts/gpu_table2.sh --cpu-smoke --da
 
 methods=$("$build/rpe-train" methods --names --paper-table 2 | paste -sd,)  # the default of gpu_table2.sh
 run=(scripts/gpu_table2.sh --cpu-smoke --data "$work/pack" --build-dir "$build" --python "$py" --out "$work/run")
-"${run[@]}"
+# A call of 3 seconds: data and plan are made, then it stops before the first method (exit 3).
+set +e; "${run[@]}" --call-minutes 0.05 >"$work/call.log" 2>&1; code=$?; set -e
+((code == 3)) || fail "--call-minutes 0.05 exited $code, not 3: $(cat "$work/call.log")"
+grep -q "stopping before ${methods%%,*}: .*run the same command again to continue" "$work/call.log" \
+  || fail "no stop before the first method: $(cat "$work/call.log")"
+[[ -f $work/run/plan.json && ! -e $work/run/reproduce/pretrain ]] || fail "--call-minutes: plan missing or a run started"
+# The same command continues (plan kept) and finishes, method by method under a roomy limit.
+"${run[@]}" --call-minutes 30
 "$py" - "$work/run" $methods <<'PY'
 import json, sys
 from pathlib import Path

@@ -1,0 +1,34 @@
+# Sourced by scripts/gpu_check.sh and scripts/gpu_table2.sh: the environment rpe-train's
+# programs build and run in on a machine without apt or network (a GPU node).
+#   gpu_env PYTHON DEPS BUILD
+# - DEPS/usr (scripts/pack_deps.sh): its Debian libraries for CMake and pkg-config, and on
+#   LD_LIBRARY_PATH for every program that runs;
+# - PYTHON's torch/lib on LD_LIBRARY_PATH: a build carried from another machine
+#   (scripts/pack_build.sh) finds LibTorch there (its runpath names the other machine's);
+# - BUILD/built_with.txt (a carried build): PYTHON's torch must be the version it was built
+#   against, else it refuses, saying so;
+# - RPE_SOURCE_DIR=this checkout, where the test program reads the repository's files.
+# Prints what it did (say) and exits 1 through fail, as the scripts that source it define them.
+gpu_env() {
+  local py=$1 deps=$2 build=$3 torch_lib want have
+  if [[ -d $deps/usr ]]; then
+    local d
+    d=$(cd "$deps" && pwd)
+    export CMAKE_PREFIX_PATH="$d/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+    export PKG_CONFIG_LIBDIR="$d/usr/lib/x86_64-linux-gnu/pkgconfig:$d/usr/share/pkgconfig"  # only these
+    export PKG_CONFIG_SYSROOT_DIR="$d" PATH="$d/usr/bin:$PATH"
+    export LD_LIBRARY_PATH="$d/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    command -v pkg-config >/dev/null || ln -sf pkgconf "$d/usr/bin/pkg-config"
+    say "using the libraries packed in $d"
+  fi
+  torch_lib=$("$py" -c "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))") \
+    || fail "$py has no torch"
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$torch_lib"
+  if [[ -f $build/built_with.txt ]]; then
+    want=$(sed -n 's/^torch //p' "$build/built_with.txt")
+    have=$("$py" -c "import torch; print(torch.__version__)")
+    [[ $want == "$have" ]] || fail "$build was built against torch $want, but $py has torch $have: build here instead (--only build)"
+    say "using the build carried in $build ($(tr '\n' ' ' <"$build/built_with.txt"))"
+  fi
+  export RPE_SOURCE_DIR=$PWD
+}

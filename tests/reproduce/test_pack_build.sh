@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# ctest pack_build: a build carried to another machine (scripts/pack_build.sh, docs/gpu.md).
+# Packs this build, runs the GPU check's test step from the packed copy (scripts/gpu_env.sh
+# finds LibTorch through the Python's torch and the repository through RPE_SOURCE_DIR), and
+# checks the refusals: a missing program or an existing destination (exit 2), a carried build
+# whose torch version is not the Python's, and a build step asked of a carried build (exit 1).
+# Usage: test_pack_build.sh REPO BUILD_DIR PYTHON
+set -euo pipefail
+root=$(cd "$1" && pwd) build=$(cd "$2" && pwd) py=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$root"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect() {  # expect CODE TEXT COMMAND...: exit status CODE and TEXT in the last line of stderr
+  local code=$1 text=$2; shift 2
+  set +e; "$@" >"$work/out" 2>"$work/err"; local got=$?; set -e
+  ((got == code)) || fail "$* exited $got, not $code: $(cat "$work/err")"
+  tail -1 "$work/err" | grep -qF -- "$text" || fail "$*: no '$text' in: $(cat "$work/err")"
+}
+
+expect 2 "$work/none/rpe-train not found" scripts/pack_build.sh "$work/x" --build-dir "$work/none" --python "$py"
+scripts/pack_build.sh "$work/carried" --build-dir "$build" --python "$py"
+expect 2 "$work/carried exists" scripts/pack_build.sh "$work/carried" --build-dir "$build" --python "$py"
+for p in rpe-train rpe_tests rpe-bench-model rpe-bench-optim; do [[ -x $work/carried/$p ]] || fail "no $p packed"; done
+version=$("$py" -c "import torch; print(torch.__version__)")
+grep -qx "torch $version" "$work/carried/built_with.txt" || fail "built_with.txt: $(cat "$work/carried/built_with.txt")"
+
+# The carried programs run the check's test step (the CUDA cases skip on the CPU).
+scripts/gpu_check.sh --cpu-smoke --build-dir "$work/carried" --python "$py" --only tests --out "$work/run" >"$work/log" 2>&1 \
+  || { cat "$work/log"; fail "gpu_check.sh from the carried build"; }
+grep -q "using the build carried in $work/carried" "$work/log" || fail "the carried build was not reported: $(cat "$work/log")"
+grep -q "^\[  PASSED  \]" "$work/run/tests.log" || fail "no passed tests in $work/run/tests.log"
+
+# Another torch than the one it was built against: refused before anything runs.
+sed -i "s/^torch .*/torch 0.0.0/" "$work/carried/built_with.txt"
+expect 1 "built against torch 0.0.0, but $py has torch $version" \
+  scripts/gpu_check.sh --cpu-smoke --build-dir "$work/carried" --python "$py" --only tests --out "$work/run2"
+expect 1 "built against torch 0.0.0" \
+  scripts/gpu_table2.sh --cpu-smoke --build-dir "$work/carried" --python "$py" --data "$work/none" --out "$work/run3"
+echo "pack_build: the carried build runs, and a mismatched one is refused"
