@@ -1,8 +1,9 @@
 // rpe-bench-optim: one optimizer step over a whole BERT model's parameters (BERT-base unless
 // sized down), per optimizer: LibTorch's torch::optim::AdamW (its per-tensor loop), rpe-train's
 // ForeachAdamW (train/foreach_adamw.h) as step() (_foreach ops) and as step_if (the fused kernel
-// that skips non-finite steps on the device: what training runs) and LAMB, with the decay groups
-// training uses. Prints one JSON line per optimizer:
+// that skips non-finite steps on the device: what training runs), and LAMB (train/lamb.h) as
+// step() and as step_if (training's), with the decay groups training uses. Prints one JSON line
+// per optimizer (the -train ones are step_if):
 //   {"impl": "optim", "optimizer", "device", "tensors", "parameters", "step_ms", "ops_per_step"}
 // Time: median of --steps timed steps after --warmup, each ended by a device sync. Ops: the
 // top-level ATen ops of one step (util/op_counter.h), which on CUDA are its kernel launches.
@@ -14,7 +15,7 @@
 
 #include "bench_common.h"
 #include "model/bert.h"
-#include "train/foreach_adamw.h"
+#include "train/device_update.h"
 #include "train/optim.h"
 #include "util/op_counter.h"
 
@@ -39,7 +40,7 @@ std::unique_ptr<torch::optim::Optimizer> make(const std::string& name, torch::nn
     groups.emplace_back(g.no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(opts).weight_decay(0.0)));
     return std::make_unique<torch::optim::AdamW>(groups, opts);
   }
-  t.optimizer = name == "lamb" ? "lamb" : "adamw";  // adamw-foreach and adamw-train: ForeachAdamW
+  t.optimizer = name.rfind("lamb", 0) == 0 ? "lamb" : "adamw";  // adamw-foreach, adamw-train: ForeachAdamW
   return rpe::make_optimizer(model, t);
 }
 
@@ -47,8 +48,8 @@ nlohmann::json measure(const Options& a, const std::string& name, rpe::BertModel
   auto opt = make(name, *model);
   const auto finite = torch::ones({}, torch::TensorOptions(torch::kBool).device(device));  // as the engine's flag
   auto one_step = [&] {
-    if (name == "adamw-train")
-      static_cast<rpe::ForeachAdamW&>(*opt).step_if(finite);
+    if (name.ends_with("-train"))
+      dynamic_cast<rpe::DeviceSkippableStep&>(*opt).step_if(finite);
     else
       opt->step();
   };
@@ -94,7 +95,7 @@ int main(int argc, char** argv) {
     model->to(device);
     torch::NoGradGuard no_grad;
     for (auto& p : model->parameters()) p.mutable_grad() = torch::randn_like(p) * 1e-3;
-    for (const char* name : {"adamw-libtorch", "adamw-foreach", "adamw-train", "lamb"})
+    for (const char* name : {"adamw-libtorch", "adamw-foreach", "adamw-train", "lamb", "lamb-train"})
       std::cout << measure(a, name, model, device).dump() << std::endl;
   } catch (const std::exception& e) {
     std::cerr << "rpe-bench-optim: " << e.what() << "\n";

@@ -44,8 +44,8 @@ bool all_finite(const std::vector<torch::Tensor>& params) {
 Engine::Engine(EngineSetup setup, torch::nn::Module& model, torch::optim::Optimizer& optimizer, Task& task)
     : s_(std::move(setup)), model_(model), optimizer_(optimizer), task_(task), params_(model.parameters()) {
   require(s_.dp != nullptr, "Engine: no DataParallel given");
-  device_update_ = dynamic_cast<ForeachAdamW*>(&optimizer_);
-  for (const auto& group : optimizer_.param_groups())  // step_if has no amsgrad: decide on the host
+  device_update_ = dynamic_cast<DeviceSkippableStep*>(&optimizer_);
+  for (const auto& group : optimizer_.param_groups())  // ForeachAdamW::step_if has no amsgrad: decide on the host
     if (auto* o = dynamic_cast<const torch::optim::AdamWOptions*>(&group.options()); o && o->amsgrad())
       device_update_ = nullptr;
   s_.dp->attach_gradient_hooks(params_);  // multi-process: all-reduce overlapped with backward
@@ -197,7 +197,7 @@ void Engine::update_on_device(const StepStats& st, TrainState& state, Window& w)
 }
 
 bool Engine::update_on_host(const StepStats& st, TrainState& state, Window& w) {
-  const bool finite = st.finite.item<bool>();  // the one host read of a step with LAMB
+  const bool finite = st.finite.item<bool>();  // the one host read of such a step
   if (finite) {
     optimizer_.step();
     state.nonfinite_in_a_row = 0;
@@ -302,7 +302,7 @@ EngineResult Engine::run(TrainState state) {
     const double lr = learning_rate(t, state.step);
     set_learning_rate(optimizer_, lr);
     const StepStats st = step(state.step);
-    bool finite = true;  // known on the host only when the host decides (LAMB)
+    bool finite = true;  // known on the host only when the host decides
     if (device_update_)
       update_on_device(st, state, w);
     else

@@ -14,13 +14,14 @@
 //
 // Host synchronisation: the step keeps loss, counts, accuracy and gradient norm on the device
 // and accumulates them over the log window; they reach the host once per log interval. The
-// non-finite guard (isfinite(loss) && isfinite(grad norm)) is decided on the device with AdamW
-// (ForeachAdamW::step_if: the update is queued unconditionally and skipped by the kernel), and
-// the host reads each step's flag one step late: the flag is copied to pinned memory as soon as
-// it exists, and read after the next step's forward/backward is queued, so the host waits for
-// the finished step only while the device works on the next (bookkeeping: counters, the warning,
-// the in-a-row stop, which restores the cursor of the step that tripped it). With LAMB the
-// decision is still taken on the host before optimizer.step(): one 1-element read per step.
+// non-finite guard (isfinite(loss) && isfinite(grad norm)) is decided on the device by the
+// project's optimizers (DeviceSkippableStep: ForeachAdamW, Lamb; the update is queued
+// unconditionally and leaves everything as it was when the flag is false), and the host reads
+// each step's flag one step late: the flag is copied to pinned memory as soon as it exists, and
+// read after the next step's forward/backward is queued, so the host waits for the finished step
+// only while the device works on the next (bookkeeping: counters, the warning, the in-a-row
+// stop, which restores the cursor of the step that tripped it). Any other optimizer (LibTorch's,
+// or AdamW with amsgrad) is stepped after a host read of the flag: one 1-element read per step.
 #pragma once
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
@@ -38,7 +39,7 @@
 #include "config/config.h"
 #include "dist/data_parallel.h"
 #include "train/checkpoint.h"
-#include "train/foreach_adamw.h"
+#include "train/device_update.h"
 #include "train/metrics.h"
 
 namespace rpe {
@@ -146,8 +147,8 @@ class Engine {
   void flush_tokens(TrainState& state);
   // A skipped update, step `step` (1-based): counters, the warning and a nonfinite_skip row.
   void note_nonfinite(int64_t step, const torch::Tensor& loss, const torch::Tensor& grad_norm, TrainState& state);
-  // The update of `st`: queued for the device to apply or skip (AdamW), after settling the
-  // previous step; or decided on the host (LAMB), returning whether it was applied.
+  // The update of `st`: queued for the device to apply or skip (DeviceSkippableStep), after
+  // settling the previous step; or decided on the host, returning whether it was applied.
   void update_on_device(const StepStats& st, TrainState& state, Window& w);
   bool update_on_host(const StepStats& st, TrainState& state, Window& w);
   // A step the device decided alone, its flag on the way to the host (see the header comment).
@@ -171,7 +172,7 @@ class Engine {
   EngineSetup s_;
   torch::nn::Module& model_;
   torch::optim::Optimizer& optimizer_;
-  ForeachAdamW* device_update_ = nullptr;  // the optimizer when it can skip on the device
+  DeviceSkippableStep* device_update_ = nullptr;  // the optimizer when it can skip on the device
   std::optional<PendingStep> pending_;
   Task& task_;
   std::vector<torch::Tensor> params_;

@@ -22,16 +22,18 @@
 
 #include <unordered_map>
 
+#include "train/device_update.h"
+
 namespace rpe {
 
-class ForeachAdamW : public torch::optim::AdamW {
+class ForeachAdamW : public torch::optim::AdamW, public DeviceSkippableStep {
  public:
   using torch::optim::AdamW::AdamW;
   torch::Tensor step(LossClosure closure = nullptr) override;
   // finite: [] bool on the parameters' device. Not for amsgrad.
-  void step_if(const torch::Tensor& finite);
+  void step_if(const torch::Tensor& finite) override;
   // Copies the device step counts into the state (one host read); a no-op when in step.
-  void sync_host_state();
+  void sync_host_state() override;
 
  private:
   struct DeviceStep {

@@ -9,9 +9,17 @@
 // op on CUDA; a loop on CPU) and computes every tensor's trust ratio in one [N] vector; only the
 // scaling of each update by its ratio is one op per tensor (_foreach ops take per-tensor factors
 // only as host scalars, and reading them would sync the host every step).
+// step_if(finite), the training loop's step, is the same update with the step count t on the
+// device and every change multiplied by the on-device flag (m += f (1-b1)(g - m), v likewise,
+// p += f * step), the gradients of a skipped step zeroed first: a skipped step leaves weights,
+// moments and t exactly as they were, and the host never waits. A group's tensors step together.
 #pragma once
 #include <torch/optim/optimizer.h>
 #include <torch/optim/serialize.h>
+
+#include <vector>
+
+#include "train/device_update.h"
 
 namespace rpe {
 
@@ -40,7 +48,7 @@ struct LambParamState : public torch::optim::OptimizerCloneableParamState<LambPa
   void serialize(torch::serialize::OutputArchive& archive) const override;
 };
 
-class Lamb : public torch::optim::Optimizer {
+class Lamb : public torch::optim::Optimizer, public DeviceSkippableStep {
  public:
   explicit Lamb(const std::vector<torch::optim::OptimizerParamGroup>& groups, LambOptions defaults = {})
       : Optimizer(groups, std::make_unique<LambOptions>(defaults)) {}
@@ -48,8 +56,26 @@ class Lamb : public torch::optim::Optimizer {
       : Lamb({torch::optim::OptimizerParamGroup(std::move(params))}, std::move(defaults)) {}
 
   torch::Tensor step(LossClosure closure = nullptr) override;
+  void step_if(const torch::Tensor& finite) override;
+  void sync_host_state() override;
   void save(torch::serialize::OutputArchive& archive) const override;
   void load(torch::serialize::InputArchive& archive) override;
+
+ private:
+  struct GroupTensors {  // one group's tensors that have gradients, and their moments
+    std::vector<torch::Tensor> params, grads, m, v;
+  };
+  GroupTensors collect(torch::optim::OptimizerParamGroup& group);  // creates missing state
+  LambParamState& state_of(const torch::Tensor& p);
+  struct DeviceStep {
+    torch::Tensor count;    // [] float32 on the parameters' device
+    int64_t host_step = 0;  // the state's step when `count` was made or last synced
+  };
+  // Group `group`'s device step count, (re)made from its first tensor's state when that state
+  // changed behind our back (a checkpoint loaded) or was never seen.
+  torch::Tensor& device_step(size_t group, const torch::Tensor& first);
+  std::vector<DeviceStep> device_steps_;  // by group index
+  bool host_stale_ = false;               // device counts ahead of the state
 };
 
 }  // namespace rpe

@@ -3,8 +3,8 @@
 // counted while every method trains (forward and backward, fp32 and bf16, fused and plain,
 // with and without padding), while the fine-tuning heads train, and over whole engine runs,
 // where the only reads allowed are those of the log line (a run of 6 steps reads what a run of
-// 3 does). On the CPU they are found by name; the same tests run on CUDA when there is one
-// (scripts/gpu_check.sh runs HostSync.*).
+// 3 does, with AdamW and with LAMB). On the CPU they are found by name; the same tests run on
+// CUDA when there is one (scripts/gpu_check.sh runs HostSync.*).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -200,19 +200,18 @@ size_t syncs_of_a_run(const torch::Device& device, const std::string& optimizer,
   return watch.count();
 }
 
-// AdamW (ForeachAdamW::step_if, the presets' optimizer): nothing read per step; the end of a
-// run reads the log line's sums and the token count (twice: the last window, the run's total).
-// LAMB decides a non-finite step on the host: exactly one read per step, as engine.h says.
+// AdamW (the presets' optimizer) and LAMB (both DeviceSkippableStep): nothing read per step;
+// the end of a run reads the log line's sums and the token count (twice: the last window, the
+// run's total).
 TEST(HostSync, EngineStepsReadTheDeviceOnlyToLog) {
-  for (const auto& device : devices()) {
-    SCOPED_TRACE(device.str());
-    std::string list;
-    const size_t adamw3 = syncs_of_a_run(device, "adamw", 3, &list), adamw6 = syncs_of_a_run(device, "adamw", 6);
-    EXPECT_EQ(adamw6, adamw3) << "AdamW: reads that grow with the steps; 3 steps read " << list;
-    EXPECT_LE(adamw3, 3u) << "AdamW: more reads than the end of a run needs: " << list;
-    const size_t lamb3 = syncs_of_a_run(device, "lamb", 3), lamb6 = syncs_of_a_run(device, "lamb", 6);
-    EXPECT_EQ(lamb6 - lamb3, 3u) << "LAMB: one read per step";
-  }
+  for (const auto& device : devices())
+    for (const std::string optimizer : {"adamw", "lamb"}) {
+      SCOPED_TRACE(optimizer + " on " + device.str());
+      std::string list;
+      const size_t three = syncs_of_a_run(device, optimizer, 3, &list), six = syncs_of_a_run(device, optimizer, 6);
+      EXPECT_EQ(six, three) << "reads that grow with the steps; 3 steps read " << list;
+      EXPECT_LE(three, 3u) << "more reads than the end of a run needs: " << list;
+    }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "train/lamb.h"
@@ -83,23 +84,120 @@ TEST(Lamb, StateRoundTripsThroughArchive) {
   EXPECT_TRUE(torch::equal(w, w2));  // same moments and step count after the round trip
 }
 
+// Two LAMBs over copies of the same two groups (decayed matrix, undecayed vector).
+struct LambPair {
+  torch::Tensor w, b, w2, b2;
+  std::unique_ptr<Lamb> a, ref;
+  LambPair() {
+    torch::manual_seed(6);
+    w = torch::randn({5, 4}).set_requires_grad(true);
+    b = torch::randn({4}).set_requires_grad(true);
+    w2 = w.detach().clone().set_requires_grad(true);
+    b2 = b.detach().clone().set_requires_grad(true);
+    a = make(w, b);
+    ref = make(w2, b2);
+  }
+  static std::unique_ptr<Lamb> make(const torch::Tensor& w, const torch::Tensor& b) {
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(std::vector<torch::Tensor>{w}, std::make_unique<LambOptions>(LambOptions(0.01).weight_decay(0.1)));
+    groups.emplace_back(std::vector<torch::Tensor>{b}, std::make_unique<LambOptions>(LambOptions(0.01).weight_decay(0.0)));
+    return std::make_unique<Lamb>(groups, LambOptions(0.01));
+  }
+  void grads(int step) {
+    torch::manual_seed(100 + step);
+    const auto gw = torch::randn({5, 4}), gb = torch::randn({4});
+    w.mutable_grad() = gw.clone();
+    b.mutable_grad() = gb.clone();
+    w2.mutable_grad() = gw.clone();
+    b2.mutable_grad() = gb.clone();
+  }
+  const LambParamState& state(Lamb& o, const torch::Tensor& p) {
+    return static_cast<const LambParamState&>(*o.state().at(p.unsafeGetTensorImpl()));
+  }
+};
+
+// The training loop's step_if(finite) against step(): the same update (t on the device in
+// float32: within float tolerance); a non-finite step -- NaN gradients, the flag false, also as
+// the very first step -- leaves weights, moments and t exactly as they were.
+TEST(Lamb, StepIfMatchesStepAndSkipsOnTheDevice) {
+  LambPair p;
+  for (int step = 0; step < 7; ++step) {
+    p.grads(step);
+    if (step == 0 || step == 4) {  // skipped: the reference does not step
+      const auto w = p.w.detach().clone(), b = p.b.detach().clone();
+      p.w.mutable_grad().fill_(std::numeric_limits<float>::quiet_NaN());
+      p.b.mutable_grad()[1] = std::numeric_limits<float>::infinity();
+      std::vector<torch::Tensor> m_before;
+      if (step > 0) m_before = {p.state(*p.a, p.w).exp_avg().clone(), p.state(*p.a, p.w).exp_avg_sq().clone()};
+      p.a->step_if(torch::tensor(false));
+      ASSERT_TRUE(torch::equal(p.w, w) && torch::equal(p.b, b)) << step;
+      if (step > 0) {
+        EXPECT_TRUE(torch::equal(p.state(*p.a, p.w).exp_avg(), m_before[0]));
+        EXPECT_TRUE(torch::equal(p.state(*p.a, p.w).exp_avg_sq(), m_before[1]));
+      }
+      continue;
+    }
+    p.a->step_if(torch::tensor(true));
+    p.ref->step();
+    ASSERT_TRUE(torch::allclose(p.w, p.w2, 1e-5, 1e-7)) << step;
+    ASSERT_TRUE(torch::allclose(p.b, p.b2, 1e-5, 1e-7)) << step;
+  }
+  EXPECT_GT((p.w - LambPair().w).abs().max().item<double>(), 1e-3);  // it did move the weights
+  p.a->sync_host_state();
+  EXPECT_EQ(p.state(*p.a, p.w).step(), 5);  // 7 steps, 2 skipped
+  EXPECT_EQ(p.state(*p.a, p.b).step(), p.state(*p.ref, p.b2).step());
+  EXPECT_TRUE(torch::allclose(p.state(*p.a, p.w).exp_avg_sq(), p.state(*p.ref, p.w2).exp_avg_sq(), 1e-5, 1e-10));
+}
+
+// Device counts reach the state when synced (a checkpoint), and state loaded into a fresh LAMB
+// (a resumed run) is what its next step_if continues from: bitwise the uninterrupted run.
+TEST(Lamb, StepIfCountsSurviveSaveAndLoad) {
+  LambPair p;
+  for (int step = 0; step < 3; ++step) {
+    p.grads(step);
+    p.a->step_if(torch::tensor(true));
+  }
+  p.a->sync_host_state();
+  torch::serialize::OutputArchive out;
+  p.a->save(out);
+  std::stringstream buf;
+  out.save_to(buf);
+  p.w2.detach().copy_(p.w.detach());
+  p.b2.detach().copy_(p.b.detach());
+  auto resumed = LambPair::make(p.w2, p.b2);
+  torch::serialize::InputArchive in;
+  in.load_from(buf);
+  resumed->load(in);
+  p.grads(3);
+  p.a->step_if(torch::tensor(true));
+  resumed->step_if(torch::tensor(true));
+  EXPECT_TRUE(torch::equal(p.w, p.w2));
+  EXPECT_TRUE(torch::equal(p.b, p.b2));
+  resumed->sync_host_state();
+  EXPECT_EQ(p.state(*resumed, p.w2).step(), 4);
+}
+
 // LAMB's step: the moment, norm and trust-ratio ops run once per group; only the scaling by
 // each tensor's trust ratio is one op per tensor (1,639 ops per BERT-base step before, ~8 per tensor).
+// step_if adds one more per tensor: zeroing a skipped step's gradients.
 TEST(Lamb, DispatchesOneOpPerTensorBeyondAFixedFew) {
-  auto ops_for = [](int n) {
+  auto ops_for = [](int n, bool device_decides) {
     torch::manual_seed(5);
     std::vector<torch::Tensor> ps;
     for (int i = 0; i < n; ++i) ps.push_back(torch::randn({4, 3}).set_requires_grad(true));
     Lamb opt(ps, LambOptions(0.01));
     for (auto& p : ps) p.mutable_grad() = torch::randn({4, 3});
-    opt.step();  // creates the state
+    const auto finite = torch::tensor(true);
+    auto step = [&] { device_decides ? opt.step_if(finite) : (void)opt.step(); };
+    step();  // creates the state
     TopLevelOpCounter counter;
-    opt.step();
+    step();
     return counter.ops();
   };
-  const int small = ops_for(6), large = ops_for(60);
+  const int small = ops_for(6, false), large = ops_for(60, false);
   EXPECT_EQ(large - small, 54);  // one op per extra tensor
   EXPECT_LE(small, 6 + 25);
+  EXPECT_EQ(ops_for(60, true) - ops_for(6, true), 2 * 54);
 }
 
 TEST(Schedule, LinearWarmupThenDecayHandValues) {

@@ -78,7 +78,9 @@ struct ToyRun {
   explicit ToyRun(const TrainOptions& t, EngineHooks hooks = {}, const fs::path& metrics = {}) {
     torch::manual_seed(5);
     model = torch::nn::Linear(4, 1);
-    opt = make_optimizer(*model, t);  // adamw: skips decided on the device; lamb: on the host
+    // adamw, lamb: skips decided on the device (DeviceSkippableStep); sgd (LibTorch's): on the host
+    opt = t.optimizer == "sgd" ? std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(t.lr))
+                               : make_optimizer(*model, t);
     task = std::make_unique<ToyTask>(data, model, t.batch_size / t.grad_accum);
     EngineSetup s;
     s.train = t;
@@ -123,10 +125,10 @@ TEST(Engine, AccumulationOfHalfBatchesEqualsTheFullBatch) {
   EXPECT_FALSE(torch::equal(one.model->weight, ToyRun(toy_options(4, 1)).model->weight));  // it did train
 }
 
-// Both update paths: AdamW's skip decided on the device (the host settles the flag a step
-// later), LAMB's on the host.
+// Both update paths: AdamW's and LAMB's skip decided on the device (the host settles the flag
+// a step later), LibTorch's SGD's on the host.
 TEST(Engine, NonFiniteLossSkipsTheUpdateAndLeavesWeightsUnchanged) {
-  for (const char* optimizer : {"adamw", "lamb"}) {
+  for (const char* optimizer : {"adamw", "lamb", "sgd"}) {
     SCOPED_TRACE(optimizer);
     std::vector<torch::Tensor> after;  // weights after each optimizer step
     torch::nn::Linear* m = nullptr;
@@ -150,7 +152,7 @@ TEST(Engine, NonFiniteLossSkipsTheUpdateAndLeavesWeightsUnchanged) {
 }
 
 TEST(Engine, TooManyNonFiniteStepsInARowStop) {
-  for (const char* optimizer : {"adamw", "lamb"}) {
+  for (const char* optimizer : {"adamw", "lamb", "sgd"}) {
     SCOPED_TRACE(optimizer);
     EngineHooks hooks;
     hooks.on_loss = [](int64_t step, torch::Tensor& loss) {
