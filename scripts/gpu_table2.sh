@@ -137,8 +137,8 @@ if [[ $CALL_MIN != 0 ]]; then  # method by method, stopping where the call's tim
   for m in "${todo[@]}"; do
     need=$(left_s "$m") spent=$(($(date +%s) - T0))
     if ((need > 0 && spent + need > call_s)); then
-      ((need <= call_s - 60)) || fail "$m needs ~${need} s, more than a call of $call_s s can give it (a minute goes to" \
-        "starting): shrink the stage (--epochs 1, fewer --seeds) or give longer calls"
+      ((need <= call_s)) || fail "$m needs ~${need} s, more than a whole call of $call_s s:" \
+        "shrink the stage (--epochs 1, fewer --seeds) or give longer calls"
       say "stopping before $m: it needs ~${need} s, this call has $((call_s - spent)) s of its $call_s left;" \
           "run the same command again to continue"
       exit 3

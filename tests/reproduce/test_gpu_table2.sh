@@ -4,7 +4,8 @@
 # --cpu-smoke. Checks the report against the runs it came from (a row per method, the EM/F1
 # of each run's results.jsonl, the plan's steps trained), the PNG, that a rerun continues
 # (plan kept, every run skipped), and the scripts' refusals. Skips (77) without ../shared/data.
-# A call limit (--call-minutes) stops cleanly between methods (exit 3) and the rerun goes on.
+# A call limit (--call-minutes) refuses a method no call can hold, stops cleanly between methods
+# (exit 3) when the call's time runs out, and the rerun goes on.
 # Usage: test_gpu_table2.sh REPO BUILD_DIR PYTHON
 set -euo pipefail
 root=$(cd "$1" && pwd) build=$2 py=$3
@@ -32,12 +33,23 @@ expect 1 "$work/none/vocab.txt not found" scripts/gpu_table2.sh --cpu-smoke --da
 
 methods=$("$build/rpe-train" methods --names --paper-table 2 | paste -sd,)  # the default of gpu_table2.sh
 run=(scripts/gpu_table2.sh --cpu-smoke --data "$work/pack" --build-dir "$build" --python "$py" --out "$work/run")
-# A call of 3 seconds: data and plan are made, then it stops before the first method (exit 3).
-set +e; "${run[@]}" --call-minutes 0.05 >"$work/call.log" 2>&1; code=$?; set -e
-((code == 3)) || fail "--call-minutes 0.05 exited $code, not 3: $(cat "$work/call.log")"
-grep -q "stopping before ${methods%%,*}: .*run the same command again to continue" "$work/call.log" \
-  || fail "no stop before the first method: $(cat "$work/call.log")"
+# A call of 3 seconds: data and plan are made, then the first method, which needs more than a
+# whole call, is refused (exit 1, saying what to shrink) before anything runs.
+expect 1 "needs ~" "${run[@]}" --call-minutes 0.05
 [[ -f $work/run/plan.json && ! -e $work/run/reproduce/pretrain ]] || fail "--call-minutes: plan missing or a run started"
+# A call of exactly what the hungriest method needs (the plan's estimates, as the script
+# reckons them): every method fits a call, and the time this call spends before a method tips
+# it over, at the first one or a later one -- a clean stop, exit 3, and a rerun continues.
+need=$("$py" - "$work/run/plan.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+print(max(round(2 * plan["start_s"] + plan["steps"] * r["step_ms"] / 1000 + r["finetune_s"])
+          for r in plan["per_method"].values()) + 0.5)
+PY
+)
+set +e; "${run[@]}" --call-minutes "$("$py" -c "print($need / 60)")" >"$work/call.log" 2>&1; code=$?; set -e
+((code == 3)) || fail "a call of ${need} s exited $code, not 3: $(cat "$work/call.log")"
+grep -q "stopping before .*run the same command again to continue" "$work/call.log" || fail "no clean stop: $(cat "$work/call.log")"
 # The same command continues (plan kept) and finishes, method by method under a roomy limit.
 "${run[@]}" --call-minutes 30
 "$py" - "$work/run" $methods <<'PY'
