@@ -110,8 +110,12 @@ args=(--scale mini --out "$OUT/reproduce" --seeds "$SEEDS" --corpus "$DATA/corpu
 for s in "${pre[@]}" "${run[@]}"; do args+=(--pretrain-set "$s"); done
 for s in finetune.epochs="$EPOCHS" train.batch_size=$FT_BATCH train.precision=bf16 train.device=$DEVICE "${ft[@]}"; do args+=(--finetune-set "$s"); done
 table2() {  # table2 METHODS: scripts/reproduce/table2.sh for them (finished runs skipped)
-  scripts/reproduce/table2.sh "${args[@]}" --methods "$1" 2>&1 | tee -a "$OUT/table2.log" | grep -E '^\[reproduce' || true
-  ((PIPESTATUS[0] == 0)) || { tail -20 "$OUT/table2.log"; fail "scripts/reproduce/table2.sh ($OUT/table2.log)"; }
+  # pipefail: the pipeline fails when table2.sh does (the grep may match nothing)
+  if ! scripts/reproduce/table2.sh "${args[@]}" --methods "$1" 2>&1 | tee -a "$OUT/table2.log" \
+       | { grep -E '^\[reproduce' || true; }; then
+    tail -20 "$OUT/table2.log"
+    fail "scripts/reproduce/table2.sh ($OUT/table2.log)"
+  fi
 }
 # Seconds method $1 still needs by the plan's estimates (its finished runs need none).
 left_s() {
