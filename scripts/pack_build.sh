@@ -28,7 +28,8 @@ done
 command -v "$PY" >/dev/null || refuse "no Python at $PY (--python: the one whose torch the build used)"
 # The build's LibTorch must be this Python's torch, and a CUDA build of it.
 torch_dir=$(sed -n 's/^Torch_DIR:PATH=//p' "$BUILD/CMakeCache.txt")
-read -r version cuda prefix < <("$PY" -c "import torch, torch.utils; print(torch.__version__, torch.version.cuda, torch.utils.cmake_prefix_path)")
+read -r version cuda prefix < <("$PY" -c "import torch, torch.utils; print(torch.__version__, torch.version.cuda, torch.utils.cmake_prefix_path)" 2>/dev/null) \
+  || refuse "$PY has no torch (--python: the one whose torch the build used)"
 [[ $(cd "$torch_dir" && pwd -P) == $(cd "$prefix/Torch" && pwd -P) ]] \
   || refuse "$BUILD was built against the LibTorch in $torch_dir, not $PY's torch ($prefix/Torch)"
 [[ $cuda != None ]] || refuse "$PY's torch $version is a CPU-only build: its programs cannot use a GPU"
