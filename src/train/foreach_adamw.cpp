@@ -75,17 +75,6 @@ torch::Tensor ForeachAdamW::step(LossClosure closure) {
   return loss;
 }
 
-// The parameter's step count on its device, (re)made from the state when the state changed
-// behind our back (a checkpoint loaded into it) or was never seen.
-torch::Tensor& ForeachAdamW::device_step(const torch::Tensor& p, AdamWParamState& state) {
-  auto& d = device_steps_[p.unsafeGetTensorImpl()];
-  if (!d.count.defined() || (!host_stale_ && d.host_step != state.step())) {
-    d.count = torch::full({}, static_cast<double>(state.step()), p.options().dtype(torch::kFloat));
-    d.host_step = state.step();
-  }
-  return d.count;
-}
-
 void ForeachAdamW::step_if(const torch::Tensor& finite) {
   torch::NoGradGuard no_grad;
   const auto found_inf = finite.logical_not().to(torch::kFloat);  // [] 1 = leave everything as it is
@@ -102,7 +91,7 @@ void ForeachAdamW::step_if(const torch::Tensor& finite) {
       grads.push_back(p.grad());
       exp_avg.push_back(st.exp_avg());
       exp_avg_sq.push_back(st.exp_avg_sq());
-      steps.push_back(device_step(p, st));
+      steps.push_back(device_steps_[p.unsafeGetTensorImpl()].for_state(st.step(), p, host_stale_));
     }
     if (params.empty()) continue;
     at::_foreach_add_(steps, advance);  // t += finite, before the update that uses t
@@ -114,24 +103,12 @@ void ForeachAdamW::step_if(const torch::Tensor& finite) {
 
 void ForeachAdamW::sync_host_state() {
   if (!host_stale_) return;
-  std::vector<c10::TensorImpl*> keys;
-  std::vector<torch::Tensor> counts;
-  for (auto& [key, d] : device_steps_) {
-    keys.push_back(key);
-    counts.push_back(d.count);
-  }
-  if (keys.empty()) {
-    host_stale_ = false;
-    return;
-  }
-  const auto host = torch::stack(counts).to(torch::kCPU, torch::kDouble);  // the one host read
-  for (size_t i = 0; i < keys.size(); ++i) {
-    auto& d = device_steps_.at(keys[i]);
-    d.host_step = static_cast<int64_t>(std::llround(host[static_cast<int64_t>(i)].item<double>()));
-    if (auto it = state_.find(keys[i]); it != state_.end())
-      static_cast<AdamWParamState&>(*it->second).step(d.host_step);
-  }
   host_stale_ = false;
+  std::vector<DeviceStepCount*> counts;
+  for (auto& [key, d] : device_steps_) counts.push_back(&d);
+  read_step_counts(counts);
+  for (auto& [key, d] : device_steps_)
+    if (auto it = state_.find(key); it != state_.end()) static_cast<AdamWParamState&>(*it->second).step(d.host_step);
 }
 
 }  // namespace rpe

@@ -36,14 +36,9 @@ class ForeachAdamW : public torch::optim::AdamW, public DeviceSkippableStep {
   void sync_host_state() override;
 
  private:
-  struct DeviceStep {
-    torch::Tensor count;    // [] float32 on the parameter's device
-    int64_t host_step = 0;  // AdamWParamState::step() when `count` was made or last synced
-  };
   torch::optim::AdamWParamState& state_of(const torch::Tensor& p);
-  torch::Tensor& device_step(const torch::Tensor& p, torch::optim::AdamWParamState& state);
-  std::unordered_map<c10::TensorImpl*, DeviceStep> device_steps_;
-  bool host_stale_ = false;
+  std::unordered_map<c10::TensorImpl*, DeviceStepCount> device_steps_;  // per parameter
+  bool host_stale_ = false;                                             // device counts ahead of the state
 };
 
 }  // namespace rpe

@@ -119,7 +119,8 @@ void Lamb::step_if(const torch::Tensor& finite) {
     const auto& o = static_cast<const LambOptions&>(param_groups_[i].options());
     auto g = collect(param_groups_[i]);
     if (g.params.empty()) continue;
-    auto& t = device_step(i, g.params.front());
+    if (device_steps_.size() <= i) device_steps_.resize(i + 1);
+    auto& t = device_steps_[i].for_state(state_of(g.params.front()).step(), g.params.front(), host_stale_);
     t.add_(keep);                                // t += finite, before the update that uses it
     const auto t1 = t.clamp_min(1.0);            // a skipped first step: no 1 - b^0 = 0 to divide by
     const auto bc1 = 1.0 - torch::pow(o.beta1(), t1), bc2 = 1.0 - torch::pow(o.beta2(), t1);  // [] float32
@@ -144,35 +145,18 @@ void Lamb::step_if(const torch::Tensor& finite) {
   host_stale_ = true;
 }
 
-torch::Tensor& Lamb::device_step(size_t group, const torch::Tensor& first) {
-  if (device_steps_.size() <= group) device_steps_.resize(group + 1);
-  auto& d = device_steps_[group];
-  const int64_t host = state_of(first).step();
-  if (!d.count.defined() || (!host_stale_ && d.host_step != host)) {
-    d.count = torch::full({}, static_cast<double>(host), first.options().dtype(torch::kFloat));
-    d.host_step = host;
-  }
-  return d.count;
-}
-
 void Lamb::sync_host_state() {
   if (!host_stale_) return;
   host_stale_ = false;
-  std::vector<size_t> groups;
-  std::vector<torch::Tensor> counts;
-  for (size_t i = 0; i < device_steps_.size(); ++i)
-    if (device_steps_[i].count.defined()) {
-      groups.push_back(i);
-      counts.push_back(device_steps_[i].count);
-    }
-  if (counts.empty()) return;
-  const auto host = torch::stack(counts).to(torch::kCPU, torch::kDouble);  // the one host read
-  for (size_t k = 0; k < groups.size(); ++k) {
-    auto& d = device_steps_[groups[k]];
-    d.host_step = static_cast<int64_t>(std::llround(host[static_cast<int64_t>(k)].item<double>()));
-    for (const auto& p : param_groups_[groups[k]].params())
+  std::vector<DeviceStepCount*> counts;
+  for (auto& d : device_steps_)
+    if (d.count.defined()) counts.push_back(&d);
+  read_step_counts(counts);
+  for (size_t i = 0; i < device_steps_.size(); ++i) {
+    if (!device_steps_[i].count.defined()) continue;
+    for (const auto& p : param_groups_[i].params())
       if (auto it = state_.find(p.unsafeGetTensorImpl()); it != state_.end())
-        static_cast<LambParamState&>(*it->second).step(d.host_step);
+        static_cast<LambParamState&>(*it->second).step(device_steps_[i].host_step);
   }
 }
 

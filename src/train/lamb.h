@@ -67,15 +67,8 @@ class Lamb : public torch::optim::Optimizer, public DeviceSkippableStep {
   };
   GroupTensors collect(torch::optim::OptimizerParamGroup& group);  // creates missing state
   LambParamState& state_of(const torch::Tensor& p);
-  struct DeviceStep {
-    torch::Tensor count;    // [] float32 on the parameters' device
-    int64_t host_step = 0;  // the state's step when `count` was made or last synced
-  };
-  // Group `group`'s device step count, (re)made from its first tensor's state when that state
-  // changed behind our back (a checkpoint loaded) or was never seen.
-  torch::Tensor& device_step(size_t group, const torch::Tensor& first);
-  std::vector<DeviceStep> device_steps_;  // by group index
-  bool host_stale_ = false;               // device counts ahead of the state
+  std::vector<DeviceStepCount> device_steps_;  // by group index (a group's tensors step together)
+  bool host_stale_ = false;                    // device counts ahead of the state
 };
 
 }  // namespace rpe
