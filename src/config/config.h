@@ -195,6 +195,7 @@ struct FinetuneOptions {
   // Which model a seed keeps in seed<N>/model/ and reports: "final" (the paper's protocol: fixed
   // epochs, the last weights) or "best" (the best dev score among the evaluations below).
   std::string select = "final";
+  bool eval_each_epoch = true;   // evaluate on dev at each epoch's end (false: only the final evaluation and eval_every)
   int64_t eval_every = 0;        // also evaluate on dev every N steps (0: only at each epoch's end)
   int64_t early_stopping = 0;    // select: best: stop after N evaluations without improvement (0: never)
 
@@ -219,6 +220,7 @@ struct FinetuneOptions {
     v("max_eval_examples", max_eval_examples);
     v("results_file", results_file);
     v("select", select);
+    v("eval_each_epoch", eval_each_epoch);
     v("eval_every", eval_every);
     v("early_stopping", early_stopping);
   }

@@ -202,6 +202,9 @@ void validate_finetune(const Config& cfg) {
   if (f.early_stopping < 0) cfg.fail("finetune.early_stopping", "must be >= 0 (0: never stop early)");
   if (f.early_stopping > 0 && f.select != "best")
     cfg.fail("finetune.early_stopping", "needs finetune.select: best (the paper's protocol trains fixed epochs)");
+  if (f.select == "best" && !f.eval_each_epoch && f.eval_every == 0)
+    cfg.fail("finetune.select", "best needs dev evaluations to choose among: set finetune.eval_each_epoch: true or "
+                                "finetune.eval_every > 0");
   if (!(f.warmup_fraction >= 0.0 && f.warmup_fraction < 1.0)) cfg.fail("finetune.warmup_fraction", "must be in [0, 1)");
   if (f.max_train_examples < 0 || f.max_eval_examples < 0)
     cfg.fail("finetune.max_train_examples", "max_train_examples/max_eval_examples must be >= 0 (0 = all)");

@@ -20,7 +20,8 @@ using nlohmann::json;
 
 GlueTrainTask::GlueTrainTask(const Prepared& p, ClassifierModel model, const TrainOptions& t, const SeedContext& ctx,
                              ModelKeeper* keeper)
-    : ItemTask(static_cast<int64_t>(p.train_ids.size()), t, ctx.seed, ctx.dp->rank(), ctx.dp->world()),
+    : ItemTask(static_cast<int64_t>(p.train_ids.size()), t, ctx.seed, ctx.dp->rank(), ctx.dp->world(),
+               p.rc.cfg.finetune.eval_each_epoch),
       p_(p),
       model_(std::move(model)),
       regression_(p.glue->labels.empty()),
@@ -130,6 +131,7 @@ std::vector<eval::ResultRow> run_glue_seed(const Prepared& p, const SeedContext&
   // The final evaluation; with select: best the kept weights are reloaded and scored (see SQuAD).
   std::vector<std::vector<double>> preds;
   json fields = glue_dev_metrics(p, model, ctx.device, &preds);
+  write_final_evaluation(ctx, trained.steps, fields);
   keeper->offer(trained.steps, fields.at(metric).get<double>(), /*final=*/true, *model);
   if (keeper->kept().step != trained.steps) {
     load_saved_weights(read_saved_model(keeper->dir()), *model);

@@ -12,8 +12,14 @@
 
 namespace rpe::finetune {
 
-ItemTask::ItemTask(int64_t n_items, const TrainOptions& t, int64_t seed, int64_t rank, int64_t world)
-    : n_(n_items), accum_(t.grad_accum), rank_(rank), world_(world), rng_(static_cast<uint64_t>(seed)) {
+ItemTask::ItemTask(int64_t n_items, const TrainOptions& t, int64_t seed, int64_t rank, int64_t world,
+                   bool eval_each_epoch)
+    : n_(n_items),
+      accum_(t.grad_accum),
+      rank_(rank),
+      world_(world),
+      eval_each_epoch_(eval_each_epoch),
+      rng_(static_cast<uint64_t>(seed)) {
   require(n_ > 0, "fine-tuning: no training examples");
   require(t.grad_accum >= 1, "train.grad_accum must be at least 1");
   micro_ = t.batch_size / (t.grad_accum * world_);
@@ -72,7 +78,7 @@ TrainOptions finetune_schedule(const Config& cfg, int64_t n_items) {
   const int64_t per_epoch = steps_per_epoch(n_items, t.batch_size);
   t.max_steps = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(cfg.finetune.epochs * static_cast<double>(per_epoch))));
   t.warmup_steps = static_cast<int64_t>(std::llround(cfg.finetune.warmup_fraction * static_cast<double>(t.max_steps)));
-  t.eval_every = cfg.finetune.eval_every;  // and at each epoch's end (the task's eval_due)
+  t.eval_every = cfg.finetune.eval_every;  // and at each epoch's end (the task's eval_due) if eval_each_epoch
   t.save_every = 0;  // fine-tuning keeps no checkpoints
   return t;
 }
@@ -93,6 +99,12 @@ TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOpt
   const EngineResult r = engine.run(TrainState{});
   model.eval();
   return TrainOutcome{r.final_loss, r.state.step, r.stopped_early};
+}
+
+void write_final_evaluation(const SeedContext& ctx, int64_t step, const nlohmann::json& fields) {
+  nlohmann::json row = {{"step", step}, {"split", "valid"}};
+  row.update(fields);
+  MetricsWriter(ctx.dir / "metrics.jsonl").write(row);
 }
 
 }  // namespace rpe::finetune

@@ -7,6 +7,8 @@
 // and cuts it into grad_accum micro-batches of `micro` items. With W = 1 this is the stream
 // itself, micro-batch after micro-batch.
 #pragma once
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -31,12 +33,14 @@ struct SeedContext {
 // Base of the SQuAD and GLUE tasks: draws items as above and asks the task for their batch.
 class ItemTask : public Task {
  public:
-  // This process is `rank` of `world`; the order's generator is seeded with `seed`.
-  ItemTask(int64_t n_items, const TrainOptions& t, int64_t seed, int64_t rank, int64_t world);
+  // This process is `rank` of `world`; the order's generator is seeded with `seed`; dev
+  // evaluations at each epoch's end unless `eval_each_epoch` is false (finetune.eval_each_epoch).
+  ItemTask(int64_t n_items, const TrainOptions& t, int64_t seed, int64_t rank, int64_t world,
+           bool eval_each_epoch = true);
   MicroBatch next_batch() final;
   torch::Tensor count(const MicroBatch& batch) final;  // examples: rows of tensors[0]
-  // Fine-tuning also evaluates at each epoch's end (besides every train.eval_every steps).
-  bool eval_due(int64_t step) const override { return step % steps_per_epoch_ == 0; }
+  // Fine-tuning also evaluates at each epoch's end (besides every finetune.eval_every steps).
+  bool eval_due(int64_t step) const override { return eval_each_epoch_ && step % steps_per_epoch_ == 0; }
 
  protected:
   // Host tensors of the items' micro-batch; tensors[0] must have one row per item.
@@ -46,6 +50,7 @@ class ItemTask : public Task {
   int64_t next_item();
   int64_t n_, micro_, accum_, rank_, world_;
   int64_t steps_per_epoch_ = 1;  // optimizer steps in one pass over the n items
+  bool eval_each_epoch_ = true;
   std::mt19937_64 rng_;
   std::vector<int64_t> order_, share_;
   size_t cursor_ = 0;
@@ -70,7 +75,8 @@ class BatchProgress {
 };
 
 // Fine-tuning steps per seed: ceil(epochs * steps_per_epoch), warmup a fraction of them; dev
-// evaluations every finetune.eval_every steps (the tasks add each epoch's end).
+// evaluations every finetune.eval_every steps (the tasks add each epoch's end unless
+// finetune.eval_each_epoch is false).
 TrainOptions finetune_schedule(const Config& cfg, int64_t n_items);
 
 struct TrainOutcome {
@@ -83,5 +89,9 @@ struct TrainOutcome {
 // engine: bf16 autocast per train.precision, the non-finite guard, the progress line, the dev
 // evaluations the task asks for, rank 0's seed<N>/metrics.jsonl (training and dev curves).
 TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOptions& t, const SeedContext& ctx);
+
+// The final evaluation's row in seed<N>/metrics.jsonl ({"step", "split": "valid", ...fields}):
+// the dev curve's last point, scored on the final weights whichever model is kept. Rank 0 only.
+void write_final_evaluation(const SeedContext& ctx, int64_t step, const nlohmann::json& fields);
 
 }  // namespace rpe::finetune

@@ -21,7 +21,8 @@ using nlohmann::json;
 
 SquadTask::SquadTask(const Prepared& p, QaModel model, const TrainOptions& t, const SeedContext& ctx,
                      ModelKeeper* keeper)
-    : ItemTask(static_cast<int64_t>(p.train_f.size()), t, ctx.seed, ctx.dp->rank(), ctx.dp->world()),
+    : ItemTask(static_cast<int64_t>(p.train_f.size()), t, ctx.seed, ctx.dp->rank(), ctx.dp->world(),
+               p.rc.cfg.finetune.eval_each_epoch),
       p_(p),
       model_(std::move(model)),
       keeper_(keeper) {}
@@ -163,6 +164,7 @@ std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const SeedContext
   auto preds = predict_squad(p, model, ctx.device);
   eval::SquadScores s;
   auto metrics = score_squad(p, preds, s);
+  write_final_evaluation(ctx, trained.steps, {{"exact", s.exact}, {"f1", s.f1}});  // the fields of SquadTask::evaluate
   keeper->offer(trained.steps, s.f1, /*final=*/true, *model);
   if (keeper->kept().step != trained.steps) {
     load_saved_weights(read_saved_model(keeper->dir()), *model);

@@ -110,6 +110,11 @@ TEST_F(ConfigTest, InvalidValuesNameTheKey) {
   EXPECT_NE(method.find("m4"), std::string::npos) << method;
   EXPECT_NE(error_of(dir_ / "exp.yaml", {"data.mask_prob=1.5"}).find("data.mask_prob"), std::string::npos);
   EXPECT_NE(error_of(dir_ / "exp.yaml", {"train.batch_size=0"}).find("must be positive"), std::string::npos);
+  // select: best with nothing to choose among (no epoch-end and no periodic dev evaluations)
+  const std::string best = error_of(dir_ / "exp.yaml", {"finetune.select=best", "finetune.eval_each_epoch=false"});
+  EXPECT_NE(best.find("finetune.select: best needs dev evaluations"), std::string::npos) << best;
+  EXPECT_NO_THROW(load_config(dir_ / "exp.yaml", {"finetune.select=best", "finetune.eval_each_epoch=false",
+                                                  "finetune.eval_every=50"}));
 }
 
 TEST_F(ConfigTest, ErrorsPointAtTheFileThatSetTheKey) {

@@ -60,8 +60,19 @@ grep -q -- "--init runs/tiny_m4 (the newest finished pretraining run" finetune.l
 SEED_DIR=$(echo runs/squad_v1/seed*)  # train.seed of the preset
 MODEL=$SEED_DIR/model
 for f in model.pt config.yaml tokenizer.model task.json; do test -s "$MODEL/$f" || fail "$MODEL/$f missing"; done
-grep -q '"split": "valid"' $SEED_DIR/metrics.jsonl || grep -q '"split":"valid"' $SEED_DIR/metrics.jsonl ||
-  fail "no dev curve in metrics.jsonl"
+# The dev curve: each epoch's end and the final evaluation (the last row, at the last step); with
+# select: best the kept model is the curve's best point, and results.json scores that model.
+python3 - "$SEED_DIR/metrics.jsonl" "$SEED_DIR/results.json" <<'PYEOF' || fail "dev curve vs results.json"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+results = json.load(open(sys.argv[2]))
+valid = [r for r in rows if r.get("split") == "valid"]
+assert len(valid) == 2 and rows[-1] is valid[-1] and valid[-1]["step"] == results["steps"], valid
+best = max(valid, key=lambda r: r["f1"])
+assert abs(best["f1"] - results["f1"]) < 1e-9 and abs(best["exact"] - results["exact"]) < 1e-9, (best, results)
+assert results["model_step"] == best["step"], (valid, results["model_step"])  # the first best: ties keep the earlier
+print(f"dev curve: {[(r['step'], round(r['f1'], 2)) for r in valid]}, kept step {results['model_step']}")
+PYEOF
 
 mkdir pred
 "$RPE" predict squad --model "$MODEL" --input data/full/squad/dev-v1.1.json --out pred/predictions.json > predict.log

@@ -185,3 +185,17 @@ TEST(FinetuneItems, RanksShareEachStepOfTheSingleProcessStream) {
   }
   EXPECT_EQ(single.count(MicroBatch{{torch::zeros({3, 5})}, {}}).item<double>(), 3.0);
 }
+
+// Dev evaluations at each epoch's end (10 items, batch 4: 3 steps per epoch), unless
+// finetune.eval_each_epoch is false; periodic ones (eval_every) are the engine's, not the task's.
+TEST(FinetuneItems, EvaluatesAtEachEpochsEndUnlessSwitchedOff) {
+  TrainOptions t;
+  t.batch_size = 4;
+  IndexTask each(10, t, 1, 0, 1), none(10, t, 1, 0, 1, /*eval_each_epoch=*/false);
+  std::vector<int64_t> due;
+  for (int64_t step = 1; step <= 9; ++step) {
+    if (each.eval_due(step)) due.push_back(step);
+    EXPECT_FALSE(none.eval_due(step)) << step;
+  }
+  EXPECT_EQ(due, (std::vector<int64_t>{3, 6, 9}));
+}
