@@ -80,6 +80,8 @@ set_tests_properties(gpu_table2_cpu_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT
 add_test(NAME pack_build COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_pack_build.sh
          ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR} ${RPE_TEST_PYTHON})
 set_tests_properties(pack_build PROPERTIES TIMEOUT 300)
+# One call on a machine lent by the call (scripts/gpu_call.sh): status, time limit, what is packed.
+add_test(NAME gpu_call COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_gpu_call.sh ${CMAKE_SOURCE_DIR})
 add_test(NAME table2_plan COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/reproduce/test_table2_plan.py)
 # WordPiece parity with HF BertTokenizer on real text (skips, code 77, without transformers or ../shared/data).
 add_test(NAME wordpiece_parity COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/data/wordpiece_parity.py

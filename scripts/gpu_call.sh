@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One call on a GPU machine lent by the call (docs/gpu.md): runs a step of the GPU check under a
+# time limit, then, whatever became of it (failure and time-out included), packs what the next
+# call and this side need into one archive: the reports, the logs, and the state a rerun
+# continues from (the plan, finished runs' summaries, results and metrics, the tokenizer) --
+# without checkpoints, shards, saved models, unpacked data or other bulk. Such a machine is
+# released when idle for seconds, so nothing left on it can be counted on: unpack the archive
+# in the repository root here and carry the run folders into the next call.
+#
+# Usage: scripts/gpu_call.sh [--limit SECONDS] [--to FILE] [--pack PATH]... -- COMMAND [ARGS...]
+#   --limit  seconds COMMAND may run (default 540: a call is cut at 600; this leaves the packing
+#            and the transfer time); after it COMMAND and its children are stopped (status 124)
+#   --to     the archive (default $OUT/results.tgz, $OUT being the folder a call brings back)
+#   --pack   a path to pack, relative to the current folder; repeatable. Default: what the GPU
+#            scripts write: bench/results/gpu_*.md, gpu_run_*, table2_mini_*, table2_run_*, and
+#            the build's logs build-gpu.*.log (those that exist)
+# Exits with COMMAND's status; 2 for bad arguments.
+set -uo pipefail
+LIMIT=540 TO="" PACK=()
+usage() { echo "usage: $0 [--limit SECONDS] [--to FILE] [--pack PATH]... -- COMMAND [ARGS...]" >&2; exit 2; }
+while (($#)); do
+  case $1 in
+    --limit) [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "$0: --limit takes whole seconds, got '${2:-}'" >&2; exit 2; }
+      LIMIT=$2; shift 2 ;;
+    --to) [[ -n ${2:-} ]] || usage; TO=$2; shift 2 ;;
+    --pack) [[ -n ${2:-} ]] || usage; PACK+=("$2"); shift 2 ;;
+    --) shift; break ;;
+    *) usage ;;
+  esac
+done
+(($#)) || usage
+if [[ -z $TO ]]; then
+  [[ -n ${OUT:-} ]] || { echo "$0: no --to FILE and no \$OUT to put results.tgz in" >&2; exit 2; }
+  TO=$OUT/results.tgz
+fi
+mkdir -p "$(dirname "$TO")" || exit 2
+
+# timeout signals COMMAND's whole process group (the scripts' rpe-train children too).
+timeout --kill-after=15 "$LIMIT" "$@"
+status=$?
+((status == 124)) && echo "[gpu_call] stopped after the ${LIMIT} s limit; rerun the same call to continue" >&2
+
+if ((${#PACK[@]} == 0)); then
+  shopt -s nullglob
+  PACK=(bench/results/gpu_*.md bench/results/gpu_run_* bench/results/table2_mini_* bench/results/table2_run_*
+        build-gpu.*.log)
+  shopt -u nullglob
+fi
+present=()
+for p in "${PACK[@]}"; do [[ -e $p ]] && present+=("$p"); done
+# Bulk stays behind: checkpoints and saved models (a mini one is ~130 MB with its optimizer),
+# shards and unpacked SQuAD (remade from the carried data), the HF baseline's site-packages.
+members=(-T /dev/null)  # an empty archive when nothing was written (a failed first step)
+((${#present[@]})) && members=(-- "${present[@]}")
+if ! tar czf "$TO.tmp" --exclude=checkpoints --exclude=model --exclude='*.pt' --exclude='*.safetensors' \
+       --exclude=shards --exclude=squad --exclude=hf-site --exclude=corpus.txt --exclude=nbest_predictions.json \
+       "${members[@]}" || ! mv "$TO.tmp" "$TO"; then
+  echo "[gpu_call] packing the results into $TO failed" >&2
+  exit $((status ? status : 1))
+fi
+echo "[gpu_call] exit $status; packed ${#present[@]} path(s) into $TO ($(du -h "$TO" | cut -f1)):" \
+     "unpack with tar xzf in the repository root" >&2
+exit "$status"

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# ctest gpu_call: scripts/gpu_call.sh, one call on a machine lent by the call (docs/gpu.md).
+# The step's exit status comes through (3, a clean stop; 124 after the limit, its children
+# stopped too), the archive is made whatever the status, holds the state but not the bulk
+# (checkpoints, shards, saved models, unpacked SQuAD), and bad arguments are refused (exit 2).
+# Usage: test_gpu_call.sh REPO
+set -euo pipefail
+call=$(cd "$1" && pwd)/scripts/gpu_call.sh
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+status() { set +e; "$@" >"$work/out" 2>"$work/err"; echo $?; set -e; }  # the exit status of a command
+
+# A run folder as the GPU scripts leave it.
+r=bench/results/table2_run_dev
+mkdir -p $r/reproduce/pretrain/m4/checkpoints $r/reproduce/finetune/table2/m4_s1/seed1/model $r/shards $r/squad
+echo '{"steps": 8}' >$r/plan.json
+echo '{"steps": 8}' >$r/reproduce/pretrain/m4/summary.json
+echo '{"step": 1}' >$r/reproduce/pretrain/m4/metrics.jsonl
+head -c 4096 /dev/zero >$r/reproduce/pretrain/m4/checkpoints/step_00000008.pt
+echo '{"f1": 1}' >$r/reproduce/finetune/table2/m4_s1/seed1/results.json
+head -c 4096 /dev/zero >$r/reproduce/finetune/table2/m4_s1/seed1/model/model.pt
+: >$r/shards/train_00000.bin
+: >$r/squad/train-v1.1.json
+echo "# report" >bench/results/gpu_dev.md
+
+[[ $(OUT=$work/out1 status "$call" -- bash -c 'echo step; exit 3') == 3 ]] || fail "exit 3 did not come through: $(cat err)"
+tar tzf out1/results.tgz >list
+for f in $r/plan.json $r/reproduce/pretrain/m4/summary.json $r/reproduce/pretrain/m4/metrics.jsonl \
+  $r/reproduce/finetune/table2/m4_s1/seed1/results.json bench/results/gpu_dev.md; do
+  grep -qx "$f" list || fail "$f not packed: $(cat list)"
+done
+! grep -E "checkpoints|\.pt$|shards|squad|/model/" list || fail "bulk packed"
+
+# After the limit: status 124, the step's children stopped, the archive made all the same.
+[[ $(status "$call" --limit 1 --to out2/r.tgz -- bash -c 'sleep 41 & sleep 41; wait') == 124 ]] || fail "no 124 after the limit"
+sleep 1
+! pgrep -f "sleep 41" >/dev/null || fail "the step's children outlived the limit"
+grep -q "stopped after the 1 s limit" err || fail "the limit was not reported: $(cat err)"
+tar tzf out2/r.tgz | grep -qx $r/plan.json || fail "no archive after the limit"
+
+# Nothing to pack (a step that failed before writing anything): an empty archive.
+[[ $(status "$call" --to out3/r.tgz --pack nothing -- false) == 1 ]] || fail "exit 1 did not come through"
+[[ -f out3/r.tgz && -z $(tar tzf out3/r.tgz) ]] || fail "no empty archive"
+
+for bad in "--limit x -- true" "--to" "-- " "--pack"; do
+  # shellcheck disable=SC2086
+  [[ $(env -u OUT "$call" $bad 2>/dev/null; echo $?) == 2 ]] || fail "'$bad' not refused with 2"
+done
+[[ $(env -u OUT "$call" -- true 2>&1 >/dev/null; echo " $?") == *"no \$OUT"*" 2" ]] || fail "no \$OUT not refused"
+echo "gpu_call: status, limit and packing as documented"
