@@ -10,7 +10,9 @@
 #   3. runs scripts/reproduce/table2.sh --scale mini with that plan;
 #   4. writes the tables, loss curves (PNG) and plan to bench/results/table2_mini_<device>/.
 # Run it again with the same --out to continue an interrupted stage: the plan is kept, finished
-# runs are skipped and an interrupted pretraining resumes from its last checkpoint.
+# runs are skipped and an interrupted pretraining resumes from its last checkpoint. On a fresh
+# machine the --out folder may be the slim copy scripts/gpu_call.sh packed (no checkpoints): a
+# method pretrained but not yet fine-tuned is then pretrained again.
 # --build-dir: gpu_check.sh's build (build-gpu) or one carried by scripts/pack_build.sh, with the
 # libraries of --deps (scripts/pack_deps.sh) -- a session that only runs this stage need not build.
 # --call-minutes C: this command may run C minutes at most (a machine that stops commands at a
@@ -133,11 +135,25 @@ for seed in seeds:
 print(round(need))
 PY
 }
+# A method pretrained in a call whose machine is gone: its summary came back (scripts/gpu_call.sh)
+# but not its checkpoints, and a fine-tuning still to run needs them: pretrain it again.
+refresh_pretraining() {
+  local dir=$OUT/reproduce/pretrain/$1 seed
+  [[ -f $dir/summary.json ]] && ! compgen -G "$dir/checkpoints/*.pt" >/dev/null || return 0
+  for seed in "${seed_list[@]}"; do
+    if [[ ! -f $OUT/reproduce/finetune/table2/$1_s$seed/seed$seed/results.json ]]; then
+      say "pretrain $1: finished by an earlier call, but its checkpoints are not here for fine-tuning: pretraining again"
+      rm -rf "$dir"
+      return 0
+    fi
+  done
+}
+IFS=, read -r -a todo <<<"$METHODS"
+for m in "${todo[@]}"; do refresh_pretraining "$m"; done
 say "Table 2 at mini scale: $METHODS, $steps steps each, seeds $SEEDS, SQuAD $EPOCHS epochs"
 : >>"$OUT/table2.log"
 if [[ $CALL_MIN != 0 ]]; then  # method by method, stopping where the call's time would run out
   call_s=$("$PY" -c "import sys; print(int(float(sys.argv[1]) * 60))" "$CALL_MIN") || fail "--call-minutes: not a number: $CALL_MIN"
-  IFS=, read -r -a todo <<<"$METHODS"
   for m in "${todo[@]}"; do
     need=$(left_s "$m") spent=$(($(date +%s) - T0))
     if ((need > 0 && spent + need > call_s)); then

@@ -5,7 +5,9 @@
 # of each run's results.jsonl, the plan's steps trained), the PNG, that a rerun continues
 # (plan kept, every run skipped), and the scripts' refusals. Skips (77) without ../shared/data.
 # A call limit (--call-minutes) refuses a method no call can hold, stops cleanly between methods
-# (exit 3) when the call's time runs out, and the rerun goes on.
+# (exit 3) when the call's time runs out, and the rerun goes on -- on a "fresh machine" too: from
+# the run folder's slim copy that scripts/gpu_call.sh packed (no checkpoints, shards or SQuAD),
+# pretraining again a method whose fine-tuning had not finished.
 # Usage: test_gpu_table2.sh REPO BUILD_DIR PYTHON
 set -euo pipefail
 root=$(cd "$1" && pwd) build=$2 py=$3
@@ -32,7 +34,16 @@ expect 2 "$work/pack exists" scripts/pack_data.sh --from "$data" --out "$work/pa
 expect 1 "$work/none/vocab.txt not found" scripts/gpu_table2.sh --cpu-smoke --data "$work/none" --build-dir "$build" --python "$py"
 
 methods=$("$build/rpe-train" methods --names --paper-table 2 | paste -sd,)  # the default of gpu_table2.sh
-run=(scripts/gpu_table2.sh --cpu-smoke --data "$work/pack" --build-dir "$build" --python "$py" --out "$work/run")
+run=("$root/scripts/gpu_table2.sh" --cpu-smoke --data "$work/pack" --build-dir "$build" --python "$py" --out "$work/run")
+# A call through scripts/gpu_call.sh, run folder packed into ARCHIVE: call ARCHIVE ARGS...
+call() { local to=$1; shift; (cd "$work" && "$root/scripts/gpu_call.sh" --to "$to" --pack run -- "${run[@]}" "$@"); }
+# The machine went cold between calls: only the archive's slim copy of the run folder is left.
+cold_start() {
+  rm -rf "$work/run"
+  tar xzf "$1" -C "$work"
+  [[ -f $work/run/plan.json ]] || fail "$1: no plan.json"
+  [[ -z $(find "$work/run" -name '*.pt' -o -name shards -o -name squad) ]] || fail "$1 holds checkpoints, shards or SQuAD"
+}
 # A call of 3 seconds: data and plan are made, then the first method, which needs more than a
 # whole call, is refused (exit 1, saying what to shrink) before anything runs.
 expect 1 "needs ~" "${run[@]}" --call-minutes 0.05
@@ -47,11 +58,14 @@ print(max(round(2 * plan["start_s"] + plan["steps"] * r["step_ms"] / 1000 + r["f
           for r in plan["per_method"].values()) + 0.5)
 PY
 )
-set +e; "${run[@]}" --call-minutes "$("$py" -c "print($need / 60)")" >"$work/call.log" 2>&1; code=$?; set -e
+set +e; call "$work/back1.tgz" --call-minutes "$("$py" -c "print($need / 60)")" >"$work/call.log" 2>&1; code=$?; set -e
 ((code == 3)) || fail "a call of ${need} s exited $code, not 3: $(cat "$work/call.log")"
 grep -q "stopping before .*run the same command again to continue" "$work/call.log" || fail "no clean stop: $(cat "$work/call.log")"
-# The same command continues (plan kept) and finishes, method by method under a roomy limit.
-"${run[@]}" --call-minutes 30
+# The same command on a fresh machine continues (plan kept) and finishes, method by method
+# under a roomy limit.
+cold_start "$work/back1.tgz"
+"${run[@]}" --call-minutes 30 | tee "$work/continue.log"
+grep -q "continuing with the plan" "$work/continue.log" || fail "the call after a cold start made a new plan"
 "$py" - "$work/run" $methods <<'PY'
 import json, sys
 from pathlib import Path
@@ -78,8 +92,19 @@ for name in ("tables.md", "tables.csv", "cost.md", "cost.csv", "cost.json", "pla
 print("gpu_table2 report: rows, scores and steps match the runs")
 PY
 # A rerun continues: the plan is kept and every finished run is skipped.
-"${run[@]}" >"$work/rerun.log" 2>&1 || { cat "$work/rerun.log"; fail "rerun"; }
+call "$work/back2.tgz" >"$work/rerun.log" 2>&1 || { cat "$work/rerun.log"; fail "rerun"; }
 grep -q "continuing with the plan" "$work/rerun.log" || fail "rerun made a new plan"
 skipped=$(grep -c ": done, skipped" "$work/rerun.log" || true) runs=$((2 * $(tr , '\n' <<<"$methods" | wc -l)))
 ((skipped == runs)) || fail "rerun skipped $skipped of $runs runs: $(cat "$work/rerun.log")"
+# A method whose fine-tuning had not finished when its machine went cold: its checkpoints did
+# not come back, so it is pretrained again; the others stay skipped.
+cold_start "$work/back2.tgz"
+first=${methods%%,*}
+rm -rf "$work/run/reproduce/finetune/table2/${first}_s1"
+"${run[@]}" >"$work/refresh.log" 2>&1 || { cat "$work/refresh.log"; fail "the call after losing $first's fine-tuning"; }
+grep -q "pretrain $first: finished by an earlier call, but its checkpoints are not here" "$work/refresh.log" \
+  || fail "$first was not pretrained again: $(cat "$work/refresh.log")"
+[[ -f $work/run/reproduce/finetune/table2/${first}_s1/seed1/results.json ]] || fail "$first was not fine-tuned again"
+skipped=$(grep -c ": done, skipped" "$work/refresh.log" || true)
+((skipped == runs - 2)) || fail "skipped $skipped of $runs runs after a cold start, not $((runs - 2))"
 echo "gpu_table2_cpu_smoke: passed"
