@@ -33,11 +33,16 @@ read -r version cuda prefix < <("$PY" -c "import torch, torch.utils; print(torch
 [[ $(cd "$torch_dir" && pwd -P) == $(cd "$prefix/Torch" && pwd -P) ]] \
   || refuse "$BUILD was built against the LibTorch in $torch_dir, not $PY's torch ($prefix/Torch)"
 [[ $cuda != None ]] || refuse "$PY's torch $version is a CPU-only build: its programs cannot use a GPU"
+# The programs must be the checkout's: a build older than its last commit would carry old code.
+built=$("$BUILD/rpe-train" --version 2>/dev/null | sed -n '1s/.*(\(.*\))$/\1/p')
+here=$(git describe --always --dirty 2>/dev/null || echo unknown)
+[[ $here == unknown || $built == "$here" ]] \
+  || refuse "$BUILD/rpe-train is of revision ${built:-unknown}, the checkout of $here: run scripts/build.sh first"
 [[ ! -e $DEST ]] || refuse "$DEST exists (remove it first)"
 tmp=$(mktemp -d "$DEST.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 for p in "${PROGRAMS[@]}"; do cp "$BUILD/$p" "$tmp/"; done
-printf 'torch %s\nrevision %s\n' "$version" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" >"$tmp/built_with.txt"
+printf 'torch %s\nrevision %s\n' "$version" "${built:-unknown}" >"$tmp/built_with.txt"
 mv "$tmp" "$DEST"
 trap - EXIT
 echo "pack_build: $DEST ($(du -sh "$DEST" | cut -f1)): ${PROGRAMS[*]}, built against torch $version (CUDA $cuda)"

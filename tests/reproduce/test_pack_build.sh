@@ -2,7 +2,8 @@
 # ctest pack_build: a build carried to another machine (scripts/pack_build.sh, docs/gpu.md).
 # Packs this build, runs the GPU check's test step from the packed copy (scripts/gpu_env.sh
 # finds LibTorch through the Python's torch and the repository through RPE_SOURCE_DIR), and
-# checks the refusals: a missing program or an existing destination (exit 2), a carried build
+# checks the refusals: a missing program, a build older than the checkout or an existing
+# destination (exit 2), a carried build
 # whose torch version is not the Python's, and a build step asked of a carried build (exit 1).
 # Usage: test_pack_build.sh REPO BUILD_DIR PYTHON
 set -euo pipefail
@@ -19,11 +20,20 @@ expect() {  # expect CODE TEXT COMMAND...: exit status CODE and TEXT in the last
 }
 
 expect 2 "$work/none/rpe-train not found" scripts/pack_build.sh "$work/x" --build-dir "$work/none" --python "$py"
+# A build older than the checkout (its rpe-train reports another revision) is not packed.
+mkdir "$work/stale"
+grep '^Torch_DIR:PATH=' "$build/CMakeCache.txt" >"$work/stale/CMakeCache.txt"
+for p in rpe-train rpe_tests rpe-bench-model rpe-bench-optim; do
+  printf '#!/bin/sh\necho "rpe-train 0.1.0 (0000000)"\n' >"$work/stale/$p" && chmod +x "$work/stale/$p"
+done
+expect 2 "$work/stale/rpe-train is of revision 0000000, the checkout of $(git describe --always --dirty)" \
+  scripts/pack_build.sh "$work/x" --build-dir "$work/stale" --python "$py"
 scripts/pack_build.sh "$work/carried" --build-dir "$build" --python "$py"
 expect 2 "$work/carried exists" scripts/pack_build.sh "$work/carried" --build-dir "$build" --python "$py"
 for p in rpe-train rpe_tests rpe-bench-model rpe-bench-optim; do [[ -x $work/carried/$p ]] || fail "no $p packed"; done
 version=$("$py" -c "import torch; print(torch.__version__)")
 grep -qx "torch $version" "$work/carried/built_with.txt" || fail "built_with.txt: $(cat "$work/carried/built_with.txt")"
+grep -qx "revision $(git describe --always --dirty)" "$work/carried/built_with.txt" || fail "built_with.txt: no revision"
 
 # The carried programs run the check's test step (the CUDA cases skip on the CPU).
 scripts/gpu_check.sh --cpu-smoke --build-dir "$work/carried" --python "$py" --only tests --out "$work/run" >"$work/log" 2>&1 \
