@@ -15,7 +15,7 @@
 #   5. (--table2) the second stage, scripts/gpu_table2.sh: Table 2 at mini scale on real data
 #      (--data: the folder scripts/pack_data.sh wrote), sized to --minutes.
 # --only build,tests,train,bench runs those steps alone (to split the check over several calls of
-# a machine that limits one command's time; the build stays in --build-dir between them).
+# a machine that limits one command's time: each through scripts/gpu_call.sh, docs/gpu.md).
 # --build-dir may name a build carried from another machine (scripts/pack_build.sh, same torch
 # version): then leave out the build step.
 # --cpu-smoke: the same four steps at tiny sizes on the CPU against an existing build (no
