@@ -102,9 +102,7 @@ TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOpt
 }
 
 void write_final_evaluation(const SeedContext& ctx, int64_t step, const nlohmann::json& fields) {
-  nlohmann::json row = {{"step", step}, {"split", "valid"}};
-  row.update(fields);
-  MetricsWriter(ctx.dir / "metrics.jsonl").write(row);
+  MetricsWriter(ctx.dir / "metrics.jsonl").write_evaluation(step, fields);
 }
 
 }  // namespace rpe::finetune

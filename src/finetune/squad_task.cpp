@@ -50,11 +50,16 @@ BatchSums SquadTask::forward(const MicroBatch& batch) {
   return s;
 }
 
+namespace {
+// The fields of a dev evaluation's row (periodic and final): EM and F1.
+nlohmann::json dev_fields(const eval::SquadScores& s) { return {{"exact", s.exact}, {"f1", s.f1}}; }
+}  // namespace
+
 nlohmann::json SquadTask::evaluate() {
   eval::SquadScores scores;
   const auto preds = predict_squad(p_, model_, model_->parameters().front().device());
   score_squad(p_, preds, scores);
-  return {{"exact", scores.exact}, {"f1", scores.f1}};
+  return dev_fields(scores);
 }
 
 bool SquadTask::after_evaluation(int64_t step, const nlohmann::json& fields) {
@@ -164,7 +169,7 @@ std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const SeedContext
   auto preds = predict_squad(p, model, ctx.device);
   eval::SquadScores s;
   auto metrics = score_squad(p, preds, s);
-  write_final_evaluation(ctx, trained.steps, {{"exact", s.exact}, {"f1", s.f1}});  // the fields of SquadTask::evaluate
+  write_final_evaluation(ctx, trained.steps, dev_fields(s));
   keeper->offer(trained.steps, s.f1, /*final=*/true, *model);
   if (keeper->kept().step != trained.steps) {
     load_saved_weights(read_saved_model(keeper->dir()), *model);

@@ -141,14 +141,11 @@ nlohmann::json Engine::evaluate(int64_t step) {
   }
   model_.train();
   if (fields.empty()) return fields;
-  nlohmann::json row = {{"step", step}, {"split", "valid"}};
   std::string line;
-  for (const auto& [k, v] : fields.items()) {
-    row[k] = v;
+  for (const auto& [k, v] : fields.items())
     line += fmt::format(" | {} {}", k, v.is_number() ? fmt::format("{:.4f}", v.get<double>()) : v.dump());
-  }
   log::info("valid", "step {}{}", step, line);
-  s_.metrics.write(row);
+  s_.metrics.write_evaluation(step, fields);
   return fields;
 }
 

@@ -19,6 +19,12 @@ void MetricsWriter::write(const nlohmann::json& row) const {
   if (!file_.empty()) append_line_synced(file_, row.dump());
 }
 
+void MetricsWriter::write_evaluation(int64_t step, const nlohmann::json& fields) const {
+  nlohmann::json row = {{"step", step}, {"split", "valid"}};
+  row.update(fields);
+  write(row);
+}
+
 int64_t drop_metrics_after(const std::filesystem::path& file, int64_t step, bool evaluations_at_step) {
   if (!std::filesystem::exists(file)) return 0;
   std::istringstream in(read_file(file));

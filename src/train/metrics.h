@@ -14,6 +14,8 @@ class MetricsWriter {
   MetricsWriter() = default;
   explicit MetricsWriter(std::filesystem::path file) : file_(std::move(file)) {}
   void write(const nlohmann::json& row) const;
+  // An evaluation's row: {"step": step, "split": "valid", ...fields} (the dev / held-out curve).
+  void write_evaluation(int64_t step, const nlohmann::json& fields) const;
   bool enabled() const { return !file_.empty(); }
 
  private:
