@@ -69,7 +69,7 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L) {
     opt.zero_grad();
     torch::Tensor loss;
     {
-      rpe::AutocastGuard autocast(device, a.bf16);
+      rpe::AutocastGuard autocast(device, a.bf16 ? at::kBFloat16 : at::kFloat);
       loss = rpe::mlm_loss(model, ids, torch::Tensor(), index, targets).loss / static_cast<double>(n);
     }
     loss.backward();

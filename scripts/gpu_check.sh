@@ -6,8 +6,9 @@
 #   2. runs the CUDA tests (fused vs plain attention, whole model vs fp64 CPU with bias
 #      gradients, per method), the bf16 tests and the host-synchronisation checks (HostSync.*:
 #      no op in a training step makes the host wait, on the device itself);
-#   3. trains every method for --steps bf16 steps at BERT-base size: the loss must fall and
-#      no step may be non-finite (a rerun keeps the methods an earlier call finished);
+#   3. trains every method for --steps bf16 steps at BERT-base size, and m4 in fp16 with its
+#      loss scale: the loss must fall and no step may be non-finite (fp16: a few overflows while
+#      the scale settles) (a rerun keeps the runs an earlier call finished);
 #   4. measures tokens/s, peak memory and MFU at L = 128 and 512 for every method beside
 #      Hugging Face BertForMaskedLM (transformers 4.x: absolute SDPA, relative_key,
 #      relative_key_query; --wheels: carried by scripts/pack_wheels.sh) in the same run
@@ -83,14 +84,14 @@ run_tests() {
   if ((SMOKE)); then
     FILTER='*Cuda*:AttentionDispatch.*:HostSync.*'  # the CUDA cases skip on CPU; the dispatch checks run
   else
-    FILTER='*Cuda*:AttentionDispatch.*:FusedAttention.*:Bf16Autocast.*:HostSync.*'
+    FILTER='*Cuda*:AttentionDispatch.*:FusedAttention.*:Bf16Autocast.*:Fp16Autocast.*:HostSync.*'
   fi
   say "tests: $FILTER"
   "$BUILD/rpe_tests" --gtest_filter="$FILTER" >"$OUT/tests.log" 2>&1 || { tail -40 "$OUT/tests.log"; fail "tests ($OUT/tests.log)"; }
   grep -E "^\[  (PASSED|SKIPPED) " "$OUT/tests.log" || true
 }
 
-# ---- 3. bf16 training of every method -------------------------------------------------------
+# ---- 3. bf16 training of every method, fp16 of one --------------------------------------
 run_training() {
   METHODS=$("$BUILD/rpe-train" methods --names)
   if ((SMOKE)); then
@@ -105,33 +106,47 @@ run_training() {
   # The base_* presets (BERT-base; the smoke shrinks them) on the sample corpus, read as text.
   common=(--set "data.train_files=[$corpus]" --set 'data.shards=""' --set data.tokenizer=sentencepiece
           --set 'data.tokenizer_model=""' --set data.whole_word=false --set data.lowercase=false
-          --set train.precision=bf16 --set "train.device=$DEVICE" --set train.max_steps="$STEPS"
+          --set "train.device=$DEVICE" --set train.max_steps="$STEPS"
           --set train.log_every=$((STEPS / 4)) --set train.eval_every=0 --set train.eval_batches=2
           --set train.warmup_steps=$((STEPS / 10)) --set train.lr=3e-4 --set train.save_every=0)
-  local m cfg tok=()
+  local m tok=()
   for m in $METHODS; do
-    cfg=base_$m.yaml  # composed from configs/pretrain/base.yaml + the method (configs/pretrain/README.md)
-    if "$PY" -c "import json, sys; sys.exit(json.load(open(sys.argv[1]))['steps'] != int(sys.argv[2]))" \
-         "$OUT/train_$m/summary.json" "$STEPS" 2>/dev/null; then
-      say "train $m: finished by an earlier call (kept; checked again)"  # a rerun after a time limit
-    else
-      say "train $m: $STEPS bf16 steps"
-      "$BUILD/rpe-train" pretrain --config "$cfg" --run-dir "$OUT/train_$m" --overwrite "${size[@]}" "${common[@]}" \
-        "${tok[@]}" >"$OUT/train_$m.log" 2>&1 || { tail -20 "$OUT/train_$m.log"; fail "training $m"; }
-    fi
+    train_one "$m" bf16
     # one tokenizer for all methods: trained by the first run, reused after
     ((${#tok[@]})) || tok=(--set "data.tokenizer_model=$OUT/train_$m/tokenizer.model")
-    "$PY" - "$OUT/train_$m/summary.json" "$m" <<'PY' || fail "training $m: see above"
+  done
+  train_one m4 fp16  # fp16 with its dynamic loss scale (V100-class GPUs): the paper's favourite
+}
+
+# train_one METHOD PRECISION: one run (kept when an earlier call finished it) and its checks: the
+# loss falls and no step diverged; fp16 may skip a few steps while its loss scale settles.
+train_one() {
+  local m=$1 precision=$2 run=$OUT/train_$1 cfg=base_$1.yaml  # composed from configs/pretrain/base.yaml + the method
+  [[ $precision == bf16 ]] || run=${run}_$precision
+  if "$PY" -c "import json, sys; sys.exit(json.load(open(sys.argv[1]))['steps'] != int(sys.argv[2]))" \
+       "$run/summary.json" "$STEPS" 2>/dev/null; then
+    say "train $m: finished by an earlier call (kept; checked again)"  # a rerun after a time limit
+  else
+    say "train $m: $STEPS $precision steps"
+    "$BUILD/rpe-train" pretrain --config "$cfg" --run-dir "$run" --overwrite "${size[@]}" "${common[@]}" \
+      --set "train.precision=$precision" "${tok[@]}" >"$run.log" 2>&1 || { tail -20 "$run.log"; fail "training $m"; }
+  fi
+  "$PY" - "$run" "$m $precision" <<'PY' || fail "training $m ($precision): see above"
 import json, math, sys
-s = json.load(open(sys.argv[1]))
+run, name = sys.argv[1], sys.argv[2]
+s = json.load(open(run + "/summary.json"))
+events = [json.loads(l).get("event") for l in open(run + "/metrics.jsonl")]
 first, final, skipped = s["first_loss"], s["final_loss"], s.get("nonfinite_skipped", 0)
-print(f"[gpu_check]   {sys.argv[2]}: loss {first:.3f} -> {final:.3f}, non-finite steps {skipped}")
-if not (math.isfinite(first) and math.isfinite(final)) or skipped:
+overflows = events.count("overflow_skip")
+print(f"[gpu_check]   {name}: loss {first:.3f} -> {final:.3f}, non-finite steps {skipped - overflows}, "
+      f"fp16 overflows {overflows}")
+if not (math.isfinite(first) and math.isfinite(final)) or skipped != overflows:
     sys.exit("non-finite loss or skipped steps")
+if overflows > 20:
+    sys.exit("more than 20 fp16 overflows: the loss scale did not settle")
 if not final < first:
     sys.exit("the loss did not fall")
 PY
-  done
 }
 
 # ---- 4. benchmark beside Hugging Face ------------------------------------------------------

@@ -46,6 +46,7 @@ set(RPE_CORE_SOURCES
   src/train/checkpoint.cpp
   src/train/run_dir.cpp
   src/train/metrics.cpp
+  src/train/loss_scaler.cpp
   src/train/engine.cpp
   src/train/mlm_task.cpp
   src/train/trainer.cpp

@@ -135,6 +135,7 @@ target_sources(rpe_tests PRIVATE
   tests/train/test_optim.cpp
   tests/train/test_foreach_adamw.cpp
   tests/train/test_host_sync.cpp
+  tests/train/test_loss_scaler.cpp
   tests/train/test_checkpoint.cpp
   tests/train/test_run_dir.cpp
   tests/train/test_resume.cpp

@@ -133,7 +133,10 @@ struct TrainOptions {
   std::string optimizer = "adamw";  // adamw | lamb (You et al. 2019, large-batch BERT)
   std::string schedule = "linear";  // linear | cosine decay after the linear warmup
   double min_lr_ratio = 0.0;      // the decay ends at lr * min_lr_ratio
-  std::string precision = "fp32";   // fp32 | bf16 (autocast; master weights stay fp32)
+  std::string precision = "fp32";   // fp32 | bf16 | fp16 (autocast; master weights stay fp32)
+  double fp16_init_scale = 65536.0;  // fp16: first loss scale (2^16, as torch.amp.GradScaler)
+  int64_t fp16_scale_window = 2000;  // fp16: overflow-free steps before the loss scale doubles
+  double min_loss_scale = 1e-4;      // fp16: stop when gradient overflows push the scale below this
   int64_t max_nonfinite_in_a_row = 5;  // stop (checkpoint kept) after this many skipped steps in a row
   double dist_timeout_s = 300.0;  // multi-process: a collective waiting longer than this fails
   double bucket_mb = 25.0;        // multi-process: gradient all-reduce bucket size in MiB
@@ -161,6 +164,9 @@ struct TrainOptions {
     v("schedule", schedule);
     v("min_lr_ratio", min_lr_ratio);
     v("precision", precision);
+    v("fp16_init_scale", fp16_init_scale);
+    v("fp16_scale_window", fp16_scale_window);
+    v("min_loss_scale", min_loss_scale);
     v("max_nonfinite_in_a_row", max_nonfinite_in_a_row);
     v("dist_timeout_s", dist_timeout_s);
     v("bucket_mb", bucket_mb);

@@ -220,8 +220,13 @@ void validate_train_settings(const Config& cfg) {
   if (t.schedule != "linear" && t.schedule != "cosine")
     cfg.fail("train.schedule", "must be linear or cosine, got '" + t.schedule + "'");
   probability(cfg, "train.min_lr_ratio", t.min_lr_ratio);
-  if (t.precision != "fp32" && t.precision != "bf16")
-    cfg.fail("train.precision", "must be fp32 or bf16, got '" + t.precision + "'");
+  if (t.precision != "fp32" && t.precision != "bf16" && t.precision != "fp16")
+    cfg.fail("train.precision", "must be fp32, bf16 or fp16, got '" + t.precision + "'");
+  if (!(t.fp16_init_scale > 0.0 && t.fp16_init_scale <= 1e38))  // a float32 scale
+    cfg.fail("train.fp16_init_scale", "must be in (0, 1e38] (2^16 = 65536 is the usual start)");
+  positive(cfg, "train.fp16_scale_window", t.fp16_scale_window);
+  if (!(t.min_loss_scale > 0.0 && t.min_loss_scale <= t.fp16_init_scale))
+    cfg.fail("train.min_loss_scale", "must be positive and at most train.fp16_init_scale");
   if (!(t.dist_timeout_s > 0.0)) cfg.fail("train.dist_timeout_s", "must be positive");
   if (!(t.bucket_mb > 0.0)) cfg.fail("train.bucket_mb", "must be positive");
 }

@@ -70,7 +70,7 @@ std::vector<double> predict_glue(const Prepared& p, ClassifierModel& model, cons
   const bool was_training = model->is_training();
   model->eval();
   torch::NoGradGuard no_grad;
-  AutocastGuard autocast(device, p.rc.cfg.train.precision == "bf16");
+  AutocastGuard autocast(device, p.rc.cfg.train.precision);
   std::vector<double> pred;
   BatchProgress progress("GLUE examples", ids.size(), static_cast<size_t>(f.eval_batch_size));
   for (size_t b = 0; b < ids.size(); b += f.eval_batch_size) {

@@ -74,7 +74,7 @@ void window_logits(const Prepared& p, QaModel& model, const torch::Device& devic
                    std::vector<std::vector<float>>& start_logits, std::vector<std::vector<float>>& end_logits) {
   const auto& f = p.rc.cfg.finetune;
   torch::NoGradGuard no_grad;
-  AutocastGuard autocast(device, p.rc.cfg.train.precision == "bf16");
+  AutocastGuard autocast(device, p.rc.cfg.train.precision);
   start_logits.assign(p.dev_f.size(), {});
   end_logits.assign(p.dev_f.size(), {});
   BatchProgress progress("SQuAD windows", p.dev_f.size(), static_cast<size_t>(f.eval_batch_size));

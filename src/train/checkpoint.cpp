@@ -100,6 +100,8 @@ void write_checkpoint(const fs::path& file, torch::nn::Module& model, torch::opt
     archive.write("tokens_seen", c10::IValue(state->tokens_seen));
     archive.write("nonfinite_total", c10::IValue(state->nonfinite_total));
     archive.write("nonfinite_in_a_row", c10::IValue(state->nonfinite_in_a_row));
+    archive.write("loss_scale", c10::IValue(state->loss_scale));
+    archive.write("loss_scale_streak", c10::IValue(state->loss_scale_streak));
     archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
     if (torch::cuda::is_available()) {
       for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i)
@@ -188,6 +190,8 @@ CheckpointContents load_checkpoint(const fs::path& file, torch::nn::Module& mode
   read_int("tokens_seen", out.state.tokens_seen);
   read_int("nonfinite_total", out.state.nonfinite_total);
   read_int("nonfinite_in_a_row", out.state.nonfinite_in_a_row);
+  read_int("loss_scale_streak", out.state.loss_scale_streak);
+  if (archive.try_read("loss_scale", v) && v.isDouble()) out.state.loss_scale = v.toDouble();
   if (archive.try_read("optimizer_name", v)) out.state.optimizer_name = v.toStringRef();
   if (archive.try_read("schedule", v)) out.state.schedule = v.toStringRef();
   if (archive.try_read("config", v)) out.config_yaml = v.toStringRef();

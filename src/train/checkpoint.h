@@ -32,6 +32,8 @@ struct TrainState {
   int64_t tokens_seen = 0;         // non-pad tokens consumed, all ranks together
   int64_t nonfinite_total = 0;     // steps skipped for a non-finite loss or gradient norm
   int64_t nonfinite_in_a_row = 0;  // of those, the current streak
+  double loss_scale = 0.0;         // fp16: the dynamic loss scale (0: none, another precision)
+  int64_t loss_scale_streak = 0;   // fp16: overflow-free steps since the scale last changed
   std::string optimizer_name, schedule;
 };
 

@@ -15,19 +15,22 @@ namespace rpe {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& params) {
+std::vector<torch::Tensor> defined_grads(const std::vector<torch::Tensor>& params) {
   std::vector<torch::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
+  return grads;
+}
+
+torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& params) {
+  const auto grads = defined_grads(params);
   if (grads.empty()) return torch::zeros({}, torch::kFloat);
   auto norms = at::_foreach_norm(grads, 2);               // one [ ] per tensor
   return torch::stack(norms).to(torch::kFloat).norm();   // [ ] = sqrt(sum of squares)
 }
 
 void clip_gradients(const std::vector<torch::Tensor>& params, const torch::Tensor& norm, double max_norm) {
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : params)
-    if (p.grad().defined()) grads.push_back(p.grad());
+  const auto grads = defined_grads(params);
   if (grads.empty()) return;
   // clamp to 1: no scaling below max_norm (multiplying by exactly 1 changes nothing)
   const auto coef = (max_norm / (norm + 1e-6)).clamp_max(1.0);  // [ ] float32
@@ -42,7 +45,8 @@ bool all_finite(const std::vector<torch::Tensor>& params) {
 }
 
 Engine::Engine(EngineSetup setup, torch::nn::Module& model, torch::optim::Optimizer& optimizer, Task& task)
-    : s_(std::move(setup)), model_(model), optimizer_(optimizer), task_(task), params_(model.parameters()) {
+    : s_(std::move(setup)), model_(model), optimizer_(optimizer), task_(task), params_(model.parameters()),
+      scaler_(s_.train, s_.device) {
   require(s_.dp != nullptr, "Engine: no DataParallel given");
   device_update_ = dynamic_cast<DeviceSkippableStep*>(&optimizer_);
   for (const auto& group : optimizer_.param_groups())  // ForeachAdamW::step_if has no amsgrad: decide on the host
@@ -84,19 +88,19 @@ StepStats Engine::step(int64_t step) {
   dp.all_reduce_sum(n);
   const auto scale = torch::full({}, static_cast<double>(dp.world()), dopt).div(n.clamp_min(1.0));  // [ ] W / N
   auto local = torch::zeros({3}, dopt);  // [loss / W, correct, tokens] of this rank
-  const bool bf16 = t.precision == "bf16";
+  const auto autocast_type = autocast_dtype(t.precision);
   for (size_t i = 0; i < batches.size(); ++i) {
     const auto& batch = batches[i];
     // The last micro-batch's backward all-reduces each gradient bucket as soon as it is final.
     if (i + 1 == batches.size()) dp.arm_gradient_sync();
     BatchSums sums;
     {
-      AutocastGuard autocast(s_.device, bf16);
+      AutocastGuard autocast(s_.device, autocast_type);
       sums = task_.forward(batch);
     }
     auto loss = sums.loss * scale.to(sums.loss.scalar_type());
     if (s_.hooks.on_loss) s_.hooks.on_loss(step, loss);
-    loss.backward();
+    scaler_.scaled(loss).backward();  // fp16: the loss times the loss scale S, else the loss
     local[0] += loss.detach().to(torch::kDouble) / static_cast<double>(dp.world());
     if (sums.correct.defined()) local[1] += sums.correct.detach().to(torch::kDouble);
     local[2] += sums.tokens.to(torch::kDouble);
@@ -109,9 +113,11 @@ StepStats Engine::step(int64_t step) {
   st.correct = local[1];
   st.tokens = local[2];
   st.count = n;
+  const auto overflow = scaler_.unscale_(defined_grads(params_));  // fp16: grads / S, and whether one overflowed
   st.grad_norm = global_grad_norm(params_);
   if (t.clip_norm > 0) clip_gradients(params_, st.grad_norm, t.clip_norm);
   st.finite = torch::isfinite(st.loss).logical_and(torch::isfinite(st.grad_norm));
+  scaler_.update(overflow);  // fp16: halve S after an overflow, double it after fp16_scale_window clean steps
   return st;
 }
 
@@ -119,6 +125,7 @@ fs::path Engine::save(TrainState& state) {
   state.cursor = consumed_;
   if (s_.run_dir.empty() || s_.dp->rank() != 0) return {};
   if (device_update_) device_update_->sync_host_state();  // its step counts, kept on the device
+  scaler_.save(state);                                    // fp16: the loss scale, for an exact resume
   if (!all_finite(params_)) {
     // issue 17: never keep (or call "good") weights that are NaN/inf
     const auto good = latest_checkpoint(s_.run_dir);
@@ -136,7 +143,7 @@ nlohmann::json Engine::evaluate(int64_t step) {
   model_.eval();
   nlohmann::json fields;
   {
-    AutocastGuard autocast(s_.device, s_.train.precision == "bf16");
+    AutocastGuard autocast(s_.device, s_.train.precision);
     fields = task_.evaluate();
   }
   model_.train();
@@ -174,16 +181,31 @@ void Engine::flush_tokens(TrainState& state) {
   seen_tokens_.zero_();
 }
 
-void Engine::note_nonfinite(int64_t step, const torch::Tensor& loss_t, const torch::Tensor& grad_norm,
-                            TrainState& state) {
+std::string Engine::note_nonfinite(int64_t step, const torch::Tensor& loss_t, const torch::Tensor& grad_norm,
+                                   const torch::Tensor& scale, TrainState& state) {
   ++state.nonfinite_total;
-  ++state.nonfinite_in_a_row;
   const double loss = loss_t.item<double>(), gnorm = grad_norm.item<double>();
+  if (scale.defined() && std::isfinite(loss)) {
+    // fp16: the gradients overflowed at this loss scale, which has halved; routine while the
+    // scale finds its level, a divergence only when no scale is small enough.
+    const double now = scale[0].item<double>();
+    log::info(s_.log_tag.c_str(), "step {}: fp16 gradient overflow, update skipped, loss scale -> {:g} ({} skipped in total)",
+              step, now, state.nonfinite_total);
+    s_.metrics.write({{"step", step}, {"event", "overflow_skip"}, {"loss", loss}, {"loss_scale", now},
+                      {"nonfinite_total", state.nonfinite_total}});
+    if (now >= s_.train.min_loss_scale) return "";
+    return fmt::format("the fp16 gradients overflow at every loss scale down to {:g} (train.min_loss_scale {:g})", now,
+                       s_.train.min_loss_scale);
+  }
+  ++state.nonfinite_in_a_row;
   log::warn(s_.log_tag.c_str(), "step {}: non-finite {} ({}), update skipped ({} in a row, {} in total)", step,
             std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? gnorm : loss,
             state.nonfinite_in_a_row, state.nonfinite_total);
   s_.metrics.write({{"step", step}, {"event", "nonfinite_skip"}, {"loss", loss}, {"grad_norm", gnorm},
                     {"nonfinite_in_a_row", state.nonfinite_in_a_row}, {"nonfinite_total", state.nonfinite_total}});
+  if (state.nonfinite_in_a_row < s_.train.max_nonfinite_in_a_row) return "";
+  return std::to_string(state.nonfinite_in_a_row) +
+         " non-finite losses or gradient norms in a row (train.max_nonfinite_in_a_row)";
 }
 
 void Engine::update_on_device(const StepStats& st, TrainState& state, Window& w) {
@@ -193,22 +215,22 @@ void Engine::update_on_device(const StepStats& st, TrainState& state, Window& w)
   w.sums.slice(0, 0, 2) += torch::where(st.finite, logged, torch::zeros_like(logged));  // finite steps only
 }
 
-bool Engine::update_on_host(const StepStats& st, TrainState& state, Window& w) {
-  const bool finite = st.finite.item<bool>();  // the one host read of such a step
-  if (finite) {
+std::string Engine::update_on_host(const StepStats& st, TrainState& state, Window& w) {
+  if (st.finite.item<bool>()) {  // the one host read of such a step
     optimizer_.step();
     state.nonfinite_in_a_row = 0;
     w.sums.slice(0, 0, 2) += torch::stack({st.loss, st.grad_norm.to(torch::kDouble)});
     ++w.finite_steps;
-  } else {
-    note_nonfinite(state.step + 1, st.loss, st.grad_norm, state);
-    ++w.skipped;
+    return "";
   }
-  return finite;
+  ++w.skipped;
+  const auto scale = scaler_.enabled() ? scaler_.snapshot() : torch::Tensor();
+  return note_nonfinite(state.step + 1, st.loss, st.grad_norm, scale, state);
 }
 
 void Engine::queue_pending(const StepStats& st, int64_t step) {
-  PendingStep p{step, st.finite, nullptr, st.loss, st.grad_norm, consumed_};
+  PendingStep p{step, st.finite, nullptr, st.loss, st.grad_norm,
+                scaler_.enabled() ? scaler_.snapshot() : torch::Tensor(), consumed_};
   if (s_.device.is_cuda()) {  // a pinned copy on the stream, and an event to wait for it alone
     p.finite = torch::empty({}, torch::TensorOptions(torch::kBool).pinned_memory(true));
     p.finite.copy_(st.finite, /*non_blocking=*/true);
@@ -229,23 +251,23 @@ void Engine::settle(Window& w, TrainState& state) {
     ++w.finite_steps;
     return;
   }
-  note_nonfinite(p.step, p.loss, p.grad_norm, state);
   ++w.skipped;
-  if (state.nonfinite_in_a_row >= s_.train.max_nonfinite_in_a_row) {
+  const auto why = note_nonfinite(p.step, p.loss, p.grad_norm, p.scale, state);
+  if (!why.empty()) {
     // Settled one step late, the next step's batches are taken but its update is not queued:
-    // the run stops as it was after step p.step (weights, optimizer, data position, counters).
+    // the run stops as it was after step p.step (weights, optimizer, data position, counters,
+    // loss scale).
     consumed_ = p.cursor;
-    stop_nonfinite(state);
+    if (p.scale.defined()) scaler_.restore(p.scale);
+    stop_nonfinite(state, why);
   }
 }
 
-void Engine::stop_nonfinite(TrainState& state) {
+void Engine::stop_nonfinite(TrainState& state, const std::string& why) {
   s_.dp->barrier();
   flush_tokens(state);
   const auto file = save(state);  // throws if the weights themselves are non-finite
-  throw UserError("training stopped at step " + std::to_string(state.step) + ": " +
-                  std::to_string(state.nonfinite_in_a_row) +
-                  " non-finite losses or gradient norms in a row (train.max_nonfinite_in_a_row); the weights "
+  throw UserError("training stopped at step " + std::to_string(state.step) + ": " + why + "; the weights "
                   "(finite, from the last update that was not skipped) " +
                   (file.empty() ? std::string("are not kept") : "are kept in " + file.string()) +
                   " (lower train.lr, raise warmup_steps, or use precision fp32)");
@@ -253,7 +275,8 @@ void Engine::stop_nonfinite(TrainState& state) {
 
 void Engine::log_window(Window& w, TrainState& state, double lr, EngineResult& result) {
   const auto& t = s_.train;
-  const auto h = w.sums.cpu();  // the window's one device -> host copy
+  // The window's one device -> host copy (fp16: the loss scale rides along as entry 5).
+  const auto h = (scaler_.enabled() ? torch::cat({w.sums, scaler_.scale().to(torch::kDouble).view({1})}) : w.sums).cpu();
   const double* v = h.data_ptr<double>();
   flush_tokens(state);
   const double secs = std::chrono::duration<double>(Clock::now() - w.start).count();
@@ -266,14 +289,15 @@ void Engine::log_window(Window& w, TrainState& state, double lr, EngineResult& r
   const double acc = v[2] / std::max(1.0, v[3]);
   const double tok_s = v[4] / std::max(secs, 1e-9);
   const std::string acc_name = task_.accuracy_name();
-  log::info(s_.log_tag.c_str(), "step {}/{} | loss {:.4f}{} | lr {:.2e} | gnorm {:.2f} | {:.0f} tok/s | ETA {}{}",
+  log::info(s_.log_tag.c_str(), "step {}/{} | loss {:.4f}{} | lr {:.2e} | gnorm {:.2f}{} | {:.0f} tok/s | ETA {}{}",
             state.step, t.max_steps, mean_loss, acc_name.empty() ? std::string() : fmt::format(" | acc {:.3f}", acc),
-            lr, mean_grad, tok_s, format_duration(eta),
-            w.skipped ? fmt::format(" | {} skipped", w.skipped) : std::string());
+            lr, mean_grad, scaler_.enabled() ? fmt::format(" | scale {:g}", v[5]) : std::string(), tok_s,
+            format_duration(eta), w.skipped ? fmt::format(" | {} skipped", w.skipped) : std::string());
   nlohmann::json row = {{"step", state.step}, {"loss", mean_loss}, {"lr", lr}, {"grad_norm", mean_grad},
                         {"tokens_per_s", tok_s}, {"tokens_seen", state.tokens_seen}, {"skipped", w.skipped},
                         {"elapsed_s", done_secs}};
   if (!acc_name.empty()) row[acc_name] = acc;
+  if (scaler_.enabled()) row["loss_scale"] = v[5];
   s_.metrics.write(row);
   if (w.finite_steps) {
     if (std::isnan(result.first_loss)) result.first_loss = mean_loss;
@@ -285,6 +309,7 @@ void Engine::log_window(Window& w, TrainState& state, double lr, EngineResult& r
 EngineResult Engine::run(TrainState state) {
   const auto& t = s_.train;
   task_.restore(state.cursor);
+  scaler_.load(state);  // fp16: the saved loss scale (a fresh run keeps train.fp16_init_scale)
   consumed_ = state.cursor;
   model_.train();
   EngineResult result;
@@ -299,17 +324,17 @@ EngineResult Engine::run(TrainState state) {
     const double lr = learning_rate(t, state.step);
     set_learning_rate(optimizer_, lr);
     const StepStats st = step(state.step);
-    bool finite = true;  // known on the host only when the host decides
+    std::string stop;  // why the run must stop after this step (host-decided updates only)
     if (device_update_)
       update_on_device(st, state, w);
     else
-      finite = update_on_host(st, state, w);
+      stop = update_on_host(st, state, w);
     w.sums.slice(0, 2, 5) += torch::stack({st.correct, st.count, st.tokens});
     seen_tokens_ += st.tokens;
     ++state.step;
     if (device_update_) queue_pending(st, state.step);
     if (s_.hooks.on_step) s_.hooks.on_step(state.step, st.loss.item<double>());
-    if (!finite && state.nonfinite_in_a_row >= t.max_nonfinite_in_a_row) stop_nonfinite(state);
+    if (!stop.empty()) stop_nonfinite(state, stop);
     if (state.step % t.log_every == 0 || state.step == t.max_steps) {
       settle(w, state);  // a log line is a host read anyway
       log_window(w, state, lr, result);

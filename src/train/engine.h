@@ -1,7 +1,7 @@
 // The one training engine of rpe-train: pretraining (MLM) and every fine-tuning task (SQuAD,
 // GLUE) run their optimizer steps through Engine. A task supplies batches, a forward pass
 // that returns on-device sums, and (optionally) an evaluation; the engine owns the rest:
-//   lr schedule, bf16 autocast, gradient accumulation, data parallelism (dist::DataParallel),
+//   lr schedule, bf16/fp16 autocast (fp16 with dynamic loss scaling), gradient accumulation, data parallelism (dist::DataParallel),
 //   gradient clipping, the non-finite guard, progress line, metrics.jsonl rows, periodic
 //   evaluation and checkpoints/resume (train/checkpoint.h).
 //
@@ -40,6 +40,7 @@
 #include "dist/data_parallel.h"
 #include "train/checkpoint.h"
 #include "train/device_update.h"
+#include "train/loss_scaler.h"
 #include "train/metrics.h"
 
 namespace rpe {
@@ -110,7 +111,7 @@ struct StepStats {
   torch::Tensor correct;    // 0-dim float64: correct predictions, all ranks
   torch::Tensor count;      // 0-dim float64: N, the loss denominator, all ranks
   torch::Tensor tokens;     // 0-dim float64: non-pad tokens, all ranks
-  torch::Tensor grad_norm;  // 0-dim float32: global gradient L2 norm before clipping
+  torch::Tensor grad_norm;  // 0-dim float32: global gradient L2 norm before clipping (unscaled in fp16)
   torch::Tensor finite;     // 0-dim bool: loss and gradient norm finite
 };
 
@@ -134,6 +135,8 @@ class Engine {
   // Rank 0: task.evaluate() in eval mode under the run's precision, logged and written as a
   // {"step", "split": "valid", ...} row; returns the task's fields (empty on other ranks).
   nlohmann::json evaluate(int64_t step);
+  // fp16's dynamic loss scale (disabled in fp32/bf16).
+  const LossScaler& loss_scaler() const { return scaler_; }
 
  private:
   MicroBatch take_batch();  // the prefetched device batch; starts the copy of the following one
@@ -145,26 +148,33 @@ class Engine {
   struct Window;  // the log window's on-device sums (engine.cpp)
   // Adds the tokens counted on the device since the last call to state.tokens_seen (host read).
   void flush_tokens(TrainState& state);
-  // A skipped update, step `step` (1-based): counters, the warning and a nonfinite_skip row.
-  void note_nonfinite(int64_t step, const torch::Tensor& loss, const torch::Tensor& grad_norm, TrainState& state);
+  // A skipped update, step `step` (1-based): counters, the warning and a nonfinite_skip row; in
+  // fp16 a finite loss with overflowing gradients is an overflow_skip instead (the loss scale,
+  // `scale` after its backoff, adapts; the in-a-row streak is left alone). Returns why the run
+  // must stop ("" to go on): the streak reached max_nonfinite_in_a_row, or the scale fell
+  // below min_loss_scale.
+  std::string note_nonfinite(int64_t step, const torch::Tensor& loss, const torch::Tensor& grad_norm,
+                             const torch::Tensor& scale, TrainState& state);
   // The update of `st`: queued for the device to apply or skip (DeviceSkippableStep), after
-  // settling the previous step; or decided on the host, returning whether it was applied.
+  // settling the previous step; or decided on the host, returning why the run must stop ("": go on).
   void update_on_device(const StepStats& st, TrainState& state, Window& w);
-  bool update_on_host(const StepStats& st, TrainState& state, Window& w);
+  std::string update_on_host(const StepStats& st, TrainState& state, Window& w);
   // A step the device decided alone, its flag on the way to the host (see the header comment).
   struct PendingStep {
     int64_t step = 0;                    // 1-based
     torch::Tensor finite;                // [] bool on the host (pinned; filled asynchronously on CUDA)
     std::shared_ptr<c10::Event> copied;  // CUDA: the copy's completion; null on CPU
     torch::Tensor loss, grad_norm;       // on the device, for the warning
+    torch::Tensor scale;                 // fp16: LossScaler::snapshot() after this step's update
     LoaderCursor cursor;                 // the data position after this step
   };
   void queue_pending(const StepStats& st, int64_t step);
   // Reads the pending step's flag and does its bookkeeping (window counts, non-finite warning,
   // the in-a-row stop); a no-op when nothing is pending.
   void settle(Window& w, TrainState& state);
-  // After max_nonfinite_in_a_row skipped steps: saves the last finite weights, throws UserError.
-  [[noreturn]] void stop_nonfinite(TrainState& state);
+  // After too many skipped steps (`why`, from note_nonfinite): saves the last finite weights,
+  // throws UserError.
+  [[noreturn]] void stop_nonfinite(TrainState& state, const std::string& why);
   // The progress line and metrics.jsonl row of the window ending at state.step; records the
   // window's mean loss in `result` and starts a new window.
   void log_window(Window& w, TrainState& state, double lr, EngineResult& result);
@@ -176,6 +186,7 @@ class Engine {
   std::optional<PendingStep> pending_;
   Task& task_;
   std::vector<torch::Tensor> params_;
+  LossScaler scaler_;               // fp16 only; a passthrough otherwise
   std::optional<MicroBatch> next_;  // device copy in flight
   LoaderCursor consumed_;           // cursor of the last batch a step used
   torch::Tensor seen_tokens_;       // 0-dim float64 on the device: not yet in state.tokens_seen
@@ -183,6 +194,8 @@ class Engine {
   int64_t first_step_ = 0;                            // run()'s first step (0 or resumed)
 };
 
+// The gradients of `params` that exist (a parameter outside the graph has none).
+std::vector<torch::Tensor> defined_grads(const std::vector<torch::Tensor>& params);
 // L2 norm of all gradients together (0-dim float32, on their device): per-tensor norms with
 // _foreach_norm, stacked, one more norm; no host read.
 torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& params);

@@ -1,28 +1,44 @@
-// Mixed precision: train.precision = bf16 runs the forward pass under LibTorch autocast
-// (matmuls in bfloat16, reductions/softmax/loss in fp32 per autocast's op lists) while the
-// parameters, gradients and optimizer state stay fp32 ("master weights"). bf16 has fp32's
-// exponent range, so no loss scaling is needed (unlike fp16).
+// Mixed precision: train.precision = bf16 or fp16 runs the forward pass under LibTorch autocast
+// (matmuls in the half type, reductions/softmax/loss in fp32 per autocast's op lists) while
+// the parameters, gradients and optimizer state stay fp32 ("master weights"). bf16 has fp32's
+// exponent range, so it needs no loss scaling; fp16 (V100-class GPUs, no bf16 units) tops out
+// at 65504 and underflows below 6e-8, so its backward runs on a scaled loss (train/loss_scaler.h).
 #pragma once
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include <string>
+
 namespace rpe {
 
-// Enables autocast to bf16 on `device`'s type for its lifetime when `enabled`; scoped to one
-// forward pass (the backward pass replays the recorded dtypes on its own).
+// The autocast type of a train.precision value: kBFloat16, kHalf, or kFloat for fp32 (no autocast).
+inline at::ScalarType autocast_dtype(const std::string& precision) {
+  if (precision == "bf16") return at::kBFloat16;
+  if (precision == "fp16") return at::kHalf;
+  return at::kFloat;
+}
+
+// Enables autocast to `dtype` on `device`'s type for its lifetime (kFloat: does nothing);
+// scoped to one forward pass (the backward pass replays the recorded dtypes on its own).
 class AutocastGuard {
  public:
-  AutocastGuard(const torch::Device& device, bool enabled) : type_(device.type()), enabled_(enabled) {
+  AutocastGuard(const torch::Device& device, at::ScalarType dtype)
+      : type_(device.type()), enabled_(dtype != at::kFloat) {
     if (!enabled_) return;
     previous_ = at::autocast::is_autocast_enabled(type_);
-    at::autocast::set_autocast_dtype(type_, at::kBFloat16);
+    previous_dtype_ = at::autocast::get_autocast_dtype(type_);
+    at::autocast::set_autocast_dtype(type_, dtype);
     at::autocast::set_autocast_enabled(type_, true);
     at::autocast::increment_nesting();
   }
+  // train.precision's autocast (see autocast_dtype).
+  AutocastGuard(const torch::Device& device, const std::string& precision)
+      : AutocastGuard(device, autocast_dtype(precision)) {}
   ~AutocastGuard() {
     if (!enabled_) return;
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();  // drop cached bf16 weight casts
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();  // drop cached half weight casts
     at::autocast::set_autocast_enabled(type_, previous_);
+    at::autocast::set_autocast_dtype(type_, previous_dtype_);
   }
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
@@ -31,6 +47,7 @@ class AutocastGuard {
   at::DeviceType type_;
   bool enabled_;
   bool previous_ = false;
+  at::ScalarType previous_dtype_ = at::kBFloat16;
 };
 
 }  // namespace rpe

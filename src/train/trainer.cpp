@@ -78,6 +78,7 @@ void write_summary(const fs::path& run_dir, const Config& cfg, const PretrainRes
                             {"peak_device_bytes", dev_peak},
                             {"checkpoint", e.checkpoint.filename().string()},
                             {"method", cfg.model.attention.method}};
+  if (cfg.train.precision == "fp16") summary["loss_scale"] = e.state.loss_scale;  // where the dynamic scale ended
   write_file_atomic(run_dir / "summary.json", summary.dump(2) + "\n");
   log::info("valid", "held-out MLM loss {:.4f}, accuracy {:.3f}, perplexity {:.2f}", r.valid_loss, r.valid_accuracy,
             std::exp(r.valid_loss));

@@ -115,6 +115,16 @@ TEST_F(ConfigTest, InvalidValuesNameTheKey) {
   EXPECT_NE(best.find("finetune.select: best needs dev evaluations"), std::string::npos) << best;
   EXPECT_NO_THROW(load_config(dir_ / "exp.yaml", {"finetune.select=best", "finetune.eval_each_epoch=false",
                                                   "finetune.eval_every=50"}));
+  // precision and fp16's loss scaling
+  const std::string fp8 = error_of(dir_ / "exp.yaml", {"train.precision=fp8"});
+  EXPECT_NE(fp8.find("train.precision: must be fp32, bf16 or fp16, got 'fp8'"), std::string::npos) << fp8;
+  EXPECT_NE(error_of(dir_ / "exp.yaml", {"train.fp16_init_scale=0"}).find("train.fp16_init_scale"), std::string::npos);
+  EXPECT_NE(error_of(dir_ / "exp.yaml", {"train.fp16_scale_window=0"}).find("train.fp16_scale_window"),
+            std::string::npos);
+  const std::string min_scale = error_of(dir_ / "exp.yaml", {"train.min_loss_scale=1e6"});  // above the start
+  EXPECT_NE(min_scale.find("train.min_loss_scale: must be positive and at most train.fp16_init_scale"),
+            std::string::npos) << min_scale;
+  EXPECT_NO_THROW(load_config(dir_ / "exp.yaml", {"train.precision=fp16", "train.fp16_init_scale=128"}));
 }
 
 TEST_F(ConfigTest, ErrorsPointAtTheFileThatSetTheKey) {

@@ -99,7 +99,7 @@ TEST(HostSync, EveryMethodTrainsWithoutReadingTheDevice) {
   for (const auto& device : devices())
     for (const auto& name : attention_method_names())
       for (bool fused : {true, false})
-        for (bool bf16 : {false, true})
+        for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf})  // fp32, bf16, fp16
           for (bool padded : {false, true}) {
             torch::manual_seed(0);
             BertModel model(options(name));
@@ -111,12 +111,12 @@ TEST(HostSync, EveryMethodTrainsWithoutReadingTheDevice) {
             HostSyncWatch watch(device);
             MlmSums s;
             {
-              AutocastGuard autocast(device, bf16);
+              AutocastGuard autocast(device, dtype);
               s = mlm_loss(model, t[0], t[1], t[2], t[3]);
             }
             s.loss.backward();
             EXPECT_EQ(watch.count(), 0u) << name << " on " << device << (fused ? " fused" : " plain")
-                                         << (bf16 ? " bf16" : " fp32") << (padded ? " padded" : "")
+                                         << " " << c10::toString(dtype) << (padded ? " padded" : "")
                                          << ": " << watch.list();
           }
 }
@@ -135,10 +135,10 @@ TEST(HostSync, FineTuningHeadsTrainWithoutReadingTheDevice) {
       const auto start = torch::tensor({4, 3}).to(device), end = torch::tensor({5, 3}).to(device);
       const auto label = torch::tensor({0, 2}).to(device);
       HostSyncWatch watch(device);
-      for (bool bf16 : {false, true}) {
+      for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
         torch::Tensor loss;
         {
-          AutocastGuard autocast(device, bf16);
+          AutocastGuard autocast(device, dtype);
           loss = finetune::qa_loss(qa->forward(batch), start, end) +
                  torch::nn::functional::cross_entropy(cls->forward(batch), label);
         }
@@ -177,8 +177,10 @@ class MlmToyTask : public Task {
 };
 
 // Host-synchronising ops of a whole Engine::run of `steps` optimizer steps (2 micro-batches
-// each, clipping on, bf16), logging once at its end; their list goes to `list`.
-size_t syncs_of_a_run(const torch::Device& device, const std::string& optimizer, int64_t steps, std::string* list = nullptr) {
+// each, clipping on, `precision`: bf16, or fp16 with its loss scaling), logging once at its end;
+// their list goes to `list`.
+size_t syncs_of_a_run(const torch::Device& device, const std::string& optimizer, const std::string& precision,
+                      int64_t steps, std::string* list = nullptr) {
   torch::manual_seed(0);
   BertModel model(options("m4"));
   model->to(device);
@@ -193,7 +195,7 @@ size_t syncs_of_a_run(const torch::Device& device, const std::string& optimizer,
   t.log_every = 1000;
   t.eval_every = 0;
   t.save_every = 0;
-  t.precision = "bf16";
+  t.precision = precision;
   auto opt = make_optimizer(*model, t);
   MlmToyTask task(model);
   dist::DataParallel dp;
@@ -210,18 +212,21 @@ size_t syncs_of_a_run(const torch::Device& device, const std::string& optimizer,
   return watch.count();
 }
 
-// AdamW (the presets' optimizer) and LAMB (both DeviceSkippableStep): nothing read per step;
-// the end of a run reads the log line's sums and the token count (twice: the last window, the
-// run's total).
+// AdamW (the presets' optimizer) and LAMB (both DeviceSkippableStep), in bf16 and in fp16 (the
+// loss scale is unscaled, tested and updated on the device): nothing read per step; the end of
+// a run reads the log line's sums (fp16: with the scale) and the token count (twice: the last
+// window, the run's total).
 TEST(HostSync, EngineStepsReadTheDeviceOnlyToLog) {
   for (const auto& device : devices())
-    for (const std::string optimizer : {"adamw", "lamb"}) {
-      SCOPED_TRACE(optimizer + " on " + device.str());
-      std::string list;
-      const size_t three = syncs_of_a_run(device, optimizer, 3, &list), six = syncs_of_a_run(device, optimizer, 6);
-      EXPECT_EQ(six, three) << "reads that grow with the steps; 3 steps read " << list;
-      EXPECT_LE(three, 3u) << "more reads than the end of a run needs: " << list;
-    }
+    for (const std::string optimizer : {"adamw", "lamb"})
+      for (const std::string precision : {"bf16", "fp16"}) {
+        SCOPED_TRACE(optimizer + " " + precision + " on " + device.str());
+        std::string list;
+        const size_t three = syncs_of_a_run(device, optimizer, precision, 3, &list),
+                     six = syncs_of_a_run(device, optimizer, precision, 6);
+        EXPECT_EQ(six, three) << "reads that grow with the steps; 3 steps read " << list;
+        EXPECT_LE(three, 3u) << "more reads than the end of a run needs: " << list;
+      }
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Every method in bf16 autocast (train.precision: bf16) against the same model in fp32, on
-// CPU at L = 512 (the base_alibi preset's length): attention probabilities, the encoder output
-// and the gradient of every parameter. A method whose positions, distances or bucket ids pass
+// Every method in bf16 and in fp16 autocast (train.precision: bf16 | fp16) against the same
+// model in fp32, on CPU at L = 512 (the base_alibi preset's length): attention probabilities,
+// the encoder output and the gradient of every parameter. A method whose positions, distances or bucket ids pass
 // through bf16 fails here: bf16 holds integers exactly only up to 256, so at L = 512 about
 // 44% of the |j - i| values computed in bf16 are wrong by up to 2 (ALiBi's old bias did this).
 //
@@ -24,6 +24,12 @@
 //    chain of roundings through the saved bf16 activations).
 // Measured (CPU, this seed): TV <= 1.3u, output <= 1u, gradients <= 5.2u for every method
 // and both paths. ALiBi with its old bf16 positions: TV 39.5u, gradients 30.6u (fails).
+//
+// fp16 (10 stored significand bits): the same derivation with u = 2^-11 ~ 4.9e-4, hence the
+// same multiples of u. Its range (max 65504) is not at stake at these magnitudes; the loss
+// scaling that keeps small gradients from underflowing is tested in train/test_loss_scaler.cpp
+// (here the loss is O(1) and unscaled). Measured (CPU, this seed): TV <= 1.2u, output <= 1.1u,
+// gradients <= 4.0u for every method and both paths.
 #include "reference.h"
 
 #include <cmath>
@@ -34,10 +40,9 @@
 namespace rpe::test {
 namespace {
 
-constexpr double kU = 1.0 / 256;  // bf16 unit roundoff 2^-8
 constexpr int64_t kLength = 512, kBatch = 2;
 
-ModelOptions bf16_options(const std::string& method) {
+ModelOptions half_options(const std::string& method) {
   ModelOptions o;
   o.vocab_size = 64;
   o.hidden = 16;
@@ -57,15 +62,16 @@ struct Pass {
   std::vector<torch::Tensor> grads;  // one per parameter, in named_parameters order
 };
 
-Pass run_model(BertModel& model, const torch::Tensor& ids, const torch::Tensor& pad, const torch::Tensor& r, bool bf16,
-        bool fused) {
+// dtype: the autocast type, kFloat for the fp32 reference.
+Pass run_model(BertModel& model, const torch::Tensor& ids, const torch::Tensor& pad, const torch::Tensor& r,
+               at::ScalarType dtype, bool fused) {
   model->zero_grad();
   model->set_fused_attention(fused);
   model->capture_attention(fused ? -1 : 0);  // capture takes the plain path
   Pass out;
   torch::Tensor loss;
   {
-    AutocastGuard autocast(torch::kCPU, bf16);
+    AutocastGuard autocast(torch::kCPU, dtype);
     out.hidden = model->encode(ids, pad);
     loss = (out.hidden.to(torch::kFloat) * r).sum();
   }
@@ -82,13 +88,12 @@ double rel_error(const torch::Tensor& a, const torch::Tensor& ref, double floor 
   return (a - ref).norm().item<double>() / std::max(ref.norm().item<double>(), floor);
 }
 
-}  // namespace
-
-TEST(Bf16Autocast, EveryMethodMatchesFp32AtLength512) {
+// Every method in `dtype` autocast against fp32, within the bounds above for unit roundoff u.
+void every_method_matches_fp32(at::ScalarType dtype, double u) {
   int64_t checked = 0;
   for (const auto& name : attention_method_names()) {
     torch::manual_seed(11);
-    BertModel model(bf16_options(name));
+    BertModel model(half_options(name));
     model->eval();  // no dropout (set to 0 anyway); autograd still records
     auto ids = torch::randint(5, 64, {kBatch, kLength}, torch::kLong);
     auto pad = torch::zeros({kBatch, kLength}, torch::kBool);
@@ -97,32 +102,38 @@ TEST(Bf16Autocast, EveryMethodMatchesFp32AtLength512) {
     const bool fusable = model->layers[0]->as<EncoderLayerImpl>()->attention->position->fusable();
     for (bool fused : {false, true}) {
       if (fused && !fusable) continue;
-      const Pass ref = run_model(model, ids, pad, r, false, fused);
-      const Pass got = run_model(model, ids, pad, r, true, fused);
-      const std::string what = name + (fused ? " (fused)" : " (plain)");
+      const Pass ref = run_model(model, ids, pad, r, at::kFloat, fused);
+      const Pass got = run_model(model, ids, pad, r, dtype, fused);
+      const std::string what = name + (fused ? " (fused, " : " (plain, ") + c10::toString(dtype) + ")";
       if (!fused) {
         // Rows of real queries only (padded queries attend too, but nothing reads them).
         auto tv = 0.5 * (got.probs - ref.probs).abs().sum(-1);  // [B, H, L]
         auto keep = pad.logical_not().view({kBatch, 1, kLength}).expand_as(tv);
         const double max_tv = tv.masked_select(keep).max().item<double>();
-        EXPECT_LT(max_tv, 16 * kU) << what << ": attention row total variation";
+        EXPECT_LT(max_tv, 16 * u) << what << ": attention row total variation";
       }
       const double out_err = rel_error(got.hidden, ref.hidden);
-      EXPECT_LT(out_err, 12 * kU) << what << ": encoder output";
+      EXPECT_LT(out_err, 12 * u) << what << ": encoder output";
       double total = 0;
       for (const auto& g : ref.grads) total += g.square().sum().item<double>();
       const auto names = model->named_parameters().keys();
       for (size_t i = 0; i < ref.grads.size(); ++i) {
         // Relative to the parameter's own gradient, or to 1% of the whole gradient's norm when
         // that is larger: the key biases' gradient is exactly zero (softmax ignores q.b_k, the
-        // same for every key), so fp32 and bf16 hold only rounding noise of the backward there.
+        // same for every key), so fp32 and the half type hold only rounding noise of the backward there.
         const double e = rel_error(got.grads[i], ref.grads[i], 0.01 * std::sqrt(total));
-        EXPECT_LT(e, 16 * kU) << what << ": gradient of " << names[i];
+        EXPECT_LT(e, 16 * u) << what << ": gradient of " << names[i];
       }
     }
     ++checked;
   }
   EXPECT_EQ(checked, static_cast<int64_t>(attention_method_names().size()));
 }
+
+}  // namespace
+
+TEST(Bf16Autocast, EveryMethodMatchesFp32AtLength512) { every_method_matches_fp32(at::kBFloat16, 1.0 / 256); }
+
+TEST(Fp16Autocast, EveryMethodMatchesFp32AtLength512) { every_method_matches_fp32(at::kHalf, 1.0 / 2048); }
 
 }  // namespace rpe::test

@@ -1,0 +1,232 @@
+// fp16 training (train.precision: fp16): the dynamic loss scale (train/loss_scaler.h) against
+// GradScaler's rule worked by hand, and the engine on the toy least-squares task: loss scaling
+// rescues gradients that fp16 would flush to zero, overflowing steps are skipped while the
+// scale halves, a run whose gradients overflow at every scale stops, and a resumed run
+// continues from the saved scale exactly.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "tiny_run.h"
+#include "toy_engine.h"
+#include "train/checkpoint.h"
+#include "train/loss_scaler.h"
+#include "util/errors.h"
+
+namespace rpe {
+namespace {
+namespace fs = std::filesystem;
+using test::ToyRun;
+using test::toy_options;
+
+constexpr double kU = 1.0 / 2048;  // fp16 unit roundoff 2^-11
+
+TrainOptions fp16_options(double init_scale, int64_t window = 2000) {
+  TrainOptions t;
+  t.precision = "fp16";
+  t.fp16_init_scale = init_scale;
+  t.fp16_scale_window = window;
+  return t;
+}
+
+double value(const torch::Tensor& t) { return t.item<double>(); }
+
+std::vector<nlohmann::json> rows_of(const fs::path& file) {
+  std::ifstream in(file);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+// Window 2: an overflow halves S and restarts the streak; two clean steps in a row double S.
+TEST(LossScaler, FollowsTheDynamicScalingRule) {
+  LossScaler s(fp16_options(8.0, 2), torch::kCPU);
+  ASSERT_TRUE(s.enabled());
+  EXPECT_EQ(value(s.scale()), 8.0);
+  const std::vector<std::pair<double, std::array<double, 2>>> steps = {
+      // overflow?  (S, streak) after the update, worked by hand
+      {0, {8, 1}}, {0, {16, 0}}, {1, {8, 0}}, {0, {8, 1}}, {0, {16, 0}}, {0, {16, 1}}, {1, {8, 0}}, {1, {4, 0}},
+  };
+  for (size_t i = 0; i < steps.size(); ++i) {
+    s.update(torch::full({}, steps[i].first));
+    const auto snap = s.snapshot();
+    EXPECT_EQ(value(snap[0]), steps[i].second[0]) << "step " << i;
+    EXPECT_EQ(value(snap[1]), steps[i].second[1]) << "step " << i;
+  }
+}
+
+TEST(LossScaler, UnscalesExactlyAndFlagsAnyNonFiniteGradient) {
+  LossScaler s(fp16_options(1024.0), torch::kCPU);
+  EXPECT_EQ(value(s.scaled(torch::full({}, 2.5))), 2560.0);
+  auto a = torch::tensor({3.0F, -5.5F}), b = torch::tensor({{0.25F}});
+  const auto a0 = a.clone(), b0 = b.clone();
+  EXPECT_EQ(value(s.unscale_({a, b})), 0.0);
+  EXPECT_TRUE(torch::equal(a, a0 / 1024)) << a;  // a power of two: exact
+  EXPECT_TRUE(torch::equal(b, b0 / 1024)) << b;
+  for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    auto c = torch::tensor({1.0F, bad});
+    EXPECT_EQ(value(s.unscale_({a, c})), 1.0) << bad;
+  }
+  // Any other precision: a passthrough.
+  TrainOptions bf16;
+  bf16.precision = "bf16";
+  LossScaler off(bf16, torch::kCPU);
+  EXPECT_FALSE(off.enabled());
+  EXPECT_EQ(value(off.scaled(torch::full({}, 2.5))), 2.5);
+  auto d = a0.clone();
+  EXPECT_EQ(value(off.unscale_({d})), 0.0);
+  EXPECT_TRUE(torch::equal(d, a0));
+}
+
+TEST(LossScaler, TravelsThroughACheckpoint) {
+  LossScaler s(fp16_options(8.0, 3), torch::kCPU);
+  for (double overflow : {0.0, 1.0, 0.0, 0.0}) s.update(torch::full({}, overflow));  // S 4, streak 2
+  TrainState state;
+  s.save(state);
+  EXPECT_EQ(state.loss_scale, 4.0);
+  EXPECT_EQ(state.loss_scale_streak, 2);
+  torch::nn::Linear model(2, 1);
+  const fs::path file = test::fresh_dir("loss_scale_ckpt") / "step.pt";
+  write_checkpoint(file, *model, nullptr, &state, "");
+  const auto back = load_checkpoint(file, *model, nullptr).state;
+  EXPECT_EQ(back.loss_scale, 4.0);
+  EXPECT_EQ(back.loss_scale_streak, 2);
+  LossScaler resumed(fp16_options(8.0, 3), torch::kCPU);
+  resumed.load(back);
+  resumed.update(torch::full({}, 0.0));  // the third clean step in a row: S doubles
+  EXPECT_EQ(value(resumed.scale()), 8.0);
+  LossScaler fresh(fp16_options(8.0, 3), torch::kCPU);
+  fresh.load(TrainState{});  // no saved scale (a bf16 checkpoint): the initial one stays
+  EXPECT_EQ(value(fresh.scale()), 8.0);
+}
+
+// The toy's loss times 1e-9: its gradients (~1e-9) lie below fp16's smallest subnormal (6e-8).
+// Without scaling (S = 1) the fp16 backward flushes them to zero; with S = 2^30 they survive,
+// and once divided by S they equal the fp32 gradients to fp16's precision.
+TEST(Fp16Training, LossScalingKeepsGradientsThatFp16WouldFlushToZero) {
+  EngineHooks tiny;
+  tiny.on_loss = [](int64_t, torch::Tensor& loss) { loss = loss * 1e-9; };
+  auto fp32 = toy_options(1, 1);
+  ToyRun ref(fp32, tiny);
+  const double g32 = value(ref.engine->step(0).grad_norm);
+  auto t = toy_options(1, 1);
+  t.precision = "fp16";
+  t.fp16_init_scale = 1.0;
+  ToyRun unscaled(t, tiny);
+  const auto flushed = unscaled.engine->step(0);
+  t.fp16_init_scale = std::pow(2.0, 30);
+  ToyRun scaled(t, tiny);
+  const auto kept = scaled.engine->step(0);
+  ASSERT_GT(g32, 1e-9);
+  EXPECT_LT(value(flushed.grad_norm), 0.01 * g32) << "fp16 without a loss scale kept the gradients";
+  // x, w and the output's gradient rounded to fp16 (u each), the products accumulated in fp32.
+  EXPECT_NEAR(value(kept.grad_norm), g32, 8 * kU * g32);
+  EXPECT_TRUE(kept.finite.item<bool>());
+  EXPECT_EQ(value(scaled.engine->loss_scaler().scale()), std::pow(2.0, 30));  // no overflow: S stays
+}
+
+// S = 2^40 overflows fp16 (max 65504) until it has halved enough: each such step is skipped
+// and halves S, more of them in a row than max_nonfinite_in_a_row (3) without stopping the
+// run, and the training then goes on at the scale found (device- and host-decided updates).
+TEST(Fp16Training, OverflowingStepsHalveTheScaleAndTheRunGoesOn) {
+  for (const char* optimizer : {"adamw", "sgd"}) {
+    SCOPED_TRACE(optimizer);
+    const fs::path metrics = test::fresh_dir(std::string("fp16_overflow_") + optimizer) / "metrics.jsonl";
+    auto t = toy_options(40, 1);
+    t.optimizer = optimizer;
+    t.precision = "fp16";
+    t.fp16_init_scale = std::pow(2.0, 40);
+    t.log_every = 10;
+    ToyRun r(t, {}, metrics);
+    const auto w0 = r.model->weight.detach().clone();
+    const EngineResult e = r.engine->run(TrainState{});
+    int64_t overflows = 0;
+    double last_logged_scale = 0;
+    for (const auto& row : rows_of(metrics)) {
+      if (row.value("event", "") == "overflow_skip") {
+        ++overflows;
+        EXPECT_EQ(row["step"], overflows);  // the first steps, one after another
+        EXPECT_EQ(row["loss_scale"].get<double>(), std::pow(2.0, 40 - overflows));
+      } else if (row.contains("loss_scale")) {
+        last_logged_scale = row["loss_scale"].get<double>();
+      }
+    }
+    EXPECT_GT(overflows, t.max_nonfinite_in_a_row);
+    EXPECT_LT(overflows, 35);  // it found a scale and trained
+    EXPECT_EQ(e.state.step, 40);
+    EXPECT_EQ(e.state.nonfinite_total, overflows);
+    EXPECT_EQ(e.state.nonfinite_in_a_row, 0);  // overflows are not a divergence streak
+    EXPECT_EQ(value(r.engine->loss_scaler().scale()), std::pow(2.0, 40 - overflows));
+    EXPECT_EQ(last_logged_scale, std::pow(2.0, 40 - overflows));
+    EXPECT_TRUE(torch::isfinite(r.model->weight).all().item<bool>());
+    EXPECT_FALSE(torch::equal(r.model->weight, w0));
+    EXPECT_LT(e.final_loss, e.first_loss);
+  }
+}
+
+// S = 2^100 with min_loss_scale 2^90: every step overflows; the 11th takes S to 2^89 and stops
+// the run, weights untouched, S as it was after that step.
+TEST(Fp16Training, GradientsOverflowingAtEveryScaleStopTheRun) {
+  for (const char* optimizer : {"adamw", "sgd"}) {
+    SCOPED_TRACE(optimizer);
+    auto t = toy_options(30, 1);
+    t.optimizer = optimizer;
+    t.precision = "fp16";
+    t.fp16_init_scale = std::pow(2.0, 100);
+    t.min_loss_scale = std::pow(2.0, 90);
+    ToyRun r(t);
+    const auto w0 = r.model->weight.detach().clone();
+    try {
+      r.engine->run(TrainState{});
+      ADD_FAILURE() << "expected a stop";
+    } catch (const UserError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("training stopped at step 11: the fp16 gradients overflow at every loss scale down to "
+                         "6.1897e+26 (train.min_loss_scale 1.23794e+27)"),
+                std::string::npos)
+          << msg;
+    }
+    EXPECT_TRUE(torch::equal(r.model->weight, w0));
+    EXPECT_EQ(value(r.engine->loss_scaler().scale()), std::pow(2.0, 89));
+  }
+}
+
+// Resumed from a checkpoint taken while S is still halving, a run ends with the same weights and
+// scale as the uninterrupted one (a resumed run restarting at fp16_init_scale would skip more).
+TEST(Fp16Training, AResumedRunContinuesFromTheSavedScale) {
+  auto t = toy_options(40, 1);
+  t.precision = "fp16";
+  t.fp16_init_scale = std::pow(2.0, 40);
+  t.save_every = 6;
+  ToyRun whole(t);
+  whole.engine->run(TrainState{});
+
+  struct Crash : std::runtime_error {
+    Crash() : std::runtime_error("crash") {}
+  };
+  EngineHooks crash;
+  crash.on_step = [](int64_t step, double) {
+    if (step == 8) throw Crash();
+  };
+  const fs::path dir = test::fresh_dir("fp16_resume");
+  {
+    ToyRun first(t, crash, {}, dir);
+    EXPECT_THROW(first.engine->run(TrainState{}), Crash);
+  }
+  ToyRun second(t, {}, {}, dir);
+  const auto saved = load_checkpoint(dir / "checkpoints" / "step_00000006.pt", *second.model, second.opt.get());
+  ASSERT_EQ(saved.state.step, 6);
+  EXPECT_EQ(saved.state.loss_scale, std::pow(2.0, 34));  // six overflows so far
+  second.engine->run(saved.state);
+  EXPECT_EQ(value(second.engine->loss_scaler().scale()), value(whole.engine->loss_scaler().scale()));
+  EXPECT_TRUE(torch::equal(second.model->weight, whole.model->weight));
+  EXPECT_TRUE(torch::equal(second.model->bias, whole.model->bias));
+}
+
+}  // namespace
+}  // namespace rpe
