@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -225,6 +226,8 @@ void validate_train_settings(const Config& cfg) {
   if (!(t.fp16_init_scale > 0.0 && t.fp16_init_scale <= 1e38))  // a float32 scale
     cfg.fail("train.fp16_init_scale", "must be in (0, 1e38] (2^16 = 65536 is the usual start)");
   positive(cfg, "train.fp16_scale_window", t.fp16_scale_window);
+  if (t.fp16_scale_window > std::numeric_limits<int32_t>::max())  // ATen's streak is an int32
+    cfg.fail("train.fp16_scale_window", "must be at most 2147483647");
   if (!(t.min_loss_scale > 0.0 && t.min_loss_scale <= t.fp16_init_scale))
     cfg.fail("train.min_loss_scale", "must be positive and at most train.fp16_init_scale");
   if (!(t.dist_timeout_s > 0.0)) cfg.fail("train.dist_timeout_s", "must be positive");

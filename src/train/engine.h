@@ -85,7 +85,8 @@ class Task {
 
 // Observation points for tests and tools; all optional.
 struct EngineHooks {
-  // Sees (and may replace, e.g. by NaN) each micro-batch's scaled loss before backward; step is 0-based.
+  // Sees (and may replace, e.g. by NaN) each micro-batch's loss scaled by W / N, before backward
+  // (and before fp16's loss scale S); step is 0-based.
   std::function<void(int64_t step, torch::Tensor& loss)> on_loss;
   // After each optimizer step (1-based count) with that step's loss over all ranks. Installing
   // it costs one host read per step (tests only).
@@ -127,10 +128,12 @@ class Engine {
  public:
   Engine(EngineSetup setup, torch::nn::Module& model, torch::optim::Optimizer& optimizer, Task& task);
   // Trains from `state` (step 0 or a resumed checkpoint's) to train.max_steps; saves the final
-  // checkpoint when run_dir is set. UserError after max_nonfinite_in_a_row skipped steps.
+  // checkpoint when run_dir is set. UserError after max_nonfinite_in_a_row skipped steps, or
+  // (fp16) when overflows push the loss scale below train.min_loss_scale.
   EngineResult run(TrainState state);
   // One optimizer step at 0-based `step`: forward/backward of grad_accum micro-batches, gradient
-  // averaging and clipping; the update itself is left to the caller (see run()). No host sync.
+  // averaging, (fp16) unscaling and the loss scale's update, clipping; the update itself is left
+  // to the caller (see run()). No host sync.
   StepStats step(int64_t step);
   // Rank 0: task.evaluate() in eval mode under the run's precision, logged and written as a
   // {"step", "split": "valid", ...} row; returns the task's fields (empty on other ranks).

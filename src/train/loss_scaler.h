@@ -24,13 +24,13 @@ class LossScaler {
   // Enabled iff t.precision is fp16; otherwise every call below is a no-op passthrough.
   LossScaler(const TrainOptions& t, const torch::Device& device);
   bool enabled() const { return enabled_; }
-  // The loss to differentiate: loss * S ([] of loss's dtype).
+  // The loss to differentiate: loss * S ([], float32 or wider).
   torch::Tensor scaled(const torch::Tensor& loss) const;
   // grads <- grads / S in place; returns [] float32, 1 if any gradient holds an inf or NaN
-  // (the division leaves them non-finite), else 0.
+  // (the division leaves them non-finite), else 0. Disabled: undefined, nothing launched.
   torch::Tensor unscale_(const std::vector<torch::Tensor>& grads) const;
   // After a step: found_inf = 1 halves S and restarts the streak; otherwise the streak grows
-  // and S doubles when it reaches the window.
+  // and S doubles when it reaches the window. Undefined found_inf: nothing.
   void update(const torch::Tensor& found_inf);
   // [] float32, on the device.
   const torch::Tensor& scale() const { return scale_; }
@@ -38,8 +38,9 @@ class LossScaler {
   // restore() puts them back (a run that stops as it was after that step).
   torch::Tensor snapshot() const;
   void restore(const torch::Tensor& snapshot);
-  // Checkpoints: S and the streak into/from TrainState (one host read; at save only). A state
-  // without a saved scale (another precision, an older checkpoint) keeps the initial scale.
+  // Checkpoints: S and the streak into/from TrainState (one host read; at save only; 0 and 0
+  // when disabled). A state without a saved scale (another precision, an older checkpoint)
+  // keeps the initial scale; a streak at or past this run's window restarts one step short of it.
   void save(TrainState& state) const;
   void load(const TrainState& state);
 

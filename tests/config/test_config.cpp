@@ -121,6 +121,8 @@ TEST_F(ConfigTest, InvalidValuesNameTheKey) {
   EXPECT_NE(error_of(dir_ / "exp.yaml", {"train.fp16_init_scale=0"}).find("train.fp16_init_scale"), std::string::npos);
   EXPECT_NE(error_of(dir_ / "exp.yaml", {"train.fp16_scale_window=0"}).find("train.fp16_scale_window"),
             std::string::npos);
+  EXPECT_NE(error_of(dir_ / "exp.yaml", {"train.fp16_scale_window=3000000000"}).find("at most 2147483647"),
+            std::string::npos);  // ATen's streak is an int32
   const std::string min_scale = error_of(dir_ / "exp.yaml", {"train.min_loss_scale=1e6"});  // above the start
   EXPECT_NE(min_scale.find("train.min_loss_scale: must be positive and at most train.fp16_init_scale"),
             std::string::npos) << min_scale;

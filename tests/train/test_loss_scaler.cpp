@@ -36,6 +36,13 @@ TrainOptions fp16_options(double init_scale, int64_t window = 2000) {
 
 double value(const torch::Tensor& t) { return t.item<double>(); }
 
+// The CPU, and the GPU when there is one (scripts/gpu_check.sh runs LossScaler.* there).
+std::vector<torch::Device> devices() {
+  std::vector<torch::Device> d{torch::kCPU};
+  if (torch::cuda::is_available()) d.emplace_back(torch::kCUDA);
+  return d;
+}
+
 std::vector<nlohmann::json> rows_of(const fs::path& file) {
   std::ifstream in(file);
   std::vector<nlohmann::json> rows;
@@ -45,42 +52,54 @@ std::vector<nlohmann::json> rows_of(const fs::path& file) {
 
 // Window 2: an overflow halves S and restarts the streak; two clean steps in a row double S.
 TEST(LossScaler, FollowsTheDynamicScalingRule) {
-  LossScaler s(fp16_options(8.0, 2), torch::kCPU);
-  ASSERT_TRUE(s.enabled());
-  EXPECT_EQ(value(s.scale()), 8.0);
-  const std::vector<std::pair<double, std::array<double, 2>>> steps = {
-      // overflow?  (S, streak) after the update, worked by hand
-      {0, {8, 1}}, {0, {16, 0}}, {1, {8, 0}}, {0, {8, 1}}, {0, {16, 0}}, {0, {16, 1}}, {1, {8, 0}}, {1, {4, 0}},
-  };
-  for (size_t i = 0; i < steps.size(); ++i) {
-    s.update(torch::full({}, steps[i].first));
-    const auto snap = s.snapshot();
-    EXPECT_EQ(value(snap[0]), steps[i].second[0]) << "step " << i;
-    EXPECT_EQ(value(snap[1]), steps[i].second[1]) << "step " << i;
+  for (const auto& device : devices()) {
+    SCOPED_TRACE(device.str());
+    LossScaler s(fp16_options(8.0, 2), device);
+    ASSERT_TRUE(s.enabled());
+    EXPECT_EQ(value(s.scale()), 8.0);
+    EXPECT_EQ(s.scale().device(), device);
+    const std::vector<std::pair<double, std::array<double, 2>>> steps = {
+        // overflow?  (S, streak) after the update, worked by hand
+        {0, {8, 1}}, {0, {16, 0}}, {1, {8, 0}}, {0, {8, 1}}, {0, {16, 0}}, {0, {16, 1}}, {1, {8, 0}}, {1, {4, 0}},
+    };
+    for (size_t i = 0; i < steps.size(); ++i) {
+      s.update(torch::full({}, steps[i].first, s.scale().options()));
+      const auto snap = s.snapshot();
+      EXPECT_EQ(value(snap[0]), steps[i].second[0]) << "step " << i;
+      EXPECT_EQ(value(snap[1]), steps[i].second[1]) << "step " << i;
+    }
   }
 }
 
 TEST(LossScaler, UnscalesExactlyAndFlagsAnyNonFiniteGradient) {
-  LossScaler s(fp16_options(1024.0), torch::kCPU);
-  EXPECT_EQ(value(s.scaled(torch::full({}, 2.5))), 2560.0);
-  auto a = torch::tensor({3.0F, -5.5F}), b = torch::tensor({{0.25F}});
-  const auto a0 = a.clone(), b0 = b.clone();
-  EXPECT_EQ(value(s.unscale_({a, b})), 0.0);
-  EXPECT_TRUE(torch::equal(a, a0 / 1024)) << a;  // a power of two: exact
-  EXPECT_TRUE(torch::equal(b, b0 / 1024)) << b;
-  for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
-    auto c = torch::tensor({1.0F, bad});
-    EXPECT_EQ(value(s.unscale_({a, c})), 1.0) << bad;
+  for (const auto& device : devices()) {
+    SCOPED_TRACE(device.str());
+    LossScaler s(fp16_options(1024.0), device);
+    const auto on = torch::TensorOptions(torch::kFloat).device(device);
+    EXPECT_EQ(value(s.scaled(torch::full({}, 2.5, on))), 2560.0);
+    const auto fp16_loss = s.scaled(torch::full({}, 100.0, on.dtype(torch::kHalf)));  // 102400 > fp16's 65504
+    EXPECT_EQ(fp16_loss.scalar_type(), torch::kFloat);
+    EXPECT_EQ(value(fp16_loss), 102400.0);
+    auto a = torch::tensor({3.0F, -5.5F}).to(device), b = torch::tensor({{0.25F}}).to(device);
+    const auto a0 = a.clone(), b0 = b.clone();
+    EXPECT_EQ(value(s.unscale_({a, b})), 0.0);
+    EXPECT_TRUE(torch::equal(a, a0 / 1024)) << a;  // a power of two: exact
+    EXPECT_TRUE(torch::equal(b, b0 / 1024)) << b;
+    for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+      auto c = torch::tensor({1.0F, bad}).to(device);
+      EXPECT_EQ(value(s.unscale_({a, c})), 1.0) << bad;
+    }
   }
-  // Any other precision: a passthrough.
+  // Any other precision: a passthrough that launches nothing.
   TrainOptions bf16;
   bf16.precision = "bf16";
   LossScaler off(bf16, torch::kCPU);
   EXPECT_FALSE(off.enabled());
   EXPECT_EQ(value(off.scaled(torch::full({}, 2.5))), 2.5);
-  auto d = a0.clone();
-  EXPECT_EQ(value(off.unscale_({d})), 0.0);
-  EXPECT_TRUE(torch::equal(d, a0));
+  auto d = torch::tensor({3.0F, -5.5F});
+  const auto d0 = d.clone();
+  EXPECT_FALSE(off.unscale_({d}).defined());
+  EXPECT_TRUE(torch::equal(d, d0));
 }
 
 TEST(LossScaler, TravelsThroughACheckpoint) {
@@ -103,6 +122,21 @@ TEST(LossScaler, TravelsThroughACheckpoint) {
   LossScaler fresh(fp16_options(8.0, 3), torch::kCPU);
   fresh.load(TrainState{});  // no saved scale (a bf16 checkpoint): the initial one stays
   EXPECT_EQ(value(fresh.scale()), 8.0);
+  // A streak saved under a longer window resumes one step short of this run's window.
+  TrainState long_streak = back;
+  long_streak.loss_scale_streak = 50;
+  LossScaler shorter(fp16_options(8.0, 3), torch::kCPU);
+  shorter.load(long_streak);
+  EXPECT_EQ(value(shorter.snapshot()[1]), 2.0);
+  shorter.update(torch::full({}, 0.0));
+  EXPECT_EQ(value(shorter.scale()), 8.0);  // 4 doubled: it can still grow
+  // A bf16 run resumed from an fp16 checkpoint writes no stale scale into its own.
+  TrainOptions bf16;
+  bf16.precision = "bf16";
+  TrainState carried = back;
+  LossScaler(bf16, torch::kCPU).save(carried);
+  EXPECT_EQ(carried.loss_scale, 0.0);
+  EXPECT_EQ(carried.loss_scale_streak, 0);
 }
 
 // The toy's loss times 1e-9: its gradients (~1e-9) lie below fp16's smallest subnormal (6e-8).
@@ -132,12 +166,14 @@ TEST(Fp16Training, LossScalingKeepsGradientsThatFp16WouldFlushToZero) {
 
 // S = 2^40 overflows fp16 (max 65504) until it has halved enough: each such step is skipped
 // and halves S, more of them in a row than max_nonfinite_in_a_row (3) without stopping the
-// run, and the training then goes on at the scale found (device- and host-decided updates).
+// run, and the training then goes on at the scale found (device- and host-decided updates;
+// with 2 micro-batches per step, S multiplies each one's loss and is unscaled once).
 TEST(Fp16Training, OverflowingStepsHalveTheScaleAndTheRunGoesOn) {
-  for (const char* optimizer : {"adamw", "sgd"}) {
-    SCOPED_TRACE(optimizer);
-    const fs::path metrics = test::fresh_dir(std::string("fp16_overflow_") + optimizer) / "metrics.jsonl";
-    auto t = toy_options(40, 1);
+  for (const auto& [optimizer, accum] : {std::pair{"adamw", 1}, std::pair{"sgd", 1}, std::pair{"adamw", 2}}) {
+    SCOPED_TRACE(std::string(optimizer) + " accum " + std::to_string(accum));
+    const fs::path metrics =
+        test::fresh_dir("fp16_overflow_" + std::string(optimizer) + std::to_string(accum)) / "metrics.jsonl";
+    auto t = toy_options(40, accum);
     t.optimizer = optimizer;
     t.precision = "fp16";
     t.fp16_init_scale = std::pow(2.0, 40);

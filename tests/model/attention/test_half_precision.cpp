@@ -114,6 +114,7 @@ void every_method_matches_fp32(at::ScalarType dtype, double u) {
       }
       const double out_err = rel_error(got.hidden, ref.hidden);
       EXPECT_LT(out_err, 12 * u) << what << ": encoder output";
+      EXPECT_GT(out_err, 0.01 * u) << what << ": no rounding at all; did autocast run?";
       double total = 0;
       for (const auto& g : ref.grads) total += g.square().sum().item<double>();
       const auto names = model->named_parameters().keys();
