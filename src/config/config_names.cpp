@@ -33,7 +33,7 @@ std::vector<fs::path> config_search_path() {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return dirs;
   const fs::path cwd = fs::current_path(ec);
-  for (const fs::path root : {exe.parent_path().parent_path(), exe.parent_path().parent_path() / "share/rpe-train"}) {
+  for (const fs::path& root : {exe.parent_path().parent_path(), exe.parent_path().parent_path() / "share/rpe-train"}) {
     if (!fs::is_directory(root / "configs/pretrain", ec)) continue;
     if (!cwd.empty() && fs::equivalent(root, cwd, ec)) continue;  // already searched
     dirs.push_back(root / "configs/pretrain");
@@ -76,7 +76,7 @@ YamlTree load_named_tree(const fs::path& name) {
       name.has_parent_path() ? std::vector<fs::path>{name.parent_path()} : config_search_path();
   std::string stem = file.size() > 5 && file.compare(file.size() - 5, 5, ".yaml") == 0 ? file.substr(0, file.size() - 5) : file;
   for (const auto& dir : dirs) {
-    for (const fs::path candidate : {dir / file, dir / yaml_name(file)})
+    for (const fs::path& candidate : {dir / file, dir / yaml_name(file)})
       if (present(candidate)) return load_tree(candidate);
     YamlTree tree;
     if (compose_preset(dir.empty() ? fs::path(".") : dir, stem, tree)) return tree;
