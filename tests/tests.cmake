@@ -48,6 +48,8 @@ gtest_discover_tests(rpe_tests DISCOVERY_TIMEOUT 120 PROPERTIES TIMEOUT 900)
 
 # Includes in src/ run downward along the data flow, without cycles (docs/layout.md).
 add_test(NAME include_order COMMAND bash ${CMAKE_SOURCE_DIR}/tests/layout/test_check_includes.sh ${CMAKE_SOURCE_DIR})
+# A LibTorch older than the sources support is refused at configure time, in one message.
+add_test(NAME torch_version_floor COMMAND bash ${CMAKE_SOURCE_DIR}/tests/build/test_torch_version_floor.sh ${CMAKE_SOURCE_DIR})
 
 # The CLI's exit codes and messages, end to end.
 add_test(NAME cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_cli_errors.sh $<TARGET_FILE:rpe-train>)

@@ -7,8 +7,10 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <sstream>
 
 #include "util/errors.h"
 #include "util/log.h"
@@ -104,6 +106,24 @@ class C10dCollectives : public Collectives {
   int64_t rank_;
   double timeout_s_;
 };
+
+#ifdef RPE_HAVE_GLOO
+// Gloo's transport: one device per interface GLOO_SOCKET_IFNAME lists (comma-separated), as
+// torch.distributed does, else the one for this host's name (loopback when it does not
+// resolve); two threads per device. Built on Options::create, which every LibTorch 2.x has
+// (create_default came later).
+c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo_options(milliseconds timeout) {
+  auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+  if (const char* names = std::getenv("GLOO_SOCKET_IFNAME"); names != nullptr) {
+    std::stringstream list(names);
+    for (std::string name; std::getline(list, name, ',');)
+      if (!name.empty()) opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+  }
+  if (opts->devices.empty()) opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  opts->threads = 2 * static_cast<int>(opts->devices.size());
+  return opts;
+}
+#endif
 
 }  // namespace
 
@@ -275,8 +295,7 @@ DataParallel::DataParallel(const LaunchEnv& env, const torch::Device& device, do
 #endif
   } else {
 #ifdef RPE_HAVE_GLOO
-    auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, r, w,
-                                                          c10d::ProcessGroupGloo::Options::create_default(timeout));
+    auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, r, w, gloo_options(timeout));
     impl_ = std::make_unique<C10dCollectives>(pg, "gloo", rank_, timeout_s);
 #else
     throw UserError("multi-process CPU training needs c10d's Gloo backend, and this build has no gloo headers: "

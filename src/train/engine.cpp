@@ -9,6 +9,7 @@
 #include "train/optim.h"
 #include "train/precision.h"
 #include "util/errors.h"
+#include "util/torch_compat.h"
 #include "util/log.h"
 
 namespace rpe {
@@ -244,7 +245,7 @@ void Engine::settle(Window& w, TrainState& state) {
   if (!pending_) return;
   PendingStep p = std::move(*pending_);
   pending_.reset();
-  if (p.copied) p.copied->synchronize();
+  if (p.copied) compat::wait(*p.copied);
   // p.finite is host memory, done (the pinned copy on CUDA; on the CPU the flag itself): read in place
   if (*p.finite.const_data_ptr<bool>()) {
     state.nonfinite_in_a_row = 0;

@@ -77,7 +77,9 @@ int64_t peak_device_bytes(const torch::Device& device) {
 #ifdef RPE_HAVE_CUDA_ALLOCATOR
   if (device.is_cuda() && torch::cuda::is_available()) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.has_index() ? device.index() : 0);
-    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+    // allocated_bytes[StatType::AGGREGATE], index 0: the enum moved between LibTorch versions
+    // (c10::cuda::CUDACachingAllocator in 2.4, c10::CachingAllocator in 2.11), its first entry did not.
+    return stats.allocated_bytes[0].peak;
   }
 #endif
   return -1;

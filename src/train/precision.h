@@ -9,6 +9,8 @@
 
 #include <string>
 
+#include "util/torch_compat.h"
+
 namespace rpe {
 
 // The autocast type of a train.precision value: kBFloat16, kHalf, or kFloat for fp32 (no autocast).
@@ -25,10 +27,9 @@ class AutocastGuard {
   AutocastGuard(const torch::Device& device, at::ScalarType dtype)
       : type_(device.type()), enabled_(dtype != at::kFloat) {
     if (!enabled_) return;
-    previous_ = at::autocast::is_autocast_enabled(type_);
-    previous_dtype_ = at::autocast::get_autocast_dtype(type_);
-    at::autocast::set_autocast_dtype(type_, dtype);
-    at::autocast::set_autocast_enabled(type_, true);
+    previous_ = compat::autocast_enabled(type_);
+    previous_dtype_ = compat::autocast_dtype(type_);
+    compat::set_autocast(type_, true, dtype);
     at::autocast::increment_nesting();
   }
   // train.precision's autocast (see autocast_dtype).
@@ -37,8 +38,7 @@ class AutocastGuard {
   ~AutocastGuard() {
     if (!enabled_) return;
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();  // drop cached half weight casts
-    at::autocast::set_autocast_enabled(type_, previous_);
-    at::autocast::set_autocast_dtype(type_, previous_dtype_);
+    compat::set_autocast(type_, previous_, previous_dtype_);
   }
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
