@@ -55,7 +55,7 @@ torch::Tensor BertModelImpl::encode(const torch::Tensor& ids, const torch::Tenso
   // padding, folded into it as -inf once ([B, H|1, L, L]) instead of once per layer.
   torch::Tensor pad = key_padding;
   const auto type = x.device().type();
-  const auto dtype = compat::autocast_enabled(type) ? compat::autocast_dtype(type) : x.scalar_type();
+  const auto dtype = compat::autocast_enabled(type) ? compat::get_autocast_dtype(type) : x.scalar_type();
   auto bias = position->position_bias(L, x.device(), dtype);
   if (bias.defined() && pad.defined()) {
     bias = bias + torch::zeros({B, 1, 1, L}, bias.options())

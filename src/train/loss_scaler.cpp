@@ -29,7 +29,7 @@ torch::Tensor LossScaler::unscale_(const std::vector<torch::Tensor>& grads) cons
 void LossScaler::update(const torch::Tensor& found_inf) {
   if (!enabled_ || !found_inf.defined()) return;
   auto s = scale_.view({1}), streak = streak_.view({1});  // views: updated in place
-  at::_amp_update_scale_(s, streak, found_inf.view({1}), growth_, backoff_, window_);
+  at::_amp_update_scale_(s, streak, found_inf.view({1}), kGrowth, kBackoff, window_);
 }
 
 torch::Tensor LossScaler::snapshot() const {

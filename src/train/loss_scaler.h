@@ -45,8 +45,8 @@ class LossScaler {
   void load(const TrainState& state);
 
  private:
+  static constexpr double kGrowth = 2.0, kBackoff = 0.5;  // powers of two: S stays one
   bool enabled_ = false;
-  double growth_ = 2.0, backoff_ = 0.5;
   int64_t window_ = 2000;
   torch::Tensor scale_;   // [] float32
   torch::Tensor streak_;  // [] int32: steps since the last overflow (GradScaler's growth tracker)

@@ -28,7 +28,7 @@ class AutocastGuard {
       : type_(device.type()), enabled_(dtype != at::kFloat) {
     if (!enabled_) return;
     previous_ = compat::autocast_enabled(type_);
-    previous_dtype_ = compat::autocast_dtype(type_);
+    previous_dtype_ = compat::get_autocast_dtype(type_);
     compat::set_autocast(type_, true, dtype);
     at::autocast::increment_nesting();
   }

@@ -25,7 +25,7 @@ inline bool autocast_enabled(at::DeviceType type) {
 #endif
 }
 
-inline at::ScalarType autocast_dtype(at::DeviceType type) {
+inline at::ScalarType get_autocast_dtype(at::DeviceType type) {
 #ifdef RPE_TORCH_BEFORE_2_4
   return type == at::kCUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
 #else

@@ -17,6 +17,7 @@
 #include "model/attention/registry.h"
 #include "model/bert.h"
 #include "test_models.h"
+#include "tiny_run.h"
 #include "train/engine.h"
 #include "train/mlm_task.h"
 #include "train/optim.h"
@@ -24,12 +25,6 @@
 
 namespace rpe::test {
 namespace {
-
-std::vector<torch::Device> devices() {
-  std::vector<torch::Device> d{torch::kCPU};
-  if (torch::cuda::is_available()) d.emplace_back(torch::kCUDA);
-  return d;
-}
 
 constexpr int64_t kB = 2, kL = 16, kVocab = 50;
 
@@ -64,7 +59,7 @@ ModelOptions options(const std::string& method) {
 // Each line's own count: at least one for what waits (CUDA may record one wait as more than
 // one op), none for what does not.
 TEST(HostSync, TheWatchSeesReadsOfTheDeviceAlone) {
-  for (const auto& device : devices()) {
+  for (const auto& device : devices_to_test()) {
     SCOPED_TRACE(device.str());
     auto x = torch::arange(6, torch::TensorOptions(torch::kFloat).device(device));
     HostSyncWatch watch(device);
@@ -96,7 +91,7 @@ TEST(HostSync, TheWatchSeesReadsOfTheDeviceAlone) {
 }
 
 TEST(HostSync, EveryMethodTrainsWithoutReadingTheDevice) {
-  for (const auto& device : devices())
+  for (const auto& device : devices_to_test())
     for (const auto& name : attention_method_names())
       for (bool fused : {true, false})
         for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf})  // fp32, bf16, fp16
@@ -123,7 +118,7 @@ TEST(HostSync, EveryMethodTrainsWithoutReadingTheDevice) {
 
 TEST(HostSync, FineTuningHeadsTrainWithoutReadingTheDevice) {
   std::vector<int64_t> a{2, 11, 12, 3, 13, 14, 15, 3}, shorter{2, 16, 3, 17, 3};
-  for (const auto& device : devices())
+  for (const auto& device : devices_to_test())
     for (const std::string name : {"absolute", "m4", "t5_bias"}) {
       SCOPED_TRACE(name + " on " + device.str());
       torch::manual_seed(0);
@@ -217,7 +212,7 @@ size_t syncs_of_a_run(const torch::Device& device, const std::string& optimizer,
 // a run reads the log line's sums (fp16: with the scale) and the token count (twice: the last
 // window, the run's total).
 TEST(HostSync, EngineStepsReadTheDeviceOnlyToLog) {
-  for (const auto& device : devices())
+  for (const auto& device : devices_to_test())
     for (const std::string optimizer : {"adamw", "lamb"})
       for (const std::string precision : {"bf16", "fp16"}) {
         SCOPED_TRACE(optimizer + " " + precision + " on " + device.str());

@@ -7,7 +7,6 @@
 #include <torch/torch.h>
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -36,23 +35,9 @@ TrainOptions fp16_options(double init_scale, int64_t window = 2000) {
 
 double value(const torch::Tensor& t) { return t.item<double>(); }
 
-// The CPU, and the GPU when there is one (scripts/gpu_check.sh runs LossScaler.* there).
-std::vector<torch::Device> devices() {
-  std::vector<torch::Device> d{torch::kCPU};
-  if (torch::cuda::is_available()) d.emplace_back(torch::kCUDA);
-  return d;
-}
-
-std::vector<nlohmann::json> rows_of(const fs::path& file) {
-  std::ifstream in(file);
-  std::vector<nlohmann::json> rows;
-  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
-  return rows;
-}
-
 // Window 2: an overflow halves S and restarts the streak; two clean steps in a row double S.
 TEST(LossScaler, FollowsTheDynamicScalingRule) {
-  for (const auto& device : devices()) {
+  for (const auto& device : test::devices_to_test()) {
     SCOPED_TRACE(device.str());
     LossScaler s(fp16_options(8.0, 2), device);
     ASSERT_TRUE(s.enabled());
@@ -72,7 +57,7 @@ TEST(LossScaler, FollowsTheDynamicScalingRule) {
 }
 
 TEST(LossScaler, UnscalesExactlyAndFlagsAnyNonFiniteGradient) {
-  for (const auto& device : devices()) {
+  for (const auto& device : test::devices_to_test()) {
     SCOPED_TRACE(device.str());
     LossScaler s(fp16_options(1024.0), device);
     const auto on = torch::TensorOptions(torch::kFloat).device(device);
@@ -183,7 +168,7 @@ TEST(Fp16Training, OverflowingStepsHalveTheScaleAndTheRunGoesOn) {
     const EngineResult e = r.engine->run(TrainState{});
     int64_t overflows = 0;
     double last_logged_scale = 0;
-    for (const auto& row : rows_of(metrics)) {
+    for (const auto& row : test::read_jsonl(metrics)) {
       if (row.value("event", "") == "overflow_skip") {
         ++overflows;
         EXPECT_EQ(row["step"], overflows);  // the first steps, one after another

@@ -114,9 +114,7 @@ TEST(Engine, LogRowsEqualTheStepsTheyAverage) {
   hooks.on_step = [&](int64_t, double loss) { losses.push_back(loss); };
   ToyRun r(toy_options(4, 2), hooks, file);
   r.engine->run(TrainState{});
-  std::ifstream in(file);
-  std::vector<nlohmann::json> rows;
-  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  const auto rows = test::read_jsonl(file);
   ASSERT_EQ(rows.size(), 2u);
   ASSERT_EQ(losses.size(), 4u);
   EXPECT_EQ(rows[0]["step"], 2);
@@ -182,13 +180,9 @@ TEST(PretrainSummary, ResumedFromTheFinalCheckpointRedoesOnlyTheEnd) {
   pretrain(cfg, a, false);
   // metrics rows without their timings
   auto read_rows = [](const fs::path& f) {
-    std::ifstream in(f);
-    std::vector<nlohmann::json> rows;
-    for (std::string line; std::getline(in, line);) {
-      auto row = nlohmann::json::parse(line);
+    auto rows = test::read_jsonl(f);
+    for (auto& row : rows)
       for (const char* k : {"elapsed_s", "tokens_per_s"}) row.erase(k);
-      rows.push_back(row);
-    }
     return rows;
   };
   const auto rows = read_rows(a / "metrics.jsonl");

@@ -47,4 +47,17 @@ fs::path fresh_dir(const std::string& name) {
   return d;
 }
 
+std::vector<nlohmann::json> read_jsonl(const fs::path& file) {
+  std::ifstream in(file);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+std::vector<torch::Device> devices_to_test() {
+  std::vector<torch::Device> d{torch::kCPU};
+  if (torch::cuda::is_available()) d.emplace_back(torch::kCUDA);
+  return d;
+}
+
 }  // namespace rpe::test

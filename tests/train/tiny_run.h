@@ -2,9 +2,13 @@
 // sentencepiece model trained on it once per test binary, and a config of a 2-layer,
 // hidden-32 BERT that trains a step in milliseconds on one CPU thread.
 #pragma once
+#include <torch/torch.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "config/config.h"
 
@@ -18,5 +22,11 @@ Config tiny_config(const std::vector<std::string>& overrides = {});
 
 // A fresh, empty folder under the test temp dir.
 std::filesystem::path fresh_dir(const std::string& name);
+
+// The rows of a JSON-lines file (metrics.jsonl), in order.
+std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& file);
+
+// The CPU, and the GPU when there is one (scripts/gpu_check.sh runs such tests there).
+std::vector<torch::Device> devices_to_test();
 
 }  // namespace rpe::test
