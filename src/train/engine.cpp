@@ -114,11 +114,11 @@ StepStats Engine::step(int64_t step) {
   st.correct = local[1];
   st.tokens = local[2];
   st.count = n;
-  const auto overflow = scaler_.unscale_(defined_grads(params_));  // fp16: grads / S, and whether one overflowed
+  st.overflow = scaler_.unscale_(defined_grads(params_));  // fp16: grads / S, and whether one overflowed
   st.grad_norm = global_grad_norm(params_);
   if (t.clip_norm > 0) clip_gradients(params_, st.grad_norm, t.clip_norm);
   st.finite = torch::isfinite(st.loss).logical_and(torch::isfinite(st.grad_norm));
-  scaler_.update(overflow);  // fp16: halve S after an overflow, double it after fp16_scale_window clean steps
+  scaler_.update(st.overflow);  // fp16: halve S after an overflow, double it after fp16_scale_window clean steps
   return st;
 }
 
@@ -183,12 +183,15 @@ void Engine::flush_tokens(TrainState& state) {
 }
 
 std::string Engine::note_nonfinite(int64_t step, const torch::Tensor& loss_t, const torch::Tensor& grad_norm,
-                                   const torch::Tensor& scale, TrainState& state) {
+                                   const torch::Tensor& overflow, const torch::Tensor& scale, TrainState& state) {
   ++state.nonfinite_total;
   const double loss = loss_t.item<double>(), gnorm = grad_norm.item<double>();
-  if (scale.defined() && std::isfinite(loss)) {
+  // A non-finite loss is the forward pass's own, which no loss scale causes: a divergence.
+  if (overflow.defined() && std::isfinite(loss) && overflow.item<float>() > 0.0f) {
     // fp16: the gradients overflowed at this loss scale, which has halved; routine while the
-    // scale finds its level, a divergence only when no scale is small enough.
+    // scale finds its level, a divergence only when no scale is small enough. (Finite
+    // gradients whose norm overflows fp32 are no such case: S did not move, and they count
+    // towards max_nonfinite_in_a_row below.)
     const double now = scale[0].item<double>();
     log::info(s_.log_tag.c_str(), "step {}: fp16 gradient overflow, update skipped, loss scale -> {:g} ({} skipped in total)",
               step, now, state.nonfinite_total);
@@ -226,11 +229,11 @@ std::string Engine::update_on_host(const StepStats& st, TrainState& state, Windo
   }
   ++w.skipped;
   const auto scale = scaler_.enabled() ? scaler_.snapshot() : torch::Tensor();
-  return note_nonfinite(state.step + 1, st.loss, st.grad_norm, scale, state);
+  return note_nonfinite(state.step + 1, st.loss, st.grad_norm, st.overflow, scale, state);
 }
 
 void Engine::queue_pending(const StepStats& st, int64_t step) {
-  PendingStep p{step, st.finite, nullptr, st.loss, st.grad_norm,
+  PendingStep p{step, st.finite, nullptr, st.loss, st.grad_norm, st.overflow,
                 scaler_.enabled() ? scaler_.snapshot() : torch::Tensor(), consumed_};
   if (s_.device.is_cuda()) {  // a pinned copy on the stream, and an event to wait for it alone
     p.finite = torch::empty({}, torch::TensorOptions(torch::kBool).pinned_memory(true));
@@ -253,7 +256,7 @@ void Engine::settle(Window& w, TrainState& state) {
     return;
   }
   ++w.skipped;
-  const auto why = note_nonfinite(p.step, p.loss, p.grad_norm, p.scale, state);
+  const auto why = note_nonfinite(p.step, p.loss, p.grad_norm, p.overflow, p.scale, state);
   if (!why.empty()) {
     // Settled one step late, the next step's batches are taken but its update is not queued:
     // the run stops as it was after step p.step (weights, optimizer, data position, counters,

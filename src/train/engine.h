@@ -114,6 +114,7 @@ struct StepStats {
   torch::Tensor tokens;     // 0-dim float64: non-pad tokens, all ranks
   torch::Tensor grad_norm;  // 0-dim float32: global gradient L2 norm before clipping (unscaled in fp16)
   torch::Tensor finite;     // 0-dim bool: loss and gradient norm finite
+  torch::Tensor overflow;   // fp16: 0-dim float32, 1 if a scaled gradient overflowed (undefined otherwise)
 };
 
 struct EngineResult {
@@ -152,12 +153,12 @@ class Engine {
   // Adds the tokens counted on the device since the last call to state.tokens_seen (host read).
   void flush_tokens(TrainState& state);
   // A skipped update, step `step` (1-based): counters, the warning and a nonfinite_skip row; in
-  // fp16 a finite loss with overflowing gradients is an overflow_skip instead (the loss scale,
-  // `scale` after its backoff, adapts; the in-a-row streak is left alone). Returns why the run
-  // must stop ("" to go on): the streak reached max_nonfinite_in_a_row, or the scale fell
-  // below min_loss_scale.
+  // fp16 a finite loss whose scaled gradients overflowed (`overflow`, the unscale kernel's flag)
+  // is an overflow_skip instead (the loss scale, `scale` after its backoff, adapts; the in-a-row
+  // streak is left alone). Returns why the run must stop ("" to go on): the streak reached
+  // max_nonfinite_in_a_row, or the scale fell below min_loss_scale.
   std::string note_nonfinite(int64_t step, const torch::Tensor& loss, const torch::Tensor& grad_norm,
-                             const torch::Tensor& scale, TrainState& state);
+                             const torch::Tensor& overflow, const torch::Tensor& scale, TrainState& state);
   // The update of `st`: queued for the device to apply or skip (DeviceSkippableStep), after
   // settling the previous step; or decided on the host, returning why the run must stop ("": go on).
   void update_on_device(const StepStats& st, TrainState& state, Window& w);
@@ -168,6 +169,7 @@ class Engine {
     torch::Tensor finite;                // [] bool on the host (pinned; filled asynchronously on CUDA)
     std::shared_ptr<c10::Event> copied;  // CUDA: the copy's completion; null on CPU
     torch::Tensor loss, grad_norm;       // on the device, for the warning
+    torch::Tensor overflow;              // fp16: StepStats::overflow, on the device
     torch::Tensor scale;                 // fp16: LossScaler::snapshot() after this step's update
     LoaderCursor cursor;                 // the data position after this step
   };

@@ -1,8 +1,9 @@
 // fp16 training (train.precision: fp16): the dynamic loss scale (train/loss_scaler.h) against
 // GradScaler's rule worked by hand, and the engine on the toy least-squares task: loss scaling
 // rescues gradients that fp16 would flush to zero, overflowing steps are skipped while the
-// scale halves, a run whose gradients overflow at every scale stops, and a resumed run
-// continues from the saved scale exactly.
+// scale halves, a run whose gradients overflow at every scale stops, a gradient norm that
+// overflows without an fp16 overflow counts as a divergence, and a resumed run continues from
+// the saved scale exactly.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -214,6 +215,36 @@ TEST(Fp16Training, GradientsOverflowingAtEveryScaleStopTheRun) {
     }
     EXPECT_TRUE(torch::equal(r.model->weight, w0));
     EXPECT_EQ(value(r.engine->loss_scaler().scale()), std::pow(2.0, 89));
+  }
+}
+
+// Gradients that are finite after unscaling but whose norm overflows fp32 (4 entries of 2e38:
+// norm 4e38 > 3.4e38) are no fp16 overflow: the unscale kernel's flag stays 0 and S does not
+// move, so no smaller scale would help. Such steps are non-finite steps like any other and stop
+// the run after max_nonfinite_in_a_row (3) of them, weights untouched (classified by the loss
+// alone, they were taken for overflows and the run went on to its end).
+TEST(Fp16Training, FiniteGradientsWithAnOverflowingNormAreNoOverflow) {
+  for (const char* optimizer : {"adamw", "sgd"}) {
+    SCOPED_TRACE(optimizer);
+    auto t = toy_options(10, 1);
+    t.optimizer = optimizer;
+    t.precision = "fp16";
+    t.fp16_init_scale = 1.0;
+    torch::Tensor w;  // the model's weight, once built
+    EngineHooks huge;
+    huge.on_loss = [&w](int64_t, torch::Tensor& loss) { loss = loss + (w - w.detach()).sum() * 2e38; };  // value +0
+    ToyRun r(t, huge);
+    w = r.model->weight;
+    const auto w0 = w.detach().clone();
+    try {
+      r.engine->run(TrainState{});
+      ADD_FAILURE() << "expected a stop";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("3 non-finite losses or gradient norms in a row"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_TRUE(torch::equal(r.model->weight, w0));
+    EXPECT_EQ(value(r.engine->loss_scaler().scale()), 1.0);
   }
 }
 
