@@ -138,6 +138,8 @@ s = json.load(open(run + "/summary.json"))
 events = [json.loads(l).get("event") for l in open(run + "/metrics.jsonl")]
 first, final, skipped = s["first_loss"], s["final_loss"], s.get("nonfinite_skipped", 0)
 overflows = events.count("overflow_skip")
+if first is None or final is None:  # summary.json's null: no logged window had an update
+    sys.exit(f"{name}: every step was skipped ({skipped} non-finite or overflowing), none updated the weights")
 print(f"[gpu_check]   {name}: loss {first:.3f} -> {final:.3f}, non-finite steps {skipped - overflows}, "
       f"fp16 overflows {overflows}")
 if not (math.isfinite(first) and math.isfinite(final)) or skipped != overflows:

@@ -1,7 +1,11 @@
 // rpe-train pretrain: MLM pretraining of the configured model in a run folder.
 // A run folder is never overwritten silently: an existing one needs --resume or --overwrite.
+#include <fmt/format.h>
+
+#include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <string>
 
 #include "cli/commands.h"
 #include "config/config.h"
@@ -50,8 +54,10 @@ int run_pretrain(const PretrainArgs& a) {
     }
     throw;
   }
+  const auto loss = [](double v) { return std::isnan(v) ? std::string("none") : fmt::format("{:g}", v); };
   std::cout << "run folder: " << r.run_dir.string() << "\n"
-            << "final MLM loss (train): " << r.final_loss << " (first logged: " << r.first_loss << ")\n"
+            << "final MLM loss (train): " << loss(r.final_loss) << " (first logged: " << loss(r.first_loss) << ")"
+            << (std::isnan(r.final_loss) ? ": every step was skipped, none updated the weights" : "") << "\n"
             << "held-out MLM loss: " << r.valid_loss << ", accuracy: " << r.valid_accuracy << "\n";
   return 0;
 }

@@ -158,8 +158,8 @@ PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resu
   PretrainResult result;
   result.run_dir = run_dir;
   result.steps = e.state.step;
-  result.first_loss = std::isnan(e.first_loss) ? 0.0 : e.first_loss;
-  result.final_loss = std::isnan(e.final_loss) ? 0.0 : e.final_loss;
+  result.first_loss = e.first_loss;  // NaN (summary.json: null) when no logged step updated the weights
+  result.final_loss = e.final_loss;
   if (!chief) {
     result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;

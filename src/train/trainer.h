@@ -3,6 +3,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "config/config.h"
@@ -13,8 +14,10 @@ namespace rpe {
 struct PretrainResult {
   std::filesystem::path run_dir;
   int64_t steps = 0;
-  double first_loss = 0.0;   // mean training loss of the first logged window (a resumed run keeps its original)
-  double final_loss = 0.0;   // mean training loss of the last logged window
+  // Mean training loss of the first / last logged window with an update (a resumed run keeps its
+  // original first); NaN when every step was skipped (non-finite, fp16 overflows): not 0.
+  double first_loss = std::nan("");
+  double final_loss = std::nan("");
   double valid_loss = 0.0;   // held-out MLM loss
   double valid_accuracy = 0.0;
   double seconds = 0.0;

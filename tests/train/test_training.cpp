@@ -223,5 +223,22 @@ TEST(PretrainSummary, NonFiniteWeightsAreNeverSaved) {
   EXPECT_FALSE(latest_checkpoint(run).has_value());
 }
 
+// fp16 at S = 2^100: every step overflows and is skipped, the run goes on.
+// No window has a training loss: summary.json says null, not a loss of 0.
+TEST(PretrainSummary, ARunWithoutUpdatesReportsNoTrainingLoss) {
+  const Config cfg = test::tiny_config({"train.max_steps=4", "train.log_every=2", "train.precision=fp16",
+                                        "train.fp16_init_scale=1.2676506002282294e30"});
+  const fs::path run = test::fresh_dir("all_skipped");
+  const PretrainResult r = pretrain(cfg, run, false);
+  EXPECT_TRUE(std::isnan(r.first_loss));
+  EXPECT_TRUE(std::isnan(r.final_loss));
+  std::ifstream in(run / "summary.json");
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_TRUE(j["first_loss"].is_null()) << j.dump();
+  EXPECT_TRUE(j["final_loss"].is_null()) << j.dump();
+  EXPECT_EQ(j["nonfinite_skipped"], 4);
+  EXPECT_TRUE(j["valid_loss"].is_number()) << j.dump();  // the held-out loss of the initial weights
+}
+
 }  // namespace
 }  // namespace rpe
