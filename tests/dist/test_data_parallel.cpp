@@ -1,21 +1,24 @@
 // Multi-process data parallelism, end to end: the rpe-train binary is launched as 2 ranks
 // (the torchrun environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) on CPU and must end
 // with the parameters of one process training on the same global batch (dropout off, <= 1e-6).
-// A rank that dies makes the survivor exit with a clear error within the timeout. The
-// all-reduce overlapped with backward (gradient hooks) equals the one after backward, on two
-// Gloo ranks (this test binary relaunched as both).
+// A rank that dies makes the survivor exit with a clear error within the timeout. On two Gloo
+// ranks (this test binary relaunched as both): the all-reduce overlapped with backward
+// (gradient hooks) equals the one after backward, and fp16's loss scale, skipped steps and
+// weights stay the same on every rank.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
 
 #include "../train/tiny_run.h"
+#include "../train/toy_engine.h"
 #include "dist/data_parallel.h"
 #include "model/bert.h"
 #include "train/checkpoint.h"
@@ -145,7 +148,7 @@ TEST(DataParallel, DeadRankMakesTheOtherExitWithinTheTimeout) {
 // local gradient), with buckets launched inside backward.
 // (DISABLED_: not run on its own; the launcher asks for it with --gtest_also_run_disabled_tests.)
 TEST(GradSyncWorker, DISABLED_OverlappedEqualsAfterBackward) {
-  if (!std::getenv("RPE_GRAD_SYNC_WORKER")) GTEST_SKIP() << "a rank of GradSync.*, launched by it";
+  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of GradSync.*, launched by it";
   const auto env = dist::detect_launch_env();
   dist::DataParallel dp(env, torch::kCPU, 60.0, /*bucket_mb=*/0.01);  // ~10 KB buckets: several of them
   const ModelOptions o = test::small_model_options("absolute", {.vocab = 60, .hidden = 32, .ffn = 64, .dropout = 0.0});
@@ -196,14 +199,50 @@ TEST(GradSyncWorker, DISABLED_OverlappedEqualsAfterBackward) {
   EXPECT_LT((from0 / 2 - first).abs().max().item<double>(), 1e-7);  // both ranks hold the same mean
 }
 
-TEST(GradSync, OverlappedEqualsAfterBackwardOnTwoGlooRanks) {
+// One rank of Fp16.RanksAgreeOnTwoGlooRanks (skipped unless launched by it). fp16 on the toy
+// task from S = 2^30, two micro-batches per step: the first steps overflow and halve S, then it
+// trains. Each rank has its own targets, hence its own local gradients, but one all-reduced
+// gradient: S, the skipped steps and the weights must end bitwise equal on both ranks (each
+// equals the mean over ranks), while the local losses differ.
+TEST(Fp16Worker, DISABLED_RanksAgreeOnTheLossScaleAndTheSkips) {
+  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of Fp16.*, launched by it";
+  const auto env = dist::detect_launch_env();
+  dist::DataParallel dp(env, torch::kCPU, 60.0, /*bucket_mb=*/25.0);
+  auto t = test::toy_options(30, 2);
+  t.precision = "fp16";
+  t.fp16_init_scale = std::pow(2.0, 30);
+  t.log_every = 10;
+  test::ToyRun r(t, {}, {}, {}, &dp);
+  r.data.y.add_(0.5 * static_cast<double>(env.rank));  // rank-specific targets
+  const auto w0 = r.model->weight.detach().clone();
+  const EngineResult e = r.engine->run(TrainState{});
+  auto on_every_rank = [&](const torch::Tensor& v) {  // v equals the mean of v over the ranks
+    auto mine = v.detach().to(torch::kDouble).clone(), sum = mine.clone();
+    dp.all_reduce_sum(sum);
+    return torch::equal(sum / 2, mine);
+  };
+  EXPECT_GT(e.state.nonfinite_total, 3);  // S halved several times ...
+  EXPECT_LT(e.state.nonfinite_total, 25);  // ... and then the run trained
+  EXPECT_EQ(e.state.nonfinite_in_a_row, 0);
+  EXPECT_TRUE(on_every_rank(torch::full({}, static_cast<double>(e.state.nonfinite_total))));
+  EXPECT_TRUE(on_every_rank(r.engine->loss_scaler().scale()));
+  EXPECT_TRUE(on_every_rank(r.model->weight));
+  EXPECT_TRUE(on_every_rank(r.model->bias));
+  EXPECT_FALSE(torch::equal(r.model->weight, w0));
+  torch::NoGradGuard no_grad;
+  const auto local_loss = (r.model->forward(r.data.x).squeeze(-1) - r.data.y).pow(2).mean();
+  EXPECT_FALSE(on_every_rank(local_loss));  // the ranks did see different data
+}
+
+// Runs this test binary as two Gloo ranks of `worker` (a DISABLED_ test); both must pass it.
+void run_two_ranks(const std::string& worker, const std::string& name) {
   const std::string self = fs::read_symlink("/proc/self/exe").string();
-  const fs::path logs = test::fresh_dir("grad_sync");
-  const std::string env = "RPE_GRAD_SYNC_WORKER=1 OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+  const fs::path logs = test::fresh_dir(name);
+  const std::string env = "RPE_DIST_WORKER=1 OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
                           std::to_string(free_port()) + " WORLD_SIZE=2";
   auto rank = [&](int r) {
     return env + " RANK=" + std::to_string(r) + " timeout 120 " + self +
-           " --gtest_also_run_disabled_tests --gtest_filter=GradSyncWorker.DISABLED_OverlappedEqualsAfterBackward > " +
+           " --gtest_also_run_disabled_tests --gtest_filter=" + worker + " > " +
            (logs / ("r" + std::to_string(r))).string() + " 2>&1";
   };
   const int code = run_shell("(" + rank(1) + " & " + rank(0) + "; r0=$?; wait $!; exit $((r0 + $?)))");
@@ -213,6 +252,14 @@ TEST(GradSync, OverlappedEqualsAfterBackwardOnTwoGlooRanks) {
     EXPECT_NE(log->find("[  PASSED  ] 1 test"), std::string::npos) << *log;
     EXPECT_EQ(log->find("SKIPPED"), std::string::npos) << *log;
   }
+}
+
+TEST(GradSync, OverlappedEqualsAfterBackwardOnTwoGlooRanks) {
+  run_two_ranks("GradSyncWorker.DISABLED_OverlappedEqualsAfterBackward", "grad_sync");
+}
+
+TEST(Fp16, RanksAgreeOnTwoGlooRanks) {
+  run_two_ranks("Fp16Worker.DISABLED_RanksAgreeOnTheLossScaleAndTheSkips", "fp16_ranks");
 }
 
 }  // namespace

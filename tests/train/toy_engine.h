@@ -64,8 +64,9 @@ struct ToyRun {
   std::unique_ptr<torch::optim::Optimizer> opt;
   std::unique_ptr<ToyTask> task;
   std::unique_ptr<Engine> engine;
+  // `group`: the process group of a multi-process test (default: this process alone).
   explicit ToyRun(const TrainOptions& t, EngineHooks hooks = {}, const std::filesystem::path& metrics = {},
-                  const std::filesystem::path& run_dir = {}) {
+                  const std::filesystem::path& run_dir = {}, dist::DataParallel* group = nullptr) {
     torch::manual_seed(5);
     model = torch::nn::Linear(4, 1);
     // adamw, lamb: skips decided on the device (DeviceSkippableStep); sgd (LibTorch's): on the host
@@ -74,7 +75,7 @@ struct ToyRun {
     task = std::make_unique<ToyTask>(data, model, t.batch_size / t.grad_accum);
     EngineSetup s;
     s.train = t;
-    s.dp = &dp;
+    s.dp = group ? group : &dp;
     s.hooks = std::move(hooks);
     if (!metrics.empty()) s.metrics = MetricsWriter(metrics);
     s.run_dir = run_dir;
