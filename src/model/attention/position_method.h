@@ -33,7 +33,8 @@ class PositionTermImpl : public torch::nn::Module {
     return torch::matmul(q, k.transpose(-2, -1));
   }
 
-  // Additive logit term, already scaled, broadcastable to [B, H, L, L]; undefined = none.
+  // Additive logit term, already scaled, broadcastable to [B, H, L, L], with unit stride along
+  // keys (CUDA's fused attention kernels need it); undefined = none.
   virtual torch::Tensor score_bias(const torch::Tensor& q, const torch::Tensor& k) { return {}; }
 
   // Term added to the attention output from the (dropped-out) probabilities
@@ -68,6 +69,7 @@ class PositionMethodImpl : public torch::nn::Module {
   // already scaled, in `dtype`. BertModel::encode builds it once per forward and hands it to
   // every layer in place of the term's score_bias, so it is neither rebuilt per layer nor
   // materialised per sequence (it broadcasts over the batch). Undefined for other methods.
+  // Its last dimension is contiguous (stride 1), as CUDA's fused attention kernels need.
   torch::Tensor position_bias(int64_t length, const torch::Device& device, torch::ScalarType dtype) {
     auto bias = shared_bias(length, device, dtype);
     if (bias.defined()) ++bias_builds_;

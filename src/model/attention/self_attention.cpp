@@ -38,6 +38,9 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
     std::optional<torch::Tensor> mask;
     if (pad.defined()) mask = torch::zeros({B, 1, 1, L}, q.options()).masked_fill(pad, -inf);
     if (bias.defined()) mask = mask ? *mask + bias : bias;
+    // CUDA's flash/memory-efficient/cuDNN kernels need unit stride along keys, else SDPA
+    // silently takes its math kernel; every method's bias has it (AttentionDispatch test).
+    if (mask && mask->stride(-1) != 1) mask = mask->contiguous();
     context = at::scaled_dot_product_attention(q, k, v, mask, p, false, scale);
   } else {
     // Content scores are linear in q, so scaling q ([B, H, L, d]) spares a pass over [B, H, L, L].

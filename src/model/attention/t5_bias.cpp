@@ -65,8 +65,9 @@ class T5Method : public PositionMethodImpl {
     auto pos = torch::arange(L, torch::TensorOptions().dtype(torch::kLong).device(device));
     auto bucket = t5_relative_bucket(pos.unsqueeze(0) - pos.unsqueeze(1), options_.attention.t5_buckets,
                                      options_.attention.t5_max_distance);  // [L, L]
-    auto b = table.to(dtype).index_select(0, bucket.flatten());           // [L*L, H|1]
-    return b.view({L, L, -1}).permute({2, 0, 1}).unsqueeze(0);            // [1, H|1, L, L]
+    // Gathered head-major, so the result is contiguous: CUDA's fused attention kernels take a
+    // mask only with unit stride along keys (a permuted [L, L, H] view falls back to the math one).
+    return table.to(dtype).t().index_select(1, bucket.flatten()).view({1, -1, L, L});  // [1, H|1, L, L]
   }
 
   torch::Tensor table;  // [buckets, H|1]

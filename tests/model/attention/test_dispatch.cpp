@@ -114,6 +114,25 @@ TEST(AttentionDispatch, PositionOnlyBiasIsBuiltOncePerForwardAndBroadcastOverThe
   }
 }
 
+// CUDA's fused SDPA kernels (flash, memory-efficient, cuDNN) refuse a mask whose last
+// dimension is strided and leave the slow math kernel, silently, while the CPU accepts it: every
+// bias a method hands to SDPA must have unit stride along keys (t5_bias's was a permuted view).
+TEST(AttentionDispatch, EveryBiasHasUnitStrideAlongKeys) {
+  for (const auto& name : attention_method_names()) {
+    BertModel model(dispatch_options(name));
+    const auto shared = model->position->position_bias(kL, torch::kCPU, torch::kFloat);
+    if (shared.defined()) {
+      EXPECT_EQ(shared.stride(-1), 1) << name << " position_bias";
+    }
+    auto term = model->position->make_layer_term(0);
+    const auto q = torch::randn({kB, 4, kL, 8}), k = torch::randn({kB, 4, kL, 8});
+    const auto bias = term->score_bias(q, k);
+    if (bias.defined()) {
+      EXPECT_EQ(bias.stride(-1), 1) << name << " score_bias";
+    }
+  }
+}
+
 // The GPU acceptance check (scripts/gpu_check.sh): on CUDA, fused, fp32 (TF32 off, LibTorch's
 // default for matmuls) against the same weights in fp64 on the CPU (plain path), outputs and
 // every gradient (the bias parameters of t5_bias, m4, shaw, ... included), per method. fp32
