@@ -83,6 +83,12 @@ void load_optimizer_state(torch::serialize::InputArchive& archive, torch::nn::Mo
   }
 }
 
+// Where the model trains: its parameters' device (the CPU for a model without parameters).
+torch::Device parameters_device(torch::nn::Module& model) {
+  const auto params = model.parameters();
+  return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+}
+
 }  // namespace
 
 void write_checkpoint(const fs::path& file, torch::nn::Module& model, torch::optim::Optimizer* optimizer,
@@ -102,12 +108,12 @@ void write_checkpoint(const fs::path& file, torch::nn::Module& model, torch::opt
     archive.write("nonfinite_in_a_row", c10::IValue(state->nonfinite_in_a_row));
     archive.write("loss_scale", c10::IValue(state->loss_scale));
     archive.write("loss_scale_streak", c10::IValue(state->loss_scale_streak));
+    // The random streams of this rank (rank 0 saves). Every rank seeds alike and draws the same
+    // numbers per step (same shapes), so on resume each rank sets rank 0's states into its own
+    // generators: the CPU's, and its training device's (cuda:LOCAL_RANK, whatever the index).
     archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
-    if (torch::cuda::is_available()) {
-      for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i)
-        archive.write("rng_cuda_" + std::to_string(i),
-                      at::globalContext().defaultGenerator(at::Device(at::kCUDA, static_cast<int8_t>(i))).get_state());
-    }
+    if (const auto dev = parameters_device(model); dev.is_cuda())
+      archive.write("rng_device", at::globalContext().defaultGenerator(dev).get_state());
   } else {
     archive.write("step", c10::IValue(int64_t{0}));  // a model-only file: no training state
   }
@@ -203,12 +209,9 @@ CheckpointContents load_checkpoint(const fs::path& file, torch::nn::Module& mode
       at::Generator cpu = at::detail::getDefaultCPUGenerator();  // a handle sharing the global state
       cpu.set_state(rng);
     }
-    if (torch::cuda::is_available()) {
-      for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i)
-        if (archive.try_read("rng_cuda_" + std::to_string(i), rng)) {
-          at::Generator gen = at::globalContext().defaultGenerator(at::Device(at::kCUDA, static_cast<int8_t>(i)));
-          gen.set_state(rng);
-        }
+    if (const auto dev = parameters_device(model); dev.is_cuda() && archive.try_read("rng_device", rng)) {
+      at::Generator gen = at::globalContext().defaultGenerator(dev);
+      gen.set_state(rng);
     }
   }
   return out;

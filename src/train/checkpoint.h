@@ -4,12 +4,14 @@
 //                                  (+ max_exp_avg_sq for AMSGrad); options come from the config
 //   optimizer_name, schedule       which optimizer/schedule wrote it (the lr is a function of step)
 //   step, loader_epoch, loader_position, tokens_seen, nonfinite_total, nonfinite_in_a_row
-//   rng_cpu, rng_cuda_<i>          torch's default CPU generator and each CUDA generator's state
+//   rng_cpu, rng_device            torch's default CPU generator and, on a GPU, the training
+//                                  device's (dropout), restored into each rank's own device's
 //                                  (masking needs none: it is a function of (seed, epoch, index))
 //   config, version                the resolved YAML config and "<version>+<git revision>"
 // Each file carries its own CRC-32 and is written atomically (train/checkpoint_file.h); `latest`
-// names the newest one for people. Every load verifies the checksum first; latest_checkpoint()
-// skips (with a warning) files that are truncated or corrupt. A model-only file (import-hf,
+// names the newest one for people. Every load verifies the checksum first and reads the file into
+// host memory, whichever device wrote it; latest_checkpoint() skips (with a warning) files that
+// are truncated or corrupt. A model-only file (import-hf,
 // swap-method's source) has the same layout with step 0 and no optimizer, loader or RNG state.
 // Finding a run's checkpoint and preparing run folders: train/run_dir.h.
 #pragma once

@@ -219,7 +219,11 @@ torch::serialize::InputArchive open_checkpoint(const fs::path& file) {
   if (!verify_checkpoint(file, &why)) throw UserError(file.string() + ": " + why);
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(file.string());
+    // Into host memory whatever device wrote it: a GPU-written file then loads on a machine
+    // without that GPU (predict, inspect, CPU fine-tuning), and no rank of a resumed
+    // multi-GPU run deserialises the whole archive onto cuda:0; the readers copy each tensor
+    // to its parameter's device.
+    archive.load_from(file.string(), torch::kCPU);
   } catch (const std::exception&) {
     throw UserError(file.string() + ": not a readable rpe-train checkpoint (its checksum matches: written by "
                     "another program?)");

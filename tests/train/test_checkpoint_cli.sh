@@ -4,7 +4,7 @@
 # with only broken checkpoints stops without touching metrics.jsonl; --resume with --overwrite,
 # a --run-dir that is a file or cannot be created, export-hf --out onto a file are refused; a
 # full disk (a 16 KiB tmpfs where mounting works, else skipped; a file-size limit always) fails
-# with the file named and no temporary file left.
+# with the file named and no temporary file left; a checkpoint written on a GPU loads without one.
 # Usage: test_checkpoint_cli.sh RPE_TRAIN HF_PROBE SOURCE_DIR
 set -u
 bin=$1 probe=$2 src=$3
@@ -83,6 +83,30 @@ expect_error "--resume, every checkpoint corrupt" "--resume: no usable checkpoin
 cmp -s "$work/metrics.before" "$work/run/metrics.jsonl" || { echo "FAIL: a refused --resume rewrote metrics.jsonl"; fails=$((fails + 1)); }
 expect_error "finetune --init, corrupt run" "--init $work/run: no usable checkpoint in this run folder" \
   "$bin" finetune squad --config "$src/configs/finetune/tiny_squad.yaml" --init "$work/run" --run-dir "$work/ft"
+
+# A checkpoint written on a GPU names cuda:0 as its tensors' device: a machine without a GPU
+# must still read it (into host memory) and get the same weights. Stand-in: the model file with
+# its storage location rewritten (loaded unchecked: the rewrite changes the checksummed bytes).
+python3 - "$work/m/model.pt" "$work/m/model_gpu.pt" <<'PY' || { echo "FAIL: could not make the GPU-written stand-in"; fails=$((fails + 1)); }
+import sys, zipfile
+src, dst = sys.argv[1:3]
+moved = 0
+with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+    for info in zin.infolist():
+        data = zin.read(info)
+        if info.filename.endswith("/data.pkl"):  # the pickled storage location, once (memoised)
+            cpu, cuda = b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0"
+            moved += data.count(cpu)
+            data = data.replace(cpu, cuda)
+        zout.writestr(info.filename, data)
+sys.exit(0 if moved == 1 else f"expected one storage location 'cpu', found {moved}")
+PY
+if RPE_TRAIN_ALLOW_UNCHECKED=1 "$bin" export-hf "$work/m/model_gpu.pt" --out "$work/hf_gpu" >"$work/out" 2>&1 &&
+   cmp -s "$work/hf/model.safetensors" "$work/hf_gpu/model.safetensors"; then
+  echo "ok: a GPU-written checkpoint loads without a GPU, same weights"
+else
+  echo "FAIL: a GPU-written checkpoint on a machine without a GPU:"; cat "$work/out"; fails=$((fails + 1))
+fi
 
 # A full disk: a file-size limit (EFBIG, no root needed), then a real ENOSPC on a tiny tmpfs.
 mkdir -p "$work/limited"
