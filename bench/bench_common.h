@@ -38,7 +38,7 @@ inline bool device_available(const std::string& device, const char* program) {
 
 // Ends a timed step: waits for the device's queued work.
 inline void sync(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize();
+  if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);  // -1: the current one
 }
 
 }  // namespace rpe::bench

@@ -63,8 +63,10 @@ template <class F> auto guarded(const std::string& what, int64_t rank, double ti
 // A c10d backend (NCCL, Gloo) used through its collective calls.
 class C10dCollectives : public Collectives {
  public:
-  C10dCollectives(c10::intrusive_ptr<c10d::Backend> pg, std::string name, int64_t rank, double timeout_s)
-      : pg_(std::move(pg)), name_(std::move(name)), rank_(rank), timeout_s_(timeout_s) {}
+  // gpu: NCCL's device index (its barrier is a collective on that GPU), -1 for Gloo.
+  C10dCollectives(c10::intrusive_ptr<c10d::Backend> pg, std::string name, int64_t rank, double timeout_s,
+                  int64_t gpu = -1)
+      : pg_(std::move(pg)), name_(std::move(name)), rank_(rank), timeout_s_(timeout_s), gpu_(gpu) {}
   // After a failed collective the group talks to a dead peer: its destructor could block on
   // or throw from the broken connections while the process exits with the error, so it is
   // deliberately leaked (the OS reclaims it at exit).
@@ -83,7 +85,13 @@ class C10dCollectives : public Collectives {
     o.rootRank = 0;
     wait("broadcast", pg_->broadcast(t, o));
   }
-  void barrier() override { wait("barrier", pg_->barrier(c10d::BarrierOptions{})); }
+  void barrier() override {
+    // NCCL: name the GPU, or the first barrier (before any collective) guesses rank % GPUs,
+    // wrong where that is not this process's device, and warns.
+    c10d::BarrierOptions o;
+    if (gpu_ >= 0) o.device_ids = {gpu_};
+    wait("barrier", pg_->barrier(o));
+  }
   void wait(const std::string& what, const c10::intrusive_ptr<c10d::Work>& work) override {
     try {
       guarded(what, rank_, timeout_s_, [&] {
@@ -105,6 +113,7 @@ class C10dCollectives : public Collectives {
   std::string name_;
   int64_t rank_;
   double timeout_s_;
+  int64_t gpu_;
 };
 
 #ifdef RPE_HAVE_GLOO
@@ -288,7 +297,7 @@ DataParallel::DataParallel(const LaunchEnv& env, const torch::Device& device, do
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = timeout;
     auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, r, w, opts);
-    impl_ = std::make_unique<C10dCollectives>(pg, "nccl", rank_, timeout_s);
+    impl_ = std::make_unique<C10dCollectives>(pg, "nccl", rank_, timeout_s, device.index());
 #else
     throw UserError("train.device is CUDA but rpe-train was built without NCCL (CPU LibTorch build, or one "
                     "without USE_C10D_NCCL): rebuild against a CUDA LibTorch; CMake finds NCCL or says how");

@@ -25,7 +25,10 @@ std::vector<torch::Tensor> defined_grads(const std::vector<torch::Tensor>& param
 
 torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& params) {
   const auto grads = defined_grads(params);
-  if (grads.empty()) return torch::zeros({}, torch::kFloat);
+  if (grads.empty()) {  // on the parameters' device, where the step's other statistics are
+    return torch::zeros({}, torch::TensorOptions(torch::kFloat).device(params.empty() ? torch::Device(torch::kCPU)
+                                                                                       : params.front().device()));
+  }
   auto norms = at::_foreach_norm(grads, 2);               // one [ ] per tensor
   return torch::stack(norms).to(torch::kFloat).norm();   // [ ] = sqrt(sum of squares)
 }

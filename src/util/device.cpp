@@ -23,10 +23,22 @@ torch::Device resolve_device(const std::string& name) {
   throw UserError("train.device: '" + name + "' is not a device; valid: auto, cpu, cuda, cuda:N");
 }
 
+int64_t rank_gpu(int64_t local_rank, int64_t visible) {
+  if (local_rank < visible) return local_rank;
+  if (visible == 1) return 0;  // this process's own GPU, the only one it sees
+  throw UserError("rank-local process " + std::to_string(local_rank) + " (LOCAL_RANK) needs GPU cuda:" +
+                  std::to_string(local_rank) + " but sees only " + std::to_string(visible) +
+                  " (CUDA_VISIBLE_DEVICES): start at most one process per visible GPU");
+}
+
 torch::Device training_device(const std::string& name, int64_t local_rank, bool distributed) {
+  if (distributed && name.rfind("cuda:", 0) == 0)
+    throw UserError("train.device: '" + name + "' would put every process of this multi-process run on one GPU "
+                    "(NCCL refuses that): use 'cuda' or 'auto', and each process takes its own (cuda:LOCAL_RANK)");
   torch::Device d = resolve_device(name);
-  if (d.is_cuda() && distributed && (name == "auto" || name == "cuda"))
-    d = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  if (d.is_cuda() && distributed)
+    d = torch::Device(torch::kCUDA,
+                      static_cast<c10::DeviceIndex>(rank_gpu(local_rank, torch::cuda::device_count())));
   if (name == "auto") {  // say which device and why, never a silent fallback
     if (d.is_cuda())
       log::info("device", "train.device auto: chose {} (LibTorch sees {} CUDA device(s))", d.str(),

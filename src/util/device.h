@@ -10,9 +10,16 @@ namespace rpe {
 torch::Device resolve_device(const std::string& name);
 
 // The device of one training process: resolve_device(name), except that in a multi-process
-// run ("auto" or "cuda") rank-local process `local_rank` takes GPU cuda:local_rank. Says so in the
-// log when "auto" ends on the CPU (no GPU visible), so a missing GPU is never silent.
+// run ("auto" or "cuda") rank-local process `local_rank` takes GPU rank_gpu(local_rank, visible
+// GPUs); "cuda:N" is refused there (every rank on one GPU). Says so in the log when "auto" ends
+// on the CPU (no GPU visible), so a missing GPU is never silent.
 torch::Device training_device(const std::string& name, int64_t local_rank, bool distributed);
+
+// The GPU index of rank-local process `local_rank` when `visible` GPUs are visible to it:
+// local_rank itself (torchrun: every process sees the node's GPUs), or 0 when it sees exactly
+// one (a launcher that gives each process its own GPU through CUDA_VISIBLE_DEVICES, as Slurm's
+// --gpus-per-task=1 does). UserError when it sees more than one but fewer than local_rank + 1.
+int64_t rank_gpu(int64_t local_rank, int64_t visible);
 
 // Whether the attention runs LibTorch's fused SDPA kernels: on CUDA unless
 // model.attention.backend is "plain".

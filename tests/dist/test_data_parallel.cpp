@@ -22,6 +22,7 @@
 #include "dist/data_parallel.h"
 #include "model/bert.h"
 #include "train/checkpoint.h"
+#include "util/device.h"
 #include "util/errors.h"
 #include "test_models.h"
 #include "test_paths.h"
@@ -96,6 +97,33 @@ TEST(LaunchEnv, ReadsTorchrunThenSlurmThenMpi) {
   EXPECT_EQ(dist::detect_launch_env().world, 1);
   with_env({{"RANK", "4"}, {"WORLD_SIZE", "2"}}, [] { EXPECT_THROW(dist::detect_launch_env(), UserError); });
   with_env({{"RANK", "x"}, {"WORLD_SIZE", "2"}}, [] { EXPECT_THROW(dist::detect_launch_env(), UserError); });
+}
+
+// Each process of a multi-process run on its own GPU: cuda:LOCAL_RANK when it sees the node's
+// GPUs (torchrun), cuda:0 when it sees only its own (Slurm --gpus-per-task=1); refused when it
+// cannot have one, or when train.device names one GPU for every process (NCCL: duplicate GPU).
+TEST(LaunchEnv, EachProcessTakesItsOwnGpu) {
+  EXPECT_EQ(rank_gpu(0, 8), 0);
+  EXPECT_EQ(rank_gpu(7, 8), 7);
+  EXPECT_EQ(rank_gpu(3, 1), 0);
+  try {
+    rank_gpu(4, 2);
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank-local process 4 (LOCAL_RANK) needs GPU cuda:4 but sees only 2"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    training_device("cuda:1", 0, /*distributed=*/true);
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.device: 'cuda:1' would put every process of this multi-process run "
+                                         "on one GPU"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(training_device("cpu", 3, /*distributed=*/true), torch::Device(torch::kCPU));
 }
 
 TEST(DataParallel, TwoProcessesMatchOneProcessWithTheSameGlobalBatch) {
