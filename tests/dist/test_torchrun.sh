@@ -23,7 +23,8 @@ cfg=$src/configs/pretrain/tiny_absolute.yaml
 sets+=(--set "data.tokenizer_model=$work/single/tokenizer.model")
 "$bin" pretrain --config "$cfg" --run-dir "$work/single2" "${sets[@]}" >"$work/single2.log" 2>&1 \
   || { cat "$work/single2.log"; exit 1; }
-timeout 300 "$torchrun" --no-python --nproc-per-node=2 --master-port=$((20000 + RANDOM % 20000)) \
+# TMPDIR: torchrun keeps its per-run folder (torchelastic_*) there; removed with $work.
+TMPDIR=$work timeout 300 "$torchrun" --no-python --nproc-per-node=2 --master-port=$((20000 + RANDOM % 20000)) \
   "$bin" pretrain --config "$cfg" --run-dir "$work/pair" "${sets[@]}" >"$work/pair.log" 2>&1 \
   || { cat "$work/pair.log"; exit 1; }
 grep -q "rank 0/2" "$work/pair.log" || { echo "torchrun did not start 2 ranks"; cat "$work/pair.log"; exit 1; }
