@@ -11,8 +11,8 @@
 // Each file carries its own CRC-32 and is written atomically (train/checkpoint_file.h); `latest`
 // names the newest one for people. Every load verifies the checksum first and reads the file into
 // host memory, whichever device wrote it; latest_checkpoint() skips (with a warning) files that
-// are truncated or corrupt. A model-only file (import-hf,
-// swap-method's source) has the same layout with step 0 and no optimizer, loader or RNG state.
+// are truncated or corrupt. A model-only file (import-hf, swap-method's source) has the same
+// layout with step 0 and no optimizer, loader or RNG state.
 // Finding a run's checkpoint and preparing run folders: train/run_dir.h.
 #pragma once
 #include <torch/torch.h>
