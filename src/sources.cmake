@@ -37,6 +37,7 @@ set(RPE_CORE_SOURCES
   src/model/bert.cpp
   # distributed: process group, parameter broadcast, bucketed gradient all-reduce
   src/dist/data_parallel.cpp
+  src/dist/grad_sync.cpp
   src/dist/launch_env.cpp
   # training: optimizer + schedule, checkpoint, metrics, trainer
   src/train/lamb.cpp

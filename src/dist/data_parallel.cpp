@@ -1,17 +1,17 @@
-// c10d process group setup and bucketed gradient averaging, after or overlapped with backward.
+// c10d process group setup (NCCL, Gloo behind dist/collectives.h) and bucketed gradient
+// averaging, after backward here or overlapped with it (dist/grad_sync.h).
 #include "dist/data_parallel.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/csrc/autograd/function_hook.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include <cstdlib>
-#include <mutex>
 #include <optional>
 #include <sstream>
 
+#include "dist/collectives.h"
+#include "dist/grad_sync.h"
 #include "util/errors.h"
 #include "util/log.h"
 
@@ -30,19 +30,6 @@
 
 namespace rpe::dist {
 using std::chrono::milliseconds;
-
-// The collectives a data-parallel step needs, on flat contiguous tensors.
-class Collectives {
- public:
-  virtual ~Collectives() = default;
-  virtual std::string name() const = 0;
-  virtual void all_reduce_sum(torch::Tensor& flat) = 0;
-  // Starts an all-reduce (sum) of `flat` and returns at once; wait() before reading it.
-  virtual c10::intrusive_ptr<c10d::Work> all_reduce_async(torch::Tensor& flat) = 0;
-  virtual void wait(const std::string& what, const c10::intrusive_ptr<c10d::Work>& work) = 0;
-  virtual void broadcast_from_0(torch::Tensor& flat) = 0;
-  virtual void barrier() = 0;
-};
 
 namespace {
 
@@ -135,138 +122,6 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo_options(milliseconds ti
 #endif
 
 }  // namespace
-
-// Overlapped bucketed all-reduce (see data_parallel.h). Buckets hold consecutive parameters of
-// one dtype in reverse registration order, up to bucket_bytes each. While armed, each hook
-// counts its bucket down; buckets launch strictly in index order (every rank issues the same
-// collectives in the same order, whatever order backward finishes them in). Parameters that
-// backward never reaches (a fine-tuning task leaves the MLM head unused) would hold their
-// bucket back forever, so the first armed step records them and later steps do not wait for
-// them (the graph is static: one that reaches such a parameter later is refused).
-class GradSync {
- public:
-  GradSync(const std::vector<torch::Tensor>& params, int64_t bucket_bytes, Collectives& c, int64_t world)
-      : c_(c), world_(world) {
-    for (auto it = params.rbegin(); it != params.rend(); ++it)
-      if (it->requires_grad()) params_.push_back(*it);
-    int64_t bytes = 0;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      const auto nbytes = static_cast<int64_t>(params_[i].nbytes());
-      if (buckets_.empty() || params_[i].scalar_type() != params_[buckets_.back().members.back()].scalar_type() ||
-          bytes + nbytes > bucket_bytes) {
-        buckets_.emplace_back();
-        bytes = 0;
-      }
-      buckets_.back().members.push_back(i);
-      bytes += nbytes;
-      bucket_of_.push_back(buckets_.size() - 1);
-      torch::autograd::impl::set_post_acc_grad_hooks(params_[i], std::make_unique<Hook>(this, i));
-    }
-  }
-  ~GradSync() {
-    for (auto& p : params_) torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
-  }
-
-  void arm() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& b : buckets_) {
-      b.pending = 0;
-      for (size_t i : b.members) b.pending += unused_.empty() || !unused_[i];
-      b.work.reset();
-    }
-    fired_.assign(params_.size(), false);
-    next_ = 0;
-    launched_in_backward_ = 0;
-    armed_ = true;
-    torch::NoGradGuard no_grad;
-    launch_ready();  // buckets of unused parameters only
-  }
-
-  void finish() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!armed_) throw std::logic_error("GradSync::finish without arm");
-    armed_ = false;
-    torch::NoGradGuard no_grad;
-    for (; next_ < buckets_.size(); ++next_) launch(next_);  // what backward did not reach
-    if (unused_.empty()) {
-      unused_.resize(params_.size());
-      for (size_t i = 0; i < params_.size(); ++i) unused_[i] = !fired_[i];
-    } else {
-      for (size_t i = 0; i < params_.size(); ++i)
-        if (unused_[i] && fired_[i])
-          throw std::runtime_error("gradient sync: a parameter without a gradient in the first step got one later "
-                                   "(a graph that changes between steps is not supported)");
-    }
-    for (auto& b : buckets_) {
-      c_.wait("gradient all-reduce", b.work);
-      b.flat.div_(static_cast<double>(world_));
-      int64_t offset = 0;
-      for (size_t i : b.members) {
-        auto& g = params_[i].mutable_grad();
-        g.copy_(b.flat.slice(0, offset, offset + g.numel()).view_as(g));
-        offset += g.numel();
-      }
-      b.flat = torch::Tensor();
-      b.work.reset();
-    }
-  }
-
-  int64_t launched_in_backward() const { return launched_in_backward_; }
-
- private:
-  struct Hook : torch::autograd::PostAccumulateGradHook {
-    Hook(GradSync* owner, size_t index) : owner(owner), index(index) {}
-    void operator()(const torch::autograd::Variable&) override { owner->on_gradient(index); }
-    GradSync* owner;
-    size_t index;
-  };
-  struct Bucket {
-    std::vector<size_t> members;  // indices into params_
-    int64_t pending = 0;          // gradients not yet final in the armed backward
-    torch::Tensor flat;           // [sum of numels], the all-reduce buffer
-    c10::intrusive_ptr<c10d::Work> work;
-  };
-
-  void on_gradient(size_t index) {  // runs on the autograd thread
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!armed_) return;  // accumulation micro-steps: no communication
-    fired_[index] = true;
-    if (!unused_.empty() && unused_[index]) return;  // refused in finish()
-    --buckets_[bucket_of_[index]].pending;
-    torch::NoGradGuard no_grad;
-    launched_in_backward_ += launch_ready();
-  }
-
-  int64_t launch_ready() {  // launches the ready buckets at the head of the order
-    int64_t n = 0;
-    for (; next_ < buckets_.size() && buckets_[next_].pending == 0; ++n) launch(next_++);
-    return n;
-  }
-
-  void launch(size_t k) {
-    auto& b = buckets_[k];
-    std::vector<torch::Tensor> views;
-    for (size_t i : b.members) {
-      auto& p = params_[i];
-      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // not reached: every rank's buckets line up
-      views.push_back(p.grad().reshape({-1}));
-    }
-    b.flat = torch::cat(views);  // a copy: later writes to .grad cannot race the collective
-    b.work = c_.all_reduce_async(b.flat);
-  }
-
-  Collectives& c_;
-  int64_t world_;
-  std::vector<torch::Tensor> params_;  // requires_grad parameters, reverse registration order
-  std::vector<size_t> bucket_of_;
-  std::vector<bool> unused_, fired_;  // unused_: no gradient in the first armed step (empty before it)
-  std::vector<Bucket> buckets_;
-  std::mutex mutex_;
-  size_t next_ = 0;
-  bool armed_ = false;
-  int64_t launched_in_backward_ = 0;
-};
-
 
 DataParallel::DataParallel(const LaunchEnv& env, const torch::Device& device, double timeout_s, double bucket_mb)
     : rank_(env.rank), world_(env.world), bucket_bytes_(static_cast<int64_t>(bucket_mb * (1 << 20))), device_(device) {

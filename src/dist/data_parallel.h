@@ -36,8 +36,8 @@ struct LaunchEnv {
 };
 LaunchEnv detect_launch_env();
 
-class Collectives;  // backend, see data_parallel.cpp
-class GradSync;     // overlapped bucketed all-reduce, see data_parallel.cpp
+class Collectives;  // the backend (dist/collectives.h)
+class GradSync;     // overlapped bucketed all-reduce (dist/grad_sync.h)
 
 class DataParallel {
  public:

@@ -1,0 +1,105 @@
+// Overlapped bucketed all-reduce (see grad_sync.h).
+#include "dist/grad_sync.h"
+
+#include <torch/csrc/autograd/variable.h>
+
+#include <stdexcept>
+
+namespace rpe::dist {
+
+GradSync::GradSync(const std::vector<torch::Tensor>& params, int64_t bucket_bytes, Collectives& c, int64_t world)
+    : c_(c), world_(world) {
+  for (auto it = params.rbegin(); it != params.rend(); ++it)
+    if (it->requires_grad()) params_.push_back(*it);
+  int64_t bytes = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto nbytes = static_cast<int64_t>(params_[i].nbytes());
+    if (buckets_.empty() || params_[i].scalar_type() != params_[buckets_.back().members.back()].scalar_type() ||
+        bytes + nbytes > bucket_bytes) {
+      buckets_.emplace_back();
+      bytes = 0;
+    }
+    buckets_.back().members.push_back(i);
+    bytes += nbytes;
+    bucket_of_.push_back(buckets_.size() - 1);
+    torch::autograd::impl::set_post_acc_grad_hooks(params_[i], std::make_unique<Hook>(this, i));
+  }
+}
+
+GradSync::~GradSync() {
+  for (auto& p : params_) torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
+}
+
+void GradSync::arm() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& b : buckets_) {
+    b.pending = 0;
+    for (size_t i : b.members) b.pending += unused_.empty() || !unused_[i];
+    b.work.reset();
+  }
+  fired_.assign(params_.size(), false);
+  next_ = 0;
+  launched_in_backward_ = 0;
+  armed_ = true;
+  torch::NoGradGuard no_grad;
+  launch_ready();  // buckets of unused parameters only
+}
+
+void GradSync::finish() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!armed_) throw std::logic_error("GradSync::finish without arm");
+  armed_ = false;
+  torch::NoGradGuard no_grad;
+  for (; next_ < buckets_.size(); ++next_) launch(next_);  // what backward did not reach
+  if (unused_.empty()) {
+    unused_.resize(params_.size());
+    for (size_t i = 0; i < params_.size(); ++i) unused_[i] = !fired_[i];
+  } else {
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (unused_[i] && fired_[i])
+        throw std::runtime_error("gradient sync: a parameter without a gradient in the first step got one later "
+                                 "(a graph that changes between steps is not supported)");
+  }
+  for (auto& b : buckets_) {
+    c_.wait("gradient all-reduce", b.work);
+    b.flat.div_(static_cast<double>(world_));
+    int64_t offset = 0;
+    for (size_t i : b.members) {
+      auto& g = params_[i].mutable_grad();
+      g.copy_(b.flat.slice(0, offset, offset + g.numel()).view_as(g));
+      offset += g.numel();
+    }
+    b.flat = torch::Tensor();
+    b.work.reset();
+  }
+}
+
+void GradSync::on_gradient(size_t index) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!armed_) return;  // accumulation micro-steps: no communication
+  fired_[index] = true;
+  if (!unused_.empty() && unused_[index]) return;  // refused in finish()
+  --buckets_[bucket_of_[index]].pending;
+  torch::NoGradGuard no_grad;
+  launched_in_backward_ += launch_ready();
+}
+
+int64_t GradSync::launch_ready() {
+  int64_t n = 0;
+  for (; next_ < buckets_.size() && buckets_[next_].pending == 0; ++n) launch(next_++);
+  return n;
+}
+
+void GradSync::launch(size_t k) {
+  auto& b = buckets_[k];
+  std::vector<torch::Tensor> views;
+  for (size_t i : b.members) {
+    auto& p = params_[i];
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // not reached: every rank's buckets line up
+    views.push_back(p.grad().reshape({-1}));
+  }
+  b.flat = torch::cat(views);  // a copy: later writes to .grad cannot race the collective
+  b.work = c_.all_reduce_async(b.flat);
+}
+
+}  // namespace rpe::dist

@@ -1,0 +1,64 @@
+// Bucketed gradient all-reduce overlapped with backward, through post-accumulate-grad hooks.
+#pragma once
+#include <torch/torch.h>
+#include <torch/csrc/autograd/function_hook.h>
+
+#include <mutex>
+#include <vector>
+
+#include "dist/collectives.h"
+
+namespace rpe::dist {
+
+// Overlapped bucketed all-reduce (DataParallel's gradient sync). Buckets hold consecutive parameters of
+// one dtype in reverse registration order, up to bucket_bytes each. While armed, each hook
+// counts its bucket down; buckets launch strictly in index order (every rank issues the same
+// collectives in the same order, whatever order backward finishes them in). Parameters that
+// backward never reaches (a fine-tuning task leaves the MLM head unused) would hold their
+// bucket back forever, so the first armed step records them and later steps do not wait for
+// them (the graph is static: one that reaches such a parameter later is refused).
+class GradSync {
+ public:
+  // Buckets the requires_grad parameters of `params` and hooks each one (unhooked on destruction).
+  GradSync(const std::vector<torch::Tensor>& params, int64_t bucket_bytes, Collectives& c, int64_t world);
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
+
+  // Before the backward of a step's last micro-batch: its hooks launch the buckets.
+  void arm();
+  // After that backward: launches what it did not reach, waits, writes the averaged gradients.
+  void finish();
+  int64_t launched_in_backward() const { return launched_in_backward_; }
+
+ private:
+  struct Hook : torch::autograd::PostAccumulateGradHook {
+    Hook(GradSync* owner, size_t index) : owner(owner), index(index) {}
+    void operator()(const torch::autograd::Variable&) override { owner->on_gradient(index); }
+    GradSync* owner;
+    size_t index;
+  };
+  struct Bucket {
+    std::vector<size_t> members;  // indices into params_
+    int64_t pending = 0;          // gradients not yet final in the armed backward
+    torch::Tensor flat;           // [sum of numels], the all-reduce buffer
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+
+  void on_gradient(size_t index);  // runs on the autograd thread
+  int64_t launch_ready();          // launches the ready buckets at the head of the order
+  void launch(size_t k);
+
+  Collectives& c_;
+  int64_t world_;
+  std::vector<torch::Tensor> params_;  // requires_grad parameters, reverse registration order
+  std::vector<size_t> bucket_of_;
+  std::vector<bool> unused_, fired_;  // unused_: no gradient in the first armed step (empty before it)
+  std::vector<Bucket> buckets_;
+  std::mutex mutex_;
+  size_t next_ = 0;
+  bool armed_ = false;
+  int64_t launched_in_backward_ = 0;
+};
+
+}  // namespace rpe::dist
