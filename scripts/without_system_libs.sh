@@ -23,7 +23,9 @@ done
 (($#)) || { echo "usage: $0 [--deps DIR] -- COMMAND [ARGS...]" >&2; exit 2; }
 [[ -f $DEPS/PACKAGES ]] || { echo "without_system_libs: no $DEPS/PACKAGES (scripts/pack_deps.sh $DEPS)" >&2; exit 2; }
 command -v dpkg-query >/dev/null || { echo "without_system_libs: needs dpkg (Debian or Ubuntu)" >&2; exit 2; }
-unshare -rm true 2>/dev/null || { echo "without_system_libs: cannot create a mount namespace here (unshare -rm)" >&2; exit 77; }
+# A namespace that cannot bind-mount (some containers) would fail COMMAND for the wrong reason.
+unshare -rm bash -c 'mount --bind /usr/bin /usr/bin' 2>/dev/null \
+  || { echo "without_system_libs: cannot bind-mount in a private mount namespace here (unshare -rm)" >&2; exit 77; }
 
 triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
 declare -A DIRS=([include]=/usr/include [lib]=/usr/lib/$triplet [share]=/usr/share [bin]=/usr/bin)

@@ -14,7 +14,7 @@ root=$(cd "$1" && pwd) py=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$root"
-unshare -rm true 2>/dev/null || { echo "SKIP: no mount namespace here (unshare -rm)"; exit 77; }
+unshare -rm bash -c 'mount --bind /usr/bin /usr/bin' 2>/dev/null || { echo "SKIP: no mount namespace here (unshare -rm)"; exit 77; }
 if [[ -f deps/PACKAGES ]]; then
   cp -a deps "$work/deps"  # packed already (the GPU session's preparation)
 elif ! scripts/pack_deps.sh "$work/deps" >"$work/pack.log" 2>&1; then
