@@ -225,8 +225,12 @@ torch::serialize::InputArchive open_checkpoint(const fs::path& file) {
     // to its parameter's device.
     archive.load_from(file.string(), torch::kCPU);
   } catch (const std::exception&) {
-    throw UserError(file.string() + ": not a readable rpe-train checkpoint (its checksum matches: written by "
-                    "another program?)");
+    std::error_code ec;
+    const bool checked = read_trailer(file, fs::file_size(file, ec)).present || fs::exists(file.string() + ".crc32", ec);
+    throw UserError(file.string() + ": not a readable rpe-train checkpoint (" +
+                    (checked ? "its checksum matches: written by another program?"
+                             : "loaded unverified, it has no checksum: damaged, or written by another program?") +
+                    ")");
   }
   return archive;
 }

@@ -108,6 +108,11 @@ else
   echo "FAIL: a GPU-written checkpoint on a machine without a GPU:"; cat "$work/out"; fails=$((fails + 1))
 fi
 
+# Loaded unchecked (RPE_TRAIN_ALLOW_UNCHECKED=1), a file that does not parse is not said to match a checksum.
+head -c 5000 /dev/urandom >"$work/m/junk.pt"
+expect_error "unchecked junk" "junk.pt: not a readable rpe-train checkpoint (loaded unverified, it has no checksum" \
+  env RPE_TRAIN_ALLOW_UNCHECKED=1 "$bin" export-hf "$work/m/junk.pt" --out "$work/junk_hf"
+
 # A full disk: a file-size limit (EFBIG, no root needed), then a real ENOSPC on a tiny tmpfs.
 mkdir -p "$work/limited"
 EXPECT_RC=1 expect_error "import-hf past a file-size limit" "cannot write $work/limited/m.pt: File too large" \
