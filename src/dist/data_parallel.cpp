@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -57,9 +58,20 @@ class C10dCollectives : public Collectives {
   // After a failed collective the group talks to a dead peer: its destructor could block on
   // or throw from the broken connections while the process exits with the error, so it is
   // deliberately leaked (the OS reclaims it at exit).
+  // Otherwise `close` (NCCL: shutdown, as torch.distributed's destroy_process_group does)
+  // ends it cleanly instead of leaving that to its destructor, which warns.
   ~C10dCollectives() override {
-    if (failed_) (void)pg_.release();
+    if (failed_) {
+      (void)pg_.release();
+    } else if (close) {
+      try {
+        close();
+      } catch (const std::exception& e) {
+        log::warn("dist", "closing the {} process group: {}", name_, e.what());
+      }
+    }
   }
+  std::function<void()> close;
   std::string name() const override { return name_; }
   void all_reduce_sum(torch::Tensor& flat) override { wait("all-reduce", all_reduce_async(flat)); }
   c10::intrusive_ptr<c10d::Work> all_reduce_async(torch::Tensor& flat) override {
@@ -152,7 +164,9 @@ DataParallel::DataParallel(const LaunchEnv& env, const torch::Device& device, do
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = timeout;
     auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, r, w, opts);
-    impl_ = std::make_unique<C10dCollectives>(pg, "nccl", rank_, timeout_s, device.index());
+    auto nccl = std::make_unique<C10dCollectives>(pg, "nccl", rank_, timeout_s, device.index());
+    nccl->close = [pg] { pg->shutdown(); };
+    impl_ = std::move(nccl);
 #else
     throw UserError("train.device is CUDA but rpe-train was built without NCCL (CPU LibTorch build, or one "
                     "without USE_C10D_NCCL): rebuild against a CUDA LibTorch; CMake finds NCCL or says how");
