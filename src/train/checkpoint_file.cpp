@@ -226,7 +226,8 @@ torch::serialize::InputArchive open_checkpoint(const fs::path& file) {
     archive.load_from(file.string(), torch::kCPU);
   } catch (const std::exception&) {
     std::error_code ec;
-    const bool checked = read_trailer(file, fs::file_size(file, ec)).present || fs::exists(file.string() + ".crc32", ec);
+    const uint64_t size = fs::file_size(file, ec);
+    const bool checked = (!ec && read_trailer(file, size).present) || fs::exists(file.string() + ".crc32", ec);
     throw UserError(file.string() + ": not a readable rpe-train checkpoint (" +
                     (checked ? "its checksum matches: written by another program?"
                              : "loaded unverified, it has no checksum: damaged, or written by another program?") +
