@@ -106,23 +106,12 @@ TEST(LaunchEnv, EachProcessTakesItsOwnGpu) {
   EXPECT_EQ(rank_gpu(0, 8), 0);
   EXPECT_EQ(rank_gpu(7, 8), 7);
   EXPECT_EQ(rank_gpu(3, 1), 0);
-  try {
-    rank_gpu(4, 2);
-    ADD_FAILURE() << "expected a refusal";
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("rank-local process 4 (LOCAL_RANK) needs GPU cuda:4 but sees only 2"),
-              std::string::npos)
-        << e.what();
-  }
-  try {
-    training_device("cuda:1", 0, /*distributed=*/true);
-    ADD_FAILURE() << "expected a refusal";
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("train.device: 'cuda:1' would put every process of this multi-process run "
-                                         "on one GPU"),
-              std::string::npos)
-        << e.what();
-  }
+  const auto few = test::user_error([] { rank_gpu(4, 2); });
+  EXPECT_NE(few.find("rank-local process 4 (LOCAL_RANK) needs GPU cuda:4 but sees only 2"), std::string::npos) << few;
+  const auto one = test::user_error([] { training_device("cuda:1", 0, /*distributed=*/true); });
+  EXPECT_NE(one.find("train.device: 'cuda:1' would put every process of this multi-process run on one GPU"),
+            std::string::npos)
+      << one;
   EXPECT_EQ(training_device("cpu", 3, /*distributed=*/true), torch::Device(torch::kCPU));
 }
 
@@ -236,9 +225,7 @@ TEST(Fp16Worker, DISABLED_RanksAgreeOnTheLossScaleAndTheSkips) {
   if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of Fp16.*, launched by it";
   const auto env = dist::detect_launch_env();
   dist::DataParallel dp(env, torch::kCPU, 60.0, /*bucket_mb=*/25.0);
-  auto t = test::toy_options(30, 2);
-  t.precision = "fp16";
-  t.fp16_init_scale = std::pow(2.0, 30);
+  auto t = test::toy_fp16_options(30, 2, std::pow(2.0, 30));
   t.log_every = 10;
   test::ToyRun r(t, {}, {}, {}, &dp);
   r.data.y.add_(0.5 * static_cast<double>(env.rank));  // rank-specific targets

@@ -16,7 +16,6 @@
 #include "toy_engine.h"
 #include "train/checkpoint.h"
 #include "train/loss_scaler.h"
-#include "util/errors.h"
 
 namespace rpe {
 namespace {
@@ -134,9 +133,7 @@ TEST(Fp16Training, LossScalingKeepsGradientsThatFp16WouldFlushToZero) {
   auto fp32 = toy_options(1, 1);
   ToyRun ref(fp32, tiny);
   const double g32 = value(ref.engine->step(0).grad_norm);
-  auto t = toy_options(1, 1);
-  t.precision = "fp16";
-  t.fp16_init_scale = 1.0;
+  auto t = test::toy_fp16_options(1, 1, 1.0);
   ToyRun unscaled(t, tiny);
   const auto flushed = unscaled.engine->step(0);
   t.fp16_init_scale = std::pow(2.0, 30);
@@ -159,10 +156,8 @@ TEST(Fp16Training, OverflowingStepsHalveTheScaleAndTheRunGoesOn) {
     SCOPED_TRACE(std::string(optimizer) + " accum " + std::to_string(accum));
     const fs::path metrics =
         test::fresh_dir("fp16_overflow_" + std::string(optimizer) + std::to_string(accum)) / "metrics.jsonl";
-    auto t = toy_options(40, accum);
+    auto t = test::toy_fp16_options(40, accum, std::pow(2.0, 40));
     t.optimizer = optimizer;
-    t.precision = "fp16";
-    t.fp16_init_scale = std::pow(2.0, 40);
     t.log_every = 10;
     ToyRun r(t, {}, metrics);
     const auto w0 = r.model->weight.detach().clone();
@@ -196,23 +191,16 @@ TEST(Fp16Training, OverflowingStepsHalveTheScaleAndTheRunGoesOn) {
 TEST(Fp16Training, GradientsOverflowingAtEveryScaleStopTheRun) {
   for (const char* optimizer : {"adamw", "sgd"}) {
     SCOPED_TRACE(optimizer);
-    auto t = toy_options(30, 1);
+    auto t = test::toy_fp16_options(30, 1, std::pow(2.0, 100));
     t.optimizer = optimizer;
-    t.precision = "fp16";
-    t.fp16_init_scale = std::pow(2.0, 100);
     t.min_loss_scale = std::pow(2.0, 90);
     ToyRun r(t);
     const auto w0 = r.model->weight.detach().clone();
-    try {
-      r.engine->run(TrainState{});
-      ADD_FAILURE() << "expected a stop";
-    } catch (const UserError& e) {
-      const std::string msg = e.what();
-      EXPECT_NE(msg.find("training stopped at step 11: the fp16 gradients overflow at every loss scale down to "
-                         "6.1897e+26 (train.min_loss_scale 1.23794e+27)"),
-                std::string::npos)
-          << msg;
-    }
+    const auto msg = test::user_error([&] { r.engine->run(TrainState{}); });
+    EXPECT_NE(msg.find("training stopped at step 11: the fp16 gradients overflow at every loss scale down to "
+                       "6.1897e+26 (train.min_loss_scale 1.23794e+27)"),
+              std::string::npos)
+        << msg;
     EXPECT_TRUE(torch::equal(r.model->weight, w0));
     EXPECT_EQ(value(r.engine->loss_scaler().scale()), std::pow(2.0, 89));
   }
@@ -226,23 +214,16 @@ TEST(Fp16Training, GradientsOverflowingAtEveryScaleStopTheRun) {
 TEST(Fp16Training, FiniteGradientsWithAnOverflowingNormAreNoOverflow) {
   for (const char* optimizer : {"adamw", "sgd"}) {
     SCOPED_TRACE(optimizer);
-    auto t = toy_options(10, 1);
+    auto t = test::toy_fp16_options(10, 1, 1.0);
     t.optimizer = optimizer;
-    t.precision = "fp16";
-    t.fp16_init_scale = 1.0;
     torch::Tensor w;  // the model's weight, once built
     EngineHooks huge;
     huge.on_loss = [&w](int64_t, torch::Tensor& loss) { loss = loss + (w - w.detach()).sum() * 2e38; };  // value +0
     ToyRun r(t, huge);
     w = r.model->weight;
     const auto w0 = w.detach().clone();
-    try {
-      r.engine->run(TrainState{});
-      ADD_FAILURE() << "expected a stop";
-    } catch (const UserError& e) {
-      EXPECT_NE(std::string(e.what()).find("3 non-finite losses or gradient norms in a row"), std::string::npos)
-          << e.what();
-    }
+    const auto msg = test::user_error([&] { r.engine->run(TrainState{}); });
+    EXPECT_NE(msg.find("3 non-finite losses or gradient norms in a row"), std::string::npos) << msg;
     EXPECT_TRUE(torch::equal(r.model->weight, w0));
     EXPECT_EQ(value(r.engine->loss_scaler().scale()), 1.0);
   }
@@ -251,9 +232,7 @@ TEST(Fp16Training, FiniteGradientsWithAnOverflowingNormAreNoOverflow) {
 // Resumed from a checkpoint taken while S is still halving, a run ends with the same weights and
 // scale as the uninterrupted one (a resumed run restarting at fp16_init_scale would skip more).
 TEST(Fp16Training, AResumedRunContinuesFromTheSavedScale) {
-  auto t = toy_options(40, 1);
-  t.precision = "fp16";
-  t.fp16_init_scale = std::pow(2.0, 40);
+  auto t = test::toy_fp16_options(40, 1, std::pow(2.0, 40));
   t.save_every = 6;
   ToyRun whole(t);
   whole.engine->run(TrainState{});

@@ -17,7 +17,6 @@
 #include "train/metrics.h"
 #include "train/optim.h"
 #include "train/trainer.h"
-#include "util/errors.h"
 
 namespace rpe {
 namespace {
@@ -96,14 +95,9 @@ TEST(Engine, TooManyNonFiniteStepsInARowStop) {
     t.optimizer = optimizer;
     t.log_every = 7;  // the stop comes from the step's own bookkeeping, not from a log line
     ToyRun r(t, hooks);
-    try {
-      r.engine->run(TrainState{});
-      ADD_FAILURE() << "expected a stop";
-    } catch (const UserError& e) {
-      const std::string msg = e.what();
-      EXPECT_NE(msg.find("training stopped at step 4: 3 non-finite"), std::string::npos) << msg;
-      EXPECT_EQ(msg.find("last good weights"), std::string::npos) << msg;
-    }
+    const auto msg = test::user_error([&] { r.engine->run(TrainState{}); });
+    EXPECT_NE(msg.find("training stopped at step 4: 3 non-finite"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("last good weights"), std::string::npos) << msg;
   }
 }
 
@@ -211,15 +205,10 @@ TEST(PretrainSummary, NonFiniteWeightsAreNeverSaved) {
   Config cfg = test::tiny_config({"train.max_steps=20", "train.max_nonfinite_in_a_row=2"});
   cfg.train.lr = std::numeric_limits<double>::infinity();  // set past the config's validation
   const fs::path run = test::fresh_dir("lr_inf");
-  try {
-    pretrain(cfg, run, false);
-    FAIL() << "expected the run to stop";
-  } catch (const UserError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("weights became non-finite"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("not saved"), std::string::npos) << msg;
-    EXPECT_EQ(msg.find("last good weights"), std::string::npos) << msg;
-  }
+  const auto msg = test::user_error([&] { pretrain(cfg, run, false); });
+  EXPECT_NE(msg.find("weights became non-finite"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not saved"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("last good weights"), std::string::npos) << msg;
   EXPECT_FALSE(latest_checkpoint(run).has_value());
 }
 
@@ -232,8 +221,7 @@ TEST(PretrainSummary, ARunWithoutUpdatesReportsNoTrainingLoss) {
   const PretrainResult r = pretrain(cfg, run, false);
   EXPECT_TRUE(std::isnan(r.first_loss));
   EXPECT_TRUE(std::isnan(r.final_loss));
-  std::ifstream in(run / "summary.json");
-  const auto j = nlohmann::json::parse(in);
+  const auto j = summary_without_timings(run);
   EXPECT_TRUE(j["first_loss"].is_null()) << j.dump();
   EXPECT_TRUE(j["final_loss"].is_null()) << j.dump();
   EXPECT_EQ(j["nonfinite_skipped"], 4);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "data/sp_tokenizer.h"
+#include "util/errors.h"
 #include "test_paths.h"
 
 namespace rpe::test {
@@ -52,6 +53,15 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& file) {
   std::vector<nlohmann::json> rows;
   for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
   return rows;
+}
+
+std::string user_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no UserError thrown)";
 }
 
 std::vector<torch::Device> devices_to_test() {

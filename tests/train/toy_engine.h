@@ -57,6 +57,14 @@ inline TrainOptions toy_options(int64_t steps, int64_t accum) {
   return t;
 }
 
+// toy_options in fp16 from loss scale `init_scale`.
+inline TrainOptions toy_fp16_options(int64_t steps, int64_t accum, double init_scale) {
+  TrainOptions t = toy_options(steps, accum);
+  t.precision = "fp16";
+  t.fp16_init_scale = init_scale;
+  return t;
+}
+
 struct ToyRun {
   Toy data;
   torch::nn::Linear model{nullptr};
