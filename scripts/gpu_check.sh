@@ -63,10 +63,7 @@ else
   if step build; then
     [[ ! -f $BUILD/built_with.txt ]] || fail "$BUILD holds a carried build (scripts/pack_build.sh): leave out the build step"
     say "building into $BUILD"
-    # LibTorch from $PY's torch wheel (CMake itself only looks for the repository's .venv)
-    torch_cmake=$("$PY" -c "import torch.utils; print(torch.utils.cmake_prefix_path)") || fail "$PY has no torch"
-    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPE_BUILD_TESTS=ON -DTorch_DIR="$torch_cmake/Torch" \
-      >"$BUILD.configure.log" 2>&1 \
+    gpu_configure "$PY" "$BUILD" >"$BUILD.configure.log" 2>&1 \
       || { tail -20 "$BUILD.configure.log"; fail "configure (log: $BUILD.configure.log)"; }
     cmake --build "$BUILD" --target rpe-train rpe_tests rpe-bench-model rpe-bench-optim >"$BUILD.build.log" 2>&1 \
       || { tail -30 "$BUILD.build.log"; fail "build (log: $BUILD.build.log)"; }

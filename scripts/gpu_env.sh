@@ -9,6 +9,14 @@
 #   against, else it refuses, saying so;
 # - RPE_SOURCE_DIR=this checkout, where the test program reads the repository's files.
 # Prints what it did (say) and exits 1 through fail, as the scripts that source it define them.
+# gpu_configure PYTHON BUILD: the GPU check's CMake configure, LibTorch from PYTHON's torch wheel
+# (CMake itself only looks for the repository's .venv); after gpu_env, in the repository root.
+gpu_configure() {
+  local torch_cmake
+  torch_cmake=$("$1" -c "import torch.utils; print(torch.utils.cmake_prefix_path)") || fail "$1 has no torch"
+  cmake -S . -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPE_BUILD_TESTS=ON -DTorch_DIR="$torch_cmake/Torch"
+}
+
 gpu_env() {
   local py=$1 deps=$2 build=$3 torch_lib want have
   if [[ -d $deps/usr ]]; then

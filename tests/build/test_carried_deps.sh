@@ -20,14 +20,12 @@ if [[ -f deps/PACKAGES ]]; then
 elif ! scripts/pack_deps.sh "$work/deps" >"$work/pack.log" 2>&1; then
   echo "SKIP: scripts/pack_deps.sh could not download the packages:"; tail -3 "$work/pack.log"; exit 77
 fi
-torch_dir=$("$py" -c "import torch.utils; print(torch.utils.cmake_prefix_path)")/Torch
 
-configure() {  # configure DEPS BUILD LOG: gpu_check.sh's environment and cmake call
+configure() {  # configure DEPS BUILD LOG: gpu_check.sh's environment and configure (scripts/gpu_env.sh)
   scripts/without_system_libs.sh --deps "$1" -- bash -c '
     say() { :; }; fail() { echo "$*" >&2; exit 1; }
-    source scripts/gpu_env.sh && gpu_env "$0" "$1" "$2" &&
-      cmake -S . -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPE_BUILD_TESTS=ON -DTorch_DIR="$3"' \
-    "$py" "$1" "$2" "$torch_dir" >"$3" 2>&1
+    source scripts/gpu_env.sh && gpu_env "$0" "$1" "$2" && gpu_configure "$0" "$2"' \
+    "$py" "$1" "$2" >"$3" 2>&1
 }
 
 configure "$work/deps" "$work/build" "$work/ok.log" || { echo "FAIL: configure with the packed libraries:"; tail -30 "$work/ok.log"; exit 1; }
