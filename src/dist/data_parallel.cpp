@@ -15,6 +15,7 @@
 #include "dist/grad_sync.h"
 #include "util/errors.h"
 #include "util/log.h"
+#include "util/torch_compat.h"
 
 // RPE_WITH_GLOO / RPE_WITH_NCCL come from CMakeLists.txt, which found the headers at
 // configure time (a CUDA LibTorch build without NCCL stops there, saying how to point at it).
@@ -165,7 +166,9 @@ DataParallel::DataParallel(const LaunchEnv& env, const torch::Device& device, do
     opts->timeout = timeout;
     auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, r, w, opts);
     auto nccl = std::make_unique<C10dCollectives>(pg, "nccl", rank_, timeout_s, device.index());
-    nccl->close = [pg] { pg->shutdown(); };
+#if !RPE_TORCH_BEFORE(2)
+    nccl->close = [pg] { pg->shutdown(); };  // (before 2.2, the destructor's abort is all there is)
+#endif
     impl_ = std::move(nccl);
 #else
     throw UserError("train.device is CUDA but rpe-train was built without NCCL (CPU LibTorch build, or one "

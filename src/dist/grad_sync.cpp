@@ -1,9 +1,9 @@
 // Overlapped bucketed all-reduce (see grad_sync.h).
 #include "dist/grad_sync.h"
 
-#include <torch/csrc/autograd/variable.h>
-
 #include <stdexcept>
+
+#include "util/torch_compat.h"
 
 namespace rpe::dist {
 
@@ -22,12 +22,12 @@ GradSync::GradSync(const std::vector<torch::Tensor>& params, int64_t bucket_byte
     buckets_.back().members.push_back(i);
     bytes += nbytes;
     bucket_of_.push_back(buckets_.size() - 1);
-    torch::autograd::impl::set_post_acc_grad_hooks(params_[i], std::make_unique<Hook>(this, i));
+    unhook_.push_back(compat::on_gradient_accumulated(params_[i], [this, i] { on_gradient(i); }));
   }
 }
 
 GradSync::~GradSync() {
-  for (auto& p : params_) torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
+  for (auto& unhook : unhook_) unhook();
 }
 
 void GradSync::arm() {

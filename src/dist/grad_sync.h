@@ -1,8 +1,9 @@
-// Bucketed gradient all-reduce overlapped with backward, through post-accumulate-grad hooks.
+// Bucketed gradient all-reduce overlapped with backward, through hooks that fire once a
+// parameter's gradient is accumulated (compat::on_gradient_accumulated).
 #pragma once
 #include <torch/torch.h>
-#include <torch/csrc/autograd/function_hook.h>
 
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -32,12 +33,6 @@ class GradSync {
   int64_t launched_in_backward() const { return launched_in_backward_; }
 
  private:
-  struct Hook : torch::autograd::PostAccumulateGradHook {
-    Hook(GradSync* owner, size_t index) : owner(owner), index(index) {}
-    void operator()(const torch::autograd::Variable&) override { owner->on_gradient(index); }
-    GradSync* owner;
-    size_t index;
-  };
   struct Bucket {
     std::vector<size_t> members;  // indices into params_
     int64_t pending = 0;          // gradients not yet final in the armed backward
@@ -52,6 +47,7 @@ class GradSync {
   Collectives& c_;
   int64_t world_;
   std::vector<torch::Tensor> params_;  // requires_grad parameters, reverse registration order
+  std::vector<std::function<void()>> unhook_;  // one per parameter
   std::vector<size_t> bucket_of_;
   std::vector<bool> unused_, fired_;  // unused_: no gradient in the first armed step (empty before it)
   std::vector<Bucket> buckets_;

@@ -9,6 +9,7 @@
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/log.h"
+#include "util/torch_compat.h"
 
 namespace rpe {
 namespace fs = std::filesystem;
@@ -32,7 +33,7 @@ void remove_old(const fs::path& run_dir, int64_t keep_last) {
 void save_optimizer_state(torch::serialize::OutputArchive& archive, torch::nn::Module& model,
                           torch::optim::Optimizer& optimizer) {
   for (const auto& p : model.named_parameters()) {
-    auto it = optimizer.state().find(p.value().unsafeGetTensorImpl());
+    auto it = optimizer.state().find(compat::optimizer_state_key(p.value()));
     if (it == optimizer.state().end()) continue;
     const std::string key = "optim/" + p.key() + "/";
     if (const auto* s = dynamic_cast<const torch::optim::AdamWParamState*>(it->second.get())) {
@@ -69,7 +70,7 @@ void load_optimizer_state(torch::serialize::InputArchive& archive, torch::nn::Mo
                         " but the parameter has " + c10::str(p.value().sizes()));
       return t.to(p.value().device()).clone();
     };
-    auto& slot = optimizer.state()[p.value().unsafeGetTensorImpl()];
+    auto& slot = optimizer.state()[compat::optimizer_state_key(p.value())];
     if (lamb) {
       auto s = std::make_unique<LambParamState>();
       s->step(step.toInt()).exp_avg(tensor("exp_avg")).exp_avg_sq(tensor("exp_avg_sq"));

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <vector>
 
+#include "util/torch_compat.h"
+
 namespace rpe {
 
 class DeviceSkippableStep {
@@ -42,7 +44,7 @@ inline void read_step_counts(const std::vector<DeviceStepCount*>& counts) {
   std::vector<torch::Tensor> values;
   for (const auto* c : counts) values.push_back(c->count);
   const auto host = torch::stack(values).to(torch::kCPU, torch::kDouble).contiguous();  // the one host read
-  const double* v = host.const_data_ptr<double>();
+  const double* v = compat::const_data_ptr<double>(host);
   for (size_t i = 0; i < counts.size(); ++i) counts[i]->host_step = std::llround(v[i]);
 }
 

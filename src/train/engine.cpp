@@ -256,7 +256,7 @@ void Engine::settle(Window& w, TrainState& state) {
   pending_.reset();
   if (p.copied) compat::wait(*p.copied);
   // p.finite is host memory, done (the pinned copy on CUDA; on the CPU the flag itself): read in place
-  if (*p.finite.const_data_ptr<bool>()) {
+  if (*compat::const_data_ptr<bool>(p.finite)) {
     state.nonfinite_in_a_row = 0;
     ++w.finite_steps;
     return;

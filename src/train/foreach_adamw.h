@@ -9,7 +9,10 @@
 //                    Its step counts live on the device (float, exact to 2^24 steps) and reach
 //                    AdamWParamState::step() at sync_host_state(), which checkpoint saving calls;
 //                    state loaded into AdamWParamState (a resumed checkpoint) is picked up by the
-//                    next step_if.
+//                    next step_if. Where the device has no fused kernel (the CPU before LibTorch
+//                    2.4), or with use_fused_kernel(false), step()'s _foreach update runs instead
+//                    after reading the flag and counts on the host: such a device computes
+//                    synchronously, so the read waits for nothing.
 // The state is AdamW's own (AdamWParamState), so checkpoints load in either class. Per tensor p
 // with gradient g at step t (lr, betas b1 b2, eps, weight decay wd of its group):
 //   p = p (1 - lr wd)                                (decoupled weight decay, before the update)
@@ -32,6 +35,8 @@ class ForeachAdamW : public torch::optim::AdamW, public DeviceSkippableStep {
   torch::Tensor step(LossClosure closure = nullptr) override;
   // finite: [] bool on the parameters' device. Not for amsgrad.
   void step_if(const torch::Tensor& finite) override;
+  // Off: step_if takes the _foreach path even where the fused kernel exists (the tests run it so).
+  void use_fused_kernel(bool on) { use_fused_ = on; }
   // Copies the device step counts into the state (one host read); a no-op when in step.
   void sync_host_state() override;
 
@@ -39,6 +44,7 @@ class ForeachAdamW : public torch::optim::AdamW, public DeviceSkippableStep {
   torch::optim::AdamWParamState& state_of(const torch::Tensor& p);
   std::unordered_map<c10::TensorImpl*, DeviceStepCount> device_steps_;  // per parameter
   bool host_stale_ = false;                                             // device counts ahead of the state
+  bool use_fused_ = true;
 };
 
 }  // namespace rpe

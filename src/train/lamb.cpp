@@ -6,6 +6,8 @@
 #include <cmath>
 #include <vector>
 
+#include "util/torch_compat.h"
+
 namespace rpe {
 
 void LambOptions::serialize(torch::serialize::InputArchive& archive) {
@@ -54,7 +56,7 @@ void apply_trust_scaled(std::vector<torch::Tensor>& params, std::vector<torch::T
 }  // namespace
 
 LambParamState& Lamb::state_of(const torch::Tensor& p) {
-  auto& slot = state_[p.unsafeGetTensorImpl()];
+  auto& slot = state_[compat::optimizer_state_key(p)];
   if (!slot) {
     auto s = std::make_unique<LambParamState>();
     s->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
@@ -155,7 +157,7 @@ void Lamb::sync_host_state() {
   for (size_t i = 0; i < device_steps_.size(); ++i) {
     if (!device_steps_[i].count.defined()) continue;
     for (const auto& p : param_groups_[i].params())
-      if (auto it = state_.find(p.unsafeGetTensorImpl()); it != state_.end())
+      if (auto it = state_.find(compat::optimizer_state_key(p)); it != state_.end())
         static_cast<LambParamState&>(*it->second).step(device_steps_[i].host_step);
   }
 }

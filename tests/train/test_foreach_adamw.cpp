@@ -12,6 +12,7 @@
 #include "train/foreach_adamw.h"
 #include "train/optim.h"
 #include "util/op_counter.h"
+#include "util/torch_compat.h"
 
 namespace rpe {
 namespace {
@@ -62,8 +63,8 @@ void expect_same_state(torch::optim::Optimizer& a, torch::optim::Optimizer& b, c
                        const std::vector<torch::Tensor>& pb) {
   for (size_t i = 0; i < pa.size(); ++i) {
     ASSERT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i;
-    const auto& sa = static_cast<AdamWParamState&>(*a.state().at(pa[i].unsafeGetTensorImpl()));
-    const auto& sb = static_cast<AdamWParamState&>(*b.state().at(pb[i].unsafeGetTensorImpl()));
+    const auto& sa = static_cast<AdamWParamState&>(*a.state().at(compat::optimizer_state_key(pa[i])));
+    const auto& sb = static_cast<AdamWParamState&>(*b.state().at(compat::optimizer_state_key(pb[i])));
     EXPECT_EQ(sa.step(), sb.step()) << i;
     EXPECT_TRUE(torch::equal(sa.exp_avg(), sb.exp_avg())) << i;
     EXPECT_TRUE(torch::equal(sa.exp_avg_sq(), sb.exp_avg_sq())) << i;
@@ -99,7 +100,7 @@ TEST(ForeachAdamW, BitwiseEqualToLibTorchAdamW) {
     b->step();
     expect_same_state(*a, *b, ours, ref);
   }
-  EXPECT_EQ(static_cast<AdamWParamState&>(*a->state().at(ours[4].unsafeGetTensorImpl())).step(), 4);  // 2 skipped
+  EXPECT_EQ(static_cast<AdamWParamState&>(*a->state().at(compat::optimizer_state_key(ours[4]))).step(), 4);  // 2 skipped
   EXPECT_GT((ours[0] - start).abs().max().item<double>(), 1e-3);  // the steps moved the weights
 }
 
@@ -117,10 +118,12 @@ TEST(ForeachAdamW, StateLoadsIntoLibTorchAdamW) {
 
 // The training loop's step: step_if(finite) on the device. The fused kernel rounds differently
 // from LibTorch's op-by-op loop, so equal within float tolerance; a non-finite step (NaN
-// gradients) leaves parameters, moments and step counts exactly as they were.
-TEST(ForeachAdamW, StepIfMatchesAdamWAndSkipsOnTheDevice) {
+// gradients) leaves parameters, moments and step counts exactly as they were. Without the fused
+// kernel (a LibTorch before 2.4 on the CPU) the same holds.
+void check_step_if(bool fused) {
   auto ours = make_params(12), ref = clone_params(ours);
   auto a = make<ForeachAdamW>(ours);
+  a->use_fused_kernel(fused);
   auto b = make<torch::optim::AdamW>(ref);
   for (int step = 0; step < 7; ++step) {
     set_grads(ours, ref, step);
@@ -142,13 +145,26 @@ TEST(ForeachAdamW, StepIfMatchesAdamWAndSkipsOnTheDevice) {
   }
   a->sync_host_state();
   for (size_t i = 0; i < ours.size(); ++i) {
-    const auto& sa = static_cast<AdamWParamState&>(*a->state().at(ours[i].unsafeGetTensorImpl()));
-    const auto& sb = static_cast<AdamWParamState&>(*b->state().at(ref[i].unsafeGetTensorImpl()));
+    const auto& sa = static_cast<AdamWParamState&>(*a->state().at(compat::optimizer_state_key(ours[i])));
+    const auto& sb = static_cast<AdamWParamState&>(*b->state().at(compat::optimizer_state_key(ref[i])));
     EXPECT_EQ(sa.step(), sb.step()) << i;  // 6 (5 for the tensor without gradient twice), the skip not counted
     EXPECT_TRUE(torch::allclose(sa.exp_avg(), sb.exp_avg(), 1e-5, 1e-8)) << i;
     EXPECT_TRUE(torch::allclose(sa.exp_avg_sq(), sb.exp_avg_sq(), 1e-5, 1e-10)) << i;
   }
-  EXPECT_EQ(static_cast<AdamWParamState&>(*a->state().at(ours[0].unsafeGetTensorImpl())).step(), 6);
+  EXPECT_EQ(static_cast<AdamWParamState&>(*a->state().at(compat::optimizer_state_key(ours[0]))).step(), 6);
+}
+
+TEST(ForeachAdamW, StepIfMatchesAdamWAndSkipsOnTheDevice) { check_step_if(/*fused=*/true); }
+
+TEST(ForeachAdamW, StepIfWithoutTheFusedKernelMatchesAdamWAndSkips) { check_step_if(/*fused=*/false); }
+
+// The fused kernel's presence is asked of the dispatcher (it has a CPU kernel from LibTorch 2.4).
+TEST(TorchCompat, HasKernelAsksTheDispatcher) {
+  const bool cpu_fused = !RPE_TORCH_BEFORE(4);
+  EXPECT_EQ(compat::has_kernel("aten::_fused_adamw_", torch::kCPU), cpu_fused);
+  EXPECT_TRUE(compat::has_kernel("aten::relu", torch::kCPU));
+  EXPECT_FALSE(compat::has_kernel("aten::_cudnn_rnn", torch::kCPU));  // a CUDA kernel only
+  EXPECT_FALSE(compat::has_kernel("aten::no_such_operator", torch::kCPU));
 }
 
 // Counts kept on the device reach the state when synced, and state loaded into the optimizer
@@ -167,7 +183,7 @@ TEST(ForeachAdamW, StepIfCountsSurviveSaveAndLoad) {
   b->step_if(torch::tensor(true));
   for (size_t i = 0; i < ours.size(); ++i) EXPECT_TRUE(torch::equal(ours[i], ref[i])) << i;
   b->sync_host_state();
-  EXPECT_EQ(static_cast<AdamWParamState&>(*b->state().at(ref[0].unsafeGetTensorImpl())).step(), 4);
+  EXPECT_EQ(static_cast<AdamWParamState&>(*b->state().at(compat::optimizer_state_key(ref[0]))).step(), 4);
 }
 
 template <class Opt>

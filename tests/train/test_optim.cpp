@@ -10,6 +10,7 @@
 #include "train/lamb.h"
 #include "train/optim.h"
 #include "util/op_counter.h"
+#include "util/torch_compat.h"
 
 namespace rpe {
 namespace {
@@ -112,7 +113,7 @@ struct LambPair {
     b2.mutable_grad() = gb.clone();
   }
   const LambParamState& state(Lamb& o, const torch::Tensor& p) {
-    return static_cast<const LambParamState&>(*o.state().at(p.unsafeGetTensorImpl()));
+    return static_cast<const LambParamState&>(*o.state().at(compat::optimizer_state_key(p)));
   }
 };
 

@@ -2,7 +2,8 @@
 #include "model/attention/self_attention.h"
 
 #include <limits>
-#include <optional>
+
+#include "util/torch_compat.h"
 
 namespace rpe {
 
@@ -35,13 +36,13 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   if (fused_ && position->fusable() && !capture) {
     // Fused kernel: padding and the method's bias travel as one float mask; with neither,
     // no mask at all, which leaves SDPA free to pick its fastest kernel (FlashAttention).
-    std::optional<torch::Tensor> mask;
+    torch::Tensor mask;  // undefined = none
     if (pad.defined()) mask = torch::zeros({B, 1, 1, L}, q.options()).masked_fill(pad, -inf);
-    if (bias.defined()) mask = mask ? *mask + bias : bias;
+    if (bias.defined()) mask = mask.defined() ? mask + bias : bias;
     // CUDA's flash/memory-efficient/cuDNN kernels need unit stride along keys, else SDPA
     // silently takes its math kernel; every method's bias has it (AttentionDispatch test).
-    if (mask && mask->stride(-1) != 1) mask = mask->contiguous();
-    context = at::scaled_dot_product_attention(q, k, v, mask, p, false, scale);
+    if (mask.defined() && mask.stride(-1) != 1) mask = mask.contiguous();
+    context = compat::scaled_dot_product_attention(q, k, v, mask, p, scale);
   } else {
     // Content scores are linear in q, so scaling q ([B, H, L, d]) spares a pass over [B, H, L, L].
     auto logits = position->content_scores(q * scale, k);  // [B, H, L, L]
