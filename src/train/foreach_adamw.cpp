@@ -91,30 +91,32 @@ void ForeachAdamW::step_if(const torch::Tensor& finite) {
   torch::NoGradGuard no_grad;
   const auto found_inf = finite.logical_not().to(torch::kFloat);  // [] 1 = leave everything as it is
   const auto advance = finite.to(torch::kFloat);                  // [] 1 = count this step
-  // The fused kernel where the device has one; else the host reads the flag (see the header).
-  const bool fused = use_fused_ && compat::has_kernel("aten::_fused_adamw_", finite.device());
+  // The fused kernel where the device has one (asked once); else the host reads the flag (see the header).
+  if (!device_has_fused_) device_has_fused_ = compat::has_kernel("aten::_fused_adamw_", finite.device());
+  const bool fused = use_fused_ && *device_has_fused_;
   const bool take = fused || finite.item<bool>();
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const AdamWOptions&>(group.options());
     TORCH_CHECK(!o.amsgrad(), "ForeachAdamW::step_if: amsgrad is not supported");
     const auto [beta1, beta2] = o.betas();
-    std::vector<torch::Tensor> params, grads, exp_avg, exp_avg_sq, steps;
+    GroupStep s;
+    std::vector<torch::Tensor> steps;
     for (const auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       auto& st = state_of(p);
-      params.push_back(p);
-      grads.push_back(p.grad());
-      exp_avg.push_back(st.exp_avg());
-      exp_avg_sq.push_back(st.exp_avg_sq());
+      s.params.push_back(p);
+      s.grads.push_back(p.grad());
+      s.exp_avg.push_back(st.exp_avg());
+      s.exp_avg_sq.push_back(st.exp_avg_sq());
       steps.push_back(device_steps_[p.unsafeGetTensorImpl()].for_state(st.step(), p, host_stale_));
     }
-    if (params.empty()) continue;
+    if (s.params.empty()) continue;
     at::_foreach_add_(steps, advance);  // t += finite, before the update that uses t
     if (fused) {
-      at::_fused_adamw_(params, grads, exp_avg, exp_avg_sq, {}, steps, o.lr(), beta1, beta2, o.weight_decay(),
-                        o.eps(), /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/{}, found_inf);
+      at::_fused_adamw_(s.params, s.grads, s.exp_avg, s.exp_avg_sq, {}, steps, o.lr(), beta1, beta2,
+                        o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/{},
+                        found_inf);
     } else if (take) {
-      GroupStep s{params, grads, exp_avg, exp_avg_sq, {}, {}};
       for (const auto& t : steps) s.add_scalars(o, t.item<double>());
       update(s, o);
     }
@@ -129,7 +131,8 @@ void ForeachAdamW::sync_host_state() {
   for (auto& [key, d] : device_steps_) counts.push_back(&d);
   read_step_counts(counts);
   for (auto& [key, d] : device_steps_)
-    if (auto it = state_.find(compat::optimizer_state_key(key)); it != state_.end()) static_cast<AdamWParamState&>(*it->second).step(d.host_step);
+    if (auto it = state_.find(compat::optimizer_state_key(key)); it != state_.end())
+      static_cast<AdamWParamState&>(*it->second).step(d.host_step);
 }
 
 }  // namespace rpe

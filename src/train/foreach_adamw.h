@@ -23,6 +23,7 @@
 #pragma once
 #include <torch/optim/adamw.h>
 
+#include <optional>
 #include <unordered_map>
 
 #include "train/device_update.h"
@@ -45,6 +46,7 @@ class ForeachAdamW : public torch::optim::AdamW, public DeviceSkippableStep {
   std::unordered_map<c10::TensorImpl*, DeviceStepCount> device_steps_;  // per parameter
   bool host_stale_ = false;                                             // device counts ahead of the state
   bool use_fused_ = true;
+  std::optional<bool> device_has_fused_;  // the parameters' device has _fused_adamw_; asked at the first step_if
 };
 
 }  // namespace rpe
