@@ -39,6 +39,7 @@ set(RPE_CORE_SOURCES
   src/dist/data_parallel.cpp
   src/dist/grad_sync.cpp
   src/dist/launch_env.cpp
+  src/dist/replica_check.cpp
   # training: optimizer + schedule, checkpoint, metrics, trainer
   src/train/lamb.cpp
   src/train/foreach_adamw.cpp

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "dist/replica_check.h"
 #include "train/optim.h"
 #include "train/precision.h"
 #include "util/errors.h"
@@ -130,6 +131,16 @@ StepStats Engine::step(int64_t step) {
 
 fs::path Engine::save(TrainState& state) {
   state.cursor = consumed_;
+  // Every rank takes part (one small all-reduce per checkpoint, never in a step): a checkpoint
+  // is written only while the replicas agree, so the newest one is always safe to resume from.
+  if (const auto diff = dist::replica_difference(*s_.dp, model_); !diff.empty()) {
+    const auto good = s_.run_dir.empty() ? std::nullopt : latest_checkpoint(s_.run_dir);
+    throw std::runtime_error(
+        "data-parallel replicas diverged by step " + std::to_string(state.step) + ": " + diff +
+        "; every rank must apply the same update to the same weights (a rank-dependent step, a "
+        "non-deterministic kernel or a faulty GPU); not saved" +
+        (good ? "; newest checkpoint, from when they agreed: " + good->string() : std::string()));
+  }
   if (s_.run_dir.empty() || s_.dp->rank() != 0) return {};
   if (device_update_) device_update_->sync_host_state();  // its step counts, kept on the device
   scaler_.save(state);                                    // fp16: the loss scale, for an exact resume
@@ -363,7 +374,7 @@ EngineResult Engine::run(TrainState state) {
   settle(w, state);
   s_.dp->barrier();  // every rank done with collectives before rank 0 saves and the group closes
   flush_tokens(state);
-  if (!s_.run_dir.empty()) result.checkpoint = save(state);
+  result.checkpoint = save(state);  // without a run folder: only the replicas' agreement check
   state.cursor = consumed_;
   result.state = state;
   return result;

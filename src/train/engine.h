@@ -3,7 +3,8 @@
 // that returns on-device sums, and (optionally) an evaluation; the engine owns the rest:
 //   lr schedule, bf16/fp16 autocast (fp16 with dynamic loss scaling), gradient accumulation, data parallelism (dist::DataParallel),
 //   gradient clipping, the non-finite guard, progress line, metrics.jsonl rows, periodic
-//   evaluation and checkpoints/resume (train/checkpoint.h).
+//   evaluation and checkpoints/resume (train/checkpoint.h); at each checkpoint and at the end,
+//   a check that every rank holds the same weights (dist/replica_check.h).
 //
 // One optimizer step (W ranks, A = grad_accum micro-batches per rank):
 //   N      = sum over ranks and micro-batches of task.count(batch)   (on-device all-reduce)
@@ -145,6 +146,8 @@ class Engine {
  private:
   MicroBatch take_batch();  // the prefetched device batch; starts the copy of the following one
   MicroBatch to_device(MicroBatch host) const;
+  // On every rank: checks that the replicas agree (dist/replica_check.h; std::runtime_error if
+  // not), then rank 0 writes the checkpoint when there is a run folder; returns its path or {}.
   std::filesystem::path save(TrainState& state);
   // After an evaluation at `step`: the task's early-stopping decision, the same on every rank.
   bool stop_after(int64_t step, const nlohmann::json& fields);

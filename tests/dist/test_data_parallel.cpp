@@ -3,8 +3,9 @@
 // with the parameters of one process training on the same global batch (dropout off, <= 1e-6).
 // A rank that dies makes the survivor exit with a clear error within the timeout. On two Gloo
 // ranks (this test binary relaunched as both): the all-reduce overlapped with backward
-// (gradient hooks) equals the one after backward, and fp16's loss scale, skipped steps and
-// weights stay the same on every rank.
+// (gradient hooks) equals the one after backward, fp16's loss scale, skipped steps and
+// weights stay the same on every rank, and replicas that diverge stop the run at the next
+// checkpoint.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -20,6 +21,7 @@
 #include "../train/tiny_run.h"
 #include "../train/toy_engine.h"
 #include "dist/data_parallel.h"
+#include "dist/replica_check.h"
 #include "model/bert.h"
 #include "train/checkpoint.h"
 #include "util/device.h"
@@ -249,6 +251,45 @@ TEST(Fp16Worker, DISABLED_RanksAgreeOnTheLossScaleAndTheSkips) {
   EXPECT_FALSE(on_every_rank(local_loss));  // the ranks did see different data
 }
 
+// One rank of Replicas.DivergenceStopsTheRunOnTwoGlooRanks (skipped unless launched by it).
+// Both ranks train the toy task with a checkpoint every 4 steps; after step 6, rank 1 alone
+// nudges its weight (as a rank-dependent update would). Step 4's checkpoint is written (the
+// replicas agreed), step 8's is not: every rank stops there with the same error, naming the
+// tensor, the ranks and (rank 0, which keeps them) the newest checkpoint.
+TEST(ReplicaWorker, DISABLED_DivergenceStopsTheRun) {
+  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of Replicas.*, launched by it";
+  const auto env = dist::detect_launch_env();
+  dist::DataParallel dp(env, torch::kCPU, 60.0, /*bucket_mb=*/25.0);
+  auto t = test::toy_options(10, 1);
+  t.save_every = 4;
+  const fs::path run = test::fresh_dir("replica_check_r" + std::to_string(env.rank));  // rank 0 alone writes
+  torch::nn::Linear* model = nullptr;
+  EngineHooks hooks;
+  hooks.on_step = [&](int64_t step, double) {
+    torch::NoGradGuard no_grad;
+    if (step == 6 && env.rank == 1) (*model)->weight.add_(1e-3);
+  };
+  test::ToyRun r(t, hooks, {}, run, &dp);
+  model = &r.model;
+  EXPECT_EQ(dist::replica_difference(dp, *r.model), "");  // after the start's broadcast
+  try {
+    r.engine->run(TrainState{});
+    FAIL() << "the run ended although the replicas diverged";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("replicas diverged by step 8: 'weight' differs between rank 0 and rank 1"), std::string::npos)
+        << msg;
+    if (env.rank == 0) {
+      EXPECT_NE(msg.find("newest checkpoint, from when they agreed: "), std::string::npos) << msg;
+    }
+  }
+  if (env.rank == 0) {
+    const auto newest = latest_checkpoint(run);
+    ASSERT_TRUE(newest.has_value());
+    EXPECT_EQ(newest->filename(), "step_00000004.pt");
+  }
+}
+
 // Runs this test binary as two Gloo ranks of `worker` (a DISABLED_ test); both must pass it.
 void run_two_ranks(const std::string& worker, const std::string& name) {
   const std::string self = fs::read_symlink("/proc/self/exe").string();
@@ -271,6 +312,10 @@ void run_two_ranks(const std::string& worker, const std::string& name) {
 
 TEST(GradSync, OverlappedEqualsAfterBackwardOnTwoGlooRanks) {
   run_two_ranks("GradSyncWorker.DISABLED_OverlappedEqualsAfterBackward", "grad_sync");
+}
+
+TEST(Replicas, DivergenceStopsTheRunOnTwoGlooRanks) {
+  run_two_ranks("ReplicaWorker.DISABLED_DivergenceStopsTheRun", "replica_check");
 }
 
 TEST(Fp16, RanksAgreeOnTwoGlooRanks) {

@@ -1,0 +1,47 @@
+// Cross-rank weight agreement (see replica_check.h).
+#include "dist/replica_check.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+#include <vector>
+
+namespace rpe::dist {
+
+std::string replica_difference(DataParallel& dp, const torch::nn::Module& model) {
+  if (!dp.distributed()) return "";
+  torch::NoGradGuard no_grad;
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> tensors;
+  for (const auto& p : model.named_parameters()) {
+    names.push_back(p.key());
+    tensors.push_back(p.value().detach());
+  }
+  for (const auto& b : model.named_buffers()) {
+    if (!b.value().is_floating_point()) continue;
+    names.push_back(b.key());
+    tensors.push_back(b.value());
+  }
+  if (tensors.empty()) return "";
+  const auto k = static_cast<int64_t>(tensors.size());
+  auto mine = torch::stack({torch::stack(at::_foreach_norm(tensors, 1)).to(torch::kDouble),
+                            torch::stack(at::_foreach_norm(tensors, 2)).to(torch::kDouble)},
+                           1);  // [K, 2]
+  // NaN != NaN: a tensor that is NaN on every rank agrees (the non-finite guard speaks of it).
+  mine = torch::where(mine.isnan(), torch::full({}, std::numeric_limits<double>::max(), mine.options()), mine);
+  auto all = torch::zeros({dp.world(), k, 2}, mine.options());  // [W, K, 2]
+  all.select(0, dp.rank()).copy_(mine);
+  dp.all_reduce_sum(all);
+  const auto host = all.cpu().contiguous();
+  const auto same = host.eq(host.select(0, 0).unsqueeze(0)).all(-1);  // [W, K]
+  if (same.all().item<bool>()) return "";
+  const auto first = same.logical_not().nonzero().select(0, 0);  // (rank, tensor)
+  const int64_t r = first[0].item<int64_t>(), i = first[1].item<int64_t>();
+  const auto a = host.select(0, 0).select(0, i), b = host.select(0, r).select(0, i);
+  const bool l1_differs = a[0].item<double>() != b[0].item<double>();
+  return fmt::format("'{}' differs between rank 0 and rank {} ({} norm {:.17g} vs {:.17g})", names[i], r,
+                     l1_differs ? "L1" : "L2", a[l1_differs ? 0 : 1].item<double>(),
+                     b[l1_differs ? 0 : 1].item<double>());
+}
+
+}  // namespace rpe::dist
