@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The standard launch, end to end: `torchrun --no-python --nproc-per-node=2 rpe-train pretrain`
 # on CPU must run and match a single-process run with the same global batch (dropout off):
-# equal final training and held-out MLM losses (to 1e-5) in summary.json.
+# equal final training and held-out MLM losses (to 1e-5) in summary.json. Then the same for
+# `rpe-train finetune squad` from that model: equal last logged training loss (to 1e-5) and
+# equal dev EM/F1.
 # Usage: test_torchrun.sh RPE_TRAIN_BINARY SOURCE_DIR. Without torchrun it exits 77, which
 # tests.cmake declares as ctest's skip code (SKIP_RETURN_CODE): a skip, not a pass.
 set -euo pipefail
@@ -41,4 +43,32 @@ for key in ("final_loss", "valid_loss"):
         sys.exit(f"{key}: single {a[key]} vs 2 ranks {b[key]}")
 print(f"torchrun 2 ranks match: final_loss {a['final_loss']:.6f} / {b['final_loss']:.6f}, "
       f"valid_loss {a['valid_loss']:.6f} / {b['valid_loss']:.6f}")
+PY
+
+# Fine-tuning through the same engine: 2 ranks against 1 from the pretrained model above.
+ft_sets=(--init "$work/single2" --seeds 1 --set finetune.max_seq_len=32 --set finetune.doc_stride=16
+         --set finetune.max_query_len=12 --set finetune.max_train_examples=64 --set finetune.max_eval_examples=60
+         --set finetune.epochs=1 --set train.device=cpu --set train.threads=1 --set model.dropout=0
+         --set model.attention_dropout=0)
+cd "$src"  # tiny_squad.yaml names the SQuAD sample relative to the repository
+"$bin" finetune squad --config configs/finetune/tiny_squad.yaml --run-dir "$work/ft_single" "${ft_sets[@]}" \
+  --set finetune.results_file="$work/ft_single.jsonl" >"$work/ft_single.log" 2>&1 || { cat "$work/ft_single.log"; exit 1; }
+TMPDIR=$work timeout 300 "$torchrun" --no-python --nproc-per-node=2 --master-port=$((20000 + RANDOM % 20000)) \
+  "$bin" finetune squad --config configs/finetune/tiny_squad.yaml --run-dir "$work/ft_pair" "${ft_sets[@]}" \
+  --set finetune.results_file="$work/ft_pair.jsonl" >"$work/ft_pair.log" 2>&1 || { cat "$work/ft_pair.log"; exit 1; }
+grep -q "x 2 ranks" "$work/ft_pair.log" || { echo "fine-tuning did not run on 2 ranks"; cat "$work/ft_pair.log"; exit 1; }
+python3 - "$work/ft_single/seed1" "$work/ft_pair/seed1" <<'PY'
+import json, sys
+def last_loss(d):
+    rows = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
+    return [r for r in rows if "loss" in r and r.get("split") != "valid"][-1]
+(a, b), (ra, rb) = (last_loss(d) for d in sys.argv[1:3]), (json.load(open(f"{d}/results.json")) for d in sys.argv[1:3])
+assert a["step"] == b["step"] and a["step"] > 0, (a, b)
+if abs(a["loss"] - b["loss"]) > 1e-5:
+    sys.exit(f"fine-tuning loss at step {a['step']}: single {a['loss']} vs 2 ranks {b['loss']}")
+for key in ("exact", "f1"):
+    if ra[key] != rb[key]:
+        sys.exit(f"fine-tuning dev {key}: single {ra[key]} vs 2 ranks {rb[key]}")
+print(f"torchrun 2 ranks fine-tune alike: loss {a['loss']:.6f} / {b['loss']:.6f} at step {a['step']}, "
+      f"EM {rb['exact']:.2f}, F1 {rb['f1']:.2f}")
 PY
