@@ -44,4 +44,8 @@ class Tokenizer {
 // data.train_files into `default_model_path` (or reused if it already exists there).
 std::unique_ptr<Tokenizer> make_tokenizer(const DataOptions& options, const std::filesystem::path& default_model_path);
 
+// CRC-32 of every piece in id order and of the special ids: tokenizers with equal values give
+// the same ids (how data-parallel ranks check that they loaded the same one).
+uint32_t tokenizer_crc32(const Tokenizer& tokenizer);
+
 }  // namespace rpe

@@ -1,6 +1,7 @@
-// Chooses and builds the configured tokenizer.
+// Chooses and builds the configured tokenizer; its fingerprint.
 #include "data/sp_tokenizer.h"
 #include "data/wordpiece_tokenizer.h"
+#include "util/atomic_writer.h"
 #include "util/errors.h"
 
 namespace rpe {
@@ -19,6 +20,17 @@ std::unique_ptr<Tokenizer> make_tokenizer(const DataOptions& o, const fs::path& 
     return std::make_unique<WordPieceTokenizer>(o.tokenizer_model, o.lowercase);
   }
   throw UserError("data.tokenizer: '" + o.tokenizer + "' is not available (valid: sentencepiece, wordpiece)");
+}
+
+uint32_t tokenizer_crc32(const Tokenizer& t) {
+  uint32_t crc = 0;
+  for (int32_t id = 0; id < static_cast<int32_t>(t.vocab_size()); ++id) {
+    const std::string p = t.piece(id) + '\0';  // the terminator keeps "ab","c" apart from "a","bc"
+    crc = crc32_update(crc, p.data(), p.size());
+  }
+  const auto& s = t.special();
+  const int32_t special[] = {s.pad, s.unk, s.cls, s.sep, s.mask, t.first_regular_id()};
+  return crc32_update(crc, special, sizeof special);
 }
 
 }  // namespace rpe

@@ -1,10 +1,12 @@
-// Cross-rank weight agreement (see replica_check.h).
+// Cross-rank agreement: on the inputs at the start, on the weights at checkpoints (see replica_check.h).
 #include "dist/replica_check.h"
 
 #include <fmt/format.h>
 
 #include <limits>
 #include <vector>
+
+#include "util/errors.h"
 
 namespace rpe::dist {
 
@@ -42,6 +44,23 @@ std::string replica_difference(DataParallel& dp, const torch::nn::Module& model)
   return fmt::format("'{}' differs between rank 0 and rank {} ({} norm {:.17g} vs {:.17g})", names[i], r,
                      l1_differs ? "L1" : "L2", a[l1_differs ? 0 : 1].item<double>(),
                      b[l1_differs ? 0 : 1].item<double>());
+}
+
+void require_same_on_every_rank(DataParallel& dp, const std::vector<SharedFact>& facts) {
+  if (!dp.distributed() || facts.empty()) return;
+  const auto k = facts.size(), me = static_cast<size_t>(dp.rank());
+  std::vector<double> rows(static_cast<size_t>(dp.world()) * k, 0.0);  // [W, K], row r: rank r's values
+  for (size_t i = 0; i < k; ++i) rows[me * k + i] = facts[i].value;
+  rows = dp.sum(rows);
+  for (size_t r = 1; r < static_cast<size_t>(dp.world()); ++r)
+    for (size_t i = 0; i < k; ++i) {
+      const double mine = rows[r * k + i], chief = rows[i];
+      if (mine == chief) continue;
+      throw UserError(fmt::format(
+          "ranks disagree on {}: rank 0 has {:.17g}, rank {} has {:.17g}; every rank must read the same config, "
+          "tokenizer, data and run folder (across nodes: one file system they all share, the same command)",
+          facts[i].what, chief, r, mine));
+    }
 }
 
 }  // namespace rpe::dist

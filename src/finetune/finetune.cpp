@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "dist/data_parallel.h"
+#include "dist/replica_check.h"
 #include "finetune/glue_task.h"
 #include "finetune/prepare.h"
 #include "finetune/squad_task.h"
@@ -18,6 +19,7 @@
 #include "train/checkpoint.h"
 #include "train/run_dir.h"
 #include "util/atomic_file.h"
+#include "util/atomic_writer.h"
 #include "util/device.h"
 #include "util/errors.h"
 #include "util/file_tree.h"
@@ -105,6 +107,14 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   const fs::path dir = req.run_dir.empty() ? fs::path(cfg.run.root) / cfg.run.name : fs::path(req.run_dir);
   if (env.rank == 0) create_run_folder(dir, cfg, req.overwrite);
   dist::DataParallel dp(env, device, cfg.train.dist_timeout_s, cfg.train.bucket_mb);
+  // Every rank read these by itself; across nodes they agree only on a shared file system.
+  const std::string yaml = to_yaml(cfg);
+  size_t dev_items = p.dev_f.size();
+  for (const auto& split : p.dev) dev_items += split.ids.size();
+  dist::require_same_on_every_rank(dp, {{"the resolved config (CRC-32)", crc32_update(0, yaml.data(), yaml.size())},
+                                        {"the tokenizer (CRC-32 of its pieces)", tokenizer_crc32(*p.tok)},
+                                        {"the training items", p.train_f.size() + p.train_ids.size()},
+                                        {"the dev items", dev_items}});
 
   std::vector<int64_t> seeds = req.seeds.empty() ? std::vector<int64_t>{cfg.train.seed} : req.seeds;
   FinetuneOutcome out{dir, {}};

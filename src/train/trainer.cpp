@@ -8,6 +8,7 @@
 
 #include "data/pretrain_corpus.h"
 #include "dist/data_parallel.h"
+#include "dist/replica_check.h"
 #include "model/bert.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
@@ -15,6 +16,7 @@
 #include "train/optim.h"
 #include "train/run_dir.h"
 #include "util/atomic_file.h"
+#include "util/atomic_writer.h"
 #include "util/device.h"
 #include "util/errors.h"
 #include "util/log.h"
@@ -25,12 +27,16 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Rank 0 trains a missing tokenizer, the others wait and read it.
+// Rank 0 trains a missing tokenizer, the others wait and read it (none trains its own: a node
+// that does not see the run folder stops the run, on every rank).
 std::unique_ptr<Tokenizer> shared_tokenizer(Config& cfg, const fs::path& run_dir, dist::DataParallel& dp) {
+  const fs::path path = run_dir / "tokenizer.model";
   std::unique_ptr<Tokenizer> tokenizer;
-  if (dp.rank() == 0) tokenizer = make_tokenizer(cfg.data, run_dir / "tokenizer.model");
+  if (dp.rank() == 0) tokenizer = make_tokenizer(cfg.data, path);
   dp.barrier();
-  if (dp.rank() != 0) tokenizer = make_tokenizer(cfg.data, run_dir / "tokenizer.model");
+  if (cfg.data.tokenizer == "sentencepiece" && cfg.data.tokenizer_model.empty())
+    dist::require_same_on_every_rank(dp, {{"whether " + path.string() + " exists (1: yes)", fs::exists(path) ? 1 : 0}});
+  if (dp.rank() != 0) tokenizer = make_tokenizer(cfg.data, path);
   if (cfg.model.vocab_size == 0) cfg.model.vocab_size = tokenizer->vocab_size();
   require(cfg.model.vocab_size >= tokenizer->vocab_size(),
           "model.vocab_size " + std::to_string(cfg.model.vocab_size) + " is smaller than the tokenizer's " +
@@ -89,6 +95,31 @@ void write_summary(const fs::path& run_dir, const Config& cfg, const PretrainRes
             e.state.nonfinite_total, e.checkpoint.string());
 }
 
+// The model on `device`, its attention path chosen, described in the log.
+BertModel build_model(const ModelOptions& o, const torch::Device& device) {
+  BertModel model(o);
+  model->to(device);
+  model->set_fused_attention(use_fused_attention(device, o.attention.backend));
+  int64_t total_params = 0;
+  for (const auto& p : model->parameters()) total_params += p.numel();
+  log::info("model", "{} layers, hidden {}, heads {} | position: {} | {:.2f}M parameters, {} in position method", o.layers,
+            o.hidden, o.heads, model->position->describe(), static_cast<double>(total_params) / 1e6,
+            model->position_parameter_count());
+  return model;
+}
+
+// Every rank read these by itself; across nodes they agree only on a shared file system.
+void require_same_inputs(dist::DataParallel& dp, const std::string& config_yaml, const Tokenizer& tokenizer,
+                         const PretrainCorpus& corpus, int64_t resume_step) {
+  dist::require_same_on_every_rank(
+      dp, {{"the resolved config (CRC-32)", crc32_update(0, config_yaml.data(), config_yaml.size())},
+           {"the tokenizer (CRC-32 of its pieces)", tokenizer_crc32(tokenizer)},
+           {"the training sequences", corpus.train->size()},
+           {"the training tokens", corpus.train->real_tokens()},
+           {"the held-out sequences", corpus.valid->size()},
+           {"the step it resumes from", resume_step}});
+}
+
 }  // namespace
 
 PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resume, const PretrainHooks& hooks) {
@@ -118,16 +149,10 @@ PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resu
   const std::string config_yaml = to_yaml(cfg);
   if (chief) write_file_atomic(run_dir / "config.yaml", config_yaml);
 
-  BertModel model(cfg.model);
-  model->to(device);
-  model->set_fused_attention(use_fused_attention(device, cfg.model.attention.backend));
-  int64_t total_params = 0;
-  for (const auto& p : model->parameters()) total_params += p.numel();
-  log::info("model", "{} layers, hidden {}, heads {} | position: {} | {:.2f}M parameters, {} in position method",
-            cfg.model.layers, cfg.model.hidden, cfg.model.heads, model->position->describe(),
-            static_cast<double>(total_params) / 1e6, model->position_parameter_count());
+  BertModel model = build_model(cfg.model, device);
   auto optimizer = make_optimizer(*model, t);
   const TrainState state = restore(run_dir, resume, model, *optimizer, t);
+  require_same_inputs(dp, config_yaml, *tokenizer, corpus, state.step);
   dp.broadcast_parameters(*model);  // after a resume too: every rank starts from rank 0's weights
 
   EngineSetup setup;

@@ -93,6 +93,30 @@ TEST_F(WordPieceTest, BadVocabulariesAreUserErrorsNamingTheFile) {
   EXPECT_THROW(WordPieceTokenizer(dir / "empty.txt", true), UserError);
 }
 
+// The fingerprint data-parallel ranks compare (dist/replica_check.h): equal for the same
+// vocabulary loaded twice, different when a piece changes or two pieces swap ids.
+TEST_F(WordPieceTest, FingerprintChangesWithAnyPieceOrId) {
+  const auto dir = test::temp_dir("_crc");
+  auto crc_of = [&](std::vector<std::string> lines, const std::string& name) {
+    std::string text;
+    for (const auto& l : lines) text += l + "\n";
+    test::write_text(dir / name, text);
+    return tokenizer_crc32(WordPieceTokenizer(dir / name, true));
+  };
+  const auto lines = test::tiny_vocab_lines();
+  const uint32_t base = tokenizer_crc32(WordPieceTokenizer(vocab_, true));
+  EXPECT_EQ(tokenizer_crc32(WordPieceTokenizer(vocab_, true)), base);
+  EXPECT_EQ(crc_of(lines, "same.txt"), base);
+  auto changed = lines, swapped = lines, joined = lines;
+  changed.back() += "s";
+  std::swap(swapped[10], swapped[11]);
+  joined[10] += joined[11];  // "ab","c" -> "abc","": the same bytes without the separators
+  joined[11] = "";
+  EXPECT_NE(crc_of(changed, "changed.txt"), base);
+  EXPECT_NE(crc_of(swapped, "swapped.txt"), base);
+  EXPECT_NE(crc_of(joined, "joined.txt"), base);
+}
+
 // The real BERT vocabularies, when ../shared/data is there: specials at the documented ids.
 TEST(WordPieceRealVocab, SpecialIdsAndRegularRange) {
   const std::string dir = rpe::test::source_dir() + "/../shared/data/vocab/";

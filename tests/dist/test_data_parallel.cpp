@@ -1,11 +1,12 @@
 // Multi-process data parallelism, end to end: the rpe-train binary is launched as 2 ranks
 // (the torchrun environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) on CPU and must end
 // with the parameters of one process training on the same global batch (dropout off, <= 1e-6).
-// A rank that dies makes the survivor exit with a clear error within the timeout. On two Gloo
-// ranks (this test binary relaunched as both): the all-reduce overlapped with backward
-// (gradient hooks) equals the one after backward, fp16's loss scale, skipped steps and
-// weights stay the same on every rank, and replicas that diverge stop the run at the next
-// checkpoint.
+// A rank that dies makes the survivor exit with a clear error within the timeout; ranks that
+// read different inputs (a run folder not shared, a stale copy of it) all stop at the start
+// with one line. On two Gloo ranks (this test binary relaunched as both): the all-reduce
+// overlapped with backward (gradient hooks) equals the one after backward, fp16's loss scale,
+// skipped steps and weights stay the same on every rank, and replicas that diverge stop the
+// run at the next checkpoint.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -140,6 +141,56 @@ TEST(DataParallel, TwoProcessesMatchOneProcessWithTheSameGlobalBatch) {
   EXPECT_GT((init->parameters()[0] - a[0]).abs().max().item<double>(), 1e-4);
   const std::string summary = slurp(pair / "summary.json");
   EXPECT_NE(summary.find("\"world_size\": 2"), std::string::npos) << summary;
+}
+
+// Two ranks, each with its own command line (as nodes without a shared file system would
+// see their own copy of the run folder); returns both exit codes' sum and writes NAME.r0/r1.log.
+int launch_pair(const std::string& cmd0, const std::string& cmd1, const fs::path& logs) {
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " WORLD_SIZE=2";
+  return run_shell("(" + env + " RANK=1 timeout 60 " + cmd1 + " > " + logs.string() + ".r1.log 2>&1 & " + env +
+                   " RANK=0 timeout 60 " + cmd0 + " > " + logs.string() + ".r0.log 2>&1; r0=$?; wait $!; r1=$?; " +
+                   "exit $((r0 * 10 + r1)))");
+}
+
+// A node that does not see the run folder rank 0 writes: it must neither train a tokenizer of
+// its own nor leave rank 0 waiting; both stop at once with one line (exit 2 each).
+TEST(DataParallel, RankThatDoesNotSeeTheRunFolderStopsEveryRank) {
+  const fs::path seen = test::fresh_dir("dp_seen"), unseen = test::fresh_dir("dp_unseen");
+  fs::remove_all(unseen);
+  // The tokenizer is trained into the run folder (by rank 0), not read from the test's data.
+  const std::string sets = "--set train.max_steps=2 --set data.tokenizer_model=\"\" --set data.tokenizer_vocab_size=200";
+  ASSERT_EQ(launch_pair(pretrain_cmd(seen, sets), pretrain_cmd(unseen, sets), seen), 22);
+  for (const char* r : {".r0.log", ".r1.log"}) {
+    const std::string log = slurp(seen.string() + r);
+    EXPECT_NE(log.find("error: ranks disagree on whether "), std::string::npos) << log;
+    EXPECT_NE(log.find("tokenizer.model exists (1: yes): rank 0 has 1, rank 1 has 0; every rank must read the same"),
+              std::string::npos)
+        << log;
+  }
+  EXPECT_FALSE(fs::exists(unseen / "tokenizer.model"));
+}
+
+// --resume where one node's run folder is a stale copy (its newest checkpoint is older): the
+// ranks would train different numbers of steps and hang at the end; they stop at the start.
+TEST(DataParallel, RanksResumingFromDifferentCheckpointsStopAtOnce) {
+  const fs::path run = test::fresh_dir("dp_resume"), stale = test::tiny_data_dir() / "dp_resume_stale";
+  const std::string sets = "--set train.save_every=2 --set train.keep_checkpoints=5";
+  ASSERT_EQ(run_shell(pretrain_cmd(run, sets + " --set train.max_steps=4") + " > " + run.string() + ".log 2>&1"), 0)
+      << slurp(run.string() + ".log");
+  fs::remove_all(stale);
+  fs::copy(run, stale, fs::copy_options::recursive);
+  fs::remove(stale / "checkpoints" / "step_00000004.pt");
+  auto resume = [&](const fs::path& dir) {
+    return rpe::test::train_binary() + " pretrain --config " + (test::tiny_data_dir() / "base.yaml").string() +
+           " --run-dir " + dir.string() + " --resume " + sets + " --set train.max_steps=6";
+  };
+  ASSERT_EQ(launch_pair(resume(run), resume(stale), run), 22);
+  for (const char* r : {".r0.log", ".r1.log"}) {
+    const std::string log = slurp(run.string() + r);
+    EXPECT_NE(log.find("error: ranks disagree on the step it resumes from: rank 0 has 4, rank 1 has 2; "),
+              std::string::npos)
+        << log;
+  }
 }
 
 TEST(DataParallel, DeadRankMakesTheOtherExitWithinTheTimeout) {
