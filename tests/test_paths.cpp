@@ -1,6 +1,9 @@
 #include "test_paths.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <system_error>
 
 namespace rpe::test {
 // The checkout the tests were built in; RPE_SOURCE_DIR in the environment overrides it for a
@@ -12,5 +15,24 @@ const std::string& source_dir() {
 const std::string& train_binary() {
   static const std::string path = RPE_TRAIN_BINARY;
   return path;
+}
+
+namespace {
+struct RemovedAtExit {
+  std::filesystem::path dir;
+  ~RemovedAtExit() {
+    std::error_code ignored;  // best effort: a test may have left a file open or read-only
+    std::filesystem::remove_all(dir, ignored);
+  }
+};
+}  // namespace
+
+const std::filesystem::path& process_temp_dir() {
+  static const RemovedAtExit scratch{[] {
+    auto dir = std::filesystem::temp_directory_path() / ("rpe_tests_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    return dir;
+  }()};
+  return scratch.dir;
 }
 }  // namespace rpe::test

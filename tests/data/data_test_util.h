@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.h"
+
 namespace rpe::test {
 
 // Deletes a folder tree with POSIX calls: the std::filesystem::remove_all that LibTorch's
@@ -25,11 +27,10 @@ inline void remove_tree(const std::filesystem::path& dir) {
   ::rmdir(dir.c_str());
 }
 
-// A fresh, empty folder under the system temp dir, named after the running test.
+// A fresh, empty folder in this process's scratch folder, named after the running test.
 inline std::filesystem::path temp_dir(const std::string& tag = "") {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  auto dir = std::filesystem::temp_directory_path() /
-             ("rpe_" + std::string(info->test_suite_name()) + "_" + info->name() + tag);
+  auto dir = process_temp_dir() / (std::string(info->test_suite_name()) + "_" + info->name() + tag);
   remove_tree(dir);
   std::filesystem::create_directories(dir);
   return dir;

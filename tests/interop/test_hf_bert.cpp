@@ -14,6 +14,7 @@
 #include "model/attention/registry.h"
 #include "model/bert.h"
 #include "test_models.h"
+#include "test_paths.h"
 #include "model/encoder.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -30,7 +31,7 @@ bool registered(const std::string& method) {
 }
 
 fs::path temp_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("rpe_hf_" + std::to_string(::getpid())) / name;
+  fs::path dir = rpe::test::process_temp_dir() / "hf_bert" / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

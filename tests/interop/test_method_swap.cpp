@@ -9,6 +9,7 @@
 #include "model/attention/registry.h"
 #include "util/errors.h"
 #include "test_models.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace rpe;
@@ -23,7 +24,7 @@ Config tiny(const std::string& method) {
 }
 
 fs::path absolute_checkpoint() {
-  const fs::path dir = fs::temp_directory_path() / ("rpe_swap_" + std::to_string(::getpid()));
+  const fs::path dir = test::process_temp_dir() / "method_swap";
   fs::create_directories(dir);
   const Config cfg = tiny("absolute");
   torch::manual_seed(11);

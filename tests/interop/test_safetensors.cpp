@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <csignal>
 #include <cstring>
@@ -11,6 +10,7 @@
 
 #include "interop/safetensors.h"
 #include "util/errors.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace rpe;
@@ -18,7 +18,7 @@ using namespace rpe;
 namespace {
 
 fs::path temp_file(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("rpe_st_" + std::to_string(::getpid()));
+  fs::path dir = rpe::test::process_temp_dir() / "safetensors";
   fs::create_directories(dir);
   return dir / name;
 }

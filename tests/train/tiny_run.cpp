@@ -1,8 +1,6 @@
 // The tiny training fixture (see tiny_run.h).
 #include "tiny_run.h"
 
-#include <unistd.h>
-
 #include <fstream>
 #include <sstream>
 
@@ -15,7 +13,7 @@ namespace fs = std::filesystem;
 
 const fs::path& tiny_data_dir() {
   static const fs::path dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("rpe_train_tests_" + std::to_string(::getpid()));
+    const fs::path d = process_temp_dir() / "tiny";
     fs::create_directories(d);
     // The first 600 lines (~100 short documents) of the sample corpus.
     std::ifstream in(rpe::test::source_dir() + "/data/sample/corpus.txt");
