@@ -26,8 +26,11 @@ std::string replica_difference(DataParallel& dp, const torch::nn::Module& model)
   }
   if (tensors.empty()) return "";
   const auto k = static_cast<int64_t>(tensors.size());
-  auto mine = torch::stack({torch::stack(at::_foreach_norm(tensors, 1)).to(torch::kDouble),
-                            torch::stack(at::_foreach_norm(tensors, 2)).to(torch::kDouble)},
+  auto as_double = [](std::vector<torch::Tensor> norms) {  // [K]; buffers may have another dtype
+    for (auto& n : norms) n = n.to(torch::kDouble);
+    return torch::stack(norms);
+  };
+  auto mine = torch::stack({as_double(at::_foreach_norm(tensors, 1)), as_double(at::_foreach_norm(tensors, 2))},
                            1);  // [K, 2]
   // NaN != NaN: a tensor that is NaN on every rank agrees (the non-finite guard speaks of it).
   mine = torch::where(mine.isnan(), torch::full({}, std::numeric_limits<double>::max(), mine.options()), mine);

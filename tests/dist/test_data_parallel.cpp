@@ -345,6 +345,16 @@ TEST(ReplicaWorker, DISABLED_DivergenceStopsTheRun) {
   test::ToyRun r(t, hooks, {}, run, &dp);
   model = &r.model;
   EXPECT_EQ(dist::replica_difference(dp, *r.model), "");  // after the start's broadcast
+  {  // floating-point buffers count too, whatever their dtype; integer ones are left out
+    torch::nn::Module m;
+    m.register_parameter("w", torch::ones({3}));
+    auto table = m.register_buffer("table", torch::arange(4, torch::kDouble));
+    m.register_buffer("ids", torch::arange(4, torch::kLong) + env.rank);  // differs, not compared
+    EXPECT_EQ(dist::replica_difference(dp, m), "");
+    if (env.rank == 1) table[2] = 2.5;
+    EXPECT_EQ(dist::replica_difference(dp, m),
+              "'table' differs between rank 0 and rank 1 (L1 norm 6 vs 6.5)");
+  }
   try {
     r.engine->run(TrainState{});
     FAIL() << "the run ended although the replicas diverged";
