@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The standard launch, end to end: `torchrun --no-python --nproc-per-node=2 rpe-train pretrain`
 # on CPU must run and match a single-process run with the same global batch (dropout off):
-# equal final training and held-out MLM losses (to 1e-5) in summary.json. Then the same for
+# equal final training and held-out MLM losses (to 1e-5) in summary.json; that run resumed by
+# one process equals one process throughout. Then the same for
 # `rpe-train finetune squad` from that model: equal last logged training loss (to 1e-5) and
 # equal dev EM/F1.
 # Usage: test_torchrun.sh RPE_TRAIN_BINARY SOURCE_DIR. Without torchrun it exits 77, which
@@ -43,6 +44,25 @@ for key in ("final_loss", "valid_loss"):
         sys.exit(f"{key}: single {a[key]} vs 2 ranks {b[key]}")
 print(f"torchrun 2 ranks match: final_loss {a['final_loss']:.6f} / {b['final_loss']:.6f}, "
       f"valid_loss {a['valid_loss']:.6f} / {b['valid_loss']:.6f}")
+PY
+
+# A run may continue on another number of ranks (a node lost, or added): the data position is
+# global and rank 0's RNG state is every rank's. The pair's run, resumed by one process for 4
+# more steps, must equal one process training 10 steps.
+"$bin" pretrain --config "$cfg" --run-dir "$work/pair" --resume "${sets[@]}" --set train.max_steps=10 \
+  >"$work/pair_resumed.log" 2>&1 || { cat "$work/pair_resumed.log"; exit 1; }
+"$bin" pretrain --config "$cfg" --run-dir "$work/single10" "${sets[@]}" --set train.max_steps=10 \
+  >"$work/single10.log" 2>&1 || { cat "$work/single10.log"; exit 1; }
+grep -q "resumed from .*step_00000006.pt at step 6" "$work/pair_resumed.log" \
+  || { echo "the 1-process run did not resume the pair's checkpoint"; cat "$work/pair_resumed.log"; exit 1; }
+python3 - "$work/single10/summary.json" "$work/pair/summary.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert b["world_size"] == 1 and b["steps"] == 10, b
+for key in ("final_loss", "valid_loss"):
+    if abs(a[key] - b[key]) > 1e-5:
+        sys.exit(f"{key}: 1 process for 10 steps {a[key]} vs 2 ranks for 6, then 1 process {b[key]}")
+print(f"2 ranks then 1 process match 1 process: valid_loss {a['valid_loss']:.6f} / {b['valid_loss']:.6f}")
 PY
 
 # Fine-tuning through the same engine: 2 ranks against 1 from the pretrained model above.
