@@ -110,12 +110,12 @@ BertModel build_model(const ModelOptions& o, const torch::Device& device) {
 
 // Every rank read these by itself; across nodes they agree only on a shared file system.
 void require_same_inputs(dist::DataParallel& dp, const std::string& config_yaml, const Tokenizer& tokenizer,
-                         const PretrainCorpus& corpus, int64_t resume_step) {
+                         const PretrainCorpus& corpus, int64_t train_tokens, int64_t resume_step) {
   dist::require_same_on_every_rank(
       dp, {{"the resolved config (CRC-32)", crc32_update(0, config_yaml.data(), config_yaml.size())},
            {"the tokenizer (CRC-32 of its pieces)", tokenizer_crc32(tokenizer)},
            {"the training sequences", corpus.train->size()},
-           {"the training tokens", corpus.train->real_tokens()},
+           {"the training tokens", train_tokens},
            {"the held-out sequences", corpus.valid->size()},
            {"the step it resumes from", resume_step}});
 }
@@ -143,8 +143,9 @@ PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resu
   const auto tokenizer = shared_tokenizer(cfg, run_dir, dp);
   const auto t0 = Clock::now();
   PretrainCorpus corpus = build_corpus(cfg.data, *tokenizer);
+  const int64_t train_tokens = corpus.train->real_tokens();  // a scan for an in-memory corpus: once
   log::info("data", "{} tokenizer, vocab {} | {} train sequences ({} tokens), {} held-out, length {} | {:.1f}s",
-            tokenizer->kind(), tokenizer->vocab_size(), corpus.train->size(), corpus.train->real_tokens(),
+            tokenizer->kind(), tokenizer->vocab_size(), corpus.train->size(), train_tokens,
             corpus.valid->size(), cfg.data.max_seq_len, std::chrono::duration<double>(Clock::now() - t0).count());
   const std::string config_yaml = to_yaml(cfg);
   if (chief) write_file_atomic(run_dir / "config.yaml", config_yaml);
@@ -152,7 +153,7 @@ PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resu
   BertModel model = build_model(cfg.model, device);
   auto optimizer = make_optimizer(*model, t);
   const TrainState state = restore(run_dir, resume, model, *optimizer, t);
-  require_same_inputs(dp, config_yaml, *tokenizer, corpus, state.step);
+  require_same_inputs(dp, config_yaml, *tokenizer, corpus, train_tokens, state.step);
   dp.broadcast_parameters(*model);  // after a resume too: every rank starts from rank 0's weights
 
   EngineSetup setup;

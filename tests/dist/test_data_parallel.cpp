@@ -56,9 +56,20 @@ int run_shell(const std::string& cmd) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-std::string pretrain_cmd(const fs::path& run, const std::string& sets) {
+// `rpe-train pretrain` on the tiny config; `mode`: --overwrite (a fresh run) or --resume.
+std::string pretrain_cmd(const fs::path& run, const std::string& sets, const std::string& mode = "--overwrite") {
   return rpe::test::train_binary() + " pretrain --config " + (test::tiny_data_dir() / "base.yaml").string() +
-         " --run-dir " + run.string() + " --overwrite " + sets;
+         " --run-dir " + run.string() + " " + mode + " " + sets;
+}
+
+// Two ranks, each with its own command line (nodes without a shared file system each see their
+// own copy of the run folder); returns r0 * 10 + r1 of their exit codes and writes
+// LOGS.r0.log and LOGS.r1.log.
+int launch_pair(const std::string& cmd0, const std::string& cmd1, const fs::path& logs) {
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " WORLD_SIZE=2";
+  return run_shell("(" + env + " RANK=1 LOCAL_RANK=1 timeout 120 " + cmd1 + " > " + logs.string() + ".r1.log 2>&1 & " +
+                   env + " RANK=0 LOCAL_RANK=0 timeout 120 " + cmd0 + " > " + logs.string() +
+                   ".r0.log 2>&1; r0=$?; wait $!; r1=$?; exit $((r0 * 10 + r1)))");
 }
 
 std::vector<torch::Tensor> params_of(const fs::path& run) {
@@ -123,12 +134,8 @@ TEST(DataParallel, TwoProcessesMatchOneProcessWithTheSameGlobalBatch) {
   const fs::path single = test::fresh_dir("dp_single"), pair = test::fresh_dir("dp_pair");
   ASSERT_EQ(run_shell(pretrain_cmd(single, sets) + " > " + (single.string() + ".log") + " 2>&1"), 0)
       << slurp(single.string() + ".log");
-  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " WORLD_SIZE=2";
-  const std::string launch = "(" + env + " RANK=1 LOCAL_RANK=1 timeout 120 " + pretrain_cmd(pair, sets) + " > " +
-                             pair.string() + ".r1.log 2>&1 & " + env + " RANK=0 LOCAL_RANK=0 timeout 120 " +
-                             pretrain_cmd(pair, sets) + " > " + pair.string() + ".r0.log 2>&1; r0=$?; wait $!; r1=$?; " +
-                             "exit $((r0 + r1)))";
-  ASSERT_EQ(run_shell(launch), 0) << slurp(pair.string() + ".r0.log") << slurp(pair.string() + ".r1.log");
+  ASSERT_EQ(launch_pair(pretrain_cmd(pair, sets), pretrain_cmd(pair, sets), pair), 0)
+      << slurp(pair.string() + ".r0.log") << slurp(pair.string() + ".r1.log");
   EXPECT_NE(slurp(pair.string() + ".r0.log").find("rank 0/2"), std::string::npos);
   const auto a = params_of(single), b = params_of(pair);
   ASSERT_EQ(a.size(), b.size());
@@ -141,15 +148,6 @@ TEST(DataParallel, TwoProcessesMatchOneProcessWithTheSameGlobalBatch) {
   EXPECT_GT((init->parameters()[0] - a[0]).abs().max().item<double>(), 1e-4);
   const std::string summary = slurp(pair / "summary.json");
   EXPECT_NE(summary.find("\"world_size\": 2"), std::string::npos) << summary;
-}
-
-// Two ranks, each with its own command line (as nodes without a shared file system would
-// see their own copy of the run folder); returns both exit codes' sum and writes NAME.r0/r1.log.
-int launch_pair(const std::string& cmd0, const std::string& cmd1, const fs::path& logs) {
-  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " WORLD_SIZE=2";
-  return run_shell("(" + env + " RANK=1 timeout 60 " + cmd1 + " > " + logs.string() + ".r1.log 2>&1 & " + env +
-                   " RANK=0 timeout 60 " + cmd0 + " > " + logs.string() + ".r0.log 2>&1; r0=$?; wait $!; r1=$?; " +
-                   "exit $((r0 * 10 + r1)))");
 }
 
 // A node that does not see the run folder rank 0 writes: it must neither train a tokenizer of
@@ -180,11 +178,8 @@ TEST(DataParallel, RanksResumingFromDifferentCheckpointsStopAtOnce) {
   fs::remove_all(stale);
   fs::copy(run, stale, fs::copy_options::recursive);
   fs::remove(stale / "checkpoints" / "step_00000004.pt");
-  auto resume = [&](const fs::path& dir) {
-    return rpe::test::train_binary() + " pretrain --config " + (test::tiny_data_dir() / "base.yaml").string() +
-           " --run-dir " + dir.string() + " --resume " + sets + " --set train.max_steps=6";
-  };
-  ASSERT_EQ(launch_pair(resume(run), resume(stale), run), 22);
+  const std::string more = sets + " --set train.max_steps=6";
+  ASSERT_EQ(launch_pair(pretrain_cmd(run, more, "--resume"), pretrain_cmd(stale, more, "--resume"), run), 22);
   for (const char* r : {".r0.log", ".r1.log"}) {
     const std::string log = slurp(run.string() + r);
     EXPECT_NE(log.find("error: ranks disagree on the step it resumes from: rank 0 has 4, rank 1 has 2; "),
