@@ -36,6 +36,7 @@ set(RPE_CORE_SOURCES
   src/model/encoder.cpp
   src/model/bert.cpp
   # distributed: process group, parameter broadcast, bucketed gradient all-reduce
+  src/dist/all_or_none.cpp
   src/dist/data_parallel.cpp
   src/dist/grad_sync.cpp
   src/dist/launch_env.cpp

@@ -10,11 +10,8 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "dist/data_parallel.h"
-#include "train/checkpoint.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
-#include "util/errors.h"
-#include "util/file_tree.h"
 #include "util/log.h"
 
 namespace rpe::cli {
@@ -32,28 +29,11 @@ struct PretrainArgs {
 int run_pretrain(const PretrainArgs& a) {
   const Config cfg = load_config(a.config, a.sets);
   const fs::path dir = a.run_dir.empty() ? fs::path(cfg.run.root) / cfg.run.name : fs::path(a.run_dir);
-  // Under torchrun/Slurm/mpirun only rank 0 checks, clears and logs into the run folder.
+  // Under torchrun/Slurm/mpirun only rank 0 logs at info level (and readies the run folder).
   const auto env = dist::detect_launch_env();
-  if (env.rank != 0) {
-    log::set_rank(static_cast<int>(env.rank));
-    const PretrainResult r = pretrain(cfg, dir, a.resume);
-    return r.steps > 0 ? 0 : 1;
-  }
-  const bool resuming = prepare_run_dir(dir, RunDirRequest{a.resume, a.overwrite});
-  log::add_file_sink(dir / "train.log");
-  PretrainResult r;
-  try {
-    r = pretrain(cfg, dir, resuming);
-  } catch (const UserError&) {
-    // A new run that fails on its inputs (missing corpus, bad vocabulary, ...) before its first
-    // checkpoint leaves no folder behind, so the corrected command is not refused as "already
-    // exists". A resumed run, or one with checkpoints, keeps everything.
-    if (!resuming && list_checkpoints(dir).empty()) {
-      log::remove_file_sinks();
-      remove_tree(dir);
-    }
-    throw;
-  }
+  if (env.rank != 0) log::set_rank(static_cast<int>(env.rank));
+  const PretrainResult r = pretrain(cfg, dir, RunDirRequest{a.resume, a.overwrite});
+  if (env.rank != 0) return r.steps > 0 ? 0 : 1;
   const auto loss = [](double v) { return std::isnan(v) ? std::string("none") : fmt::format("{:g}", v); };
   std::cout << "run folder: " << r.run_dir.string() << "\n"
             << "final MLM loss (train): " << loss(r.final_loss) << " (first logged: " << loss(r.first_loss) << ")"

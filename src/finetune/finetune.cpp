@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "dist/all_or_none.h"
 #include "dist/data_parallel.h"
 #include "dist/replica_check.h"
 #include "finetune/glue_task.h"
@@ -92,21 +93,28 @@ void create_run_folder(const fs::path& dir, const Config& cfg, bool overwrite) {
 }  // namespace
 
 FinetuneOutcome run_finetune(const FinetuneRequest& req) {
-  Prepared p = prepare(req);
+  Prepared p;
+  p.rc = resolve_finetune_config(req);
   const auto& cfg = p.rc.cfg;
   if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
   const dist::LaunchEnv env = dist::detect_launch_env();
   const torch::Device device = training_device(cfg.train.device, env.local_rank, env.distributed());
-  {  // Check the checkpoint's shapes and the lengths once before anything is written.
+  dist::DataParallel dp(env, device, cfg.train.dist_timeout_s, cfg.train.bucket_mb);
+  // After the ranks have met, each reads the data and checks the checkpoint's shapes and the
+  // lengths (once, before anything is written); a rank that cannot stops them all at once.
+  dist::all_or_none(dp, "reading the fine-tuning inputs", [&] {
+    read_inputs(p, req);
     BertModel probe(cfg.model);
     load_encoder(probe, p, longest_input(p));
     log::info("model", "{} layers, hidden {} | position: {} | init {} | device {} | precision {}", cfg.model.layers,
               cfg.model.hidden, probe->position->describe(), p.rc.checkpoint.empty() ? "random" : p.rc.checkpoint.string(),
               device.str(), cfg.train.precision);
-  }
+  });
   const fs::path dir = req.run_dir.empty() ? fs::path(cfg.run.root) / cfg.run.name : fs::path(req.run_dir);
-  if (env.rank == 0) create_run_folder(dir, cfg, req.overwrite);
-  dist::DataParallel dp(env, device, cfg.train.dist_timeout_s, cfg.train.bucket_mb);
+  // Rank 0's refusal of an existing folder stops every rank at once.
+  dist::all_or_none(dp, "creating the run folder", [&] {
+    if (dp.rank() == 0) create_run_folder(dir, cfg, req.overwrite);
+  });
   // Every rank read these by itself; across nodes they agree only on a shared file system.
   const std::string yaml = to_yaml(cfg);
   size_t dev_items = p.dev_f.size();

@@ -84,6 +84,11 @@ Batch batch_of(const Prepared& p, const std::vector<const std::vector<int64_t>*>
 Prepared prepare(const FinetuneRequest& req) {
   Prepared p;
   p.rc = resolve_finetune_config(req);
+  read_inputs(p, req);
+  return p;
+}
+
+void read_inputs(Prepared& p, const FinetuneRequest& req) {
   auto& cfg = p.rc.cfg;
   const auto& f = cfg.finetune;
   p.tok = make_tokenizer(cfg.data, fs::path(cfg.run.root) / cfg.run.name / "tokenizer.model");
@@ -96,7 +101,6 @@ Prepared prepare(const FinetuneRequest& req) {
     throw UserError(req.config_file.string() + ": finetune.task is squad; pass --task NAME for a GLUE task");
   if (p.squad) read_squad_inputs(p);
   else read_glue_inputs(p);
-  return p;
 }
 
 int64_t longest_input(const Prepared& p) {

@@ -37,6 +37,8 @@ struct Prepared {
 
 // Reads the request's config, tokenizer and data (SQuAD features or GLUE pairs).
 Prepared prepare(const FinetuneRequest& req);
+// prepare()'s second half: the tokenizer and data for the config in p.rc (already resolved).
+void read_inputs(Prepared& p, const FinetuneRequest& req);
 
 // A padded batch with the tokenizer's [PAD] and, unless finetune.token_types is off, token
 // types 1 after the first [SEP].

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "dist/all_or_none.h"
 #include "dist/replica_check.h"
 #include "train/optim.h"
 #include "train/precision.h"
@@ -141,7 +142,15 @@ fs::path Engine::save(TrainState& state) {
         "non-deterministic kernel or a faulty GPU); not saved" +
         (good ? "; newest checkpoint, from when they agreed: " + good->string() : std::string()));
   }
-  if (s_.run_dir.empty() || s_.dp->rank() != 0) return {};
+  if (s_.run_dir.empty()) return {};
+  // Rank 0 alone writes; its failure (a full disk, weights gone non-finite) stops every rank at
+  // once with its reason rather than at their next gradient all-reduce (dist/all_or_none.h).
+  return dist::all_or_none(*s_.dp, "saving the checkpoint of step " + std::to_string(state.step), [&] {
+    return s_.dp->rank() == 0 ? write_checkpoint(state) : fs::path();
+  });
+}
+
+fs::path Engine::write_checkpoint(TrainState& state) {
   if (device_update_) device_update_->sync_host_state();  // its step counts, kept on the device
   scaler_.save(state);                                    // fp16: the loss scale, for an exact resume
   if (!all_finite(params_)) {
@@ -174,9 +183,12 @@ nlohmann::json Engine::evaluate(int64_t step) {
   return fields;
 }
 
-bool Engine::stop_after(int64_t step, const nlohmann::json& fields) {
+bool Engine::evaluate_and_stop(int64_t step) {
   auto& dp = *s_.dp;
-  const bool stop = dp.rank() == 0 && task_.after_evaluation(step, fields);
+  // Rank 0 alone evaluates (and may write, e.g. the best model so far); its failure stops every rank.
+  const bool stop = dist::all_or_none(dp, "evaluating at step " + std::to_string(step), [&] {
+    return dp.rank() == 0 && task_.after_evaluation(step, evaluate(step));
+  });
   if (dp.world() == 1) return stop;
   // Rank 0 alone evaluates; its decision reaches every rank (once per evaluation, not per step).
   auto flag = torch::full({1}, stop ? 1.0 : 0.0, torch::TensorOptions(torch::kDouble).device(s_.device));
@@ -361,7 +373,7 @@ EngineResult Engine::run(TrainState state) {
       log_window(w, state, lr, result);
     }
     const bool eval_now = (t.eval_every > 0 && state.step % t.eval_every == 0) || task_.eval_due(state.step);
-    if (eval_now && state.step != t.max_steps && stop_after(state.step, evaluate(state.step))) {
+    if (eval_now && state.step != t.max_steps && evaluate_and_stop(state.step)) {
       result.stopped_early = true;
       break;
     }

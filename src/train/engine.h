@@ -148,9 +148,12 @@ class Engine {
   MicroBatch to_device(MicroBatch host) const;
   // On every rank: checks that the replicas agree (dist/replica_check.h; std::runtime_error if
   // not), then rank 0 writes the checkpoint when there is a run folder; returns its path or {}.
+  // A failure to write stops every rank (dist/all_or_none.h).
   std::filesystem::path save(TrainState& state);
-  // After an evaluation at `step`: the task's early-stopping decision, the same on every rank.
-  bool stop_after(int64_t step, const nlohmann::json& fields);
+  std::filesystem::path write_checkpoint(TrainState& state);  // rank 0's part of save()
+  // The periodic evaluation at `step` (rank 0) and the task's early-stopping decision after it,
+  // the same on every rank; an evaluation that fails stops every rank.
+  bool evaluate_and_stop(int64_t step);
 
   struct Window;  // the log window's on-device sums (engine.cpp)
   // Adds the tokens counted on the device since the last call to state.tokens_seen (host read).

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "data/pretrain_corpus.h"
+#include "dist/all_or_none.h"
 #include "dist/data_parallel.h"
 #include "dist/replica_check.h"
 #include "model/bert.h"
@@ -18,6 +19,7 @@
 #include "util/atomic_file.h"
 #include "util/atomic_writer.h"
 #include "util/device.h"
+#include "util/file_tree.h"
 #include "util/errors.h"
 #include "util/log.h"
 
@@ -31,12 +33,14 @@ namespace {
 // that does not see the run folder stops the run, on every rank).
 std::unique_ptr<Tokenizer> shared_tokenizer(Config& cfg, const fs::path& run_dir, dist::DataParallel& dp) {
   const fs::path path = run_dir / "tokenizer.model";
-  std::unique_ptr<Tokenizer> tokenizer;
-  if (dp.rank() == 0) tokenizer = make_tokenizer(cfg.data, path);
-  dp.barrier();
+  auto tokenizer = dist::all_or_none(dp, "building the tokenizer", [&] {
+    return dp.rank() == 0 ? make_tokenizer(cfg.data, path) : std::unique_ptr<Tokenizer>();
+  });
   if (cfg.data.tokenizer == "sentencepiece" && cfg.data.tokenizer_model.empty())
     dist::require_same_on_every_rank(dp, {{"whether " + path.string() + " exists (1: yes)", fs::exists(path) ? 1 : 0}});
-  if (dp.rank() != 0) tokenizer = make_tokenizer(cfg.data, path);
+  tokenizer = dist::all_or_none(dp, "reading the tokenizer", [&] {
+    return tokenizer ? std::move(tokenizer) : make_tokenizer(cfg.data, path);
+  });
   if (cfg.model.vocab_size == 0) cfg.model.vocab_size = tokenizer->vocab_size();
   require(cfg.model.vocab_size >= tokenizer->vocab_size(),
           "model.vocab_size " + std::to_string(cfg.model.vocab_size) + " is smaller than the tokenizer's " +
@@ -120,20 +124,14 @@ void require_same_inputs(dist::DataParallel& dp, const std::string& config_yaml,
            {"the step it resumes from", resume_step}});
 }
 
-}  // namespace
-
-PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resume, const PretrainHooks& hooks) {
+// Trains in a folder rank 0 has readied: the run itself, after the ranks have met.
+PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bool resume, const PretrainHooks& hooks,
+                               dist::DataParallel& dp, const torch::Device& device, Clock::time_point start) {
   Config cfg = cfg_in;
   const auto& t = cfg.train;
-  const auto start = Clock::now();
-  if (t.threads > 0) torch::set_num_threads(static_cast<int>(t.threads));
-  torch::manual_seed(static_cast<uint64_t>(t.seed));  // same on every rank: identical init and dropout streams
-  const dist::LaunchEnv env = dist::detect_launch_env();
-  const torch::Device device = training_device(t.device, env.local_rank, env.distributed());
-  log::info("run", "run folder {} | {} | device {} | precision {}", run_dir.string(), describe_runtime(), device.str(),
-            t.precision);
-  dist::DataParallel dp(env, device, t.dist_timeout_s, t.bucket_mb);
   const bool chief = dp.rank() == 0;  // writes the run folder's files
+  log::info("run", "run folder {} | {} | device {} | precision {} | {} rank(s), backend {}", run_dir.string(),
+            describe_runtime(), device.str(), t.precision, dp.world(), dp.backend_name());
   const int64_t per_rank = t.grad_accum * dp.world();
   if (t.batch_size % per_rank != 0)
     throw UserError("train.batch_size (" + std::to_string(t.batch_size) + ") is not divisible by grad_accum x world size (" +
@@ -142,7 +140,7 @@ PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resu
 
   const auto tokenizer = shared_tokenizer(cfg, run_dir, dp);
   const auto t0 = Clock::now();
-  PretrainCorpus corpus = build_corpus(cfg.data, *tokenizer);
+  PretrainCorpus corpus = dist::all_or_none(dp, "reading the corpus", [&] { return build_corpus(cfg.data, *tokenizer); });
   const int64_t train_tokens = corpus.train->real_tokens();  // a scan for an in-memory corpus: once
   log::info("data", "{} tokenizer, vocab {} | {} train sequences ({} tokens), {} held-out, length {} | {:.1f}s",
             tokenizer->kind(), tokenizer->vocab_size(), corpus.train->size(), train_tokens,
@@ -152,7 +150,8 @@ PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resu
 
   BertModel model = build_model(cfg.model, device);
   auto optimizer = make_optimizer(*model, t);
-  const TrainState state = restore(run_dir, resume, model, *optimizer, t);
+  const TrainState state =
+      dist::all_or_none(dp, "loading the checkpoint", [&] { return restore(run_dir, resume, model, *optimizer, t); });
   require_same_inputs(dp, config_yaml, *tokenizer, corpus, train_tokens, state.step);
   dp.broadcast_parameters(*model);  // after a resume too: every rank starts from rank 0's weights
 
@@ -196,6 +195,38 @@ PretrainResult pretrain(const Config& cfg_in, const fs::path& run_dir, bool resu
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   write_summary(run_dir, cfg, result, e, dp.world(), device);
   return result;
+}
+
+}  // namespace
+
+PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDirRequest& folder,
+                        const PretrainHooks& hooks) {
+  const auto start = Clock::now();
+  const auto& t = cfg.train;
+  if (t.threads > 0) torch::set_num_threads(static_cast<int>(t.threads));
+  torch::manual_seed(static_cast<uint64_t>(t.seed));  // same on every rank: identical init and dropout streams
+  const dist::LaunchEnv env = dist::detect_launch_env();
+  const torch::Device device = training_device(t.device, env.local_rank, env.distributed());
+  dist::DataParallel dp(env, device, t.dist_timeout_s, t.bucket_mb);
+  const bool chief = dp.rank() == 0;
+  // Only rank 0 checks, clears and logs into the folder, once every rank has joined: its refusal
+  // of an existing run stops them all at once (not at their first collective, minutes later).
+  const bool resume = dist::all_or_none(dp, "readying the run folder", [&] {
+    return chief ? prepare_run_dir(run_dir, folder) : folder.resume;
+  });
+  log::FileSink sink(chief ? run_dir / "train.log" : fs::path());
+  try {
+    return train_in_folder(cfg, run_dir, resume, hooks, dp, device, start);
+  } catch (const UserError&) {
+    // A new run that fails on its inputs (missing corpus, bad vocabulary, ...) before its first
+    // checkpoint leaves no folder behind, so the corrected command is not refused as "already
+    // exists". A resumed run, or one with checkpoints, keeps everything.
+    if (chief && !resume && list_checkpoints(run_dir).empty()) {
+      sink.close();
+      remove_tree(run_dir);
+    }
+    throw;
+  }
 }
 
 }  // namespace rpe

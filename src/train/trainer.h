@@ -8,6 +8,7 @@
 
 #include "config/config.h"
 #include "train/engine.h"
+#include "train/run_dir.h"
 
 namespace rpe {
 
@@ -26,10 +27,14 @@ struct PretrainResult {
 // Observation points for tests and tools (see EngineHooks).
 using PretrainHooks = EngineHooks;
 
-// Trains per `cfg` in `run_dir` (which the caller created or chose to resume). With
-// resume=true the latest valid checkpoint in run_dir is loaded and training continues from it
-// bitwise exactly. Multi-process when launched by torchrun/Slurm/mpirun (dist/data_parallel.h).
-PretrainResult pretrain(const Config& cfg, const std::filesystem::path& run_dir, bool resume,
+// Trains per `cfg` in `run_dir`, which rank 0 readies once every rank has joined
+// (prepare_run_dir: an existing run is refused without folder.resume or folder.overwrite, and
+// the refusal stops every rank at once). With folder.resume the latest valid checkpoint in
+// run_dir is loaded and training continues from it bitwise exactly. A new run that fails on its
+// inputs before its first checkpoint leaves no folder behind. Multi-process when launched by
+// torchrun/Slurm/mpirun (dist/data_parallel.h); a start-up step that fails on one rank stops
+// them all with its reason (dist/all_or_none.h).
+PretrainResult pretrain(const Config& cfg, const std::filesystem::path& run_dir, const RunDirRequest& folder,
                         const PretrainHooks& hooks = {});
 
 }  // namespace rpe

@@ -18,19 +18,26 @@ void init(bool quiet) {
   spdlog::set_default_logger(logger);
 }
 
-void add_file_sink(const std::filesystem::path& file) {
+namespace {
+spdlog::sink_ptr attach_file_sink(const std::filesystem::path& file) {
   auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.string(), /*truncate=*/false);
   sink->set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
   spdlog::default_logger()->sinks().push_back(sink);
+  return sink;
+}
+}  // namespace
+
+void add_file_sink(const std::filesystem::path& file) { attach_file_sink(file); }
+
+FileSink::FileSink(const std::filesystem::path& file) {
+  if (!file.empty()) sink_ = attach_file_sink(file);
 }
 
-void remove_file_sinks() {
+void FileSink::close() {
+  if (!sink_) return;
   auto& sinks = spdlog::default_logger()->sinks();
-  sinks.erase(std::remove_if(sinks.begin(), sinks.end(),
-                             [](const spdlog::sink_ptr& s) {
-                               return std::dynamic_pointer_cast<spdlog::sinks::basic_file_sink_mt>(s) != nullptr;
-                             }),
-              sinks.end());
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  sink_.reset();
 }
 
 void set_rank(int rank) {

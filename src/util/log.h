@@ -12,8 +12,18 @@ namespace rpe::log {
 void init(bool quiet = false);
 // Adds <run_dir>/train.log as a second sink.
 void add_file_sink(const std::filesystem::path& file);
-// Closes and drops the file sinks (before a failed run's new folder is removed).
-void remove_file_sinks();
+// <file> as a second sink while this object lives, or until close() (nothing for an empty path).
+class FileSink {
+ public:
+  explicit FileSink(const std::filesystem::path& file);
+  ~FileSink() { close(); }
+  FileSink(const FileSink&) = delete;
+  FileSink& operator=(const FileSink&) = delete;
+  void close();
+
+ private:
+  spdlog::sink_ptr sink_;
+};
 // Non-zero ranks are lowered to warnings so the console shows one copy of each line.
 void set_rank(int rank);
 

@@ -8,19 +8,15 @@
 // skipped steps and weights stay the same on every rank, and replicas that diverge stop the
 // run at the next checkpoint.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <map>
 
 #include "../train/tiny_run.h"
 #include "../train/toy_engine.h"
+#include "launch_ranks.h"
 #include "dist/data_parallel.h"
 #include "dist/replica_check.h"
 #include "model/bert.h"
@@ -33,44 +29,12 @@
 namespace rpe {
 namespace {
 namespace fs = std::filesystem;
-
-int free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
-
-std::string slurp(const fs::path& f) {
-  std::ifstream in(f);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-int run_shell(const std::string& cmd) {
-  const int status = std::system(("bash -c '" + cmd + "'").c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-// `rpe-train pretrain` on the tiny config; `mode`: --overwrite (a fresh run) or --resume.
-std::string pretrain_cmd(const fs::path& run, const std::string& sets, const std::string& mode = "--overwrite") {
-  return rpe::test::train_binary() + " pretrain --config " + (test::tiny_data_dir() / "base.yaml").string() +
-         " --run-dir " + run.string() + " " + mode + " " + sets;
-}
-
-// Two ranks, each with its own command line (nodes without a shared file system each see their
-// own copy of the run folder); returns r0 * 10 + r1 of their exit codes and writes
-// LOGS.r0.log and LOGS.r1.log.
-int launch_pair(const std::string& cmd0, const std::string& cmd1, const fs::path& logs) {
-  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " WORLD_SIZE=2";
-  return run_shell("(" + env + " RANK=1 LOCAL_RANK=1 timeout 120 " + cmd1 + " > " + logs.string() + ".r1.log 2>&1 & " +
-                   env + " RANK=0 LOCAL_RANK=0 timeout 120 " + cmd0 + " > " + logs.string() +
-                   ".r0.log 2>&1; r0=$?; wait $!; r1=$?; exit $((r0 * 10 + r1)))");
-}
+using test::free_port;
+using test::launch_pair;
+using test::pretrain_cmd;
+using test::run_shell;
+using test::run_two_ranks;
+using test::slurp;
 
 std::vector<torch::Tensor> params_of(const fs::path& run) {
   const auto file = latest_checkpoint(run);
@@ -365,26 +329,6 @@ TEST(ReplicaWorker, DISABLED_DivergenceStopsTheRun) {
     const auto newest = latest_checkpoint(run);
     ASSERT_TRUE(newest.has_value());
     EXPECT_EQ(newest->filename(), "step_00000004.pt");
-  }
-}
-
-// Runs this test binary as two Gloo ranks of `worker` (a DISABLED_ test); both must pass it.
-void run_two_ranks(const std::string& worker, const std::string& name) {
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
-  const fs::path logs = test::fresh_dir(name);
-  const std::string env = "RPE_DIST_WORKER=1 OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                          std::to_string(free_port()) + " WORLD_SIZE=2";
-  auto rank = [&](int r) {
-    return env + " RANK=" + std::to_string(r) + " timeout 120 " + self +
-           " --gtest_also_run_disabled_tests --gtest_filter=" + worker + " > " +
-           (logs / ("r" + std::to_string(r))).string() + " 2>&1";
-  };
-  const int code = run_shell("(" + rank(1) + " & " + rank(0) + "; r0=$?; wait $!; exit $((r0 + $?)))");
-  const std::string r0 = slurp(logs / "r0"), r1 = slurp(logs / "r1");
-  ASSERT_EQ(code, 0) << r0 << r1;
-  for (const auto* log : {&r0, &r1}) {
-    EXPECT_NE(log->find("[  PASSED  ] 1 test"), std::string::npos) << *log;
-    EXPECT_EQ(log->find("SKIPPED"), std::string::npos) << *log;
   }
 }
 

@@ -48,7 +48,7 @@ fs::path fresh_dir(const std::string& name) {
 
 TEST(PretrainSmoke, LossFallsAndRunFolderIsComplete) {
   const auto dir = fresh_dir("m4");
-  const auto r = rpe::pretrain(smoke_config("m4"), dir, false);
+  const auto r = rpe::pretrain(smoke_config("m4"), dir, {});
   EXPECT_EQ(r.steps, 60);
   const auto l = losses(dir / "metrics.jsonl");
   ASSERT_EQ(l.size(), 6u);
@@ -68,8 +68,8 @@ TEST(PretrainSmoke, SameSeedSameLosses) {
   auto cfg = smoke_config("absolute");
   cfg.train.max_steps = 20;
   const auto a = fresh_dir("det_a"), b = fresh_dir("det_b");
-  rpe::pretrain(cfg, a, false);
-  rpe::pretrain(cfg, b, false);
+  rpe::pretrain(cfg, a, {});
+  rpe::pretrain(cfg, b, {});
   const auto la = losses(a / "metrics.jsonl"), lb = losses(b / "metrics.jsonl");
   ASSERT_EQ(la.size(), 2u);
   EXPECT_EQ(la, lb);  // bitwise: same seed, same data order, same masks, one thread

@@ -59,7 +59,7 @@ TEST_P(Resume, CrashAndResumeIsBitwiseIdentical) {
   PretrainHooks record;
   record.on_step = [&](int64_t, double loss) { straight.push_back(loss); };
   const fs::path a = test::fresh_dir("resume_a_" + GetParam());
-  pretrain(cfg, a, false, record);
+  pretrain(cfg, a, {}, record);
 
   const fs::path b = test::fresh_dir("resume_b_" + GetParam());
   PretrainHooks crash;
@@ -67,12 +67,12 @@ TEST_P(Resume, CrashAndResumeIsBitwiseIdentical) {
     if (step == 7) throw Crash();  // dies after the step-4 checkpoint and step 6's metrics row
     resumed.push_back(loss);
   };
-  EXPECT_THROW(pretrain(cfg, b, false, crash), Crash);
+  EXPECT_THROW(pretrain(cfg, b, {}, crash), Crash);
   ASSERT_EQ(latest_checkpoint(b)->filename(), "step_00000004.pt");
   resumed.resize(4);
   PretrainHooks after;
   after.on_step = [&](int64_t, double loss) { resumed.push_back(loss); };
-  pretrain(cfg, b, true, after);
+  pretrain(cfg, b, {.resume = true}, after);
 
   ASSERT_EQ(straight.size(), 8u);
   ASSERT_EQ(resumed.size(), 8u);
@@ -94,12 +94,12 @@ std::string file_text(const fs::path& f) {
 TEST(ResumeRefusal, EveryCheckpointBrokenStopsAndKeepsTheMetrics) {
   const Config cfg = test::tiny_config({"train.max_steps=4", "train.save_every=2", "train.keep_checkpoints=10"});
   const fs::path run = test::fresh_dir("resume_all_broken");
-  pretrain(cfg, run, false);
+  pretrain(cfg, run, {});
   for (const auto& [step, file] : list_checkpoints(run)) fs::resize_file(file, fs::file_size(file) / 2);
   const std::string metrics = file_text(run / "metrics.jsonl");
   ASSERT_FALSE(metrics.empty());
   try {
-    pretrain(cfg, run, true);
+    pretrain(cfg, run, {.resume = true});
     FAIL() << "resumed from broken checkpoints";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("--resume: no usable checkpoint"), std::string::npos) << e.what();
@@ -110,10 +110,10 @@ TEST(ResumeRefusal, EveryCheckpointBrokenStopsAndKeepsTheMetrics) {
 TEST(ResumeRefusal, ARunKilledBeforeItsFirstCheckpointStartsFromZero) {
   const Config cfg = test::tiny_config({"train.max_steps=4", "train.save_every=2"});
   const fs::path straight = test::fresh_dir("resume_first_a"), killed = test::fresh_dir("resume_first_b");
-  pretrain(cfg, straight, false);
+  pretrain(cfg, straight, {});
   // What a kill between the step-2 metrics row and the step-2 checkpoint leaves.
   std::ofstream(killed / "metrics.jsonl") << "{\"step\":2,\"loss\":9.0}\n";
-  const auto r = pretrain(cfg, killed, true);
+  const auto r = pretrain(cfg, killed, {.resume = true});
   EXPECT_EQ(r.steps, 4);
   EXPECT_EQ(metric_rows(killed), metric_rows(straight));
 }
@@ -125,8 +125,8 @@ TEST(Accumulation, TwoMicroBatchesEqualTheDoubledBatch) {
     return test::tiny_config(extra);
   };
   const fs::path one = test::fresh_dir("accum_1"), two = test::fresh_dir("accum_2");
-  pretrain(with({"train.grad_accum=1"}), one, false);
-  pretrain(with({"train.grad_accum=2"}), two, false);
+  pretrain(with({"train.grad_accum=1"}), one, {});
+  pretrain(with({"train.grad_accum=2"}), two, {});
   const auto p1 = final_params(one), p2 = final_params(two);
   double worst = 0;
   for (const auto& [name, t] : p1) worst = std::max(worst, (t - p2.at(name)).abs().max().item<double>());
@@ -140,7 +140,7 @@ TEST(NonFinite, OneBadStepIsSkippedAndCounted) {
   hooks.on_loss = [](int64_t step, torch::Tensor& loss) {
     if (step == 2) loss = loss * std::numeric_limits<double>::quiet_NaN();
   };
-  const auto r = pretrain(cfg, run, false, hooks);
+  const auto r = pretrain(cfg, run, {}, hooks);
   EXPECT_EQ(r.steps, 4);
   auto params_at = [&](int step) {
     const fs::path f = run / "checkpoints" / (std::string("step_0000000") + std::to_string(step) + ".pt");
@@ -168,7 +168,7 @@ TEST(NonFinite, StopsAfterTooManyInARowWithCheckpointKept) {
     if (step >= 2) loss = loss * std::numeric_limits<double>::infinity();
   };
   try {
-    pretrain(cfg, run, false, hooks);
+    pretrain(cfg, run, {}, hooks);
     FAIL() << "expected the run to stop";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("3 non-finite losses or gradient norms in a row"), std::string::npos)
@@ -179,7 +179,7 @@ TEST(NonFinite, StopsAfterTooManyInARowWithCheckpointKept) {
   // AdamW's skips are noticed one step late (engine.h), when step 6's batches are already taken:
   // the checkpoint keeps step 5's data position and token count, as a run stopped at 5 has.
   const fs::path clean = test::fresh_dir("nan_many_clean");
-  pretrain(test::tiny_config({"train.max_steps=5"}), clean, false, {});
+  pretrain(test::tiny_config({"train.max_steps=5"}), clean, {}, {});
   auto state_of = [](const fs::path& f) {
     BertModel model(config_from_yaml(read_checkpoint_config(f), f.string()).model);
     return load_checkpoint(f, *model, nullptr).state;

@@ -154,13 +154,13 @@ TEST(PretrainSummary, ResumedRunReportsTheSameSummary) {
     Crash() : std::runtime_error("crash") {}
   };
   const fs::path a = test::fresh_dir("summary_a"), b = test::fresh_dir("summary_b");
-  pretrain(cfg, a, false);
+  pretrain(cfg, a, {});
   PretrainHooks crash;
   crash.on_step = [](int64_t step, double) {
     if (step == 7) throw Crash();
   };
-  EXPECT_THROW(pretrain(cfg, b, false, crash), Crash);
-  pretrain(cfg, b, true);
+  EXPECT_THROW(pretrain(cfg, b, {}, crash), Crash);
+  pretrain(cfg, b, {.resume = true});
   EXPECT_EQ(summary_without_timings(a), summary_without_timings(b));
 }
 
@@ -171,7 +171,7 @@ TEST(PretrainSummary, ResumedRunReportsTheSameSummary) {
 TEST(PretrainSummary, ResumedFromTheFinalCheckpointRedoesOnlyTheEnd) {
   const Config cfg = test::tiny_config({"train.max_steps=8", "train.save_every=4", "train.log_every=4"});
   const fs::path a = test::fresh_dir("final_a");
-  pretrain(cfg, a, false);
+  pretrain(cfg, a, {});
   // metrics rows without their timings
   auto read_rows = [](const fs::path& f) {
     auto rows = test::read_jsonl(f);
@@ -193,7 +193,7 @@ TEST(PretrainSummary, ResumedFromTheFinalCheckpointRedoesOnlyTheEnd) {
       for (size_t i = 0; i + 1 < rows.size(); ++i) kept += rows[i].dump() + "\n";
       std::ofstream(b / "metrics.jsonl") << kept;
     }
-    pretrain(cfg, b, true);
+    pretrain(cfg, b, {.resume = true});
     EXPECT_EQ(read_rows(b / "metrics.jsonl"), rows);
     EXPECT_EQ(summary_without_timings(b), summary_without_timings(a));
   }
@@ -205,7 +205,7 @@ TEST(PretrainSummary, NonFiniteWeightsAreNeverSaved) {
   Config cfg = test::tiny_config({"train.max_steps=20", "train.max_nonfinite_in_a_row=2"});
   cfg.train.lr = std::numeric_limits<double>::infinity();  // set past the config's validation
   const fs::path run = test::fresh_dir("lr_inf");
-  const auto msg = test::user_error([&] { pretrain(cfg, run, false); });
+  const auto msg = test::user_error([&] { pretrain(cfg, run, {}); });
   EXPECT_NE(msg.find("weights became non-finite"), std::string::npos) << msg;
   EXPECT_NE(msg.find("not saved"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("last good weights"), std::string::npos) << msg;
@@ -218,7 +218,7 @@ TEST(PretrainSummary, ARunWithoutUpdatesReportsNoTrainingLoss) {
   const Config cfg = test::tiny_config({"train.max_steps=4", "train.log_every=2", "train.precision=fp16",
                                         "train.fp16_init_scale=1.2676506002282294e30"});
   const fs::path run = test::fresh_dir("all_skipped");
-  const PretrainResult r = pretrain(cfg, run, false);
+  const PretrainResult r = pretrain(cfg, run, {});
   EXPECT_TRUE(std::isnan(r.first_loss));
   EXPECT_TRUE(std::isnan(r.final_loss));
   const auto j = summary_without_timings(run);
