@@ -140,6 +140,8 @@ DataParallel::DataParallel(const LaunchEnv& env, const torch::Device& device, do
     : rank_(env.rank), world_(env.world), bucket_bytes_(static_cast<int64_t>(bucket_mb * (1 << 20))), device_(device) {
   if (!env.distributed()) return;
   const auto timeout = milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  log::info("dist", "rank {} of {} ({}) meeting the others at {}:{} (waits up to train.dist_timeout_s = {}s)", env.rank,
+            env.world, env.launcher, env.master_addr, env.master_port, static_cast<int64_t>(timeout_s));
   c10::intrusive_ptr<c10d::Store> store = guarded("rendezvous", rank_, timeout_s, [&] {
     c10d::TCPStoreOptions o;
     o.port = static_cast<uint16_t>(env.master_port);
