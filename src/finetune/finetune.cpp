@@ -130,12 +130,9 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
     SeedContext ctx{device, &dp, dir / ("seed" + std::to_string(seed)), dir.filename().string() + "/seed" + std::to_string(seed),
                     seed};
     if (ctx.chief()) fs::create_directories(ctx.dir);
-    auto rows = p.squad ? run_squad_seed(p, ctx) : run_glue_seed(p, ctx);
-    if (!ctx.chief()) continue;
-    eval::append_results(cfg.finetune.results_file, rows);
+    const auto rows = p.squad ? run_squad_seed(p, ctx) : run_glue_seed(p, ctx);  // rank 0's, in results_file
     out.rows.insert(out.rows.end(), rows.begin(), rows.end());
   }
-  dp.barrier();  // no rank leaves (closing the group) while rank 0 still evaluates
   return out;
 }
 

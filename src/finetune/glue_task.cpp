@@ -108,6 +108,48 @@ void write_glue_predictions(const fs::path& file, const std::vector<std::string>
   write_file_atomic(file, tsv);
 }
 
+namespace {
+
+// Rank 0, after training: the final evaluation, its files and result rows.
+std::vector<eval::ResultRow> final_glue_evaluation(const Prepared& p, ClassifierModel& model, const SeedContext& ctx,
+                                                 const TrainOutcome& trained, ModelKeeper& keeper) {
+  const auto& f = p.rc.cfg.finetune;
+  const std::string metric = selection_metric(f.task);
+  // The final evaluation; with select: best the kept weights are reloaded and scored (see SQuAD).
+  std::vector<std::vector<double>> preds;
+  json fields = glue_dev_metrics(p, model, ctx.device, &preds);
+  write_final_evaluation(ctx, trained.steps, fields);
+  keeper.offer(trained.steps, fields.at(metric).get<double>(), /*final=*/true, *model);
+  if (keeper.kept().step != trained.steps) {
+    load_saved_weights(read_saved_model(keeper.dir()), *model);
+    preds.clear();
+    fields = glue_dev_metrics(p, model, ctx.device, &preds);
+  }
+  std::vector<eval::ResultRow> rows;
+  json results = {{"task", f.task}, {"seed", ctx.seed}, {"git_revision", kGitRevision}, {"select", f.select},
+                  {"model_step", keeper.kept().step}, {"steps", trained.steps}, {"stopped_early", trained.stopped_early}};
+  for (size_t i = 0; i < p.dev.size(); ++i) {
+    const auto& split = p.dev[i];
+    write_glue_predictions(ctx.dir / ("predictions_" + split.name + ".tsv"), p.glue->labels, preds[i]);
+    for (const auto& [k, v] : eval::glue_task_metrics(f.task, preds[i], split.labels)) {
+      results[split.name][k] = v;
+      auto r = base_row(p, model->bert, ctx.run_id, ctx.seed);
+      r.task = f.task;
+      r.split = split.name;
+      r.metric = k;
+      r.value = v;
+      r.examples = static_cast<int64_t>(preds[i].size());
+      rows.push_back(r);
+      log::info("eval", "{} {} ({} examples), model of step {}: {} {:.2f}", f.task, split.name, preds[i].size(),
+                keeper.kept().step, k, v);
+    }
+  }
+  write_file_atomic(ctx.dir / "results.json", results.dump(2) + "\n");
+  return rows;
+}
+
+}  // namespace
+
 std::vector<eval::ResultRow> run_glue_seed(const Prepared& p, const SeedContext& ctx) {
   const auto& cfg = p.rc.cfg;
   const auto& f = cfg.finetune;
@@ -126,39 +168,7 @@ std::vector<eval::ResultRow> run_glue_seed(const Prepared& p, const SeedContext&
                    cfg.data.tokenizer_model);
   GlueTrainTask task(p, model, t, ctx, keeper ? &*keeper : nullptr);
   const TrainOutcome trained = train_seed(*model, task, t, ctx);
-  if (!ctx.chief()) return {};
-
-  // The final evaluation; with select: best the kept weights are reloaded and scored (see SQuAD).
-  std::vector<std::vector<double>> preds;
-  json fields = glue_dev_metrics(p, model, ctx.device, &preds);
-  write_final_evaluation(ctx, trained.steps, fields);
-  keeper->offer(trained.steps, fields.at(metric).get<double>(), /*final=*/true, *model);
-  if (keeper->kept().step != trained.steps) {
-    load_saved_weights(read_saved_model(keeper->dir()), *model);
-    preds.clear();
-    fields = glue_dev_metrics(p, model, ctx.device, &preds);
-  }
-  std::vector<eval::ResultRow> rows;
-  json results = {{"task", f.task}, {"seed", ctx.seed}, {"git_revision", kGitRevision}, {"select", f.select},
-                  {"model_step", keeper->kept().step}, {"steps", trained.steps}, {"stopped_early", trained.stopped_early}};
-  for (size_t i = 0; i < p.dev.size(); ++i) {
-    const auto& split = p.dev[i];
-    write_glue_predictions(ctx.dir / ("predictions_" + split.name + ".tsv"), p.glue->labels, preds[i]);
-    for (const auto& [k, v] : eval::glue_task_metrics(f.task, preds[i], split.labels)) {
-      results[split.name][k] = v;
-      auto r = base_row(p, model->bert, ctx.run_id, ctx.seed);
-      r.task = f.task;
-      r.split = split.name;
-      r.metric = k;
-      r.value = v;
-      r.examples = static_cast<int64_t>(preds[i].size());
-      rows.push_back(r);
-      log::info("eval", "{} {} ({} examples), model of step {}: {} {:.2f}", f.task, split.name, preds[i].size(),
-                keeper->kept().step, k, v);
-    }
-  }
-  write_file_atomic(ctx.dir / "results.json", results.dump(2) + "\n");
-  return rows;
+  return finish_seed(p, ctx, [&] { return final_glue_evaluation(p, model, ctx, trained, *keeper); });
 }
 
 }  // namespace rpe::finetune

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "dist/all_or_none.h"
+#include "eval/results.h"
 #include "train/metrics.h"
 #include "train/optim.h"
 #include "util/errors.h"
@@ -103,6 +105,16 @@ TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOpt
 
 void write_final_evaluation(const SeedContext& ctx, int64_t step, const nlohmann::json& fields) {
   MetricsWriter(ctx.dir / "metrics.jsonl").write_evaluation(step, fields);
+}
+
+std::vector<eval::ResultRow> finish_seed(const Prepared& p, const SeedContext& ctx,
+                                         const std::function<std::vector<eval::ResultRow>()>& evaluate) {
+  return dist::all_or_none(*ctx.dp, "evaluating seed " + std::to_string(ctx.seed), [&] {
+    if (!ctx.chief()) return std::vector<eval::ResultRow>{};
+    auto rows = evaluate();
+    eval::append_results(p.rc.cfg.finetune.results_file, rows);
+    return rows;
+  });
 }
 
 }  // namespace rpe::finetune

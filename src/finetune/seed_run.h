@@ -11,10 +11,12 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <vector>
 
 #include "dist/data_parallel.h"
+#include "eval/results.h"
 #include "finetune/prepare.h"
 #include "train/engine.h"
 
@@ -93,5 +95,12 @@ TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOpt
 // The final evaluation's row in seed<N>/metrics.jsonl ({"step", "split": "valid", ...fields}):
 // the dev curve's last point, scored on the final weights whichever model is kept. Rank 0 only.
 void write_final_evaluation(const SeedContext& ctx, int64_t step, const nlohmann::json& fields);
+
+// Rank 0's work after a seed's training: `evaluate` (the final evaluation, its files and result
+// rows), then the rows appended to finetune.results_file. Every rank takes part (an agreement,
+// dist/all_or_none.h): a failure there stops them all at once, not at the next seed's first
+// collective. Returns the rows on rank 0, {} elsewhere.
+std::vector<eval::ResultRow> finish_seed(const Prepared& p, const SeedContext& ctx,
+                                         const std::function<std::vector<eval::ResultRow>()>& evaluate);
 
 }  // namespace rpe::finetune

@@ -148,6 +148,53 @@ void write_squad_predictions(const fs::path& predictions_file, const std::map<st
   if (v2) write_file_atomic(dir / "null_odds.json", odds_json.dump() + "\n");
 }
 
+namespace {
+
+// Rank 0, after training: the final evaluation, its files and result rows.
+std::vector<eval::ResultRow> final_squad_evaluation(const Prepared& p, QaModel& model, const SeedContext& ctx,
+                                                 const TrainOutcome& trained, ModelKeeper& keeper) {
+  const auto& f = p.rc.cfg.finetune;
+  const std::string task_name = f.squad_v2 ? "squad_v2" : "squad_v1";
+  // The final evaluation; with select: best the kept (best) weights are reloaded and scored, so
+  // results.json and predictions.json describe the model in seed<N>/model/.
+  auto preds = predict_squad(p, model, ctx.device);
+  eval::SquadScores s;
+  auto metrics = score_squad(p, preds, s);
+  write_final_evaluation(ctx, trained.steps, dev_fields(s));
+  keeper.offer(trained.steps, s.f1, /*final=*/true, *model);
+  if (keeper.kept().step != trained.steps) {
+    load_saved_weights(read_saved_model(keeper.dir()), *model);
+    preds = predict_squad(p, model, ctx.device);
+    metrics = score_squad(p, preds, s);
+  }
+  write_squad_predictions(ctx.dir / "predictions.json", preds, f.squad_v2);
+  json results = {{"task", task_name}, {"split", "dev"}, {"seed", ctx.seed}, {"total", s.total},
+                  {"dev_file", f.dev_file}, {"git_revision", kGitRevision}, {"select", f.select},
+                  {"model_step", keeper.kept().step}, {"steps", trained.steps}, {"stopped_early", trained.stopped_early}};
+  for (const auto& [k, v] : metrics) results[k] = v;
+  if (f.squad_v2) {
+    results["HasAns_total"] = s.has_ans_total;
+    results["NoAns_total"] = s.no_ans_total;
+  }
+  write_file_atomic(ctx.dir / "results.json", results.dump(2) + "\n");
+  log::info("eval", "SQuAD {} dev ({} questions), model of step {}: EM {:.2f} F1 {:.2f}{}", f.squad_v2 ? "2.0" : "1.1",
+            s.total, keeper.kept().step, s.exact, s.f1,
+            f.squad_v2 ? fmt::format(" | best F1 {:.2f} at threshold {:.3f}", s.best_f1, s.best_f1_thresh) : "");
+  std::vector<eval::ResultRow> rows;
+  for (const auto& [k, v] : metrics) {
+    auto r = base_row(p, model->bert, ctx.run_id, ctx.seed);
+    r.task = task_name;
+    r.split = "dev";
+    r.metric = k;
+    r.value = v;
+    r.examples = s.total;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace
+
 std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const SeedContext& ctx) {
   const auto& cfg = p.rc.cfg;
   const auto& f = cfg.finetune;
@@ -162,44 +209,7 @@ std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const SeedContext
   if (ctx.chief()) keeper.emplace(ctx.dir / "model", SavedModelInfo{task_name, {}, 2, f.select, 0, "f1", 0.0}, cfg, cfg.data.tokenizer_model);
   SquadTask task(p, model, t, ctx, keeper ? &*keeper : nullptr);
   const TrainOutcome trained = train_seed(*model, task, t, ctx);
-  if (!ctx.chief()) return {};
-
-  // The final evaluation; with select: best the kept (best) weights are reloaded and scored, so
-  // results.json and predictions.json describe the model in seed<N>/model/.
-  auto preds = predict_squad(p, model, ctx.device);
-  eval::SquadScores s;
-  auto metrics = score_squad(p, preds, s);
-  write_final_evaluation(ctx, trained.steps, dev_fields(s));
-  keeper->offer(trained.steps, s.f1, /*final=*/true, *model);
-  if (keeper->kept().step != trained.steps) {
-    load_saved_weights(read_saved_model(keeper->dir()), *model);
-    preds = predict_squad(p, model, ctx.device);
-    metrics = score_squad(p, preds, s);
-  }
-  write_squad_predictions(ctx.dir / "predictions.json", preds, f.squad_v2);
-  json results = {{"task", task_name}, {"split", "dev"}, {"seed", ctx.seed}, {"total", s.total},
-                  {"dev_file", f.dev_file}, {"git_revision", kGitRevision}, {"select", f.select},
-                  {"model_step", keeper->kept().step}, {"steps", trained.steps}, {"stopped_early", trained.stopped_early}};
-  for (const auto& [k, v] : metrics) results[k] = v;
-  if (f.squad_v2) {
-    results["HasAns_total"] = s.has_ans_total;
-    results["NoAns_total"] = s.no_ans_total;
-  }
-  write_file_atomic(ctx.dir / "results.json", results.dump(2) + "\n");
-  log::info("eval", "SQuAD {} dev ({} questions), model of step {}: EM {:.2f} F1 {:.2f}{}", f.squad_v2 ? "2.0" : "1.1",
-            s.total, keeper->kept().step, s.exact, s.f1,
-            f.squad_v2 ? fmt::format(" | best F1 {:.2f} at threshold {:.3f}", s.best_f1, s.best_f1_thresh) : "");
-  std::vector<eval::ResultRow> rows;
-  for (const auto& [k, v] : metrics) {
-    auto r = base_row(p, model->bert, ctx.run_id, ctx.seed);
-    r.task = task_name;
-    r.split = "dev";
-    r.metric = k;
-    r.value = v;
-    r.examples = s.total;
-    rows.push_back(r);
-  }
-  return rows;
+  return finish_seed(p, ctx, [&] { return final_squad_evaluation(p, model, ctx, trained, *keeper); });
 }
 
 }  // namespace rpe::finetune

@@ -81,7 +81,7 @@ TEST(AllOrNoneWorker, DISABLED_RanksStopTogether) {
       if (me == 0) throw UserError(longer);
     });
   });
-  if (me == 1) EXPECT_EQ(cut.second, "rank 0 stopped while y: " + longer.substr(0, 1000));
+  EXPECT_EQ(cut.second, me == 1 ? "rank 0 stopped while y: " + longer.substr(0, 1000) : longer);
   // The group still works after all that.
   EXPECT_EQ(dp.sum({1.0})[0], 2.0);
 }
@@ -142,7 +142,8 @@ std::string finetune_cmd(const fs::path& pre, const fs::path& ft, const std::str
          "/configs/finetune/tiny_squad.yaml --init " + pre.string() + " --run-dir " + ft.string() +
          " --set finetune.train_file=" + (train_file.empty() ? squad + "train-v1.1.json" : train_file) +
          " --set finetune.dev_file=" + squad + "dev-v1.1.json --set finetune.max_seq_len=32 --set finetune.doc_stride=16"
-         " --set finetune.max_query_len=12 --set train.device=cpu --set train.dist_timeout_s=30";
+         " --set finetune.max_query_len=12 --set finetune.max_train_examples=16 --set finetune.max_eval_examples=16"
+         " --set finetune.epochs=1 --set train.device=cpu --set train.dist_timeout_s=30";
 }
 
 fs::path tiny_pretrained_run() {
@@ -179,6 +180,25 @@ TEST(StartUp, FineTuningRankThatCannotReadItsDataStopsEveryRank) {
   EXPECT_NE(r0.find("error: rank 1 stopped while reading the fine-tuning inputs: "), std::string::npos) << r0;
   EXPECT_NE(r0.find(missing), std::string::npos) << r0;
   EXPECT_FALSE(fs::exists(ft));  // the folder is created only after every rank read its inputs
+}
+
+// Mid-run: rank 0 alone evaluates each seed and records its results; here it cannot
+// (finetune.results_file is a folder). Rank 1 stops with that reason after seed 1 instead of
+// starting seed 2 alone.
+TEST(StartUp, RankZeroFailingToRecordAFineTuningResultStopsEveryRank) {
+  const fs::path ft = test::fresh_dir("startup_ft_results");
+  fs::remove_all(ft);
+  const fs::path results = test::fresh_dir("startup_ft_results_file");  // a folder
+  const std::string cmd = finetune_cmd(tiny_pretrained_run(), ft) + " --seeds 1,2 --set finetune.results_file=" +
+                          results.string();
+  const int codes = launch_pair(cmd, cmd, ft);
+  const std::string r0 = slurp(ft.string() + ".r0.log"), r1 = slurp(ft.string() + ".r1.log");
+  ASSERT_EQ(codes, 22) << r0 << r1;
+  EXPECT_NE(r0.find(results.string()), std::string::npos) << r0;
+  EXPECT_NE(r1.find("error: rank 0 stopped while evaluating seed 1: "), std::string::npos) << r1;
+  EXPECT_NE(r1.find(results.string()), std::string::npos) << r1;
+  EXPECT_TRUE(fs::exists(ft / "seed1" / "results.json"));  // the evaluation itself was written
+  EXPECT_FALSE(fs::exists(ft / "seed2"));
 }
 
 // Rank 1 alone cannot read the corpus (a node without the file): rank 0 stops with rank 1's
