@@ -190,7 +190,7 @@ bool Engine::evaluate_and_stop(int64_t step) {
     return dp.rank() == 0 && task_.after_evaluation(step, evaluate(step));
   });
   if (dp.world() == 1) return stop;
-  // Rank 0 alone evaluates; its decision reaches every rank (once per evaluation, not per step).
+  // Its decision reaches every rank (once per evaluation, not per step).
   auto flag = torch::full({1}, stop ? 1.0 : 0.0, torch::TensorOptions(torch::kDouble).device(s_.device));
   dp.all_reduce_sum(flag);
   return flag.item<double>() > 0.0;

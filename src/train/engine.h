@@ -99,7 +99,8 @@ struct EngineSetup {
   torch::Device device = torch::kCPU;
   dist::DataParallel* dp = nullptr;  // required
   MetricsWriter metrics;             // rank 0's metrics.jsonl; disabled elsewhere
-  std::filesystem::path run_dir;     // checkpoints go to run_dir/checkpoints; empty = no checkpoints
+  std::filesystem::path run_dir;     // checkpoints go to run_dir/checkpoints (rank 0); empty = no checkpoints.
+                                     // Set on every rank or on none: saving is agreed by all (dist/all_or_none.h)
   std::string config_yaml;           // embedded in checkpoints
   std::string log_tag = "train";
   double first_loss = std::nan("");  // a resumed run's first and last logged losses (from its

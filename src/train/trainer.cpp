@@ -211,9 +211,10 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
   const bool chief = dp.rank() == 0;
   // Only rank 0 checks, clears and logs into the folder, once every rank has joined: its refusal
   // of an existing run stops them all at once (not at their first collective, minutes later).
-  const bool resume = dist::all_or_none(dp, "readying the run folder", [&] {
-    return chief ? prepare_run_dir(run_dir, folder) : folder.resume;
+  const bool chief_resumes = dist::all_or_none(dp, "readying the run folder", [&] {
+    return chief && prepare_run_dir(run_dir, folder);  // false for --resume of an empty folder
   });
+  const bool resume = dp.sum({chief_resumes ? 1.0 : 0.0})[0] > 0;  // every rank follows rank 0's look
   log::FileSink sink(chief ? run_dir / "train.log" : fs::path());
   try {
     return train_in_folder(cfg, run_dir, resume, hooks, dp, device, start);

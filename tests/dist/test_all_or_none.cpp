@@ -156,6 +156,19 @@ fs::path tiny_pretrained_run() {
   return pre;
 }
 
+// --resume where there is no run yet: rank 0 alone looks at the folder and every rank follows
+// it (a fresh run), rather than each deciding by itself.
+TEST(StartUp, ResumingWhereNoRunExistsStartsAFreshRunOnEveryRank) {
+  const fs::path run = test::fresh_dir("startup_resume_nothing");
+  fs::remove_all(run);
+  const std::string cmd = pretrain_cmd(run, "--set train.max_steps=2", "--resume");
+  const int codes = launch_pair(cmd, cmd, run);
+  const std::string r0 = slurp(run.string() + ".r0.log"), r1 = slurp(run.string() + ".r1.log");
+  ASSERT_EQ(codes, 0) << r0 << r1;
+  for (const auto* log : {&r0, &r1}) EXPECT_EQ(log->find("no usable checkpoint"), std::string::npos) << *log;
+  EXPECT_TRUE(fs::exists(run / "summary.json"));
+}
+
 TEST(StartUp, RankZeroRefusingTheFineTuningFolderStopsEveryRank) {
   const fs::path ft = test::fresh_dir("startup_ft");
   std::ofstream(ft / "results.jsonl") << "{}\n";
