@@ -210,7 +210,7 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
   dist::DataParallel dp(env, device, t.dist_timeout_s, t.bucket_mb);
   const bool chief = dp.rank() == 0;
   // Only rank 0 checks, clears and logs into the folder, once every rank has joined: its refusal
-  // of an existing run stops them all at once (not at their first collective, minutes later).
+  // of an existing run stops them all at once instead of leaving them at the rendezvous.
   const bool chief_resumes = dist::all_or_none(dp, "readying the run folder", [&] {
     return chief && prepare_run_dir(run_dir, folder);  // false for --resume of an empty folder
   });
