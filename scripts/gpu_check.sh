@@ -70,6 +70,7 @@ else
   fi
   [[ -x $BUILD/rpe-train ]] || fail "no $BUILD/rpe-train (run the build step first: --only build)"
 fi
+gpu_same_torch "$PY" "$BUILD"
 "$BUILD/rpe-train" --version
 source scripts/device_name.sh
 device_name "$PY" "$SMOKE"  # DEVNAME, SLUG

@@ -8,6 +8,11 @@
 # - BUILD/built_with.txt (a carried build): PYTHON's torch must be the version it was built
 #   against, else it refuses, saying so;
 # - RPE_SOURCE_DIR=this checkout, where the test program reads the repository's files.
+# gpu_same_torch PYTHON BUILD: a build folder of this machine (BUILD/CMakeCache.txt) must have
+# been built against PYTHON's torch, whose lib/ gpu_env puts first in line: another LibTorch's
+# programs would stop with a bare "symbol lookup error". Refuses, naming both, otherwise.
+# gpu_torch_dir BUILD: the LibTorch CMake folder BUILD was configured with (-DTorch_DIR= leaves it
+# untyped in the cache, a found one is a PATH).
 # Prints what it did (say) and exits 1 through fail, as the scripts that source it define them.
 # gpu_configure PYTHON BUILD: the GPU check's CMake configure, LibTorch from PYTHON's torch wheel
 # (CMake itself only looks for the repository's .venv); after gpu_env, in the repository root.
@@ -15,6 +20,17 @@ gpu_configure() {
   local torch_cmake
   torch_cmake=$("$1" -c "import torch.utils; print(torch.utils.cmake_prefix_path)") || fail "$1 has no torch"
   cmake -S . -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPE_BUILD_TESTS=ON -DTorch_DIR="$torch_cmake/Torch"
+}
+
+gpu_torch_dir() { sed -n 's/^Torch_DIR:[A-Z]*=//p' "$1/CMakeCache.txt"; }
+
+gpu_same_torch() {
+  local py=$1 build=$2 built prefix
+  [[ -f $build/CMakeCache.txt ]] || return 0  # a carried build: gpu_env checked built_with.txt
+  built=$(gpu_torch_dir "$build")
+  prefix=$("$py" -c "import torch.utils; print(torch.utils.cmake_prefix_path)") || fail "$py has no torch"
+  [[ -n $built && -d $built && $(cd "$built" && pwd -P) == $(cd "$prefix/Torch" && pwd -P) ]] \
+    || fail "$build was built against the LibTorch in ${built:-(none recorded)}, not $py's torch ($prefix/Torch): pass --python with that torch, or build again"
 }
 
 gpu_env() {

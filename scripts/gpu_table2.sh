@@ -50,6 +50,7 @@ PY=$(command -v "$PY")
 source scripts/gpu_env.sh
 gpu_env "$PY" "$DEPS" "$BUILD"  # carried libraries (--deps, pack_deps.sh) and build (pack_build.sh), torch's lib
 for b in rpe-train rpe-bench-model; do [[ -x $BUILD/$b ]] || fail "no $BUILD/$b (build first, or --build-dir)"; done
+gpu_same_torch "$PY" "$BUILD"
 for f in vocab.txt corpus.txt.gz squad/train-v1.1.json.gz squad/dev-v1.1.json.gz; do
   [[ -f $DATA/$f ]] || fail "$DATA/$f not found (make the folder with scripts/pack_data.sh; --data)"
 done

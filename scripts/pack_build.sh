@@ -27,10 +27,10 @@ done
 [[ -f $BUILD/CMakeCache.txt ]] || refuse "$BUILD/CMakeCache.txt not found: not a CMake build folder"
 command -v "$PY" >/dev/null || refuse "no Python at $PY (--python: the one whose torch the build used)"
 # The build's LibTorch must be this Python's torch, and a CUDA build of it.
-torch_dir=$(sed -n 's/^Torch_DIR:PATH=//p' "$BUILD/CMakeCache.txt")
+torch_dir=$(sed -n 's/^Torch_DIR:[A-Z]*=//p' "$BUILD/CMakeCache.txt")  # PATH when found, untyped from -DTorch_DIR=
 read -r version cuda prefix < <("$PY" -c "import torch, torch.utils; print(torch.__version__, torch.version.cuda, torch.utils.cmake_prefix_path)" 2>/dev/null) \
   || refuse "$PY has no torch (--python: the one whose torch the build used)"
-[[ $(cd "$torch_dir" && pwd -P) == $(cd "$prefix/Torch" && pwd -P) ]] \
+[[ -n $torch_dir && -d $torch_dir && $(cd "$torch_dir" && pwd -P) == $(cd "$prefix/Torch" && pwd -P) ]] \
   || refuse "$BUILD was built against the LibTorch in $torch_dir, not $PY's torch ($prefix/Torch)"
 [[ $cuda != None ]] || refuse "$PY's torch $version is a CPU-only build: its programs cannot use a GPU"
 # The programs must be the checkout's: a build older than its last commit would carry old code.

@@ -22,12 +22,21 @@ expect() {  # expect CODE TEXT COMMAND...: exit status CODE and TEXT in the last
 expect 2 "$work/none/rpe-train not found" scripts/pack_build.sh "$work/x" --build-dir "$work/none" --python "$py"
 # A build older than the checkout (its rpe-train reports another revision) is not packed.
 mkdir "$work/stale"
-grep '^Torch_DIR:PATH=' "$build/CMakeCache.txt" >"$work/stale/CMakeCache.txt"
+grep '^Torch_DIR:' "$build/CMakeCache.txt" >"$work/stale/CMakeCache.txt"
 for p in rpe-train rpe_tests rpe-bench-model rpe-bench-optim; do
   printf '#!/bin/sh\necho "rpe-train 0.1.0 (0000000)"\n' >"$work/stale/$p" && chmod +x "$work/stale/$p"
 done
 expect 2 "$work/stale/rpe-train is of revision 0000000, the checkout of $(git describe --always --dirty)" \
   scripts/pack_build.sh "$work/x" --build-dir "$work/stale" --python "$py"
+# A build configured with -DTorch_DIR= naming another LibTorch (an untyped cache entry) is
+# neither packed nor run with this Python's torch (whose lib/ would be loaded instead).
+mkdir "$work/other" "$work/elsewhere"
+echo "Torch_DIR:UNINITIALIZED=$work/elsewhere" >"$work/other/CMakeCache.txt"
+cp "$work/stale/rpe-train" "$work/stale/rpe_tests" "$work/stale/rpe-bench-model" "$work/stale/rpe-bench-optim" "$work/other/"
+expect 2 "$work/other was built against the LibTorch in $work/elsewhere, not" \
+  scripts/pack_build.sh "$work/x" --build-dir "$work/other" --python "$py"
+expect 1 "$work/other was built against the LibTorch in $work/elsewhere, not $py's torch" \
+  scripts/gpu_check.sh --cpu-smoke --build-dir "$work/other" --python "$py" --only tests --out "$work/other_run"
 scripts/pack_build.sh "$work/carried" --build-dir "$build" --python "$py"
 expect 2 "$work/carried exists" scripts/pack_build.sh "$work/carried" --build-dir "$build" --python "$py"
 for p in rpe-train rpe_tests rpe-bench-model rpe-bench-optim; do [[ -x $work/carried/$p ]] || fail "no $p packed"; done
