@@ -1,4 +1,4 @@
-// Ranks agreeing that a start-up step succeeded everywhere (see all_or_none.h).
+// Ranks agreeing that a step succeeded everywhere (see all_or_none.h).
 #include "dist/all_or_none.h"
 
 #include <fmt/format.h>

@@ -1,8 +1,9 @@
-// Start-up steps that can fail on some ranks only: rank 0 refusing an existing run folder, a
-// node that cannot read a file the others can. Without a common decision the ranks that did not
-// fail go on to their next collective and wait there: until train.dist_timeout_s with NCCL (5
-// minutes of a whole allocation, under srun without --kill-on-bad-exit), or until Gloo notices
-// the closed connection, with an error that does not say why.
+// Steps that can fail on some ranks only: at start-up, rank 0 refusing an existing run folder or
+// a node that cannot read a file the others can; mid-run, rank 0's own work (a checkpoint, an
+// evaluation, a results file). Without a common decision the ranks that did not fail go on to
+// their next collective and wait there: until train.dist_timeout_s with NCCL (5 minutes of a
+// whole allocation, under srun without --kill-on-bad-exit), or until Gloo notices the closed
+// connection, with an error that does not say why.
 //
 // all_or_none(dp, what, step): every rank runs `step`; then one all-reduce of a [W] vector
 // tells every rank which ranks failed. When none did, `step`'s value is returned. When one did,
