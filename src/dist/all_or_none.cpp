@@ -29,21 +29,18 @@ std::pair<Outcome, std::string> classify(const std::exception_ptr& error) {
   }
 }
 
-// Rank `from`'s message, gathered as one all-reduce of [W, 1 + kBytes] doubles in which each
-// failing rank fills its own row (its length, then its bytes; x + 0 is exact).
+// Rank `from`'s message, gathered from every rank's [1 + kBytes] row: its length, then its
+// bytes (empty for a rank that did not fail).
 constexpr size_t kBytes = 1000;
 std::string message_of(DataParallel& dp, int64_t from, const std::string& mine) {
-  const size_t width = 1 + kBytes, me = static_cast<size_t>(dp.rank());
-  std::vector<double> rows(static_cast<size_t>(dp.world()) * width, 0.0);
-  if (!mine.empty()) {
-    const size_t n = std::min(mine.size(), kBytes);
-    rows[me * width] = static_cast<double>(n);
-    for (size_t i = 0; i < n; ++i) rows[me * width + 1 + i] = static_cast<unsigned char>(mine[i]);
-  }
-  rows = dp.sum(rows);
-  const size_t row = static_cast<size_t>(from) * width, n = static_cast<size_t>(rows[row]);
+  const size_t width = 1 + kBytes, n_mine = std::min(mine.size(), kBytes);
+  std::vector<double> row(width, 0.0);
+  row[0] = static_cast<double>(n_mine);
+  for (size_t i = 0; i < n_mine; ++i) row[1 + i] = static_cast<unsigned char>(mine[i]);
+  const auto rows = dp.gather(row);
+  const size_t at = static_cast<size_t>(from) * width, n = static_cast<size_t>(rows[at]);
   std::string text(n, ' ');
-  for (size_t i = 0; i < n; ++i) text[i] = static_cast<char>(static_cast<unsigned char>(rows[row + 1 + i]));
+  for (size_t i = 0; i < n; ++i) text[i] = static_cast<char>(static_cast<unsigned char>(rows[at + 1 + i]));
   return text;
 }
 
@@ -51,9 +48,7 @@ std::string message_of(DataParallel& dp, int64_t from, const std::string& mine) 
 
 void agree_all_succeeded(DataParallel& dp, const std::string& what, const std::exception_ptr& error) {
   const auto [outcome, message] = error ? classify(error) : std::pair<Outcome, std::string>{kSucceeded, ""};
-  std::vector<double> outcomes(static_cast<size_t>(dp.world()), 0.0);  // [W]: rank r's Outcome
-  outcomes[static_cast<size_t>(dp.rank())] = outcome;
-  outcomes = dp.sum(outcomes);
+  const auto outcomes = dp.gather({static_cast<double>(outcome)});  // [W]: rank r's Outcome
   int64_t first = -1;
   for (size_t r = 0; r < outcomes.size() && first < 0; ++r)
     if (outcomes[r] != kSucceeded) first = static_cast<int64_t>(r);

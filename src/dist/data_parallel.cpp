@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -266,6 +267,12 @@ std::vector<double> DataParallel::sum(const std::vector<double>& values) {
   impl_->all_reduce_sum(t);
   t = t.cpu();
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+}
+
+std::vector<double> DataParallel::gather(const std::vector<double>& mine) {
+  std::vector<double> rows(static_cast<size_t>(world_) * mine.size(), 0.0);
+  std::copy(mine.begin(), mine.end(), rows.begin() + static_cast<std::ptrdiff_t>(rank_ * mine.size()));
+  return sum(rows);
 }
 
 void DataParallel::barrier() {

@@ -74,6 +74,9 @@ class DataParallel {
   int64_t buckets_launched_in_backward() const;
   // Element-wise sum over ranks of a few float64 statistics (loss sums, token counts).
   std::vector<double> sum(const std::vector<double>& values);
+  // Every rank's `mine` (the same length on every rank), rank after rank: [W x n]. One sum in
+  // which each rank fills its own row and leaves the others 0 (x + 0 is exact).
+  std::vector<double> gather(const std::vector<double>& mine);
   void barrier();
   // In-place element-wise sum over ranks of a tensor on this rank's device, through the process
   // group (no host copy with NCCL/Gloo); a no-op in a single process.

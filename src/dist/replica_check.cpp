@@ -51,10 +51,10 @@ std::string replica_difference(DataParallel& dp, const torch::nn::Module& model)
 
 void require_same_on_every_rank(DataParallel& dp, const std::vector<SharedFact>& facts) {
   if (!dp.distributed() || facts.empty()) return;
-  const auto k = facts.size(), me = static_cast<size_t>(dp.rank());
-  std::vector<double> rows(static_cast<size_t>(dp.world()) * k, 0.0);  // [W, K], row r: rank r's values
-  for (size_t i = 0; i < k; ++i) rows[me * k + i] = facts[i].value;
-  rows = dp.sum(rows);
+  const auto k = facts.size();
+  std::vector<double> mine;
+  for (const auto& f : facts) mine.push_back(f.value);
+  const auto rows = dp.gather(mine);  // [W, K], row r: rank r's values
   for (size_t r = 1; r < static_cast<size_t>(dp.world()); ++r)
     for (size_t i = 0; i < k; ++i) {
       const double mine = rows[r * k + i], chief = rows[i];

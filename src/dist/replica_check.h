@@ -39,9 +39,8 @@ struct SharedFact {
 };
 
 // Throws UserError "ranks disagree on <what>: rank 0 has X, rank R has Y; ..." for the first
-// fact where a rank differs from rank 0 (one all-reduce of W x K doubles, each rank filling its
-// own row, as above). Every rank gets the same answer, so all stop together. Nothing in a single
-// process.
+// fact where a rank differs from rank 0 (one DataParallel::gather of K doubles). Every rank
+// gets the same answer, so all stop together. Nothing in a single process.
 void require_same_on_every_rank(DataParallel& dp, const std::vector<SharedFact>& facts);
 
 }  // namespace rpe::dist

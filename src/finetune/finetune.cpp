@@ -82,11 +82,10 @@ void remove_tree(const fs::path& path) { rpe::remove_tree(path); }
 
 namespace {
 
-// Rank 0: refuses an existing run folder (unless --overwrite), creates it, logs into it and
-// stores the resolved config.
+// Rank 0: refuses an existing run folder (unless --overwrite), creates it and stores the
+// resolved config.
 void create_run_folder(const fs::path& dir, const Config& cfg, bool overwrite) {
   prepare_run_dir(dir, RunDirRequest{/*resume=*/false, overwrite, /*can_resume=*/false});
-  log::add_file_sink(dir / "finetune.log");
   write_file_atomic(dir / "config.yaml", to_yaml(cfg));
 }
 
@@ -115,6 +114,7 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   dist::all_or_none(dp, "creating the run folder", [&] {
     if (dp.rank() == 0) create_run_folder(dir, cfg, req.overwrite);
   });
+  log::FileSink sink(dp.rank() == 0 ? dir / "finetune.log" : fs::path());  // rank 0 logs into it
   // Every rank read these by itself; across nodes they agree only on a shared file system.
   const std::string yaml = to_yaml(cfg);
   size_t dev_items = p.dev_f.size();

@@ -18,19 +18,11 @@ void init(bool quiet) {
   spdlog::set_default_logger(logger);
 }
 
-namespace {
-spdlog::sink_ptr attach_file_sink(const std::filesystem::path& file) {
-  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.string(), /*truncate=*/false);
-  sink->set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
-  spdlog::default_logger()->sinks().push_back(sink);
-  return sink;
-}
-}  // namespace
-
-void add_file_sink(const std::filesystem::path& file) { attach_file_sink(file); }
-
 FileSink::FileSink(const std::filesystem::path& file) {
-  if (!file.empty()) sink_ = attach_file_sink(file);
+  if (file.empty()) return;
+  sink_ = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.string(), /*truncate=*/false);
+  sink_->set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
+  spdlog::default_logger()->sinks().push_back(sink_);
 }
 
 void FileSink::close() {

@@ -10,8 +10,6 @@ namespace rpe::log {
 
 // Sets up the console logger (call once in main). quiet=true shows warnings and up only.
 void init(bool quiet = false);
-// Adds <run_dir>/train.log as a second sink.
-void add_file_sink(const std::filesystem::path& file);
 // <file> as a second sink while this object lives, or until close() (nothing for an empty path).
 class FileSink {
  public:

@@ -48,6 +48,30 @@ inline std::string pretrain_cmd(const fs::path& run, const std::string& sets, co
          " --run-dir " + run.string() + " " + mode + " " + sets;
 }
 
+// `rpe-train finetune squad` from the pretraining run `pre` into `ft` on the sample SQuAD files
+// (16 training and 16 dev examples, one epoch, short windows); `extra` comes last, and a later
+// --set of a key wins.
+inline std::string finetune_cmd(const fs::path& pre, const fs::path& ft, const std::string& extra = "") {
+  const std::string squad = source_dir() + "/data/sample/squad/";
+  return train_binary() + " finetune squad --config " + source_dir() + "/configs/finetune/tiny_squad.yaml --init " +
+         pre.string() + " --run-dir " + ft.string() + " --set finetune.train_file=" + squad +
+         "train-v1.1.json --set finetune.dev_file=" + squad + "dev-v1.1.json --set finetune.max_seq_len=32"
+         " --set finetune.doc_stride=16 --set finetune.max_query_len=12 --set finetune.max_train_examples=16"
+         " --set finetune.max_eval_examples=16 --set finetune.epochs=1 --set train.device=cpu"
+         " --set train.dist_timeout_s=30 " + extra;
+}
+
+// A 2-step pretraining run of the tiny config, made once per test process.
+inline fs::path tiny_pretrained_run() {
+  static const fs::path pre = [] {
+    const fs::path dir = fresh_dir("ranks_pretrained");
+    EXPECT_EQ(run_shell(pretrain_cmd(dir, "--set train.max_steps=2") + " > " + dir.string() + ".log 2>&1"), 0)
+        << slurp(dir.string() + ".log");
+    return dir;
+  }();
+  return pre;
+}
+
 // Two ranks, each with its own command line (nodes without a shared file system each see their
 // own copy of the run folder); returns r0 * 10 + r1 of their exit codes and writes
 // LOGS.r0.log and LOGS.r1.log.

@@ -21,9 +21,11 @@
 namespace rpe {
 namespace {
 namespace fs = std::filesystem;
+using test::finetune_cmd;
 using test::launch_pair;
 using test::pretrain_cmd;
 using test::slurp;
+using test::tiny_pretrained_run;
 
 // The exception `f` throws, as (kind, message): kind "user", "internal" or "none".
 template <class F> std::pair<std::string, std::string> thrown(F&& f) {
@@ -135,27 +137,6 @@ TEST(StartUp, RankZeroRefusingTheRunFolderStopsEveryRank) {
   EXPECT_EQ(slurp(run / "metrics.jsonl"), "{\"step\":2}\n");  // untouched
 }
 
-// `rpe-train finetune squad` on the sample SQuAD files from the pretraining run `pre` into `ft`.
-std::string finetune_cmd(const fs::path& pre, const fs::path& ft, const std::string& train_file = "") {
-  const std::string squad = test::source_dir() + "/data/sample/squad/";
-  return test::train_binary() + " finetune squad --config " + test::source_dir() +
-         "/configs/finetune/tiny_squad.yaml --init " + pre.string() + " --run-dir " + ft.string() +
-         " --set finetune.train_file=" + (train_file.empty() ? squad + "train-v1.1.json" : train_file) +
-         " --set finetune.dev_file=" + squad + "dev-v1.1.json --set finetune.max_seq_len=32 --set finetune.doc_stride=16"
-         " --set finetune.max_query_len=12 --set finetune.max_train_examples=16 --set finetune.max_eval_examples=16"
-         " --set finetune.epochs=1 --set train.device=cpu --set train.dist_timeout_s=30";
-}
-
-fs::path tiny_pretrained_run() {
-  static const fs::path pre = [] {
-    const fs::path dir = test::fresh_dir("startup_ft_pre");
-    EXPECT_EQ(test::run_shell(pretrain_cmd(dir, "--set train.max_steps=2") + " > " + dir.string() + ".log 2>&1"), 0)
-        << slurp(dir.string() + ".log");
-    return dir;
-  }();
-  return pre;
-}
-
 // --resume where there is no run yet: rank 0 alone looks at the folder and every rank follows
 // it (a fresh run), rather than each deciding by itself.
 TEST(StartUp, ResumingWhereNoRunExistsStartsAFreshRunOnEveryRank) {
@@ -187,7 +168,7 @@ TEST(StartUp, FineTuningRankThatCannotReadItsDataStopsEveryRank) {
   const fs::path ft = test::fresh_dir("startup_ft_data");
   fs::remove_all(ft);
   const std::string missing = (test::tiny_data_dir() / "no-train-v1.1.json").string();
-  ASSERT_EQ(launch_pair(finetune_cmd(tiny_pretrained_run(), ft), finetune_cmd(tiny_pretrained_run(), ft, missing), ft),
+  ASSERT_EQ(launch_pair(finetune_cmd(tiny_pretrained_run(), ft), finetune_cmd(tiny_pretrained_run(), ft, "--set finetune.train_file=" + missing), ft),
             22);
   const std::string r0 = slurp(ft.string() + ".r0.log");
   EXPECT_NE(r0.find("error: rank 1 stopped while reading the fine-tuning inputs: "), std::string::npos) << r0;
@@ -202,8 +183,7 @@ TEST(StartUp, RankZeroFailingToRecordAFineTuningResultStopsEveryRank) {
   const fs::path ft = test::fresh_dir("startup_ft_results");
   fs::remove_all(ft);
   const fs::path results = test::fresh_dir("startup_ft_results_file");  // a folder
-  const std::string cmd = finetune_cmd(tiny_pretrained_run(), ft) + " --seeds 1,2 --set finetune.results_file=" +
-                          results.string();
+  const std::string cmd = finetune_cmd(tiny_pretrained_run(), ft, "--seeds 1,2 --set finetune.results_file=" + results.string());
   const int codes = launch_pair(cmd, cmd, ft);
   const std::string r0 = slurp(ft.string() + ".r0.log"), r1 = slurp(ft.string() + ".r1.log");
   ASSERT_EQ(codes, 22) << r0 << r1;

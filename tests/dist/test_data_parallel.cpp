@@ -155,17 +155,11 @@ TEST(DataParallel, RanksResumingFromDifferentCheckpointsStopAtOnce) {
 // Fine-tuning checks the same: here the ranks were given different settings (as nodes reading
 // different copies of a config file would be).
 TEST(DataParallel, FineTuningRanksWithDifferentConfigsStopAtOnce) {
-  const fs::path pre = test::fresh_dir("dp_ft_pre"), ft = test::tiny_data_dir() / "dp_ft";
-  ASSERT_EQ(run_shell(pretrain_cmd(pre, "--set train.max_steps=2") + " > " + pre.string() + ".log 2>&1"), 0)
-      << slurp(pre.string() + ".log");
+  const fs::path ft = test::tiny_data_dir() / "dp_ft";
   fs::remove_all(ft);
   auto finetune = [&](int64_t examples) {
-    const std::string squad = test::source_dir() + "/data/sample/squad/";
-    return test::train_binary() + " finetune squad --config " + test::source_dir() +
-           "/configs/finetune/tiny_squad.yaml --init " + pre.string() + " --run-dir " + ft.string() +
-           " --set finetune.train_file=" + squad + "train-v1.1.json --set finetune.dev_file=" + squad +
-           "dev-v1.1.json --set finetune.max_seq_len=32 --set finetune.doc_stride=16 --set finetune.max_query_len=12"
-           " --set train.device=cpu --set finetune.max_train_examples=" + std::to_string(examples);
+    return test::finetune_cmd(test::tiny_pretrained_run(), ft,
+                              "--set finetune.max_train_examples=" + std::to_string(examples));
   };
   ASSERT_EQ(launch_pair(finetune(16), finetune(24), ft), 22);
   for (const char* r : {".r0.log", ".r1.log"}) {
