@@ -40,6 +40,7 @@ set(RPE_CORE_SOURCES
   src/dist/data_parallel.cpp
   src/dist/grad_sync.cpp
   src/dist/launch_env.cpp
+  src/dist/rendezvous.cpp
   src/dist/replica_check.cpp
   # training: optimizer + schedule, checkpoint, metrics, trainer
   src/train/lamb.cpp

@@ -13,22 +13,6 @@ namespace {
 
 enum Outcome : int { kSucceeded = 0, kUserError = 1, kInternalError = 2 };
 
-// What main() would make of this rank's error: a user error (exit 2; file system errors
-// included, which name the file at fault) or an internal one (exit 1), and its line.
-std::pair<Outcome, std::string> classify(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const UserError& e) {
-    return {kUserError, e.what()};
-  } catch (const std::system_error& e) {
-    return {kUserError, e.what()};
-  } catch (const std::exception& e) {
-    return {kInternalError, e.what()};
-  } catch (...) {
-    return {kInternalError, "unknown exception"};
-  }
-}
-
 // Rank `from`'s message, gathered from every rank's [1 + kBytes] row: its length, then its
 // bytes (empty for a rank that did not fail).
 constexpr size_t kBytes = 1000;
@@ -46,18 +30,38 @@ std::string message_of(DataParallel& dp, int64_t from, const std::string& mine) 
 
 }  // namespace
 
+Failure describe_failure(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const UserError& e) {
+    return {true, e.what()};
+  } catch (const std::system_error& e) {
+    return {true, e.what()};
+  } catch (const std::exception& e) {
+    return {false, e.what()};
+  } catch (...) {
+    return {false, "unknown exception"};
+  }
+}
+
+void throw_stopped_by(int64_t rank, const std::string& what, const Failure& f) {
+  const std::string line = fmt::format("rank {} stopped while {}: {}", rank, what, f.message);
+  if (f.user) throw UserError(line);
+  throw std::runtime_error(line);
+}
+
 void agree_all_succeeded(DataParallel& dp, const std::string& what, const std::exception_ptr& error) {
-  const auto [outcome, message] = error ? classify(error) : std::pair<Outcome, std::string>{kSucceeded, ""};
-  const auto outcomes = dp.gather({static_cast<double>(outcome)});  // [W]: rank r's Outcome
+  const Failure mine = error ? describe_failure(error) : Failure{};
+  const Outcome outcome = !error ? kSucceeded : mine.user ? kUserError : kInternalError;
+  const auto rows = dp.gather({static_cast<double>(outcome)});  // [W]: rank r's Outcome
+  std::vector<int> outcomes(rows.begin(), rows.end());
   int64_t first = -1;
   for (size_t r = 0; r < outcomes.size() && first < 0; ++r)
     if (outcomes[r] != kSucceeded) first = static_cast<int64_t>(r);
   if (first < 0) return;
-  const std::string text = message_of(dp, first, message);  // every rank takes part
+  const std::string text = message_of(dp, first, mine.message);  // every rank takes part
   if (error) std::rethrow_exception(error);
-  const std::string line = fmt::format("rank {} stopped while {}: {}", first, what, text);
-  if (outcomes[static_cast<size_t>(first)] == kUserError) throw UserError(line);
-  throw std::runtime_error(line);
+  throw_stopped_by(first, what, Failure{outcomes[static_cast<size_t>(first)] == kUserError, text});
 }
 
 }  // namespace rpe::dist

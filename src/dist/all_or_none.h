@@ -23,6 +23,17 @@
 
 namespace rpe::dist {
 
+// A rank's failed step as main() would take it: a user error (exit 2; file system errors
+// included, which name the file at fault) or an internal one (exit 1), and its line.
+struct Failure {
+  bool user = false;
+  std::string message;
+};
+Failure describe_failure(const std::exception_ptr& error);
+// What the ranks that did not fail throw when rank `rank` failed with `f` while `what`:
+// "rank R stopped while <what>: <f's message>", a UserError when f's was one.
+[[noreturn]] void throw_stopped_by(int64_t rank, const std::string& what, const Failure& f);
+
 // The agreement after each rank ran its step: `error` is this rank's (null when it succeeded).
 // Returns when no rank failed; throws as described above otherwise.
 void agree_all_succeeded(DataParallel& dp, const std::string& what, const std::exception_ptr& error);

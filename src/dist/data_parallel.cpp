@@ -3,8 +3,6 @@
 #include "dist/data_parallel.h"
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,6 +12,7 @@
 
 #include "dist/collectives.h"
 #include "dist/grad_sync.h"
+#include "dist/rendezvous.h"
 #include "util/errors.h"
 #include "util/log.h"
 #include "util/torch_compat.h"
@@ -35,20 +34,6 @@ namespace rpe::dist {
 using std::chrono::milliseconds;
 
 namespace {
-
-// Wraps LibTorch's c10d errors (timeouts, broken connections) into one clear line.
-template <class F> auto guarded(const std::string& what, int64_t rank, double timeout_s, F&& f) {
-  try {
-    return f();
-  } catch (const std::exception& e) {  // c10::Error, or gloo's IoException from a dead peer
-    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-    std::string msg = c10_error ? c10_error->what_without_backtrace() : e.what();
-    if (auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);
-    throw UserError("distributed " + what + " failed on rank " + std::to_string(rank) +
-                    " (another rank died, hangs, or is unreachable; timeout train.dist_timeout_s=" +
-                    std::to_string(static_cast<int64_t>(timeout_s)) + "s): " + msg);
-  }
-}
 
 // A c10d backend (NCCL, Gloo) used through its collective calls.
 class C10dCollectives : public Collectives {
@@ -138,29 +123,19 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo_options(milliseconds ti
 }  // namespace
 
 DataParallel::DataParallel(const LaunchEnv& env, const torch::Device& device, double timeout_s, double bucket_mb)
-    : rank_(env.rank), world_(env.world), bucket_bytes_(static_cast<int64_t>(bucket_mb * (1 << 20))), device_(device) {
-  if (!env.distributed()) return;
+    : DataParallel(env, [&] { return device; }, timeout_s, bucket_mb) {}
+
+DataParallel::DataParallel(const LaunchEnv& env, const std::function<torch::Device()>& choose_device,
+                           double timeout_s, double bucket_mb)
+    : rank_(env.rank), world_(env.world), bucket_bytes_(static_cast<int64_t>(bucket_mb * (1 << 20))) {
+  if (!env.distributed()) {
+    device_ = choose_device();
+    return;
+  }
   const auto timeout = milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  log::info("dist", "rank {} of {} ({}) meeting the others at {}:{} (waits up to train.dist_timeout_s = {}s)", env.rank,
-            env.world, env.launcher, env.master_addr, env.master_port, static_cast<int64_t>(timeout_s));
-  c10::intrusive_ptr<c10d::Store> store = guarded("rendezvous", rank_, timeout_s, [&] {
-    c10d::TCPStoreOptions o;
-    o.port = static_cast<uint16_t>(env.master_port);
-    o.timeout = timeout;
-    c10::intrusive_ptr<c10d::Store> s;
-    if (env.agent_store) {  // torchrun's agent hosts the store; workers are clients under a per-attempt prefix
-      o.isServer = false;
-      o.waitWorkers = false;
-      s = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(env.restart_count),
-                                                 c10::make_intrusive<c10d::TCPStore>(env.master_addr, o));
-    } else {
-      o.isServer = env.rank == 0;
-      o.numWorkers = static_cast<size_t>(env.world);
-      s = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
-    }
-    s->setTimeout(timeout);
-    return c10::make_intrusive<c10d::PrefixStore>("rpe-train", s);
-  });
+  const auto store = meet(env, timeout_s);
+  device_ = agree_on_device(*store, env, timeout_s, choose_device);
+  const torch::Device device = device_;
   const int r = static_cast<int>(env.rank), w = static_cast<int>(env.world);
   if (device.is_cuda()) {
 #ifdef RPE_HAVE_NCCL

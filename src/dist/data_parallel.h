@@ -15,6 +15,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,7 +44,13 @@ class DataParallel {
  public:
   // Single process: every call below is a no-op.
   DataParallel();
-  // Joins the group described by `env` on `device` (cuda -> NCCL, cpu -> Gloo).
+  // Joins the group described by `env`: meets the other ranks (dist/rendezvous.h), where each
+  // runs `choose_device` and they agree on it (a rank that fails to choose, or chooses another
+  // kind of device than rank 0, stops every rank at once), then creates the backend for that
+  // device (cuda -> NCCL, cpu -> Gloo). Single process: only calls `choose_device`.
+  DataParallel(const LaunchEnv& env, const std::function<torch::Device()>& choose_device, double timeout_s,
+               double bucket_mb);
+  // The same on a device given (tests).
   DataParallel(const LaunchEnv& env, const torch::Device& device, double timeout_s, double bucket_mb);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
@@ -52,6 +59,7 @@ class DataParallel {
   int64_t rank() const { return rank_; }
   int64_t world() const { return world_; }
   bool distributed() const { return world_ > 1; }
+  const torch::Device& device() const { return device_; }  // this rank's training device
   std::string backend_name() const;
 
   // Copies rank 0's parameters and buffers to every rank.

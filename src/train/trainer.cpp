@@ -206,8 +206,9 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
   if (t.threads > 0) torch::set_num_threads(static_cast<int>(t.threads));
   torch::manual_seed(static_cast<uint64_t>(t.seed));  // same on every rank: identical init and dropout streams
   const dist::LaunchEnv env = dist::detect_launch_env();
-  const torch::Device device = training_device(t.device, env.local_rank, env.distributed());
-  dist::DataParallel dp(env, device, t.dist_timeout_s, t.bucket_mb);
+  dist::DataParallel dp(env, [&] { return training_device(t.device, env.local_rank, env.distributed()); },
+                        t.dist_timeout_s, t.bucket_mb);
+  const torch::Device device = dp.device();
   const bool chief = dp.rank() == 0;
   // Only rank 0 checks, clears and logs into the folder, once every rank has joined: its refusal
   // of an existing run stops them all at once instead of leaving them at the rendezvous.
