@@ -195,6 +195,7 @@ struct FinetuneOptions {
   double warmup_fraction = 0.1;       // linear warmup over this fraction of the steps
   bool token_types = true;            // BERT's segment ids on pairs (0: question/sentence A, 1: context/B)
   int64_t eval_batch_size = 64;       // windows per forward pass at evaluation
+  int64_t pad_to_multiple = 8;        // batches pad to the longest sequence, rounded up to this (1: no rounding)
   int64_t max_train_examples = 0;     // use only the first N training examples; 0 = all
   int64_t max_eval_examples = 0;      // evaluate on the first N dev examples; 0 = all
   std::string results_file = "results/results.jsonl";  // every evaluation appends one JSON line here
@@ -222,6 +223,7 @@ struct FinetuneOptions {
     v("warmup_fraction", warmup_fraction);
     v("token_types", token_types);
     v("eval_batch_size", eval_batch_size);
+    v("pad_to_multiple", pad_to_multiple);
     v("max_train_examples", max_train_examples);
     v("max_eval_examples", max_eval_examples);
     v("results_file", results_file);

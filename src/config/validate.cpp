@@ -82,6 +82,7 @@ void validate_sizes(const Config& cfg) {
   at_most("train.batch_size", cfg.train.batch_size, int64_t{1} << 24);
   at_most("finetune.max_seq_len", cfg.finetune.max_seq_len, int64_t{1} << 20);
   at_most("finetune.eval_batch_size", cfg.finetune.eval_batch_size, int64_t{1} << 24);
+  at_most("finetune.pad_to_multiple", cfg.finetune.pad_to_multiple, int64_t{1} << 20);
   const std::string problem =
       model_memory_problem(m, cfg.data.tokenizer_vocab_size, "model.hidden/layers/ffn/max_position/vocab_size");
   if (!problem.empty()) cfg.fail("model", problem);
@@ -193,6 +194,7 @@ void validate_finetune(const Config& cfg) {
   positive(cfg, "finetune.n_best", f.n_best);
   positive(cfg, "finetune.max_answer_len", f.max_answer_len);
   positive(cfg, "finetune.eval_batch_size", f.eval_batch_size);
+  positive(cfg, "finetune.pad_to_multiple", f.pad_to_multiple);
   if (f.task == "squad" && f.max_query_len + 8 > f.max_seq_len)
     cfg.fail("finetune.max_query_len", "leaves no room for context within finetune.max_seq_len");
   if (!(f.epochs > 0.0)) cfg.fail("finetune.epochs", "must be positive");

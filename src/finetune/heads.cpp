@@ -2,13 +2,17 @@
 #include "finetune/heads.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace rpe::finetune {
 
 Batch make_batch(const std::vector<const std::vector<int64_t>*>& seqs, int64_t pad_id, const torch::Device& device,
-                 int64_t sep_id) {
-  int64_t L = 0;
-  for (const auto* s : seqs) L = std::max<int64_t>(L, static_cast<int64_t>(s->size()));
+                 int64_t sep_id, int64_t multiple, int64_t max_len) {
+  int64_t longest = 0;
+  for (const auto* s : seqs) longest = std::max<int64_t>(longest, static_cast<int64_t>(s->size()));
+  // Up to a multiple (8: bf16 score rows start 16-byte aligned, as tensor-core kernels and the
+  // fused kernels' bias want), never past max_len (nor below the longest sequence).
+  const int64_t L = std::max(longest, std::min((longest + multiple - 1) / multiple * multiple, max_len));
   const int64_t B = static_cast<int64_t>(seqs.size());
   auto ids = torch::full({B, L}, pad_id, torch::kLong);  // [B, L]
   auto pad = torch::ones({B, L}, torch::kBool);          // [B, L]
@@ -58,11 +62,16 @@ torch::Tensor real_tokens(const torch::Tensor& ids, const torch::Tensor& padding
   return torch::full({}, ids.numel(), ids.options().dtype(torch::kLong));
 }
 
-torch::Tensor qa_loss(const torch::Tensor& logits, const torch::Tensor& start, const torch::Tensor& end) {
+torch::Tensor qa_loss(const torch::Tensor& logits, const torch::Tensor& start, const torch::Tensor& end,
+                      const torch::Tensor& padding) {
   namespace F = torch::nn::functional;
-  auto s = F::cross_entropy(logits.select(-1, 0), start);  // logits[..., 0]: [B, L]
-  auto e = F::cross_entropy(logits.select(-1, 1), end);
-  return (s + e) / 2;
+  auto starts = logits.select(-1, 0), ends = logits.select(-1, 1);  // [B, L] each
+  if (padding.defined()) {  // exp(-inf) = 0: padding is no candidate, whatever the batch's length
+    const auto none = -std::numeric_limits<float>::infinity();
+    starts = starts.masked_fill(padding, none);
+    ends = ends.masked_fill(padding, none);
+  }
+  return (F::cross_entropy(starts, start) + F::cross_entropy(ends, end)) / 2;
 }
 
 ClassifierModelImpl::ClassifierModelImpl(const ModelOptions& o, int64_t num_outputs) : dropout_(o.dropout) {

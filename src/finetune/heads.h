@@ -18,12 +18,13 @@ namespace rpe::finetune {
 struct Batch {
   torch::Tensor ids, padding, types;
 };
-// Pads id sequences to the longest one with `pad_id`; `padding` ([B, L], true at pad tokens)
-// is left undefined when no sequence is shorter than the longest. With sep_id >= 0, token types are 1
-// after the first sep_id of each sequence (padding included) and 0 up to it; with
-// sep_id < 0 they are left undefined.
+// Pads id sequences with `pad_id` to L = the longest one's length rounded up to a multiple of
+// `multiple` (finetune.pad_to_multiple), but not past max_len (finetune.max_seq_len) unless the
+// longest is; `padding` ([B, L], true at pad tokens) is left undefined when no sequence is
+// shorter than L. With sep_id >= 0, token types are 1 after the first sep_id of each sequence
+// (padding included) and 0 up to it; with sep_id < 0 they are left undefined.
 Batch make_batch(const std::vector<const std::vector<int64_t>*>& seqs, int64_t pad_id, const torch::Device& device,
-                 int64_t sep_id = -1);
+                 int64_t sep_id = -1, int64_t multiple = 1, int64_t max_len = 0);
 
 class QaModelImpl : public torch::nn::Module {
  public:
@@ -35,11 +36,14 @@ class QaModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(QaModel);
 
-// Mean of the start and end cross-entropies; logits [B, L, 2], targets [B] each.
 // Non-pad tokens of a batch, 0-dim int64 on the ids' device (no host read): every token when
 // `padding` is undefined (a batch without padding carries no mask).
 torch::Tensor real_tokens(const torch::Tensor& ids, const torch::Tensor& padding);
-torch::Tensor qa_loss(const torch::Tensor& logits, const torch::Tensor& start, const torch::Tensor& end);
+// Mean of the start and end cross-entropies; logits [B, L, 2], targets [B] each. Padding
+// ([B, L], true at pad tokens; undefined: none) takes no part in either softmax, so a window's
+// loss does not depend on how long its batch's longest window is.
+torch::Tensor qa_loss(const torch::Tensor& logits, const torch::Tensor& start, const torch::Tensor& end,
+                      const torch::Tensor& padding = {});
 
 class ClassifierModelImpl : public torch::nn::Module {
  public:

@@ -78,7 +78,8 @@ void read_glue_inputs(Prepared& p) {
 
 Batch batch_of(const Prepared& p, const std::vector<const std::vector<int64_t>*>& seqs, const torch::Device& device) {
   const auto& special = p.tok->special();
-  return make_batch(seqs, special.pad, device, p.rc.cfg.finetune.token_types ? special.sep : -1);
+  const auto& f = p.rc.cfg.finetune;
+  return make_batch(seqs, special.pad, device, f.token_types ? special.sep : -1, f.pad_to_multiple, f.max_seq_len);
 }
 
 Prepared prepare(const FinetuneRequest& req) {

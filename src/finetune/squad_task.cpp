@@ -45,7 +45,7 @@ BatchSums SquadTask::forward(const MicroBatch& batch) {
   const auto& t = batch.tensors;
   auto logits = model_->forward(Batch{t[0], t[1], t[2]});  // [B, L, 2] float32
   BatchSums s;
-  s.loss = qa_loss(logits, t[3], t[4]) * static_cast<double>(t[0].size(0));  // mean -> sum over windows
+  s.loss = qa_loss(logits, t[3], t[4], t[1]) * static_cast<double>(t[0].size(0));  // mean -> sum over windows
   s.tokens = real_tokens(t[0], t[1]);
   return s;
 }

@@ -1,8 +1,10 @@
-// Task heads and the fine-tuning config: the QA loss against its formula, lengths beyond
-// pretraining (relative works, absolute refuses), and resolving a config on a checkpoint.
+// Task heads and the fine-tuning config: the QA loss against its formula (padding left out),
+// batch lengths rounded up to a multiple, lengths beyond pretraining (relative works, absolute
+// refuses), and resolving a config on a checkpoint.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -37,6 +39,66 @@ TEST(QaHead, LossIsMeanOfStartAndEndCrossEntropy) {
       want += (-row[target] + row.exp().sum().log()).item<double>() / 6.0;
     }
   EXPECT_NEAR(qa_loss(logits, start, end).item<double>(), want, 1e-5);
+}
+
+// Padding takes no part in either softmax: the loss is the formula over each window's own
+// positions, whatever its batch's length.
+TEST(QaHead, PaddingTakesNoPartInTheLoss) {
+  torch::manual_seed(0);
+  auto logits = torch::randn({2, 6, 2});
+  const int64_t len[2] = {6, 4};
+  auto padding = torch::zeros({2, 6}, torch::kBool);
+  padding[1].narrow(0, 4, 2).fill_(true);
+  auto start = torch::tensor({5, 1}), end = torch::tensor({0, 3});
+  double want = 0;
+  for (int b = 0; b < 2; ++b)
+    for (int side = 0; side < 2; ++side) {
+      auto row = logits[b].select(-1, side).narrow(0, 0, len[b]);  // the window's own positions
+      const int64_t target = (side == 0 ? start : end)[b].item<int64_t>();
+      want += (-row[target] + row.exp().sum().log()).item<double>() / 4.0;
+    }
+  EXPECT_NEAR(qa_loss(logits, start, end, padding).item<double>(), want, 1e-5);
+  // Without the mask the padding's logits would count (BERT's loss on fixed-length windows).
+  EXPECT_GT(std::abs(qa_loss(logits, start, end).item<double>() - want), 1e-3);
+  // Gradients stay finite and leave the padding alone.
+  auto x = logits.clone().requires_grad_(true);
+  qa_loss(x, start, end, padding).backward();
+  EXPECT_TRUE(torch::isfinite(x.grad()).all().item<bool>());
+  EXPECT_EQ(x.grad()[1].narrow(0, 4, 2).abs().max().item<float>(), 0.0f);
+}
+
+// Lengths round up to finetune.pad_to_multiple, never past max_len (unless the longest
+// sequence is longer); a batch already at a multiple carries no mask.
+TEST(QaHead, BatchesPadToAMultipleUpToMaxLen) {
+  std::vector<int64_t> s13(13, 7), s9(9, 7), s16(16, 7), s20(20, 7);
+  auto length = [](const Batch& b) { return b.ids.size(1); };
+  EXPECT_EQ(length(make_batch({&s13, &s9}, 0, torch::kCPU, 3, 8, 384)), 16);
+  EXPECT_EQ(length(make_batch({&s13, &s9}, 0, torch::kCPU, 3, 1, 384)), 13);
+  EXPECT_EQ(length(make_batch({&s13}, 0, torch::kCPU, 3, 8, 14)), 14);
+  EXPECT_EQ(length(make_batch({&s20}, 0, torch::kCPU, 3, 8, 14)), 20);
+  auto b = make_batch({&s13, &s9}, 0, torch::kCPU, 3, 8, 384);
+  EXPECT_EQ(real_tokens(b.ids, b.padding).item<int64_t>(), 22);
+  EXPECT_TRUE(b.padding[0].narrow(0, 13, 3).all().item<bool>());
+  EXPECT_FALSE(b.padding[0].narrow(0, 0, 13).any().item<bool>());
+  EXPECT_FALSE(make_batch({&s16, &s16}, 0, torch::kCPU, 3, 8, 384).padding.defined());
+}
+
+// Rounding the length up changes no loss: the extra keys are masked out of attention and the
+// extra positions out of the QA softmax (a relative and an absolute method).
+TEST(QaHead, RoundingTheBatchLengthUpChangesNoLoss) {
+  for (const std::string method : {"m4", "absolute"}) {
+    torch::manual_seed(0);
+    QaModel m(tiny(method, 32));
+    m->eval();
+    std::vector<int64_t> a{2, 11, 12, 3, 13, 14, 15, 16, 17, 3}, b{2, 18, 3, 19, 20, 3};
+    auto start = torch::tensor({5, 4}), end = torch::tensor({7, 4});
+    torch::NoGradGuard no_grad;
+    auto loss = [&](int64_t multiple) {
+      const auto batch = make_batch({&a, &b}, 0, torch::kCPU, 3, multiple, 32);
+      return qa_loss(m->forward(batch), start, end, batch.padding).item<double>();
+    };
+    EXPECT_NEAR(loss(8), loss(1), 1e-5) << method;  // lengths 16 and 10
+  }
 }
 
 TEST(QaHead, RelativeMethodRunsBeyondPretrainingLengthAbsoluteRefuses) {
