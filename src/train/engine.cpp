@@ -224,8 +224,8 @@ std::string Engine::note_nonfinite(int64_t step, const torch::Tensor& loss_t, co
     const double now = scale[0].item<double>();
     log::info(s_.log_tag.c_str(), "step {}: fp16 gradient overflow, update skipped, loss scale -> {:g} ({} skipped in total)",
               step, now, state.nonfinite_total);
-    s_.metrics.write({{"step", step}, {"event", "overflow_skip"}, {"loss", loss}, {"loss_scale", now},
-                      {"nonfinite_total", state.nonfinite_total}});
+    record({{"step", step}, {"event", "overflow_skip"}, {"loss", loss}, {"loss_scale", now},
+            {"nonfinite_total", state.nonfinite_total}}, step);
     if (now >= s_.train.min_loss_scale) return "";
     return fmt::format("the fp16 gradients overflow at every loss scale down to {:g} (train.min_loss_scale {:g})", now,
                        s_.train.min_loss_scale);
@@ -234,8 +234,8 @@ std::string Engine::note_nonfinite(int64_t step, const torch::Tensor& loss_t, co
   log::warn(s_.log_tag.c_str(), "step {}: non-finite {} ({}), update skipped ({} in a row, {} in total)", step,
             std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? gnorm : loss,
             state.nonfinite_in_a_row, state.nonfinite_total);
-  s_.metrics.write({{"step", step}, {"event", "nonfinite_skip"}, {"loss", loss}, {"grad_norm", gnorm},
-                    {"nonfinite_in_a_row", state.nonfinite_in_a_row}, {"nonfinite_total", state.nonfinite_total}});
+  record({{"step", step}, {"event", "nonfinite_skip"}, {"loss", loss}, {"grad_norm", gnorm},
+          {"nonfinite_in_a_row", state.nonfinite_in_a_row}, {"nonfinite_total", state.nonfinite_total}}, step);
   if (state.nonfinite_in_a_row < s_.train.max_nonfinite_in_a_row) return "";
   return std::to_string(state.nonfinite_in_a_row) +
          " non-finite losses or gradient norms in a row (train.max_nonfinite_in_a_row)";
@@ -306,6 +306,10 @@ void Engine::stop_nonfinite(TrainState& state, const std::string& why) {
                   " (lower train.lr, raise warmup_steps, or use precision fp32)");
 }
 
+void Engine::record(const nlohmann::json& row, int64_t step) {
+  dist::all_or_none(*s_.dp, "writing metrics.jsonl at step " + std::to_string(step), [&] { s_.metrics.write(row); });
+}
+
 void Engine::log_window(Window& w, TrainState& state, double lr, EngineResult& result) {
   const auto& t = s_.train;
   // The window's one device -> host copy (fp16: the loss scale rides along as entry 5).
@@ -331,7 +335,7 @@ void Engine::log_window(Window& w, TrainState& state, double lr, EngineResult& r
                         {"elapsed_s", done_secs}};
   if (!acc_name.empty()) row[acc_name] = acc;
   if (scaler_.enabled()) row["loss_scale"] = v[5];
-  s_.metrics.write(row);
+  record(row, state.step);
   if (w.finite_steps) {
     if (std::isnan(result.first_loss)) result.first_loss = mean_loss;
     result.final_loss = mean_loss;

@@ -187,6 +187,9 @@ class Engine {
   // After too many skipped steps (`why`, from note_nonfinite): saves the last finite weights,
   // throws UserError.
   [[noreturn]] void stop_nonfinite(TrainState& state, const std::string& why);
+  // Appends `row` to rank 0's metrics.jsonl; when that fails (a full disk) every rank stops
+  // with its reason (dist/all_or_none.h), not at its next gradient all-reduce.
+  void record(const nlohmann::json& row, int64_t step);
   // The progress line and metrics.jsonl row of the window ending at state.step; records the
   // window's mean loss in `result` and starts a new window.
   void log_window(Window& w, TrainState& state, double lr, EngineResult& result);

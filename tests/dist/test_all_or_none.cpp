@@ -122,6 +122,33 @@ TEST(AllOrNone, ACheckpointRankZeroCannotWriteStopsBothRanks) {
   test::run_two_ranks("AllOrNoneWorker.DISABLED_CheckpointWriteFailureStopsBoth", "all_or_none_save");
 }
 
+// One rank of AllOrNone.RankZeroThatCannotWriteItsMetricsStopsBothRanks: rank 0's
+// metrics.jsonl is a folder, so its first row (step 2) cannot be written; rank 1 stops there
+// with that reason instead of at step 3's gradient all-reduce.
+TEST(AllOrNoneWorker, DISABLED_MetricsWriteFailureStopsBoth) {
+  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of AllOrNone.*, launched by it";
+  const auto env = dist::detect_launch_env();
+  dist::DataParallel dp(env, torch::kCPU, 60.0, 25.0);
+  const fs::path metrics = test::fresh_dir("unwritable_metrics_r" + std::to_string(env.rank));  // a folder
+  int64_t last_step = 0;
+  EngineHooks hooks;
+  hooks.on_step = [&](int64_t step, double) { last_step = step; };
+  test::ToyRun r(test::toy_options(6, 1), hooks, env.rank == 0 ? metrics : fs::path(), {}, &dp);
+  const auto [kind, message] = thrown([&] { r.engine->run(TrainState{}); });
+  EXPECT_EQ(kind, "user") << message;
+  EXPECT_EQ(last_step, 2);
+  if (env.rank == 1) {
+    EXPECT_EQ(message.rfind("rank 0 stopped while writing metrics.jsonl at step 2: ", 0), 0u) << message;
+    EXPECT_NE(message.find("unwritable_metrics_r0: Is a directory"), std::string::npos) << message;  // rank 0's file
+  } else {
+    EXPECT_EQ(message.find("rank 0 stopped"), std::string::npos) << message;  // its own error
+  }
+}
+
+TEST(AllOrNone, RankZeroThatCannotWriteItsMetricsStopsBothRanks) {
+  test::run_two_ranks("AllOrNoneWorker.DISABLED_MetricsWriteFailureStopsBoth", "all_or_none_metrics");
+}
+
 // A job resubmitted into its old run folder without --resume/--overwrite: rank 0 refuses it,
 // and rank 1 stops at once with the reason (exit 2 each), not after the rendezvous timeout.
 TEST(StartUp, RankZeroRefusingTheRunFolderStopsEveryRank) {
