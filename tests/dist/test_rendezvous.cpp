@@ -107,5 +107,21 @@ TEST(StartUp, RankThatCannotChooseItsDeviceStopsEveryRank) {
   EXPECT_FALSE(fs::exists(run));
 }
 
+// The same for fine-tuning, whose ranks meet through the same DataParallel.
+TEST(StartUp, FineTuningRankThatCannotChooseItsDeviceStopsEveryRank) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "rank 1 would find a GPU here";
+  const fs::path ft = test::fresh_dir("startup_ft_device");
+  fs::remove_all(ft);
+  const int codes = launch_pair(test::finetune_cmd(test::tiny_pretrained_run(), ft),
+                                test::finetune_cmd(test::tiny_pretrained_run(), ft, "--set train.device=cuda"), ft);
+  const std::string r0 = slurp(ft.string() + ".r0.log"), r1 = slurp(ft.string() + ".r1.log");
+  ASSERT_EQ(codes, 22) << r0 << r1;
+  EXPECT_NE(r0.find("error: rank 1 stopped while choosing its device: train.device is 'cuda' but LibTorch sees no "
+                    "CUDA device"),
+            std::string::npos)
+      << r0;
+  EXPECT_FALSE(fs::exists(ft));
+}
+
 }  // namespace
 }  // namespace rpe
