@@ -250,6 +250,8 @@ std::vector<double> DataParallel::gather(const std::vector<double>& mine) {
   return sum(rows);
 }
 
+bool DataParallel::any(bool mine) { return sum({mine ? 1.0 : 0.0})[0] > 0.0; }
+
 void DataParallel::barrier() {
   if (impl_) impl_->barrier();
 }

@@ -85,6 +85,8 @@ class DataParallel {
   // Every rank's `mine` (the same length on every rank), rank after rank: [W x n]. One sum in
   // which each rank fills its own row and leaves the others 0 (x + 0 is exact).
   std::vector<double> gather(const std::vector<double>& mine);
+  // True on every rank when `mine` is true on any rank (a decision only rank 0 makes, shared).
+  bool any(bool mine);
   void barrier();
   // In-place element-wise sum over ranks of a tensor on this rank's device, through the process
   // group (no host copy with NCCL/Gloo); a no-op in a single process.

@@ -9,6 +9,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <limits>
+
 #include "model/bert.h"
 
 namespace rpe::finetune {
@@ -24,7 +26,8 @@ struct Batch {
 // shorter than L. With sep_id >= 0, token types are 1 after the first sep_id of each sequence
 // (padding included) and 0 up to it; with sep_id < 0 they are left undefined.
 Batch make_batch(const std::vector<const std::vector<int64_t>*>& seqs, int64_t pad_id, const torch::Device& device,
-                 int64_t sep_id = -1, int64_t multiple = 1, int64_t max_len = 0);
+                 int64_t sep_id = -1, int64_t multiple = 1,
+                 int64_t max_len = std::numeric_limits<int64_t>::max());
 
 class QaModelImpl : public torch::nn::Module {
  public:

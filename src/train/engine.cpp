@@ -189,11 +189,7 @@ bool Engine::evaluate_and_stop(int64_t step) {
   const bool stop = dist::all_or_none(dp, "evaluating at step " + std::to_string(step), [&] {
     return dp.rank() == 0 && task_.after_evaluation(step, evaluate(step));
   });
-  if (dp.world() == 1) return stop;
-  // Its decision reaches every rank (once per evaluation, not per step).
-  auto flag = torch::full({1}, stop ? 1.0 : 0.0, torch::TensorOptions(torch::kDouble).device(s_.device));
-  dp.all_reduce_sum(flag);
-  return flag.item<double>() > 0.0;
+  return dp.any(stop);  // its decision reaches every rank (once per evaluation, not per step)
 }
 
 // Sums of the log window, on the device until the log line: [loss, grad_norm, correct, count, tokens]

@@ -215,7 +215,7 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
   const bool chief_resumes = dist::all_or_none(dp, "readying the run folder", [&] {
     return chief && prepare_run_dir(run_dir, folder);  // false for --resume of an empty folder
   });
-  const bool resume = dp.sum({chief_resumes ? 1.0 : 0.0})[0] > 0;  // every rank follows rank 0's look
+  const bool resume = dp.any(chief_resumes);  // every rank follows rank 0's look
   log::FileSink sink(chief ? run_dir / "train.log" : fs::path());
   try {
     return train_in_folder(cfg, run_dir, resume, hooks, dp, device, start);
