@@ -4,16 +4,25 @@
 // Initialised at 1 + N(0, init_std): a zero gate would kill every score, 1 starts the
 // method as plain attention.
 //
-// Memory. Written as in eq. 15 the trilinear product is an [B, H, L, L, d] tensor (the
-// paper fitted 2 sequences per GPU against 20 for the other methods). Here, as a custom
-// autograd function that saves only q, k, w and recomputes in backward:
-//   * diagonals r = j - i with |r| >= k (clipped) share one gate w_{+-k}: there the scores
-//     are plain matmuls (q * w_{+-k}) k^T under a mask;
-//   * the band |r| < k (all of it when unclipped) is computed by groups of diagonals: for
+// Written as in eq. 15 the trilinear product is an [B, H, L, L, d] tensor (the paper fitted
+// 2 sequences per GPU against 20 for the other methods). No product of three operands is
+// a matmul, so here it is a custom autograd function that saves only q, k, w, recomputes in
+// backward and never holds more than O(B H L^2), with two kernels (m3.h):
+//   * loop (CPU): fused loops over (i, j, t) on the expanded table wx[j - i + L - 1] (clipping
+//     applied), one pass over q, k, w per head; no temporaries beyond the [2L-1, d] table.
+//   * band (any device, what CUDA runs): diagonals r = j - i with |r| >= k (clipped) share
+//     one gate w_{+-k}, so there the scores are plain matmuls (q * w_{+-k}) k^T under a mask;
+//     the band |r| < k (all of it when unclipped) is computed by groups of diagonals: for
 //     slots s..s+g the window k_{i+r} is a strided view ([B, H, L, d, g], no copy), so the
 //     live temporaries are O(B H L d g) with g ~ L / 2d, about half an [L, L] score tensor;
-//     the band scores [B, H, L, 2m+1] are then gathered into [B, H, L, L].
-// Memory is thus O(B H L^2) like plain attention; no [L, L, d] tensor exists at any time.
+//     the band scores [B, H, L, 2m+1] are then gathered into [B, H, L, L]. Elementwise
+//     kernels over a group at a time: memory-bound, 4-8x slower than the loop kernel on CPU.
+#include "model/attention/m3.h"
+
+#include <ATen/Parallel.h>
+
+#include <array>
+
 #include "model/attention/clipped_table_method.h"
 
 namespace rpe {
@@ -88,68 +97,196 @@ Tensor to_diagonals(const Tensor& g, int64_t m) {
   return g.gather(-1, j.clamp(0, L - 1).expand(sizes)) * valid.to(g.dtype());
 }
 
+// Regions where the gate is constant: r >= k uses row 2k, r <= -k uses row 0 (k = 0: the
+// diagonal belongs to the first region only).
+std::vector<std::pair<int64_t, Tensor>> clipped_regions(const Tensor& rel, int64_t clip) {
+  auto plus = rel >= clip;
+  return {{2 * clip, plus}, {0, (rel <= -clip) & ~plus}};
+}
+
+Tensor band_forward(const Tensor& q, const Tensor& k, const Tensor& w, int64_t clip) {
+  const int64_t L = q.size(2);
+  const auto band = band_for(clip, L);
+  auto rel = relative_index(L, L, q.device()) - L;  // [L, L], j - i
+  Tensor e;
+  if (band.m >= 0) {
+    auto x = band_scores(q, k, w.narrow(1, clip - band.m, 2 * band.m + 1), band.m);  // [B, H, L, 2m+1]
+    e = gather_relative(x, (rel + band.m).clamp(0, 2 * band.m));                     // [B, H, L, L]
+    if (band.clipped) e.mul_((rel.abs() <= band.m).to(e.dtype()));
+  } else {
+    e = torch::zeros({q.size(0), q.size(1), L, L}, q.options());
+  }
+  if (band.clipped) {
+    for (const auto& [row, mask] : clipped_regions(rel, clip)) {
+      auto wr = w.select(1, row).unsqueeze(1);  // [H|1, 1, d]
+      e.add_(torch::matmul(q * wr, k.transpose(-2, -1)).mul_(mask.to(e.dtype())));
+    }
+  }
+  return e;
+}
+
+// Gradients {gq, gk, gw} of band_forward given g = dL/de [B, H, L, L].
+std::array<Tensor, 3> band_grads(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& w, int64_t clip) {
+  const int64_t L = q.size(2);
+  const auto band = band_for(clip, L);
+  Tensor gq = torch::zeros_like(q), gk = torch::zeros_like(k), gw = torch::zeros_like(w);
+  if (band.m >= 0) {
+    auto w_band = w.narrow(1, clip - band.m, 2 * band.m + 1);  // [H|1, 2m+1, d]
+    auto gw_band = gw.narrow(1, clip - band.m, 2 * band.m + 1);
+    gq.add_(band_backward(to_diagonals(g, band.m), q, k, w_band, band.m, &gw_band));
+    // Keys see the band transposed: e_ij as a function of k_j runs over r' = i - j = -r.
+    gk.add_(band_backward(to_diagonals(g.transpose(-2, -1), band.m), k, q, w_band.flip(1), band.m, nullptr));
+  }
+  if (band.clipped) {
+    auto rel = relative_index(L, L, q.device()) - L;
+    for (const auto& [row, mask] : clipped_regions(rel, clip)) {
+      auto wr = w.select(1, row).unsqueeze(1);  // [H|1, 1, d]
+      auto gm = g * mask.to(g.dtype());         // [B, H, L, L]
+      auto gk_sum = torch::matmul(gm, k);        // [B, H, L, d]: sum_j g_ij k_j
+      gq.add_(gk_sum * wr);
+      gk.add_(torch::matmul(gm.transpose(-2, -1), q * wr));
+      auto part = (gk_sum * q).sum(torch::IntArrayRef{0, 2});  // [H, d]
+      if (w.size(0) == 1) part = part.sum(0, /*keepdim=*/true);
+      gw.select(1, row).add_(part);
+    }
+  }
+  return {gq, gk, gw};
+}
+
+// ---- loop kernel (CPU) ----------------------------------------------------------------
+// The gate of every offset r = j - i in [-(L-1), L-1] gets its own row (r + L - 1) of an
+// expanded table wx [H|1, 2L-1, d], clipping already applied, so the loops never branch.
+Tensor offset_rows(int64_t L, int64_t clip, const torch::TensorOptions& opts) {
+  return (torch::arange(2 * L - 1, opts) - (L - 1)).clamp(-clip, clip) + clip;  // [2L-1]
+}
+
+Tensor expanded_table(const Tensor& w, int64_t clip, int64_t L) {
+  auto opts = torch::TensorOptions().dtype(torch::kLong).device(w.device());
+  return w.index_select(1, offset_rows(L, clip, opts));
+}
+
+// The loops below are compiled twice on x86-64 with GCC 12+ (clang clones no templates), for
+// x86-64-v3 (AVX2 + FMA: 8 floats a step) and for the baseline (SSE2: 4), and the loader
+// picks the one the CPU runs.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#define RPE_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define RPE_CPU_CLONES
+#endif
+
+// y[j] += c x[j] z[j], j < n: every loop below is made of this one contiguous,
+// reduction-free line, which the compiler vectorises.
+template <class T> inline void axpy3(int64_t n, T c, const T* __restrict x, const T* __restrict z, T* __restrict y) {
+  for (int64_t j = 0; j < n; ++j) y[j] += c * x[j] * z[j];
+}
+
+// Per (b, h), with tables transposed so that positions run along rows: kt [d, L], wxt [d, 2L-1]
+// (so wxt[t] + L - 1 - i, read at j, is the gate of (i, j)):
+//   forward  e[i, j]  = sum_t q_it kt[t, j] wxt[t, j-i+L-1]
+//   gk^T[t, j] = sum_i g_ij q_it wxt[t, j-i+L-1];  gwx^T[t, j-i+L-1] += g_ij q_it kt[t, j]
+//   gq^T[t, i] = sum_j g_ij k_jt wrt[t, i-j+L-1]    (wrt = wxt reversed along its rows)
+template <class T> RPE_CPU_CLONES void loop_forward_one(const T* q, const T* kt, const T* wxt, T* e, int64_t L, int64_t d) {
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t t = 0; t < d; ++t) axpy3(L, q[i * d + t], kt + t * L, wxt + t * (2 * L - 1) + L - 1 - i, e + i * L);
+}
+
+// g, gt (= g^T) [L, L]; q, k [L, d]; kt [d, L]; wxt, wrt [d, 2L-1]; outputs gqt, gkt [d, L],
+// gwxt [d, 2L-1], accumulated.
+template <class T> struct BackwardArgs {
+  const T *g, *gt, *q, *k, *kt, *wxt, *wrt;
+  T *gqt, *gkt, *gwxt;
+};
+
+template <class T> RPE_CPU_CLONES void loop_backward_one(const BackwardArgs<T>& a, int64_t L, int64_t d) {
+  const int64_t W = 2 * L - 1;
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t t = 0; t < d; ++t) {
+      const T c = a.q[i * d + t];
+      axpy3(L, c, a.g + i * L, a.wxt + t * W + L - 1 - i, a.gkt + t * L);
+      axpy3(L, c, a.g + i * L, a.kt + t * L, a.gwxt + t * W + L - 1 - i);
+    }
+  for (int64_t j = 0; j < L; ++j)
+    for (int64_t t = 0; t < d; ++t) axpy3(L, a.k[j * d + t], a.gt + j * L, a.wrt + t * W + L - 1 - j, a.gqt + t * L);
+}
+
+// fp64 stays fp64 (exact tests); every other dtype computes in fp32.
+torch::ScalarType loop_dtype(const Tensor& q) { return q.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat; }
+
+template <class T> Tensor loop_forward_typed(const Tensor& q, const Tensor& k, const Tensor& w, int64_t clip) {
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), d = q.size(3), Hw = w.size(0);
+  auto qc = q.contiguous();                                            // [B, H, L, d]
+  auto kt = k.transpose(-2, -1).contiguous();                          // [B, H, d, L]
+  auto wxt = expanded_table(w, clip, L).transpose(1, 2).contiguous();  // [H|1, d, 2L-1]
+  auto e = torch::zeros({B, H, L, L}, qc.options());
+  const T *qp = qc.data_ptr<T>(), *kp = kt.data_ptr<T>(), *wp = wxt.data_ptr<T>();
+  T* ep = e.data_ptr<T>();
+  at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t bh = begin; bh < end; ++bh)
+      loop_forward_one<T>(qp + bh * L * d, kp + bh * d * L, wp + (bh % H) % Hw * d * (2 * L - 1), ep + bh * L * L, L, d);
+  });
+  return e;
+}
+
+template <class T>
+std::array<Tensor, 3> loop_grads_typed(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& w, int64_t clip) {
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), d = q.size(3), Hw = w.size(0), W = 2 * L - 1;
+  auto gc = g.contiguous(), gt = g.transpose(-2, -1).contiguous();     // [B, H, L, L]
+  auto qc = q.contiguous(), kc = k.contiguous();                       // [B, H, L, d]
+  auto kt = kc.transpose(-2, -1).contiguous();                         // [B, H, d, L]
+  auto wxt = expanded_table(w, clip, L).transpose(1, 2).contiguous();  // [H|1, d, 2L-1]
+  auto wrt = wxt.flip(-1).contiguous();
+  auto gqt = torch::zeros({B, H, d, L}, qc.options()), gkt = torch::zeros_like(gqt);
+  auto gwxt = torch::zeros({H, d, W}, qc.options());  // per head: threads over heads never share a row
+  const int64_t LL = L * L, Ld = L * d, dW = d * W;
+  at::parallel_for(0, H, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t h = begin; h < end; ++h)
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t bh = b * H + h;
+        const BackwardArgs<T> args{gc.data_ptr<T>() + bh * LL,         gt.data_ptr<T>() + bh * LL,
+                                   qc.data_ptr<T>() + bh * Ld,         kc.data_ptr<T>() + bh * Ld,
+                                   kt.data_ptr<T>() + bh * Ld,         wxt.data_ptr<T>() + h % Hw * dW,
+                                   wrt.data_ptr<T>() + h % Hw * dW,    gqt.data_ptr<T>() + bh * Ld,
+                                   gkt.data_ptr<T>() + bh * Ld,        gwxt.data_ptr<T>() + h * dW};
+        loop_backward_one<T>(args, L, d);
+      }
+  });
+  auto gwx = gwxt.transpose(1, 2);  // [H, 2L-1, d]
+  if (Hw == 1) gwx = gwx.sum(0, /*keepdim=*/true);
+  auto rows = offset_rows(L, clip, torch::TensorOptions().dtype(torch::kLong).device(w.device()));
+  return {gqt.transpose(-2, -1), gkt.transpose(-2, -1), torch::zeros_like(w).index_add_(1, rows, gwx)};
+}
+
+Tensor loop_forward(const Tensor& q, const Tensor& k, const Tensor& w, int64_t clip) {
+  const auto dt = loop_dtype(q);
+  auto e = dt == torch::kDouble ? loop_forward_typed<double>(q, k, w, clip)
+                                : loop_forward_typed<float>(q.to(dt), k.to(dt), w.to(dt), clip);
+  return e.to(q.scalar_type());
+}
+
+std::array<Tensor, 3> loop_grads(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& w, int64_t clip) {
+  const auto dt = loop_dtype(q);
+  auto grads = dt == torch::kDouble ? loop_grads_typed<double>(g, q, k, w, clip)
+                                    : loop_grads_typed<float>(g.to(dt), q.to(dt), k.to(dt), w.to(dt), clip);
+  return {grads[0].to(q.scalar_type()), grads[1].to(k.scalar_type()), grads[2].to(w.scalar_type())};
+}
+
 struct M3Scores : public torch::autograd::Function<M3Scores> {
   // q, k: [B, H, L, d]; w: [H|1, 2k+1, d]. Returns unscaled scores [B, H, L, L].
   static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& w,
-                        int64_t clip) {
+                        int64_t clip, bool loop) {
     ctx->save_for_backward({q, k, w});
     ctx->saved_data["clip"] = clip;
-    const int64_t L = q.size(2);
-    const auto band = band_for(clip, L);
-    auto rel = relative_index(L, L, q.device()) - L;  // [L, L], j - i
-    Tensor e;
-    if (band.m >= 0) {
-      auto x = band_scores(q, k, w.narrow(1, clip - band.m, 2 * band.m + 1), band.m);  // [B, H, L, 2m+1]
-      e = gather_relative(x, (rel + band.m).clamp(0, 2 * band.m));                     // [B, H, L, L]
-      if (band.clipped) e.mul_((rel.abs() <= band.m).to(e.dtype()));
-    } else {
-      e = torch::zeros({q.size(0), q.size(1), L, L}, q.options());
-    }
-    if (band.clipped) {
-      for (const auto& [row, mask] : clipped_regions(rel, clip)) {
-        auto wr = w.select(1, row).unsqueeze(1);  // [H|1, 1, d]
-        e.add_(torch::matmul(q * wr, k.transpose(-2, -1)).mul_(mask.to(e.dtype())));
-      }
-    }
-    return e;
+    ctx->saved_data["loop"] = loop;
+    return loop ? loop_forward(q, k, w, clip) : band_forward(q, k, w, clip);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &w = saved[2];
-    const int64_t clip = ctx->saved_data["clip"].toInt(), L = q.size(2);
-    const auto band = band_for(clip, L);
-    auto g = grads[0];  // [B, H, L, L]
-    Tensor gq = torch::zeros_like(q), gk = torch::zeros_like(k), gw = torch::zeros_like(w);
-    if (band.m >= 0) {
-      auto w_band = w.narrow(1, clip - band.m, 2 * band.m + 1);  // [H|1, 2m+1, d]
-      auto gw_band = gw.narrow(1, clip - band.m, 2 * band.m + 1);
-      gq.add_(band_backward(to_diagonals(g, band.m), q, k, w_band, band.m, &gw_band));
-      // Keys see the band transposed: e_ij as a function of k_j runs over r' = i - j = -r.
-      gk.add_(band_backward(to_diagonals(g.transpose(-2, -1), band.m), k, q, w_band.flip(1), band.m, nullptr));
-    }
-    if (band.clipped) {
-      auto rel = relative_index(L, L, q.device()) - L;
-      for (const auto& [row, mask] : clipped_regions(rel, clip)) {
-        auto wr = w.select(1, row).unsqueeze(1);  // [H|1, 1, d]
-        auto gm = g * mask.to(g.dtype());         // [B, H, L, L]
-        auto gk_sum = torch::matmul(gm, k);        // [B, H, L, d]: sum_j g_ij k_j
-        gq.add_(gk_sum * wr);
-        gk.add_(torch::matmul(gm.transpose(-2, -1), q * wr));
-        auto part = (gk_sum * q).sum(torch::IntArrayRef{0, 2});  // [H, d]
-        if (w.size(0) == 1) part = part.sum(0, /*keepdim=*/true);
-        gw.select(1, row).add_(part);
-      }
-    }
-    return {gq, gk, gw, Tensor()};
-  }
-
-  // Regions where the gate is constant: r >= k uses row 2k, r <= -k uses row 0 (k = 0:
-  // the diagonal belongs to the first region only).
-  static std::vector<std::pair<int64_t, Tensor>> clipped_regions(const Tensor& rel, int64_t clip) {
-    auto plus = rel >= clip;
-    return {{2 * clip, plus}, {0, (rel <= -clip) & ~plus}};
+    const int64_t clip = ctx->saved_data["clip"].toInt();
+    auto [gq, gk, gw] = ctx->saved_data["loop"].toBool() ? loop_grads(grads[0], saved[0], saved[1], saved[2], clip)
+                                                          : band_grads(grads[0], saved[0], saved[1], saved[2], clip);
+    return {gq, gk, gw, Tensor(), Tensor()};
   }
 };
 
@@ -160,7 +297,7 @@ class M3Term : public PositionTermImpl {
   }
 
   torch::Tensor content_scores(const torch::Tensor& q, const torch::Tensor& k) override {
-    return M3Scores::apply(q, k, table_.to(q.dtype()), k_);  // [B, H, L, L]
+    return m3_scores(q, k, table_.to(q.dtype()), k_);  // [B, H, L, L]
   }
 
   bool fusable() const override { return false; }  // multiplicative gate: not a float mask
@@ -172,6 +309,13 @@ class M3Term : public PositionTermImpl {
 };
 
 }  // namespace
+
+torch::Tensor m3_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w, int64_t clip,
+                        M3Kernel kernel) {
+  TORCH_CHECK(kernel != M3Kernel::loop || q.is_cpu(), "m3's loop kernel runs on the CPU only, not on ", q.device());
+  const bool loop = kernel == M3Kernel::loop || (kernel == M3Kernel::automatic && q.is_cpu());
+  return M3Scores::apply(q, k, w, clip, loop);
+}
 
 std::shared_ptr<PositionMethodImpl> make_position_method_m3(const ModelOptions& o) {
   return std::make_shared<ClippedTableMethod<M3Term>>(o, "m3");

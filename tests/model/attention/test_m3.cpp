@@ -1,8 +1,9 @@
 // m3 (Huang et al. 2020, eqs. 14–15) against a naive loop over (i, j):
 //   e_ij = sum_t q_it k_jt w_{clip(j-i,k), t} / sqrt(d)
-// The module uses a band decomposition and a custom backward; the reference is the
-// equation itself with autograd, so both the forward and the hand-written backward are
-// checked. Also: the gate starts near 1.
+// The module has two kernels with hand-written backwards (loop on CPU, band elsewhere); the
+// reference is the equation itself with autograd, so both forwards and backwards are
+// checked, each kernel on its own. Also: the gate starts near 1.
+#include "model/attention/m3.h"
 #include "reference.h"
 
 namespace rpe::test {
@@ -37,6 +38,62 @@ TEST(M3, ZeroClipUsesOneVector) {
     return (t.q.select(2, i) * t.k.select(2, j) * w.select(1, 0)).sum(-1) / 2.0;
   };
   for (int64_t L : {1, 5}) expect_matches_reference(layer, L, spec, "m3 k=0 L=" + std::to_string(L));
+}
+
+// e_ij = sum_t q_it k_jt w[clip(j - i, k) + k, t], written with an [B, H, L, L, d] product.
+torch::Tensor naive_m3(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w, int64_t kk) {
+  const int64_t L = q.size(2);
+  auto idx = torch::empty({L, L}, torch::kLong);
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t j = 0; j < L; ++j) idx[i][j] = clip(j - i, kk) + kk;
+  auto gate = w.index_select(1, idx.flatten()).view({w.size(0), L, L, w.size(2)});  // [H|1, L, L, d]
+  return (q.unsqueeze(3) * k.unsqueeze(2) * gate.unsqueeze(0)).sum(-1);
+}
+
+// Both kernels, called directly in fp64: forward and every gradient equal the naive product's,
+// for clipped, unclipped and zero-clip tables, per head and shared, including lengths where
+// the band's groups hold several diagonals (L = 70 > 2d).
+TEST(M3, BothKernelsMatchTheNaiveProduct) {
+  torch::manual_seed(3);
+  for (auto kernel : {rpe::M3Kernel::loop, rpe::M3Kernel::band})
+    for (int64_t L : {1, 5, 70})
+      for (int64_t kk : {0, 2, 69, 100})
+        for (int64_t Hw : {3, 1}) {
+          auto opts = torch::TensorOptions().dtype(torch::kDouble);
+          auto q = torch::randn({2, 3, L, 16}, opts).requires_grad_();
+          auto k = torch::randn({2, 3, L, 16}, opts).requires_grad_();
+          auto w = torch::randn({Hw, 2 * kk + 1, 16}, opts).requires_grad_();
+          auto up = torch::randn({2, 3, L, L}, opts);
+          auto got = rpe::m3_scores(q, k, w, kk, kernel);
+          auto got_grads = torch::autograd::grad({(got * up).sum()}, {q, k, w});
+          auto want = naive_m3(q, k, w, kk);
+          auto want_grads = torch::autograd::grad({(want * up).sum()}, {q, k, w});
+          const std::string what = std::string(kernel == rpe::M3Kernel::loop ? "loop" : "band") +
+                                   " L=" + std::to_string(L) + " k=" + std::to_string(kk) + " Hw=" + std::to_string(Hw);
+          EXPECT_LT((got - want).abs().max().item<double>(), 1e-10) << what;
+          for (int g = 0; g < 3; ++g)
+            EXPECT_LT((got_grads[g] - want_grads[g]).abs().max().item<double>(), 1e-9) << what << " grad " << g;
+        }
+}
+
+// Under bf16 the loop kernel computes in fp32 and rounds once: its scores and gradients are
+// the fp32 ones rounded to bf16 (relative error <= 2^-8 of the largest), in bf16's dtype.
+TEST(M3, LoopKernelInBf16RoundsTheFp32Result) {
+  torch::manual_seed(4);
+  auto q = torch::randn({1, 2, 40, 8}), k = torch::randn({1, 2, 40, 8}), w = 1 + 0.1 * torch::randn({2, 21, 8});
+  auto up = torch::randn({1, 2, 40, 40});
+  auto run = [&](torch::ScalarType dt) {
+    auto qq = q.to(dt).requires_grad_(), kk = k.to(dt).requires_grad_(), ww = w.to(dt).requires_grad_();
+    auto e = rpe::m3_scores(qq, kk, ww, 10, rpe::M3Kernel::loop);
+    auto g = torch::autograd::grad({(e * up.to(dt)).sum()}, {qq, kk, ww});
+    return std::vector<torch::Tensor>{e, g[0], g[1], g[2]};
+  };
+  auto lo = run(torch::kBFloat16), hi = run(torch::kFloat);
+  for (size_t i = 0; i < lo.size(); ++i) {
+    EXPECT_EQ(lo[i].scalar_type(), torch::kBFloat16) << i;
+    const double scale = hi[i].abs().max().item<double>();
+    EXPECT_LT((lo[i].to(torch::kFloat) - hi[i]).abs().max().item<double>(), 0.02 * scale) << i;
+  }
 }
 
 TEST(M3, GateStartsNearOne) {

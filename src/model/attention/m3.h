@@ -1,0 +1,18 @@
+// m3's trilinear scores, exposed so tests can check both of its kernels against the equation.
+#pragma once
+#include <torch/torch.h>
+
+namespace rpe {
+
+// How m3 evaluates e_ij = sum_t q_it k_jt w_{clip(j-i,k)+k, t}:
+//   loop: fused loops over (i, j, t) in fp32/fp64, one pass, parallel over heads (CPU only);
+//   band: tensor ops over groups of diagonals (any device; what CUDA runs);
+//   automatic: loop on CPU, band elsewhere.
+enum class M3Kernel { automatic, loop, band };
+
+// Unscaled scores [B, H, L, L] with a hand-written backward that saves only q, k, w.
+// q, k: [B, H, L, d]; w: [H|1, 2k+1, d]; clip = k.
+torch::Tensor m3_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w, int64_t clip,
+                        M3Kernel kernel = M3Kernel::automatic);
+
+}  // namespace rpe
