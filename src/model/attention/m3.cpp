@@ -9,14 +9,16 @@
 // a matmul, so here it is a custom autograd function that saves only q, k, w, recomputes in
 // backward and never holds more than O(B H L^2), with two kernels (m3.h):
 //   * loop (CPU): fused loops over (i, j, t) on the expanded table wx[j - i + L - 1] (clipping
-//     applied), one pass over q, k, w per head; no temporaries beyond the [2L-1, d] table.
+//     applied), one vectorised line over contiguous rows; temporaries: the [H|1, 2L-1, d]
+//     table and transposed copies of k (and, in backward, of the incoming gradient).
 //   * band (any device, what CUDA runs): diagonals r = j - i with |r| >= k (clipped) share
 //     one gate w_{+-k}, so there the scores are plain matmuls (q * w_{+-k}) k^T under a mask;
 //     the band |r| < k (all of it when unclipped) is computed by groups of diagonals: for
 //     slots s..s+g the window k_{i+r} is a strided view ([B, H, L, d, g], no copy), so the
 //     live temporaries are O(B H L d g) with g ~ L / 2d, about half an [L, L] score tensor;
 //     the band scores [B, H, L, 2m+1] are then gathered into [B, H, L, L]. Elementwise
-//     kernels over a group at a time: memory-bound, 4-8x slower than the loop kernel on CPU.
+//     kernels over a group at a time, memory-bound: one BERT-base layer at L = 512 takes 10x
+//     absolute's time on CPU with it, 1.5x with the loop kernel (bench/results/attention_cpu.md).
 #include "model/attention/m3.h"
 
 #include <ATen/Parallel.h>
