@@ -26,6 +26,8 @@ import json
 import math
 import sys
 
+from report_io import write_atomic
+
 
 def squad_windows(path, length, stride, max_query):
     """Number of length-L windows the SQuAD file's questions become (estimate)."""
@@ -111,8 +113,7 @@ def main():
         need = (a.spent_s + fixed + a.min_steps * per_step) / 60
         sys.exit(f"table2_plan: the budget buys {steps} steps per method, fewer than {a.min_steps}: "
                  f"give at least {math.ceil(need)} minutes, fewer methods or seeds, or fewer epochs")
-    with open(a.out, "w") as f:
-        json.dump(plan, f, indent=1)
+    write_atomic(a.out, json.dumps(plan, indent=1))
     return 0
 
 

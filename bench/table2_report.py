@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+from report_io import write_atomic
+
 
 def read_json(path):
     try:
@@ -60,7 +62,7 @@ def main():
     for path in (a.tables, a.cost):
         text = Path(path).read_text().strip().splitlines()
         out += ["#" + line if line.startswith("# ") else line for line in text] + [""]
-    Path(a.out).write_text("\n".join(out))
+    write_atomic(a.out, "\n".join(out))
     return 0
 
 
