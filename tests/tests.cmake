@@ -89,6 +89,8 @@ set_tests_properties(pack_build PROPERTIES TIMEOUT 300)
 # One call on a machine lent by the call (scripts/gpu_call.sh): status, time limit, what is packed.
 add_test(NAME gpu_call COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_gpu_call.sh ${CMAKE_SOURCE_DIR})
 add_test(NAME table2_plan COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/reproduce/test_table2_plan.py)
+# The throughput report (bench/gpu_report.py): MFU, Hugging Face peers, medians of repeats, CPU rows.
+add_test(NAME gpu_report COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/reproduce/test_gpu_report.py)
 # WordPiece parity with HF BertTokenizer on real text (skips, code 77, without transformers or ../shared/data).
 add_test(NAME wordpiece_parity COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/data/wordpiece_parity.py
          $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/../shared/data)

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""ctest gpu_report: bench/gpu_report.py against a report worked out by hand.
+
+A model of hidden 2, FFN 4, 1 layer, vocab 10 at L = 4 counts, per token,
+  6 * 1 * (4*2*2 + 2*2*4) + 12 * 1 * 4 * 2 + 6 * 0.15 * (2*2 + 2*10) = 192 + 96 + 21.6 = 309.6 FLOPs,
+so 200 tokens/s is 61,920 FLOP/s: 50.0% MFU against a peak of 1.2384e-7 TFLOP/s.
+Three runs of the pair (rpe absolute at 100, 300 and 200 tokens/s; hf absolute-sdpa at 150 once):
+the median run is 200 -> 1.33x tokens/s and, with 40 MiB against 80, 0.50x memory of absolute-sdpa.
+m4 beside relative_key_query (120 vs 40 tokens/s: 3.00x) and shaw beside relative_key
+(90 vs 60: 1.50x); a method without a Hugging Face peer (alibi) gets no ratio. A CPU run
+(peak 0) prints a dash for memory and its precision (fp32) in the header.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+root = Path(__file__).resolve().parents[2]
+shape = {"hidden": 2, "ffn": 4, "layers": 1, "heads": 1, "vocab": 10, "length": 4, "batch": 1}
+
+
+def row(impl, method, tps, mib, bf16=True):
+    return json.dumps({**shape, "impl": impl, "method": method, "tokens_per_s": tps, "peak_mib": mib,
+                       "bf16": bf16, "step_ms": 1.0})
+
+
+def report(tmp, files, *extra):
+    paths = []
+    for i, lines in enumerate(files):
+        paths.append(tmp / f"in{i}.jsonl")
+        paths[-1].write_text("\n".join(lines) + "\n")
+    out = tmp / "report.md"
+    subprocess.run([sys.executable, str(root / "bench/gpu_report.py"), "--device-name", "test device",
+                    "--out", str(out), *extra, *map(str, paths)], check=True, capture_output=True)
+    assert not [p for p in os.listdir(tmp) if p.startswith(".tmp-")], "a temporary file was left behind"
+    return out.read_text()
+
+
+def line(text, impl, method):
+    return next(l for l in text.splitlines() if l.startswith(f"| {impl} | {method} |"))
+
+
+failures = []
+with tempfile.TemporaryDirectory() as tmp:
+    tmp = Path(tmp)
+    gpu = report(tmp, [[row("rpe", "absolute", 100, 40), row("rpe", "m4", 120, 10), row("rpe", "shaw", 90, 20),
+                        row("rpe", "alibi", 110, 30)],
+                       [row("hf", "absolute-sdpa", 150, 80), row("hf", "relative_key_query", 40, 50),
+                        row("hf", "relative_key", 60, 40)],
+                       [row("rpe", "absolute", 300, 40)], [row("rpe", "absolute", 200, 40)]],
+                 "--peak-tflops", "1.2384e-7")
+    expect = {("rpe", "absolute"): "| rpe | absolute | 1 | 200 | 40 | 50.0% | 1.33x tokens/s, 0.50x memory of absolute-sdpa |",
+              ("rpe", "m4"): "| rpe | m4 | 1 | 120 | 10 | 30.0% | 3.00x tokens/s, 0.20x memory of relative_key_query |",
+              ("rpe", "shaw"): "| rpe | shaw | 1 | 90 | 20 | 22.5% | 1.50x tokens/s, 0.50x memory of relative_key |",
+              ("rpe", "alibi"): "| rpe | alibi | 1 | 110 | 30 | 27.5% |  |"}
+    for (impl, method), want in expect.items():
+        got = line(gpu, impl, method)
+        if got != want:
+            failures.append(f"{method}: got {got!r}, want {want!r}")
+    for want in ("bf16 autocast", "median tokens/s of 3 runs"):
+        if want not in gpu:
+            failures.append(f"GPU report lacks {want!r}")
+    cpu = report(tmp, [[row("rpe", "absolute", 100, 0, bf16=False)], [row("hf", "absolute-sdpa", 50, 0, bf16=False)]])
+    if line(cpu, "rpe", "absolute") != "| rpe | absolute | 1 | 100 | — |  | 2.00x tokens/s of absolute-sdpa |":
+        failures.append(f"CPU row: {line(cpu, 'rpe', 'absolute')!r}")
+    if "fp32" not in cpu or "bf16 autocast" in cpu or "median tokens/s" in cpu:
+        failures.append("CPU report: precision or runs misreported")
+if failures:
+    sys.exit("gpu_report: " + "; ".join(failures))
+print("gpu_report: hand-computed report matches")
