@@ -5,7 +5,7 @@
 namespace rpe {
 
 // How m3 evaluates e_ij = sum_t q_it k_jt w_{clip(j-i,k)+k, t}:
-//   loop: fused loops over (i, j, t) in fp32/fp64, one pass, parallel over heads (CPU only);
+//   loop: fused loops over (i, j, t) in fp32/fp64, threads over (batch, head) (CPU only);
 //   band: tensor ops over groups of diagonals (any device; what CUDA runs);
 //   automatic: loop on CPU, band elsewhere.
 enum class M3Kernel { automatic, loop, band };
