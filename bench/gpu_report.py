@@ -11,9 +11,11 @@ Usage: gpu_report.py --device-name NAME --out FILE [--peak-tflops X] [--note TEX
 """
 import argparse
 import json
+import os
 import sys
 
-from report_io import write_atomic
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from atomic_file import write_atomic  # noqa: E402
 
 # The Hugging Face position type that computes what one of our methods does: absolute with
 # SDPA; relative_key is Shaw et al.'s key term (what `shaw` computes by default), and

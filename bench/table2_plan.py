@@ -24,9 +24,11 @@ fails saying how many minutes would do. Writes the plan as JSON (--out) and prin
 import argparse
 import json
 import math
+import os
 import sys
 
-from report_io import write_atomic
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from atomic_file import write_atomic  # noqa: E402
 
 
 def squad_windows(path, length, stride, max_query):

@@ -6,10 +6,12 @@ summary.json, and the SQuAD and cost tables that `rpe-train tables` rendered bes
 import argparse
 import datetime
 import json
+import os
 import sys
 from pathlib import Path
 
-from report_io import write_atomic
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from atomic_file import write_atomic  # noqa: E402
 
 
 def read_json(path):

@@ -13,6 +13,8 @@ import math
 import sys
 from pathlib import Path
 
+from atomic_file import save_png
+
 
 def read_metrics(run: Path):
     """(train_steps, train_losses, valid_steps, valid_losses) from a run folder or metrics file."""
@@ -68,7 +70,7 @@ def main() -> int:
     ax.legend(fontsize=8)
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=120)
+    save_png(fig, args.out)
     print(f"wrote {args.out}")
     return 0
 

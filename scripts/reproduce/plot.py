@@ -6,8 +6,12 @@ rendered by `rpe-train tables` (docs/reproduce.md), so nothing here computes a n
 """
 import argparse
 import json
+import os
 import sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from atomic_file import save_png  # noqa: E402
 
 
 def die(msg):
@@ -45,7 +49,7 @@ def figure4(args):
         ax.set_ylabel("dimension")
         fig.colorbar(im, ax=ax)
     fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
+    save_png(fig, args.out)
     print(f"wrote {args.out}")
 
 
@@ -62,7 +66,7 @@ def figure5(args):
         ax.set_ylabel("query position i")
         fig.colorbar(im, ax=ax, fraction=0.046)
     fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
+    save_png(fig, args.out)
     print(f"wrote {args.out}")
 
 
@@ -100,7 +104,7 @@ def extrapolation(args):
             ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
+    save_png(fig, args.out)
     print(f"wrote {args.out}")
 
 
