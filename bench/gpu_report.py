@@ -72,8 +72,8 @@ def main():
     if not rows:
         print(f"gpu_report: no results in {a.inputs}", file=sys.stderr)
         return 2
-    precision = {r.get("bf16", True) for r in rows}
-    precision = "bf16 autocast" if precision == {True} else "fp32" if precision == {False} else "bf16 or fp32 (see rows)"
+    bf16 = {r.get("bf16", True) for r in rows}
+    precision = "bf16 autocast" if bf16 == {True} else "fp32" if bf16 == {False} else "bf16 or fp32 (see rows)"
     out = [f"# Training throughput on {a.device_name}", "",
            "Whole BERT MLM training step (forward, loss on 15% masked, backward, AdamW), "
            f"{precision}, dropout 0.1, random packed batches; median step. "

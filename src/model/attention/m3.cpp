@@ -157,14 +157,16 @@ std::array<Tensor, 3> band_grads(const Tensor& g, const Tensor& q, const Tensor&
 
 // ---- loop kernel (CPU) ----------------------------------------------------------------
 // The gate of every offset r = j - i in [-(L-1), L-1] gets its own row (r + L - 1) of an
-// expanded table wx [H|1, 2L-1, d], clipping already applied, so the loops never branch.
-Tensor offset_rows(int64_t L, int64_t clip, const torch::TensorOptions& opts) {
-  return (torch::arange(2 * L - 1, opts) - (L - 1)).clamp(-clip, clip) + clip;  // [2L-1]
+// expanded table, clipping already applied, so the loops never branch. offset_rows: the
+// table row of each offset, clip(r, k) + k, [2L-1] int64.
+Tensor offset_rows(int64_t L, int64_t clip, const torch::Device& device) {
+  auto opts = torch::TensorOptions().dtype(torch::kLong).device(device);
+  return (torch::arange(2 * L - 1, opts) - (L - 1)).clamp(-clip, clip) + clip;
 }
 
-Tensor expanded_table(const Tensor& w, int64_t clip, int64_t L) {
-  auto opts = torch::TensorOptions().dtype(torch::kLong).device(w.device());
-  return w.index_select(1, offset_rows(L, clip, opts));
+// The expanded table transposed so that offsets run along rows: [H|1, d, 2L-1].
+Tensor expanded_table_t(const Tensor& w, const Tensor& rows) {
+  return w.index_select(1, rows).transpose(1, 2).contiguous();
 }
 
 // The loops below are compiled twice on x86-64 with GCC 12+ (clang clones no templates), for
@@ -218,7 +220,7 @@ template <class T> Tensor loop_forward_typed(const Tensor& q, const Tensor& k, c
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), d = q.size(3), Hw = w.size(0);
   auto qc = q.contiguous();                                            // [B, H, L, d]
   auto kt = k.transpose(-2, -1).contiguous();                          // [B, H, d, L]
-  auto wxt = expanded_table(w, clip, L).transpose(1, 2).contiguous();  // [H|1, d, 2L-1]
+  auto wxt = expanded_table_t(w, offset_rows(L, clip, w.device()));  // [H|1, d, 2L-1]
   auto e = torch::zeros({B, H, L, L}, qc.options());
   const T *qp = qc.data_ptr<T>(), *kp = kt.data_ptr<T>(), *wp = wxt.data_ptr<T>();
   T* ep = e.data_ptr<T>();
@@ -235,7 +237,8 @@ std::array<Tensor, 3> loop_grads_typed(const Tensor& g, const Tensor& q, const T
   auto gc = g.contiguous(), gt = g.transpose(-2, -1).contiguous();     // [B, H, L, L]
   auto qc = q.contiguous(), kc = k.contiguous();                       // [B, H, L, d]
   auto kt = kc.transpose(-2, -1).contiguous();                         // [B, H, d, L]
-  auto wxt = expanded_table(w, clip, L).transpose(1, 2).contiguous();  // [H|1, d, 2L-1]
+  auto rows = offset_rows(L, clip, w.device());
+  auto wxt = expanded_table_t(w, rows);  // [H|1, d, 2L-1]
   auto wrt = wxt.flip(-1).contiguous();
   auto gqt = torch::zeros({B, H, d, L}, qc.options()), gkt = torch::zeros_like(gqt);
   auto gwxt = torch::zeros({H, d, W}, qc.options());  // per head: threads over heads never share a row
@@ -254,7 +257,6 @@ std::array<Tensor, 3> loop_grads_typed(const Tensor& g, const Tensor& q, const T
   });
   auto gwx = gwxt.transpose(1, 2);  // [H, 2L-1, d]
   if (Hw == 1) gwx = gwx.sum(0, /*keepdim=*/true);
-  auto rows = offset_rows(L, clip, torch::TensorOptions().dtype(torch::kLong).device(w.device()));
   return {gqt.transpose(-2, -1), gkt.transpose(-2, -1), torch::zeros_like(w).index_add_(1, rows, gwx)};
 }
 
