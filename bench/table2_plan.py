@@ -13,7 +13,7 @@ the paper), so S is what the budget buys once everything else is paid for:
               (--bench-finetune: a small batch runs less efficiently than pretraining's), and a
               dev pass, forward only (~1/3 of a training step's work), at each epoch's end (the
               last one is the final evaluation)
-  F_*         SQuAD windows: per question 1 + ceil(max(0, c - room) / stride) with c = 1.3 x the
+  F_*         SQuAD windows (train: its first --squad-train-examples questions, if given): per question 1 + ceil(max(0, c - room) / stride) with c = 1.3 x the
               context's words (WordPiece pieces per word in English), room = L - q - 3
               (on SQuAD 1.1 at L = 128: 194,719 train windows estimated, 191,593 made)
   start       fixed seconds per process: model build, data loading/tokenization, saves, evals
@@ -31,18 +31,21 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from atomic_file import write_atomic  # noqa: E402
 
 
-def squad_windows(path, length, stride, max_query):
-    """Number of length-L windows the SQuAD file's questions become (estimate)."""
+def squad_windows(path, length, stride, max_query, limit=0):
+    """Number of length-L windows the SQuAD file's questions (its first `limit`; 0 = all) become (estimate)."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)["data"]
     except (OSError, ValueError, KeyError) as e:
         sys.exit(f"table2_plan: {path}: {e}")
-    total = 0
+    total, questions = 0, 0
     for article in data:
         for p in article["paragraphs"]:
             context = 1.3 * len(p["context"].split())
             for qa in p["qas"]:
+                if limit and questions == limit:
+                    return total
+                questions += 1
                 q = min(max_query, math.ceil(1.3 * len(qa["question"].split())))
                 room = length - q - 3
                 total += 1 + math.ceil(max(0.0, context - room) / stride)
@@ -69,6 +72,8 @@ def main():
     p.add_argument("--finetune-batch", type=int, default=32, help="SQuAD windows per fine-tuning step")
     p.add_argument("--squad-train", required=True)
     p.add_argument("--squad-dev", required=True)
+    p.add_argument("--squad-train-examples", type=int, default=0,
+                   help="fine-tune on the first N train questions only (finetune.max_train_examples; 0 = all)")
     p.add_argument("--budget-s", type=float, required=True, help="seconds for the whole stage")
     p.add_argument("--spent-s", type=float, default=0.0, help="seconds already spent (prepare, bench)")
     p.add_argument("--seeds", type=int, default=1)
@@ -85,7 +90,7 @@ def main():
     rows, ft_rows = read_bench(a.bench), read_bench(a.bench_finetune)
     if set(ft_rows) != set(rows):
         sys.exit(f"table2_plan: {a.bench} and {a.bench_finetune} measure different methods")
-    f_train = squad_windows(a.squad_train, a.length, a.stride, a.max_query)
+    f_train = squad_windows(a.squad_train, a.length, a.stride, a.max_query, a.squad_train_examples)
     f_dev = squad_windows(a.squad_dev, a.length, a.stride, a.max_query)
     steps_per_epoch = math.ceil(f_train / a.finetune_batch)
     dev_passes = math.ceil(a.epochs)
@@ -101,7 +106,7 @@ def main():
         "save_every": max(1, steps // 5), "log_every": max(1, steps // 50),
         "budget_s": a.budget_s, "spent_s": round(a.spent_s, 1), "start_s": a.start_s, "seeds": a.seeds,
         "epochs": a.epochs,
-        "squad_windows": {"train": f_train, "dev": f_dev},
+        "squad_windows": {"train": f_train, "dev": f_dev}, "squad_train_examples": a.squad_train_examples,
         "per_method": {m: {"step_ms": r["step_ms"], "tokens_per_s": r["tokens_per_s"],
                            "finetune_step_ms": ft_rows[m]["step_ms"], "finetune_s": round(finetune[m], 1)}
                        for m, r in rows.items()},

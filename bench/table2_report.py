@@ -44,8 +44,10 @@ def main():
            "the numbers mean nothing." if manifest.get("sample") else ""), "",
            f"- Corpus: {corpus['documents']} documents, {corpus['lines']} lines: "
            + ", ".join(s["file"] for s in corpus["sources"]) + "; BERT's uncased WordPiece vocabulary.",
-           f"- SQuAD 1.1: {train['questions']} training questions ({train['articles']} articles), "
-           f"{dev['questions']} dev questions; {plan['epochs']} epochs, {plan['seeds']} seed(s).",
+           f"- SQuAD 1.1: {train['questions']} training questions ({train['articles']} articles)"
+           + (f", fine-tuned on the first {plan['squad_train_examples']} of them (--squad-train-examples)"
+              if plan.get("squad_train_examples") else "")
+           + f", {dev['questions']} dev questions; {plan['epochs']} epochs, {plan['seeds']} seed(s).",
            f"- Plan (bench/table2_plan.py): {plan['steps']} pretraining steps per method (warmup "
            f"{plan['warmup_steps']}), sized from the step times measured in the same run to a budget of "
            f"{plan['budget_s'] / 60:.0f} min; estimated {plan['estimated_s'] / 60:.1f} min, took "

@@ -73,7 +73,7 @@ fi
 gpu_same_torch "$PY" "$BUILD"
 "$BUILD/rpe-train" --version
 source scripts/device_name.sh
-device_name "$PY" "$SMOKE"  # DEVNAME, SLUG
+device_name "$PY" "$( ((SMOKE)) && echo cpu || echo cuda)"  # DEVNAME, SLUG
 OUT=${OUT:-$( ((SMOKE)) && mktemp -d || echo "bench/results/gpu_run_$SLUG")}
 mkdir -p "$OUT"
 

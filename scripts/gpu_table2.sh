@@ -19,11 +19,15 @@
 # limit): before each method it checks that the plan's estimate of what the method still needs
 # fits in what is left of C, and otherwise stops there, cleanly, with exit status 3 -- run the
 # same command again to continue (a run cut by the limit would lose its fine-tuning).
+# --device cpu: the same stage at the same mini shape on this machine's CPU (a real-data check
+# of the whole path before GPU time is spent on it; results in bench/results/table2_mini_cpu).
+# --squad-train-examples N: fine-tune on SQuAD train's first N questions only (0 = all), which
+# lets a slow device give its pretraining most of the budget; the dev set is always whole.
 # --cpu-smoke: the same four steps on the CPU at toy size (ctest gpu_table2_cpu_smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=gpu-data MINUTES=25 METHODS="" SEEDS=1 EPOCHS=2
-BUILD=build-gpu DEPS=deps PY=.venv/bin/python OUT="" SMOKE=0 CALL_MIN=0
+BUILD=build-gpu DEPS=deps PY=.venv/bin/python OUT="" SMOKE=0 CALL_MIN=0 DEVICE=cuda SQUAD_N=0
 while (($#)); do
   case $1 in
     --data) DATA=$2; shift ;;
@@ -36,12 +40,17 @@ while (($#)); do
     --python) PY=$2; shift ;;
     --out) OUT=$2; shift ;;
     --call-minutes) CALL_MIN=$2; shift ;;
-    --cpu-smoke) SMOKE=1 ;;
+    --device) DEVICE=$2; shift ;;
+    --squad-train-examples) SQUAD_N=$2; shift ;;
+    --cpu-smoke) SMOKE=1 DEVICE=cpu ;;
     *) echo "usage: $0 [--data DIR] [--minutes M] [--methods a,b] [--seeds 1,2] [--epochs E] [--build-dir DIR]" \
-            "[--deps DIR] [--python PY] [--out DIR] [--call-minutes C] [--cpu-smoke]" >&2; exit 2 ;;
+            "[--deps DIR] [--python PY] [--out DIR] [--call-minutes C] [--device cuda|cpu] [--squad-train-examples N]" \
+            "[--cpu-smoke]" >&2; exit 2 ;;
   esac
   shift
 done
+[[ $DEVICE == cuda || $DEVICE == cpu ]] || { echo "gpu_table2.sh: --device: cuda or cpu, not '$DEVICE'" >&2; exit 2; }
+[[ $SQUAD_N =~ ^[0-9]+$ ]] || { echo "gpu_table2.sh: --squad-train-examples: a count (0 = all), not '$SQUAD_N'" >&2; exit 2; }
 T0=$(date +%s)
 say() { echo "[gpu_table2 $(date -u +%H:%M:%S)] $*"; }
 fail() { echo "[gpu_table2] FAILED: $*" >&2; exit 1; }
@@ -57,15 +66,15 @@ done
 DATA=$(cd "$DATA" && pwd)
 [[ -n $METHODS ]] || METHODS=$("$BUILD/rpe-train" methods --names --paper-table 2 | paste -sd,)
 source scripts/device_name.sh
-device_name "$PY" "$SMOKE"  # DEVNAME, SLUG
+device_name "$PY" "$DEVICE"  # DEVNAME, SLUG
 if ((SMOKE)); then
-  DEVICE=cpu OUT=${OUT:-$(mktemp -d)} REPORT=$OUT/report CAP=12 MIN=4 EPOCHS=1 FT_BATCH=16
+  OUT=${OUT:-$(mktemp -d)} REPORT=$OUT/report CAP=12 MIN=4 EPOCHS=1 FT_BATCH=16
   model=(model.hidden=32 model.layers=2 model.heads=2 model.ffn=64 train.batch_size=16 train.threads=1
          data.valid_fraction=0.34)  # 2 of the sample's 6 documents held out
   ft=(finetune.eval_batch_size=32 train.threads=1)
   shape=(--hidden 32 --layers 2 --heads 2 --ffn 64 --steps 2 --warmup 1) PRE_TOKENS=2048
 else
-  DEVICE=cuda OUT=${OUT:-bench/results/table2_run_$SLUG} REPORT=bench/results/table2_mini_$SLUG CAP=5000 MIN=200
+  OUT=${OUT:-bench/results/table2_run_$SLUG} REPORT=bench/results/table2_mini_$SLUG CAP=5000 MIN=200
   FT_BATCH=32  # configs/finetune/mini_squad.yaml's batch, set explicitly below so plan and runs agree
   model=() ft=()
   shape=(--hidden 256 --layers 4 --heads 4 --ffn 1024 --steps 10 --warmup 3) PRE_TOKENS=16384  # mini: 128 x 128
@@ -97,7 +106,7 @@ if [[ ! -f $OUT/plan.json ]]; then
   "$PY" bench/table2_plan.py --bench "$OUT/plan_bench_pretrain.jsonl" --bench-finetune "$OUT/plan_bench_finetune.jsonl" \
     --finetune-batch $FT_BATCH --squad-train "$OUT/squad/train-v1.1.json" \
     --squad-dev "$OUT/squad/dev-v1.1.json" --budget-s $((MINUTES * 60)) --spent-s $(($(date +%s) - T0)) \
-    --seeds ${#seed_list[@]} --epochs "$EPOCHS" --max-steps $CAP --min-steps $MIN --out "$OUT/plan.json" \
+    --squad-train-examples "$SQUAD_N" --seeds ${#seed_list[@]} --epochs "$EPOCHS" --max-steps $CAP --min-steps $MIN --out "$OUT/plan.json" \
     || fail "no plan fits --minutes $MINUTES (see above)"
 else
   say "continuing with the plan in $OUT/plan.json"
@@ -111,7 +120,7 @@ run=(train.max_steps=$steps train.warmup_steps=$(plan warmup_steps) train.eval_e
 args=(--scale mini --out "$OUT/reproduce" --seeds "$SEEDS" --corpus "$DATA/corpus.txt.gz"
       --squad-dir "$OUT/squad" --rpe-train "$BUILD/rpe-train" --python "$PY")
 for s in "${pre[@]}" "${run[@]}"; do args+=(--pretrain-set "$s"); done
-for s in finetune.epochs="$EPOCHS" train.batch_size=$FT_BATCH train.precision=bf16 train.device=$DEVICE "${ft[@]}"; do args+=(--finetune-set "$s"); done
+for s in finetune.epochs="$EPOCHS" finetune.max_train_examples="$SQUAD_N" train.batch_size=$FT_BATCH train.precision=bf16 train.device=$DEVICE "${ft[@]}"; do args+=(--finetune-set "$s"); done
 table2() {  # table2 METHODS: scripts/reproduce/table2.sh for them (finished runs skipped)
   # pipefail: the pipeline fails when table2.sh does (the grep may match nothing)
   if ! scripts/reproduce/table2.sh "${args[@]}" --methods "$1" 2>&1 | tee -a "$OUT/table2.log" \

@@ -32,9 +32,13 @@ scripts/pack_data.sh --from "$data" --out "$work/pack" --sample
 expect 2 "$work/pack exists" scripts/pack_data.sh --from "$data" --out "$work/pack" --sample
 [[ ! -e $work/x && -z $(ls -d "$work"/pack.tmp.* 2>/dev/null) ]] || fail "pack_data.sh left partial output"
 expect 1 "$work/none/vocab.txt not found" scripts/gpu_table2.sh --cpu-smoke --data "$work/none" --build-dir "$build" --python "$py"
+expect 2 "--device: cuda or cpu, not 'tpu'" scripts/gpu_table2.sh --device tpu --data "$work/pack"
+expect 2 "--squad-train-examples: a count (0 = all), not 'many'" scripts/gpu_table2.sh --squad-train-examples many
 
 methods=$("$build/rpe-train" methods --names --paper-table 2 | paste -sd,)  # the default of gpu_table2.sh
-run=("$root/scripts/gpu_table2.sh" --cpu-smoke --data "$work/pack" --build-dir "$build" --python "$py" --out "$work/run")
+# 20 of the slice's SQuAD train questions: the plan and every fine-tuning use just those.
+run=("$root/scripts/gpu_table2.sh" --cpu-smoke --data "$work/pack" --build-dir "$build" --python "$py" --out "$work/run"
+     --squad-train-examples 20)
 # A call through scripts/gpu_call.sh, run folder packed into ARCHIVE: call ARCHIVE ARGS...
 call() { local to=$1; shift; (cd "$work" && "$root/scripts/gpu_call.sh" --to "$to" --pack run -- "${run[@]}" "$@"); }
 # The machine went cold between calls: only the archive's slim copy of the run folder is left.
@@ -74,6 +78,7 @@ assert len(methods) == 6, methods  # Table 2: absolute, Shaw et al., methods 1-4
 report = run / "report"
 plan = json.loads((run / "plan.json").read_text())
 assert plan["steps"] == 12, plan  # the smoke's cap
+assert plan["squad_train_examples"] == 20 and plan["squad_windows"]["train"] >= 20, plan
 rows = json.loads((report / "tables.json").read_text())
 for m in methods:
     summary = json.loads((run / "reproduce/pretrain" / m / "summary.json").read_text())
@@ -86,11 +91,14 @@ for m in methods:
         assert 0 <= value <= 100 and abs(shown[col] - value) < 1e-9, (m, col, shown, result)
     readme = (report / "README.md").read_text()
     assert f"| {m} |" in readme, m
+assert "fine-tuned on the first 20 of them" in readme, readme
 assert (report / "losses.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 for name in ("tables.md", "tables.csv", "cost.md", "cost.csv", "cost.json", "plan.json"):
     assert (report / name).stat().st_size > 0, name
 print("gpu_table2 report: rows, scores and steps match the runs")
 PY
+grep -rqsI "SQuAD 1.1: 20 train questions -> " "$work/run" \
+  || fail "the fine-tunings did not keep to --squad-train-examples 20"
 # A rerun continues: the plan is kept and every finished run is skipped.
 call "$work/back2.tgz" >"$work/rerun.log" 2>&1 || { cat "$work/rerun.log"; fail "rerun"; }
 grep -q "continuing with the plan" "$work/rerun.log" || fail "rerun made a new plan"

@@ -12,6 +12,8 @@ SQuAD file of one paragraph of 100 words and two questions of 10 words as train 
   fixed = (20 + 0.370667 + 20) + (20 + 0.741333 + 20) = 81.112 s
   budget 1000 s, 16 s spent: (1000 - 16 - 81.112) / (0.1 + 0.3) = 2257.22 -> 2257 steps
   budget 100 s: 7 steps < 200 -> refused, "at least ceil((16 + 81.112 + 200 * 0.4) / 60) = 3 minutes"
+  --squad-train-examples 1: train = the first question's 2 windows (dev stays 4), 1 step an epoch:
+                                 absolute 2 * 0.05 + 0.170667 = 0.270667 s, m4 2 * 0.1 + 0.341333 = 0.541333 s
 """
 import json
 import subprocess
@@ -34,11 +36,11 @@ with tempfile.TemporaryDirectory() as tmp:
         json.dumps({"method": "absolute", "step_ms": 50.0, "tokens_per_s": 2000.0}) + "\n" +
         json.dumps({"method": "m4", "step_ms": 100.0, "tokens_per_s": 1000.0}) + "\n")
 
-    def plan(budget):
+    def plan(budget, *extra):
         cmd = [sys.executable, str(root / "bench/table2_plan.py"), "--bench", str(tmp / "bench.jsonl"),
                "--bench-finetune", str(tmp / "bench_ft.jsonl"), "--finetune-batch", "2",
                "--squad-train", str(tmp / "squad.json"), "--squad-dev", str(tmp / "squad.json"),
-               "--budget-s", str(budget), "--spent-s", "16", "--epochs", "2", "--out", str(tmp / "plan.json")]
+               "--budget-s", str(budget), "--spent-s", "16", "--epochs", "2", "--out", str(tmp / "plan.json"), *extra]
         return subprocess.run(cmd, capture_output=True, text=True)
 
     r = plan(1000)
@@ -49,6 +51,14 @@ with tempfile.TemporaryDirectory() as tmp:
     assert abs(p["per_method"]["m4"]["finetune_s"] - 0.7) < 1e-9, p["per_method"]
     assert (p["steps"], p["warmup_steps"], p["eval_every"], p["save_every"], p["log_every"]) == (2257, 225, 451, 451, 45), p
     assert abs(p["estimated_s"] - (16 + 81.112 + 2257 * 0.4)) < 0.06, p["estimated_s"]
+    (tmp / "plan.json").unlink()
+
+    r = plan(1000, "--squad-train-examples", "1")
+    assert r.returncode == 0, r.stderr
+    p = json.loads((tmp / "plan.json").read_text())
+    assert p["squad_windows"] == {"train": 2, "dev": 4} and p["squad_train_examples"] == 1, p
+    assert abs(p["per_method"]["absolute"]["finetune_s"] - 0.3) < 1e-9, p["per_method"]
+    assert abs(p["per_method"]["m4"]["finetune_s"] - 0.5) < 1e-9, p["per_method"]
     (tmp / "plan.json").unlink()
 
     r = plan(100)
