@@ -13,8 +13,9 @@ the paper), so S is what the budget buys once everything else is paid for:
               (--bench-finetune: a small batch runs less efficiently than pretraining's), and a
               dev pass, forward only (~1/3 of a training step's work), at each epoch's end (the
               last one is the final evaluation)
-  F_*         SQuAD windows (train: its first --squad-train-examples questions, if given): per question 1 + ceil(max(0, c - room) / stride) with c = 1.3 x the
-              context's words (WordPiece pieces per word in English), room = L - q - 3
+  F_*         SQuAD windows (train: its first --squad-train-examples questions, if given): per
+              question 1 + ceil(max(0, c - room) / stride) with c = 1.3 x the context's words
+              (WordPiece pieces per word in English), room = L - q - 3
               (on SQuAD 1.1 at L = 128: 194,719 train windows estimated, 191,593 made)
   start       fixed seconds per process: model build, data loading/tokenization, saves, evals
 
@@ -32,7 +33,7 @@ from atomic_file import write_atomic  # noqa: E402
 
 
 def squad_windows(path, length, stride, max_query, limit=0):
-    """Number of length-L windows the SQuAD file's questions (its first `limit`; 0 = all) become (estimate)."""
+    """Number of length-L windows the SQuAD file's first `limit` questions (0: all) become (estimate)."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)["data"]

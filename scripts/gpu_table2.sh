@@ -42,13 +42,14 @@ while (($#)); do
     --call-minutes) CALL_MIN=$2; shift ;;
     --device) DEVICE=$2; shift ;;
     --squad-train-examples) SQUAD_N=$2; shift ;;
-    --cpu-smoke) SMOKE=1 DEVICE=cpu ;;
+    --cpu-smoke) SMOKE=1 ;;
     *) echo "usage: $0 [--data DIR] [--minutes M] [--methods a,b] [--seeds 1,2] [--epochs E] [--build-dir DIR]" \
             "[--deps DIR] [--python PY] [--out DIR] [--call-minutes C] [--device cuda|cpu] [--squad-train-examples N]" \
             "[--cpu-smoke]" >&2; exit 2 ;;
   esac
   shift
 done
+((SMOKE)) && DEVICE=cpu
 [[ $DEVICE == cuda || $DEVICE == cpu ]] || { echo "gpu_table2.sh: --device: cuda or cpu, not '$DEVICE'" >&2; exit 2; }
 [[ $SQUAD_N =~ ^[0-9]+$ ]] || { echo "gpu_table2.sh: --squad-train-examples: a count (0 = all), not '$SQUAD_N'" >&2; exit 2; }
 T0=$(date +%s)
@@ -111,7 +112,10 @@ if [[ ! -f $OUT/plan.json ]]; then
 else
   say "continuing with the plan in $OUT/plan.json"
 fi
-plan() { "$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$OUT/plan.json" "$1"; }
+plan() { "$PY" -c "import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], 0))" "$OUT/plan.json" "$1"; }
+# The plan counted the fine-tuning's questions: a rerun must fine-tune on as many.
+[[ $(plan squad_train_examples) == "$SQUAD_N" ]] \
+  || fail "$OUT/plan.json was made with --squad-train-examples $(plan squad_train_examples), not $SQUAD_N (same options, or a new --out)"
 steps=$(plan steps)
 run=(train.max_steps=$steps train.warmup_steps=$(plan warmup_steps) train.eval_every=$(plan eval_every)
      train.save_every=$(plan save_every) train.log_every=$(plan log_every))

@@ -104,6 +104,8 @@ call "$work/back2.tgz" >"$work/rerun.log" 2>&1 || { cat "$work/rerun.log"; fail 
 grep -q "continuing with the plan" "$work/rerun.log" || fail "rerun made a new plan"
 skipped=$(grep -c ": done, skipped" "$work/rerun.log" || true) runs=$((2 * $(tr , '\n' <<<"$methods" | wc -l)))
 ((skipped == runs)) || fail "rerun skipped $skipped of $runs runs: $(cat "$work/rerun.log")"
+# The plan counted 20 questions: a rerun asking for another number is refused, not mis-sized.
+expect 1 "plan.json was made with --squad-train-examples 20, not 5" "${run[@]}" --squad-train-examples 5
 # A method whose fine-tuning had not finished when its machine went cold: its checkpoints did
 # not come back, so it is pretrained again; the others stay skipped.
 cold_start "$work/back2.tgz"
