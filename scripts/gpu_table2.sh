@@ -112,10 +112,16 @@ if [[ ! -f $OUT/plan.json ]]; then
 else
   say "continuing with the plan in $OUT/plan.json"
 fi
-plan() { "$PY" -c "import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], 0))" "$OUT/plan.json" "$1"; }
-# The plan counted the fine-tuning's questions: a rerun must fine-tune on as many.
-[[ $(plan squad_train_examples) == "$SQUAD_N" ]] \
-  || fail "$OUT/plan.json was made with --squad-train-examples $(plan squad_train_examples), not $SQUAD_N (same options, or a new --out)"
+# plan KEY [DEFAULT]: a value of plan.json; a key missing without a DEFAULT is an error.
+plan() {
+  "$PY" -c "import json,sys; p=json.load(open(sys.argv[1])); print(p[sys.argv[2]] if len(sys.argv) < 4 else p.get(sys.argv[2], sys.argv[3]))" \
+    "$OUT/plan.json" "$@"
+}
+# The plan counted the fine-tuning's questions: a rerun must fine-tune on as many (plans from
+# before the option counted all of them).
+planned_n=$(plan squad_train_examples 0)
+[[ $planned_n == "$SQUAD_N" ]] \
+  || fail "$OUT/plan.json was made with --squad-train-examples $planned_n, not $SQUAD_N (same options, or a new --out)"
 steps=$(plan steps)
 run=(train.max_steps=$steps train.warmup_steps=$(plan warmup_steps) train.eval_every=$(plan eval_every)
      train.save_every=$(plan save_every) train.log_every=$(plan log_every))
