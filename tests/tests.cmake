@@ -8,6 +8,7 @@ set(RPE_TEST_SOURCES
   tests/config/test_config_limits.cpp
   tests/data/test_masking.cpp
   tests/data/test_wordpiece.cpp
+  tests/data/test_sp_training.cpp
   tests/data/test_shards.cpp
   tests/data/test_loader.cpp
   tests/data/test_prepare_stream.cpp

@@ -26,7 +26,7 @@ int run_train_tokenizer(const TrainTokenizerArgs& a) {
   if (out.size() < 7 || out.substr(out.size() - 6) != ".model")
     throw UserError(out + ": the output file name must end in .model");
   const auto t0 = std::chrono::steady_clock::now();
-  train_sentencepiece(d.train_files, out, d.tokenizer_vocab_size, d.lowercase);
+  train_sentencepiece(d.train_files, d.document_format, out, d.tokenizer_vocab_size, d.lowercase);
   const SentencePieceTokenizer tok(out);
   std::cout << "sentencepiece model: " << out << " | vocab " << tok.vocab_size() << " | "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";

@@ -3,15 +3,20 @@
 
 #include <sentencepiece_trainer.h>
 
-#include <fstream>
+#include <deque>
+#include <memory>
+#include <unordered_map>
 
 #include "data/corpus.h"
+#include "data/text_reader.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/log.h"
 
 namespace rpe {
 namespace fs = std::filesystem;
+
+constexpr unsigned int kTrainingSeed = 20200922;  // any fixed value
 
 SentencePieceTokenizer::SentencePieceTokenizer(const fs::path& model_file) {
   if (!fs::exists(model_file)) throw UserError(model_file.string() + ": sentencepiece model not found");
@@ -42,25 +47,125 @@ Encoding SentencePieceTokenizer::encode(std::string_view text) const {
   return enc;
 }
 
-void train_sentencepiece(const std::vector<std::string>& files, const fs::path& model_file, int64_t vocab_size,
-                         bool lowercase) {
-  // Validate inputs first so errors name the file rather than coming from the trainer.
-  for (const auto& f : files) read_documents(f);
+namespace {
+
+// The corpus as SentencePiece's trainer reads it: the sentences of `files` as the rest of the
+// data path sees them (.gz decompressed, data.document_format honoured, UTF-8 checked), one
+// chunk in memory at a time -- the trainer itself keeps only a sample of input_sentence_size
+// sentences. A line longer than kMaxSentenceBytes (a whole document in the line format) is cut
+// at spaces into pieces the trainer keeps: it would silently drop it otherwise.
+class CorpusSentences : public sentencepiece::SentenceIterator {
+ public:
+  static constexpr size_t kMaxSentenceBytes = 4096;
+
+  CorpusSentences(const std::vector<std::string>& files, DocumentFormat format) : files_(files), format_(format) {
+    for (const auto& f : files_) ChunkReader check(f, format_);  // a missing or unreadable file fails before training
+    Next();
+  }
+  bool done() const override { return done_; }
+  const std::string& value() const override { return value_; }
+  sentencepiece::util::Status status() const override { return status_; }
+  void Next() override {
+    try {
+      while (queue_.empty() && !done_) refill();
+    } catch (const UserError& e) {  // not thrown through the trainer: kept for train_sentencepiece
+      error_ = e.what();
+      status_ = sentencepiece::util::Status(sentencepiece::util::StatusCode::kInvalidArgument, error_);
+      done_ = true;
+    }
+    if (done_) return;
+    value_ = std::move(queue_.front());
+    queue_.pop_front();
+    ++sentences_;
+  }
+  const std::string& error() const { return error_; }
+  int64_t sentences() const { return sentences_; }
+
+ private:
+  // The next chunk of the current file into queue_, or the next file; done_ after the last.
+  void refill() {
+    if (!reader_) {
+      if (file_index_ == files_.size()) {
+        done_ = true;
+        return;
+      }
+      reader_ = std::make_unique<ChunkReader>(files_[file_index_], format_);
+      file_sentences_ = 0;
+    }
+    const std::string& file = files_[file_index_];
+    std::string chunk;
+    uint64_t offset = 0;
+    if (!reader_->next(chunk, offset)) {
+      if (file_sentences_ == 0) throw UserError(file + ": no text (only blank lines)");
+      reader_.reset();
+      ++file_index_;
+      return;
+    }
+    if (const size_t bad = find_invalid_utf8(chunk); bad != std::string::npos)
+      throw UserError(file + ": invalid UTF-8 at byte offset " + std::to_string(offset + bad));
+    split_documents(chunk, format_, [&](std::string_view line) { push_cut(line); }, [] {});
+  }
+
+  // `line` in pieces of at most kMaxSentenceBytes, cut after a space where there is one, else
+  // before a UTF-8 lead byte.
+  void push_cut(std::string_view line) {
+    ++file_sentences_;
+    while (line.size() > kMaxSentenceBytes) {
+      size_t cut = line.rfind(' ', kMaxSentenceBytes - 1);
+      if (cut == std::string_view::npos || cut == 0) {
+        cut = kMaxSentenceBytes;
+        while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+      }
+      queue_.emplace_back(line.substr(0, cut));
+      line.remove_prefix(cut);
+      while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    }
+    if (!line.empty()) queue_.emplace_back(line);
+  }
+
+  std::vector<std::string> files_;
+  DocumentFormat format_;
+  size_t file_index_ = 0;
+  std::unique_ptr<ChunkReader> reader_;
+  std::deque<std::string> queue_;
+  std::string value_, error_;
+  sentencepiece::util::Status status_;
+  bool done_ = false;
+  int64_t sentences_ = 0, file_sentences_ = 0;
+};
+
+}  // namespace
+
+void train_sentencepiece(const std::vector<std::string>& files, const std::string& document_format,
+                         const fs::path& model_file, int64_t vocab_size, bool lowercase) {
+  CorpusSentences sentences(files, parse_document_format(document_format));
   fs::create_directories(model_file.parent_path().empty() ? fs::path(".") : model_file.parent_path());
-  std::string inputs;
-  for (const auto& f : files) inputs += (inputs.empty() ? "" : ",") + f;
   const fs::path tmp_prefix = model_file.string() + ".training";
-  const std::string args = "--input=" + inputs + " --model_prefix=" + tmp_prefix.string() +
-                           " --vocab_size=" + std::to_string(vocab_size) +
-                           " --model_type=unigram --character_coverage=0.9999 --hard_vocab_limit=false"
-                           " --pad_id=0 --unk_id=1 --bos_id=-1 --eos_id=-1"
-                           " --control_symbols=[CLS],[SEP],[MASK] --pad_piece=[PAD]"
-                           " --input_sentence_size=2000000 --shuffle_input_sentence=true"
-                           " --num_threads=1 --minloglevel=2 --normalization_rule_name=" +
-                           std::string(lowercase ? "nmt_nfkc_cf" : "nmt_nfkc");
+  // No input files: the sentences come from the iterator, so file names may hold commas or
+  // spaces. A map rather than a command line, which the trainer would echo to stderr.
+  const std::unordered_map<std::string, std::string> args = {
+      {"model_prefix", tmp_prefix.string()},
+      {"vocab_size", std::to_string(vocab_size)},
+      {"model_type", "unigram"},
+      {"character_coverage", "0.9999"},
+      {"hard_vocab_limit", "false"},
+      {"pad_id", "0"}, {"unk_id", "1"}, {"bos_id", "-1"}, {"eos_id", "-1"},
+      {"control_symbols", "[CLS],[SEP],[MASK]"},
+      {"pad_piece", "[PAD]"},
+      {"input_sentence_size", "2000000"},
+      {"shuffle_input_sentence", "true"},
+      {"max_sentence_length", std::to_string(CorpusSentences::kMaxSentenceBytes)},
+      {"num_threads", "1"},
+      {"minloglevel", "2"},
+      {"normalization_rule_name", lowercase ? "nmt_nfkc_cf" : "nmt_nfkc"}};
   log::info("data", "training sentencepiece (vocab {}) on {} file(s)", vocab_size, files.size());
-  const auto status = sentencepiece::SentencePieceTrainer::Train(args);
+  // A fixed seed: the sentence sample of a large corpus, hence the vocabulary, is the same in
+  // every run of the same data, whatever the method (the comparison's tokenizer is one).
+  sentencepiece::SetRandomGeneratorSeed(kTrainingSeed);
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &sentences);
+  if (!sentences.error().empty()) throw UserError(sentences.error());
   if (!status.ok()) throw UserError("sentencepiece training failed: " + status.ToString());
+  log::info("data", "sentencepiece trained on {} sentences", sentences.sentences());
   write_atomic_with(model_file, [&](const fs::path& tmp) { fs::rename(tmp_prefix.string() + ".model", tmp); });
   std::error_code ec;
   fs::rename(tmp_prefix.string() + ".vocab", model_file.string().substr(0, model_file.string().size() - 6) + ".vocab",

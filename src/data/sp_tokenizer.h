@@ -21,8 +21,11 @@ class SentencePieceTokenizer : public Tokenizer {
   sentencepiece::SentencePieceProcessor processor_;
 };
 
-// Trains a unigram model on the sentences of `files` and writes `<model_prefix>.model`.
-void train_sentencepiece(const std::vector<std::string>& files, const std::filesystem::path& model_file,
-                         int64_t vocab_size, bool lowercase);
+// Trains a unigram model on the sentences of `files` (.gz too; documents per
+// `document_format`, data.document_format) and writes `model_file` atomically. Streams the
+// files; the same files give the same model (a fixed sampling seed). UserError naming the
+// file for a missing, empty or non-UTF-8 file.
+void train_sentencepiece(const std::vector<std::string>& files, const std::string& document_format,
+                         const std::filesystem::path& model_file, int64_t vocab_size, bool lowercase);
 
 }  // namespace rpe

@@ -11,7 +11,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const DataOptions& o, const fs::path& 
   if (o.tokenizer == "sentencepiece") {
     fs::path model = o.tokenizer_model.empty() ? default_model_path : fs::path(o.tokenizer_model);
     if (o.tokenizer_model.empty() && !fs::exists(model))
-      train_sentencepiece(o.train_files, model, o.tokenizer_vocab_size, o.lowercase);
+      train_sentencepiece(o.train_files, o.document_format, model, o.tokenizer_vocab_size, o.lowercase);
     return std::make_unique<SentencePieceTokenizer>(model);
   }
   if (o.tokenizer == "wordpiece") {

@@ -21,7 +21,7 @@ const fs::path& tiny_data_dir() {
     std::string line;
     for (int i = 0; i < 600 && std::getline(in, line); ++i) out << line << "\n";
     out.close();
-    train_sentencepiece({(d / "corpus.txt").string()}, d / "tokenizer.model", 200, true);
+    train_sentencepiece({(d / "corpus.txt").string()}, "blank_line", d / "tokenizer.model", 200, true);
     std::ofstream yaml(d / "base.yaml");
     yaml << "model: {hidden: 32, layers: 2, heads: 2, ffn: 64, max_position: 32, dropout: 0.1,\n"
             "        attention_dropout: 0.1, attention: {method: absolute}}\n"
