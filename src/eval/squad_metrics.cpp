@@ -224,12 +224,14 @@ SquadScores evaluate_squad_v2(const std::vector<SquadGold>& gold, const std::map
   std::map<std::string, bool> has_ans;
   double em_has = 0, f1_has = 0, em_no = 0, f1_no = 0;
   for (const auto& q : gold) {
+    // HasAns is "the record lists an answer" (the official script's bool(answers)), even one
+    // that normalises to nothing; only the scoring drops such golds.
+    const bool answerable = !q.answers.empty();
+    has_ans[q.id] = answerable;
     std::vector<std::string> answers;
     for (const auto& a : q.answers)
       if (!normalize_answer(a).empty()) answers.push_back(a);
-    const bool answerable = !answers.empty();
-    has_ans[q.id] = answerable;
-    if (!answerable) answers = {""};
+    if (answers.empty()) answers = {""};
     double best_em = 0, best_f1 = 0;
     auto it = preds.find(q.id);
     if (it != preds.end()) {
@@ -240,6 +242,11 @@ SquadScores evaluate_squad_v2(const std::vector<SquadGold>& gold, const std::map
     }
     em_raw[q.id] = best_em;
     f1_raw[q.id] = best_f1;
+    // With no-answer scores, a question scored above kNaProbThreshold counts as answered with
+    // "" in exact/f1 (the official --na-prob-thresh, default 1.0); the best-threshold search
+    // below reads the raw scores.
+    if (const auto na = na_probs.find(q.id); na != na_probs.end() && na->second > kNaProbThreshold)
+      best_em = best_f1 = answerable ? 0.0 : 1.0;
     (answerable ? em_has : em_no) += best_em;
     (answerable ? f1_has : f1_no) += best_f1;
     ++(answerable ? s.has_ans_total : s.no_ans_total);

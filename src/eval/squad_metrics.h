@@ -43,7 +43,9 @@ struct SquadScores {
 SquadScores evaluate_squad_v1(const std::vector<SquadGold>& gold, const std::map<std::string, std::string>& preds);
 
 // v2.0 evaluation. `na_probs` (may be empty) are the no-answer scores of the --na-prob-file
-// option: with them the best thresholds are searched as the official script does.
+// option: with them, as in the official script, a question scored above kNaProbThreshold
+// counts as predicted unanswerable in exact/f1 and the best thresholds are searched.
+inline constexpr double kNaProbThreshold = 1.0;
 SquadScores evaluate_squad_v2(const std::vector<SquadGold>& gold, const std::map<std::string, std::string>& preds,
                               const std::map<std::string, double>& na_probs = {});
 

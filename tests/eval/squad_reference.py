@@ -6,9 +6,10 @@
                 space; collapse whitespace.
   EM: normalized strings equal.  F1: token-multiset overlap between the normalized strings.
   v1.1: max over gold answers, missing predictions score 0, no overlap -> F1 0.
-  v2.0: golds that normalize to "" are dropped, no gold left -> [""] (unanswerable); if
-        either side has no tokens, F1 = EM = [both empty]; HasAns / NoAns subsets; with
-        no-answer scores: the threshold that maximises the total, sweeping in score order.
+  v2.0: HasAns = the question lists any answer; golds that normalize to "" are dropped, no
+        gold left -> [""]; if either side has no tokens, F1 = EM = [both empty]; HasAns /
+        NoAns subsets; with no-answer scores: a score above 1.0 counts as predicting "" in
+        exact/f1, and the threshold that maximises the total (raw scores, swept in order).
 
 Usage: squad_reference.py DATASET PREDICTIONS [NA_PROBS]  -> prints JSON
 """
@@ -18,6 +19,7 @@ import string
 import sys
 
 PUNCT = frozenset(string.punctuation)
+NA_THRESH = 1.0  # the no-answer score above which a question counts as predicted unanswerable
 
 
 def is_word_char(ch):
@@ -68,9 +70,8 @@ def main():
             for qa in para["qas"]:
                 golds = [a["text"] for a in qa["answers"]]
                 if v2:
-                    golds = [g for g in golds if normalize(g)]
                     has[qa["id"]] = bool(golds)
-                    golds = golds or [""]
+                    golds = [g for g in golds if normalize(g)] or [""]
                 pred = preds.get(qa["id"])
                 if pred is None:
                     em_of[qa["id"]], f1_of[qa["id"]] = 0.0, 0.0
@@ -81,12 +82,16 @@ def main():
     if not v2:
         print(json.dumps({"exact_match": 100 * sum(em_of.values()) / n, "f1": 100 * sum(f1_of.values()) / n}))
         return
-    out = {"exact": 100 * sum(em_of.values()) / n, "f1": 100 * sum(f1_of.values()) / n, "total": n}
+    # exact/f1 with no-answer scores: above NA_THRESH the question counts as answered "".
+    cut = {k: (float(not has[k]) if na is not None and na.get(k, 0.0) > NA_THRESH else None) for k in em_of}
+    em_cut = {k: em_of[k] if cut[k] is None else cut[k] for k in em_of}
+    f1_cut = {k: f1_of[k] if cut[k] is None else cut[k] for k in em_of}
+    out = {"exact": 100 * sum(em_cut.values()) / n, "f1": 100 * sum(f1_cut.values()) / n, "total": n}
     for name, want in (("HasAns", True), ("NoAns", False)):
         ids = [k for k in em_of if has[k] == want]
         if ids:
-            out[name + "_exact"] = 100 * sum(em_of[k] for k in ids) / len(ids)
-            out[name + "_f1"] = 100 * sum(f1_of[k] for k in ids) / len(ids)
+            out[name + "_exact"] = 100 * sum(em_cut[k] for k in ids) / len(ids)
+            out[name + "_f1"] = 100 * sum(f1_cut[k] for k in ids) / len(ids)
             out[name + "_total"] = len(ids)
     if na is not None:
         order = sorted(em_of, key=lambda k: na.get(k, 0.0))

@@ -75,3 +75,27 @@ TEST(SquadMetrics, V2SplitsAndBestThreshold) {
   EXPECT_NEAR(s.best_f1, 75.0, 1e-9);
   EXPECT_DOUBLE_EQ(s.best_f1_thresh, -2.0);
 }
+
+// As the official script: HasAns means the record lists an answer, even one that normalises to
+// nothing (q1's "$", then scored against ""); with no-answer scores, a question scored above
+// 1.0 counts as predicting "" in exact/f1 and the subsets, not in the threshold search.
+TEST(SquadMetrics, V2HasAnsIsAnyListedAnswerAndScoresAboveOneCountAsNoAnswer) {
+  std::vector<SquadGold> gold = {{"q1", {"$"}}, {"q2", {}}, {"q3", {"blue"}}, {"q4", {}}};
+  std::map<std::string, std::string> preds = {{"q1", ""}, {"q2", ""}, {"q3", "blue"}, {"q4", "green"}};
+  std::map<std::string, double> na = {{"q1", 0.0}, {"q2", 0.0}, {"q3", 3.0}, {"q4", 2.0}};
+  const auto s = evaluate_squad_v2(gold, preds, na);
+  EXPECT_EQ(s.has_ans_total, 2);  // q1, q3
+  EXPECT_EQ(s.no_ans_total, 2);
+  // Raw EM: q1 1 ("" = ""), q2 1, q3 1, q4 0. Above 1.0: q3 -> "" (0), q4 -> "" (1).
+  EXPECT_NEAR(s.exact, 75.0, 1e-9);
+  EXPECT_NEAR(s.has_ans_exact, 50.0, 1e-9);
+  EXPECT_NEAR(s.no_ans_exact, 100.0, 1e-9);
+  EXPECT_NEAR(s.has_ans_f1, 50.0, 1e-9);
+  // Sweep over raw scores in na order q1(0) q2(0) q4(2) q3(3) from 2: +1 -> 3 (best at 0), +0, -1, +1.
+  EXPECT_NEAR(s.best_exact, 75.0, 1e-9);
+  EXPECT_DOUBLE_EQ(s.best_exact_thresh, 0.0);
+  // Without no-answer scores nothing is cut: q3 scores 1 and q4 0.
+  const auto plain = evaluate_squad_v2(gold, preds, {});
+  EXPECT_NEAR(plain.has_ans_exact, 100.0, 1e-9);
+  EXPECT_NEAR(plain.no_ans_exact, 50.0, 1e-9);
+}
