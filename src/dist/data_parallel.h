@@ -23,8 +23,8 @@
 namespace rpe::dist {
 
 // Where this process sits, from the launcher's environment: torchrun (RANK, WORLD_SIZE,
-// LOCAL_RANK, MASTER_ADDR, MASTER_PORT), else Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID),
-// else Open MPI (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK). MASTER_ADDR/PORT default to
+// LOCAL_RANK, MASTER_ADDR, MASTER_PORT), else Open MPI (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK),
+// else Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID). MASTER_ADDR/PORT default to
 // 127.0.0.1:29500. UserError for malformed or inconsistent values.
 struct LaunchEnv {
   int64_t rank = 0, world = 1, local_rank = 0;

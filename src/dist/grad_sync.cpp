@@ -54,6 +54,7 @@ void GradSync::finish() {
   if (unused_.empty()) {
     unused_.resize(params_.size());
     for (size_t i = 0; i < params_.size(); ++i) unused_[i] = !fired_[i];
+    find_unused_everywhere();
   } else {
     for (size_t i = 0; i < params_.size(); ++i)
       if (unused_[i] && fired_[i])
@@ -66,12 +67,26 @@ void GradSync::finish() {
     int64_t offset = 0;
     for (size_t i : b.members) {
       auto& g = params_[i].mutable_grad();
-      g.copy_(b.flat.slice(0, offset, offset + g.numel()).view_as(g));
-      offset += g.numel();
+      const int64_t n = g.numel();
+      if (unused_everywhere_[i]) g.reset();  // as with one process: no gradient, so no update
+      else g.copy_(b.flat.slice(0, offset, offset + n).view_as(g));
+      offset += n;
     }
     b.flat = torch::Tensor();
     b.work.reset();
   }
+}
+
+void GradSync::find_unused_everywhere() {
+  // One all-reduce of the "reached" flags, once: the first step's only host read.
+  std::vector<float> reached(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) reached[i] = unused_[i] ? 0.0F : 1.0F;
+  auto flat = torch::tensor(reached).to(params_.empty() ? torch::Device(torch::kCPU) : params_[0].device());
+  c_.all_reduce_sum(flat);
+  const auto counts = flat.to(torch::kCPU);
+  const float* count = counts.data_ptr<float>();
+  unused_everywhere_.resize(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) unused_everywhere_[i] = count[i] == 0.0F;
 }
 
 void GradSync::on_gradient(size_t index) {

@@ -17,7 +17,10 @@ namespace rpe::dist {
 // collectives in the same order, whatever order backward finishes them in). Parameters that
 // backward never reaches (a fine-tuning task leaves the MLM head unused) would hold their
 // bucket back forever, so the first armed step records them and later steps do not wait for
-// them (the graph is static: one that reaches such a parameter later is refused).
+// them (the graph is static: one that reaches such a parameter later is refused). Such a
+// parameter is all-reduced as zeros (every rank's buckets line up); where no rank reached it,
+// it is left without a gradient, as one process leaves it, so the optimizer does not step it
+// (no weight decay, no state): the number of ranks changes nothing but speed.
 class GradSync {
  public:
   // Buckets the requires_grad parameters of `params` and hooks each one (unhooked on destruction).
@@ -43,6 +46,7 @@ class GradSync {
   void on_gradient(size_t index);  // runs on the autograd thread
   int64_t launch_ready();          // launches the ready buckets at the head of the order
   void launch(size_t k);
+  void find_unused_everywhere();   // first armed step: which unused_ parameters no rank reached
 
   Collectives& c_;
   int64_t world_;
@@ -50,6 +54,7 @@ class GradSync {
   std::vector<std::function<void()>> unhook_;  // one per parameter
   std::vector<size_t> bucket_of_;
   std::vector<bool> unused_, fired_;  // unused_: no gradient in the first armed step (empty before it)
+  std::vector<bool> unused_everywhere_;  // unused_ on every rank (agreed in the first armed step)
   std::vector<Bucket> buckets_;
   std::mutex mutex_;
   size_t next_ = 0;

@@ -27,9 +27,12 @@ LaunchEnv detect_launch_env() {
   struct Names {
     const char *rank, *world, *local, *launcher;
   };
+  // Most specific first: torchrun and mpirun set their variables per process, while an sbatch
+  // script's own SLURM_PROCID=0 / SLURM_NTASKS reach every process that mpirun (or torchrun)
+  // starts inside the allocation; srun sets them per task.
   const Names sources[] = {{"RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"},
-                           {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "slurm"},
-                           {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun"}};
+                           {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun"},
+                           {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "slurm"}};
   for (const auto& s : sources) {
     const auto rank = env_int(s.rank), world = env_int(s.world);
     if (!rank || !world) continue;

@@ -51,7 +51,7 @@ void with_env(const std::map<std::string, std::string>& vars, const std::functio
   for (const auto& [k, v] : vars) ::unsetenv(k.c_str());
 }
 
-TEST(LaunchEnv, ReadsTorchrunThenSlurmThenMpi) {
+TEST(LaunchEnv, ReadsTorchrunThenMpiThenSlurm) {
   with_env({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "1234"}},
            [] {
              const auto e = dist::detect_launch_env();
@@ -72,6 +72,17 @@ TEST(LaunchEnv, ReadsTorchrunThenSlurmThenMpi) {
   with_env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, [] {
     EXPECT_EQ(dist::detect_launch_env().launcher, "mpirun");
   });
+  // mpirun inside an sbatch script: every process inherits the script's SLURM_PROCID=0 and
+  // SLURM_NTASKS; its own rank is Open MPI's.
+  with_env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "0"}, {"OMPI_COMM_WORLD_RANK", "3"},
+            {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}},
+           [] {
+             const auto e = dist::detect_launch_env();
+             EXPECT_EQ(e.rank, 3);
+             EXPECT_EQ(e.world, 8);
+             EXPECT_EQ(e.local_rank, 3);
+             EXPECT_EQ(e.launcher, "mpirun");
+           });
   EXPECT_EQ(dist::detect_launch_env().world, 1);
   with_env({{"RANK", "4"}, {"WORLD_SIZE", "2"}}, [] { EXPECT_THROW(dist::detect_launch_env(), UserError); });
   with_env({{"RANK", "x"}, {"WORLD_SIZE", "2"}}, [] { EXPECT_THROW(dist::detect_launch_env(), UserError); });
@@ -223,6 +234,14 @@ TEST(GradSyncWorker, DISABLED_OverlappedEqualsAfterBackward) {
   dp.finish_gradient_sync();
   const auto overlapped = grads();
   EXPECT_GT(launched, 1);  // buckets went out while backward was still running
+  // Reached by no rank: no gradient at all, as one process leaves them (the optimizer skips them).
+  int64_t head = 0;
+  for (const auto& p : model->named_parameters()) {
+    if (p.key().rfind("mlm", 0) != 0) continue;
+    ++head;
+    EXPECT_FALSE(p.value().grad().defined()) << p.key();
+  }
+  EXPECT_GT(head, 0);
 
   dp.attach_gradient_hooks({});  // hooks off: the reference path
   model->zero_grad();
@@ -242,6 +261,21 @@ TEST(GradSyncWorker, DISABLED_OverlappedEqualsAfterBackward) {
   auto from0 = first.clone();
   dp.all_reduce_sum(from0);
   EXPECT_LT((from0 / 2 - first).abs().max().item<double>(), 1e-7);  // both ranks hold the same mean
+
+  // Reached by rank 1 only: rank 0 adds zeros, and both hold rank 1's gradient / 2.
+  dp.attach_gradient_hooks(params);
+  model->zero_grad();
+  dp.arm_gradient_sync();
+  auto hidden = model->encode(ids1, {});
+  (env.rank == 1 ? hidden.pow(2).mean() + model->mlm_logits(hidden).pow(2).mean() : hidden.pow(2).mean()).backward();
+  dp.finish_gradient_sync();
+  for (const auto& p : model->named_parameters()) {
+    if (p.key().rfind("mlm", 0) != 0) continue;
+    ASSERT_TRUE(p.value().grad().defined()) << p.key();
+    auto g = p.value().grad().clone(), sum = g.clone();
+    dp.all_reduce_sum(sum);
+    EXPECT_LT((sum / 2 - g).abs().max().item<double>(), 1e-7) << p.key();  // the same on both ranks
+  }
 }
 
 // One rank of Fp16.RanksAgreeOnTwoGlooRanks (skipped unless launched by it). fp16 on the toy
