@@ -17,8 +17,12 @@ struct MethodFacts {
   std::string summary;               // one line for `rpe-train methods`
   bool learned_absolute = false;     // keeps a learned [n, D] input table: inputs are limited to n
   bool clipped = false;              // has a clipping distance k (reads model.attention.max_relative)
+  // max_relative 0 means no clipping at all rather than k = n - 1: no table is sized by k
+  // (transformer_xl's sinusoid reaches any distance).
+  bool unclipped_at_zero = false;
   // Method swap: a zero-initialised new table is the neutral start (the model computes what
-  // it did before the swap). Not for multiplicative gates (m1–m3), whose own init is neutral.
+  // it did before the swap). Not for multiplicative gates (m1–m3), whose own init is neutral,
+  // nor for deberta, whose 1/sqrt(3d) scale leaves no start neutral (it starts from its init).
   bool zero_is_neutral = true;
   // A rule the model options break, as a message for model.attention.method ("" = none),
   // checked when a config is read (e.g. RoPE's even head size).

@@ -48,7 +48,7 @@ ResolvedConfig resolve_finetune_config(const FinetuneRequest& req) {
   r.pretrain_max_len = base.data.max_seq_len;
   auto& att = r.cfg.model.attention;
   if (r.cfg.model.max_position != base.model.max_position && att.max_relative == 0 &&
-      base.model.attention.max_relative == 0) {
+      base.model.attention.max_relative == 0 && !method_info(att.method).unclipped_at_zero) {
     att.max_relative = base.model.max_position - 1;  // keep the pretrained k (and table shapes)
     log::info("finetune", "model.max_position {} -> {}: keeping the pretrained clipping distance k = {}",
               base.model.max_position, r.cfg.model.max_position, att.max_relative);
@@ -67,8 +67,10 @@ eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::st
   eval::ResultRow r;
   r.run_id = run_id;
   r.method = p.rc.cfg.model.attention.method;
-  // k only where the method has a clipping distance (its registry entry says so)
-  r.k = method_info(r.method).clipped ? bert->position->clip_distance() : 0;
+  // k only where the method clips distances (its registry entry says so); 0 = none
+  const MethodInfo& info = method_info(r.method);
+  const bool unclipped = info.unclipped_at_zero && p.rc.cfg.model.attention.max_relative == 0;
+  r.k = info.clipped && !unclipped ? bert->position->clip_distance() : 0;
   r.pretrain_run = p.rc.pretrain_run;
   r.pretrain_max_len = p.rc.pretrain_max_len;
   r.seed = seed;

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "config/config.h"
 #include "config_fixture.h"
@@ -86,19 +87,25 @@ TEST_F(ConfigLimits, AbsurdSizesAreRefusedBeforeAllocating) {
 }
 
 TEST_F(ConfigLimits, ParameterEstimateMatchesBuiltModels) {
-  // The estimate against the parameters a built model really holds, for every method,
-  // per head and shared tables: within 1% (the estimate may not undercount by more).
+  // The estimate against the parameters a built model really holds, for every method, per
+  // head and shared tables, and the options that change a method's tables: exactly.
+  using Variant = std::function<void(rpe::AttentionOptions&)>;
+  const std::vector<std::pair<std::string, Variant>> variants = {
+      {"defaults", [](rpe::AttentionOptions&) {}},
+      {"shared", [](rpe::AttentionOptions& a) { a.share_across_heads = true; }},
+      {"k = 5", [](rpe::AttentionOptions& a) { a.max_relative = 5; }},
+      {"no u, v", [](rpe::AttentionOptions& a) { a.xl_uv_bias = false; }},
+      {"shaw values", [](rpe::AttentionOptions& a) { a.shaw_values = true; }},
+      {"add_absolute", [](rpe::AttentionOptions& a) { a.add_absolute = true; }}};
   for (const auto& method : rpe::attention_method_names()) {
-    for (const bool shared : {false, true}) {
+    for (const auto& [name, variant] : variants) {
       auto m = rpe::test::small_model_options(method, {.vocab = 100, .hidden = 32, .heads = 4, .ffn = 64,
                                                         .max_position = 64});
-      m.attention.share_across_heads = shared;
+      variant(m.attention);
       rpe::BertModel model(m);
       double actual = 0;
       for (const auto& p : model->parameters()) actual += static_cast<double>(p.numel());
-      const double estimate = rpe::estimated_parameters(m, 0);
-      EXPECT_NEAR(estimate / actual, 1.0, 0.01) << method << (shared ? " shared" : "") << ": estimate " << estimate
-                                                << ", model " << actual;
+      EXPECT_EQ(rpe::estimated_parameters(m, 0), actual) << method << ", " << name;
     }
   }
 }

@@ -199,6 +199,32 @@ TEST(FinetuneConfig, ResolvesOnTopOfCheckpointAndPinsK) {
   remove_tree(dir);
 }
 
+// transformer_xl's max_relative 0 means unclipped (its sinusoid reaches any distance, no table
+// is sized by k): a longer fine-tuning length keeps it unclipped rather than pinning n - 1.
+TEST(FinetuneConfig, UnclippedTransformerXlStaysUnclippedAtALongerMaxPosition) {
+  const fs::path dir = fs::temp_directory_path() / "rpe_ft_resolve_xl";
+  remove_tree(dir);
+  fs::create_directories(dir / "pre");
+  Config pre = load_config(rpe::test::source_dir() + "/configs/pretrain/tiny_m4.yaml");
+  pre.model.vocab_size = 50;
+  pre.model.attention.method = "transformer_xl";
+  pre.model.attention.max_relative = 0;
+  BertModel model(pre.model);
+  save_checkpoint(dir / "pre", *model, nullptr, TrainState{}, to_yaml(pre));
+  std::ofstream(dir / "pre" / "tokenizer.model") << "";
+  std::ofstream(dir / "ft.yaml") << "model:\n  max_position: 512\n";
+  FinetuneRequest req;
+  req.config_file = dir / "ft.yaml";
+  req.init = (dir / "pre").string();
+  const auto r = resolve_finetune_config(req);
+  EXPECT_EQ(r.cfg.model.max_position, 512);
+  EXPECT_EQ(r.cfg.model.attention.max_relative, 0);  // still unclipped
+  BertModel longer(r.cfg.model);
+  EXPECT_NO_THROW(load_checkpoint(r.checkpoint, *longer, nullptr));
+  EXPECT_NE(longer->position->describe().find("unclipped"), std::string::npos) << longer->position->describe();
+  remove_tree(dir);
+}
+
 namespace {
 // An ItemTask whose micro-batches are the item indices themselves ([B] int64).
 class IndexTask : public ItemTask {

@@ -58,9 +58,9 @@ double signed_scalars(const ModelOptions& m) {  // m2: [H|1, 2k+1] per layer
   const Sizes s(m);
   return s.L * s.table_heads * (2 * s.k + 1);
 }
-double xl_tables(const ModelOptions& m) {  // W^R [D, D], u, v [H, d] per layer
+double xl_tables(const ModelOptions& m) {  // W^R [D, D], u, v [H, d] per layer (xl_uv_bias)
   const Sizes s(m);
-  return s.L * (s.D * s.D + 2 * s.D);
+  return s.L * (s.D * s.D + (m.attention.xl_uv_bias ? 2 * s.D : 0.0));
 }
 double deberta_tables(const ModelOptions& m) {  // W^{K,r}, W^{Q,r} [D, D] per layer, P [2k+1, D]
   const Sizes s(m);
@@ -109,7 +109,7 @@ std::vector<MethodInfo> build_registry() {
       });
   add(entry("transformer_xl", "projected sinusoidal relative encodings with u/v biases (Dai et al. 2019; eq. 10)",
             make_position_method_transformer_xl, xl_tables),
-      [](MethodInfo& m) { m.clipped = true; m.distance_table = DistanceTable::mirrored_rows; });
+      [](MethodInfo& m) { m.clipped = true; m.unclipped_at_zero = true; m.distance_table = DistanceTable::mirrored_rows; });
   add(entry("m1", "method 1: a learned scalar per distance |j-i| gates q.k (Huang et al. 2020; eqs. 11-12)",
             make_position_method_m1, unsigned_scalars),
       [](MethodInfo& m) {
@@ -144,7 +144,10 @@ std::vector<MethodInfo> build_registry() {
       [](MethodInfo& m) { m.config_problem = rope_problem; });
   add(entry("deberta", "disentangled content-to-position and position-to-content terms (He et al. 2020)",
             make_position_method_deberta, deberta_tables),
-      [](MethodInfo& m) { m.clipped = true; m.distance_table = DistanceTable::mirrored_shared; });
+      [](MethodInfo& m) {
+        m.clipped = true; m.distance_table = DistanceTable::mirrored_shared;
+        m.zero_is_neutral = false;  // its 1/sqrt(3d) scale changes q.k whatever its tables hold
+      });
   return r;
 }
 
