@@ -109,6 +109,7 @@ void write_checkpoint(const fs::path& file, torch::nn::Module& model, torch::opt
     archive.write("nonfinite_in_a_row", c10::IValue(state->nonfinite_in_a_row));
     archive.write("loss_scale", c10::IValue(state->loss_scale));
     archive.write("loss_scale_streak", c10::IValue(state->loss_scale_streak));
+    if (!state->log_window.empty()) archive.write("log_window", torch::tensor(state->log_window, torch::kDouble));
     // The random streams of this rank (rank 0 saves). Every rank seeds alike and draws the same
     // numbers per step (same shapes), so on resume each rank sets rank 0's states into its own
     // generators: the CPU's, and its training device's (cuda:LOCAL_RANK, whatever the index).
@@ -199,6 +200,10 @@ CheckpointContents load_checkpoint(const fs::path& file, torch::nn::Module& mode
   read_int("nonfinite_in_a_row", out.state.nonfinite_in_a_row);
   read_int("loss_scale_streak", out.state.loss_scale_streak);
   if (archive.try_read("loss_scale", v) && v.isDouble()) out.state.loss_scale = v.toDouble();
+  if (torch::Tensor w; archive.try_read("log_window", w) && w.dim() == 1 && w.scalar_type() == torch::kDouble) {
+    const auto h = w.contiguous();
+    out.state.log_window.assign(h.data_ptr<double>(), h.data_ptr<double>() + h.numel());
+  }
   if (archive.try_read("optimizer_name", v)) out.state.optimizer_name = v.toStringRef();
   if (archive.try_read("schedule", v)) out.state.schedule = v.toStringRef();
   if (archive.try_read("config", v)) out.config_yaml = v.toStringRef();

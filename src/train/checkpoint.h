@@ -36,6 +36,7 @@ struct TrainState {
   int64_t nonfinite_in_a_row = 0;  // of those, the current streak
   double loss_scale = 0.0;         // fp16: the dynamic loss scale (0: none, another precision)
   int64_t loss_scale_streak = 0;   // fp16: overflow-free steps since the scale last changed
+  std::vector<double> log_window;  // the log window up to `step` (LogWindow::snapshot); empty: none
   std::string optimizer_name, schedule;
 };
 

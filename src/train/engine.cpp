@@ -192,16 +192,6 @@ bool Engine::evaluate_and_stop(int64_t step) {
   return dp.any(stop);  // its decision reaches every rank (once per evaluation, not per step)
 }
 
-// Sums of the log window, on the device until the log line: [loss, grad_norm, correct, count, tokens]
-// (loss and grad_norm over finite steps only).
-struct Engine::Window {
-  torch::Tensor sums;
-  int64_t finite_steps = 0, skipped = 0;
-  Clock::time_point start = Clock::now();
-  explicit Window(const torch::Device& device)
-      : sums(torch::zeros({5}, torch::TensorOptions(torch::kDouble).device(device))) {}
-};
-
 void Engine::flush_tokens(TrainState& state) {
   state.tokens_seen += static_cast<int64_t>(seen_tokens_.item<double>());
   seen_tokens_.zero_();
@@ -237,14 +227,14 @@ std::string Engine::note_nonfinite(int64_t step, const torch::Tensor& loss_t, co
          " non-finite losses or gradient norms in a row (train.max_nonfinite_in_a_row)";
 }
 
-void Engine::update_on_device(const StepStats& st, TrainState& state, Window& w) {
+void Engine::update_on_device(const StepStats& st, TrainState& state, LogWindow& w) {
   settle(w, state);  // the previous step's flag: it is done while this one runs
   device_update_->step_if(st.finite);
   const auto logged = torch::stack({st.loss, st.grad_norm.to(torch::kDouble)});
   w.sums.slice(0, 0, 2) += torch::where(st.finite, logged, torch::zeros_like(logged));  // finite steps only
 }
 
-std::string Engine::update_on_host(const StepStats& st, TrainState& state, Window& w) {
+std::string Engine::update_on_host(const StepStats& st, TrainState& state, LogWindow& w) {
   if (st.finite.item<bool>()) {  // the one host read of such a step
     optimizer_.step();
     state.nonfinite_in_a_row = 0;
@@ -269,7 +259,7 @@ void Engine::queue_pending(const StepStats& st, int64_t step) {
   pending_ = std::move(p);
 }
 
-void Engine::settle(Window& w, TrainState& state) {
+void Engine::settle(LogWindow& w, TrainState& state) {
   if (!pending_) return;
   PendingStep p = std::move(*pending_);
   pending_.reset();
@@ -288,13 +278,14 @@ void Engine::settle(Window& w, TrainState& state) {
     // loss scale).
     consumed_ = p.cursor;
     if (p.scale.defined()) scaler_.restore(p.scale);
-    stop_nonfinite(state, why);
+    stop_nonfinite(state, w, why);
   }
 }
 
-void Engine::stop_nonfinite(TrainState& state, const std::string& why) {
+void Engine::stop_nonfinite(TrainState& state, const LogWindow& w, const std::string& why) {
   s_.dp->barrier();
   flush_tokens(state);
+  state.log_window = w.snapshot();
   const auto file = save(state);  // throws if the weights themselves are non-finite
   throw UserError("training stopped at step " + std::to_string(state.step) + ": " + why + "; the weights "
                   "(finite, from the last update that was not skipped) " +
@@ -306,7 +297,7 @@ void Engine::record(const nlohmann::json& row, int64_t step) {
   dist::all_or_none(*s_.dp, "writing metrics.jsonl at step " + std::to_string(step), [&] { s_.metrics.write(row); });
 }
 
-void Engine::log_window(Window& w, TrainState& state, double lr, EngineResult& result) {
+void Engine::log_window(LogWindow& w, TrainState& state, double lr, EngineResult& result) {
   const auto& t = s_.train;
   // The window's one device -> host copy (fp16: the loss scale rides along as entry 5).
   const auto h = (scaler_.enabled() ? torch::cat({w.sums, scaler_.scale().to(torch::kDouble).view({1})}) : w.sums).cpu();
@@ -336,7 +327,7 @@ void Engine::log_window(Window& w, TrainState& state, double lr, EngineResult& r
     if (std::isnan(result.first_loss)) result.first_loss = mean_loss;
     result.final_loss = mean_loss;
   }
-  w = Window(s_.device);
+  w = LogWindow(s_.device);
 }
 
 EngineResult Engine::run(TrainState state) {
@@ -348,7 +339,8 @@ EngineResult Engine::run(TrainState state) {
   EngineResult result;
   result.first_loss = s_.first_loss;
   result.final_loss = s_.last_loss;  // kept when resumed from the final checkpoint (no step left)
-  Window w(s_.device);
+  LogWindow w(s_.device);
+  w.restore(state.log_window);  // resumed between two log steps: the window so far
   loop_start_ = Clock::now();
   first_step_ = state.step;
   seen_tokens_ = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(s_.device));
@@ -367,7 +359,7 @@ EngineResult Engine::run(TrainState state) {
     ++state.step;
     if (device_update_) queue_pending(st, state.step);
     if (s_.hooks.on_step) s_.hooks.on_step(state.step, st.loss.item<double>());
-    if (!stop.empty()) stop_nonfinite(state, stop);
+    if (!stop.empty()) stop_nonfinite(state, w, stop);
     if (state.step % t.log_every == 0 || state.step == t.max_steps) {
       settle(w, state);  // a log line is a host read anyway
       log_window(w, state, lr, result);
@@ -380,12 +372,14 @@ EngineResult Engine::run(TrainState state) {
     if (t.save_every > 0 && state.step % t.save_every == 0 && state.step != t.max_steps && !s_.run_dir.empty()) {
       settle(w, state);
       flush_tokens(state);
+      state.log_window = w.snapshot();
       save(state);
     }
   }
   settle(w, state);
   s_.dp->barrier();  // every rank done with collectives before rank 0 saves and the group closes
   flush_tokens(state);
+  state.log_window = w.snapshot();
   result.checkpoint = save(state);  // without a run folder: only the replicas' agreement check
   state.cursor = consumed_;
   result.state = state;

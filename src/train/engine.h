@@ -41,6 +41,7 @@
 #include "dist/data_parallel.h"
 #include "train/checkpoint.h"
 #include "train/device_update.h"
+#include "train/log_window.h"
 #include "train/loss_scaler.h"
 #include "train/metrics.h"
 
@@ -156,7 +157,6 @@ class Engine {
   // the same on every rank; an evaluation that fails stops every rank.
   bool evaluate_and_stop(int64_t step);
 
-  struct Window;  // the log window's on-device sums (engine.cpp)
   // Adds the tokens counted on the device since the last call to state.tokens_seen (host read).
   void flush_tokens(TrainState& state);
   // A skipped update, step `step` (1-based): counters, the warning and a nonfinite_skip row; in
@@ -168,8 +168,8 @@ class Engine {
                              const torch::Tensor& overflow, const torch::Tensor& scale, TrainState& state);
   // The update of `st`: queued for the device to apply or skip (DeviceSkippableStep), after
   // settling the previous step; or decided on the host, returning why the run must stop ("": go on).
-  void update_on_device(const StepStats& st, TrainState& state, Window& w);
-  std::string update_on_host(const StepStats& st, TrainState& state, Window& w);
+  void update_on_device(const StepStats& st, TrainState& state, LogWindow& w);
+  std::string update_on_host(const StepStats& st, TrainState& state, LogWindow& w);
   // A step the device decided alone, its flag on the way to the host (see the header comment).
   struct PendingStep {
     int64_t step = 0;                    // 1-based
@@ -183,16 +183,16 @@ class Engine {
   void queue_pending(const StepStats& st, int64_t step);
   // Reads the pending step's flag and does its bookkeeping (window counts, non-finite warning,
   // the in-a-row stop); a no-op when nothing is pending.
-  void settle(Window& w, TrainState& state);
-  // After too many skipped steps (`why`, from note_nonfinite): saves the last finite weights,
-  // throws UserError.
-  [[noreturn]] void stop_nonfinite(TrainState& state, const std::string& why);
+  void settle(LogWindow& w, TrainState& state);
+  // After too many skipped steps (`why`, from note_nonfinite): saves the last finite weights
+  // (with the log window `w` so far), throws UserError.
+  [[noreturn]] void stop_nonfinite(TrainState& state, const LogWindow& w, const std::string& why);
   // Appends `row` to rank 0's metrics.jsonl; when that fails (a full disk) every rank stops
   // with its reason (dist/all_or_none.h), not at its next gradient all-reduce.
   void record(const nlohmann::json& row, int64_t step);
   // The progress line and metrics.jsonl row of the window ending at state.step; records the
   // window's mean loss in `result` and starts a new window.
-  void log_window(Window& w, TrainState& state, double lr, EngineResult& result);
+  void log_window(LogWindow& w, TrainState& state, double lr, EngineResult& result);
 
   EngineSetup s_;
   torch::nn::Module& model_;

@@ -14,7 +14,9 @@ ParamGroups split_decay_groups(torch::nn::Module& model) {
   ParamGroups g;
   for (const auto& p : model.named_parameters()) {
     const bool is_matrix = p.value().dim() >= 2;
-    const bool position = p.key().find("position") != std::string::npos;  // relative tables, absolute table
+    // Every position-method parameter: the tables (absolute, relative) and transformer_xl's and
+    // deberta's projections alike (docs/training.md).
+    const bool position = p.key().find("position") != std::string::npos;
     (is_matrix && !position ? g.decay : g.no_decay).push_back(p.value());
   }
   return g;

@@ -91,6 +91,40 @@ std::string file_text(const fs::path& f) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// Training rows of a run's metrics.jsonl without the fields of this process's clock.
+std::vector<nlohmann::json> rows_without_timings(const fs::path& run) {
+  std::ifstream in(run / "metrics.jsonl");
+  std::vector<nlohmann::json> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto row = nlohmann::json::parse(line);
+    if (row.contains("split")) continue;
+    row.erase("tokens_per_s");
+    row.erase("elapsed_s");
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// A checkpoint between two log steps (save_every 4, log_every 6) keeps the log window so far:
+// resumed from step 4, the row of step 6 averages steps 1-6 as the uninterrupted run's does,
+// not only 5-6 (loss, gradient norm and accuracy alike).
+TEST(ResumeWindow, ACheckpointBetweenLogStepsKeepsTheWindowSoFar) {
+  const Config cfg = test::tiny_config({"train.max_steps=12", "train.save_every=4", "train.log_every=6"});
+  const fs::path a = test::fresh_dir("window_a"), b = test::fresh_dir("window_b");
+  pretrain(cfg, a, {});
+  PretrainHooks crash;
+  crash.on_step = [](int64_t step, double) {
+    if (step == 7) throw Crash();  // after the rows and checkpoint of step 6 and 4
+  };
+  EXPECT_THROW(pretrain(cfg, b, {}, crash), Crash);
+  ASSERT_EQ(latest_checkpoint(b)->filename(), "step_00000004.pt");
+  pretrain(cfg, b, {.resume = true});
+  const auto rows = rows_without_timings(a);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows_without_timings(b), rows);
+}
+
 TEST(ResumeRefusal, EveryCheckpointBrokenStopsAndKeepsTheMetrics) {
   const Config cfg = test::tiny_config({"train.max_steps=4", "train.save_every=2", "train.keep_checkpoints=10"});
   const fs::path run = test::fresh_dir("resume_all_broken");

@@ -1,0 +1,41 @@
+// The engine's log window: sums over the steps since the last progress line / metrics.jsonl
+// row, kept on the device until that row (train/engine.cpp). A checkpoint keeps the part of
+// the window its step has seen (TrainState::log_window), so a run resumed from a checkpoint
+// between two log steps writes the rows an uninterrupted run writes: the first row after the
+// resume averages the whole window, not only the steps since the resume.
+#pragma once
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+namespace rpe {
+
+struct LogWindow {
+  // [5] float64 on the device: loss, grad_norm (finite steps only), correct, count, tokens.
+  torch::Tensor sums;
+  int64_t finite_steps = 0, skipped = 0;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();  // for tokens/s
+
+  explicit LogWindow(const torch::Device& device)
+      : sums(torch::zeros({5}, torch::TensorOptions(torch::kDouble).device(device))) {}
+
+  // What a checkpoint keeps (a host read): [loss, grad_norm, correct, count, finite_steps,
+  // skipped]. Not the tokens: they feed only the window's tokens/s, a rate of this process.
+  std::vector<double> snapshot() const {
+    const auto h = sums.slice(0, 0, 4).cpu();
+    const double* v = h.data_ptr<double>();
+    return {v[0], v[1], v[2], v[3], static_cast<double>(finite_steps), static_cast<double>(skipped)};
+  }
+
+  // Continues a window from a checkpoint's snapshot (empty: a fresh window).
+  void restore(const std::vector<double>& kept) {
+    if (kept.size() != 6) return;
+    sums.slice(0, 0, 4).copy_(torch::tensor(std::vector<double>(kept.begin(), kept.begin() + 4), torch::kDouble));
+    finite_steps = static_cast<int64_t>(kept[4]);
+    skipped = static_cast<int64_t>(kept[5]);
+  }
+};
+
+}  // namespace rpe
