@@ -123,21 +123,9 @@ class Writer {
   YAML::Emitter& out_;
 };
 
-// A key written with no value reads as "missing" and takes its default; for names that
-// would silently become another name (run.name: -> "run") that is an error.
-void reject_empty_names(const YamlTree& tree, const Config& cfg) {
-  const YAML::Node run = tree.root["run"];
-  if (!run || !run.IsMap()) return;
-  for (const char* key : {"name", "root"}) {
-    const YAML::Node v = run[key];
-    if (v && v.IsNull()) cfg.fail(std::string("run.") + key, "is empty (give a folder name or remove the key)");
-  }
-}
-
 Config read_tree(const YamlTree& tree) {
   Config cfg;
   cfg.origins = tree.origins;
-  reject_empty_names(tree, cfg);
   Reader reader(tree.root, "", cfg);
   cfg.visit(reader);
   reader.reject_unknown();

@@ -24,9 +24,12 @@ struct MethodFacts {
   // it did before the swap). Not for multiplicative gates (m1–m3), whose own init is neutral,
   // nor for deberta, whose 1/sqrt(3d) scale leaves no start neutral (it starts from its init).
   bool zero_is_neutral = true;
-  // A rule the model options break, as a message for model.attention.method ("" = none),
-  // checked when a config is read (e.g. RoPE's even head size).
-  std::string (*config_problem)(const ModelOptions&) = nullptr;
+  // A rule the model options break, checked when a config is read (e.g. RoPE's even head
+  // size, T5's bucket counts): the key at fault and the message (empty = none).
+  struct Problem {
+    std::string key, message;
+  };
+  Problem (*config_problem)(const ModelOptions&) = nullptr;
   // Parameters of the method's own position tables (besides a learned absolute table), for
   // the memory estimate made before anything is allocated (config/model_size.h).
   double (*position_parameters)(const ModelOptions&) = nullptr;

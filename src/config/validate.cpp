@@ -101,8 +101,8 @@ void validate_method(const Config& cfg) {
     cfg.fail("model.attention.method", "unknown method '" + name + "' (valid: " + join(names) + ")");
   }
   if (facts->config_problem) {
-    const std::string problem = facts->config_problem(cfg.model);
-    if (!problem.empty()) cfg.fail("model.attention.method", problem);
+    const MethodFacts::Problem problem = facts->config_problem(cfg.model);
+    if (!problem.message.empty()) cfg.fail(problem.key, problem.message);
   }
 }
 
@@ -112,6 +112,11 @@ void positive(const Config& cfg, const char* path, int64_t v) {
 
 void probability(const Config& cfg, const char* path, double v) {
   if (!(v >= 0.0 && v <= 1.0)) cfg.fail(path, "must be in [0, 1], got " + std::to_string(v));
+}
+
+// A dropout of 1 zeroes every output: the run would train and learn nothing.
+void dropout_rate(const Config& cfg, const char* path, double v) {
+  if (!(v >= 0.0 && v < 1.0)) cfg.fail(path, "must be in [0, 1), got " + std::to_string(v));
 }
 
 // Model sizes, dropouts and the attention section.
@@ -127,18 +132,17 @@ void validate_model(const Config& cfg) {
   if (m.hidden % m.heads != 0)
     cfg.fail("model.heads", "hidden (" + std::to_string(m.hidden) + ") is not divisible by heads (" +
                                 std::to_string(m.heads) + ")");
-  probability(cfg, "model.dropout", m.dropout);
-  probability(cfg, "model.attention_dropout", m.attention_dropout);
+  dropout_rate(cfg, "model.dropout", m.dropout);
+  dropout_rate(cfg, "model.attention_dropout", m.attention_dropout);
 
   const auto& a = m.attention;
   validate_method(cfg);
   if (a.max_relative < 0) cfg.fail("model.attention.max_relative", "must be >= 0 (0 = max_position - 1)");
   if (a.backend != "auto" && a.backend != "plain" && a.backend != "sdpa")
     cfg.fail("model.attention.backend", "must be auto, plain or sdpa, got '" + a.backend + "'");
-  if (a.t5_buckets < 2) cfg.fail("model.attention.t5_buckets", "must be at least 2");
-  if (a.t5_max_distance < 1) cfg.fail("model.attention.t5_max_distance", "must be positive");
   if (!(a.rope_base > 1.0)) cfg.fail("model.attention.rope_base", "must be > 1");
 }
+
 
 void validate_data(const Config& cfg) {
   const auto& d = cfg.data;

@@ -69,13 +69,31 @@ YAML::Node parse_file(const fs::path& file) {
   }
 }
 
-void load_into(const fs::path& file, YamlTree& tree, std::set<fs::path>& stack) {
+// A key with no value (`lr:`, or a section whose keys are all commented out) would replace
+// the inherited value by nothing, which reads as the built-in default: refused instead.
+void reject_empty_values(const YAML::Node& node, const std::string& prefix, const std::string& file) {
+  if (!node.IsMap()) return;
+  for (const auto& kv : node) {
+    const std::string path = prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar();
+    if (kv.second.IsNull())
+      throw UserError(location(file, kv.first.Mark()) + ": " + path +
+                      ": no value (write one, or remove the key to keep the inherited value)");
+    reject_empty_values(kv.second, path, file);
+  }
+}
+
+// `loaded`: files already merged. A file reached again through another branch of extends
+// (A extends B and C, both extend D) is merged once, where first reached: merging D again
+// after B would undo what B changed in it.
+void load_into(const fs::path& file, YamlTree& tree, std::set<fs::path>& stack, std::set<fs::path>& loaded) {
   std::error_code ec;
   fs::path canon = fs::weakly_canonical(file, ec);
   if (ec) canon = file.lexically_normal();
   if (stack.count(canon)) throw UserError(file.string() + ": extends cycle through this file");
+  if (loaded.count(canon)) return;
   stack.insert(canon);
   YAML::Node node = parse_file(file);
+  reject_empty_values(node, "", file.string());
   if (node["extends"]) {
     const YAML::Node ext = node["extends"];
     std::vector<std::string> bases;
@@ -93,21 +111,22 @@ void load_into(const fs::path& file, YamlTree& tree, std::set<fs::path>& stack) 
     for (const auto& base : bases) {
       const fs::path base_path = file.parent_path() / base;
       check_config_file(base_path, location(file.string(), ext.Mark()) + ": extends: ");
-      load_into(base_path, tree, stack);
+      load_into(base_path, tree, stack, loaded);
     }
     node.remove("extends");
   }
   merge_into(tree.root, node);
   record_origins(node, "", file.string(), tree.origins);
   stack.erase(canon);
+  loaded.insert(canon);
 }
 
 }  // namespace
 
 YamlTree load_tree(const fs::path& file) {
   YamlTree tree;
-  std::set<fs::path> stack;
-  load_into(file, tree, stack);
+  std::set<fs::path> stack, loaded;
+  load_into(file, tree, stack, loaded);
   return tree;
 }
 
@@ -135,12 +154,15 @@ void apply_override(YamlTree& tree, const std::string& assignment) {
     throw UserError("--set " + assignment + ": expected key.path=value");
   const std::string path = assignment.substr(0, eq);
   const std::string value_text = assignment.substr(eq + 1);
-  YAML::Node value;
+  // `key=` (what a shell makes of key="") is the empty string: a string key takes it, any other
+  // key refuses it by type. An explicit null or ~ would read as the default: refused.
+  YAML::Node value(value_text);
   try {
-    value = YAML::Load(value_text);
+    if (value_text.find_first_not_of(" \t") != std::string::npos) value = YAML::Load(value_text);
   } catch (const YAML::ParserException& e) {
     throw UserError("--set " + assignment + ": cannot parse the value: " + e.msg);
   }
+  if (value.IsNull()) throw UserError("--set " + assignment + ": no value (null reads as the default)");
   // Walk/create the parent maps. yaml-cpp nodes are handles, so assigning to `node`
   // rebinds rather than writes; keep a vector of handles instead.
   std::vector<std::string> keys;

@@ -102,6 +102,7 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   dist::DataParallel dp(env, [&] { return training_device(cfg.train.device, env.local_rank, env.distributed()); },
                         cfg.train.dist_timeout_s, cfg.train.bucket_mb);
   const torch::Device device = dp.device();
+  micro_batch_size(cfg.train, dp.world());  // the same verdict on every rank, before any work
   // After the ranks have met, each reads the data and checks the checkpoint's shapes and the
   // lengths (once, before anything is written); a rank that cannot stops them all at once.
   dist::all_or_none(dp, "reading the fine-tuning inputs", [&] {

@@ -24,9 +24,7 @@ ItemTask::ItemTask(int64_t n_items, const TrainOptions& t, int64_t seed, int64_t
       rng_(static_cast<uint64_t>(seed)) {
   require(n_ > 0, "fine-tuning: no training examples");
   require(t.grad_accum >= 1, "train.grad_accum must be at least 1");
-  micro_ = t.batch_size / (t.grad_accum * world_);
-  require(micro_ >= 1, "train.batch_size (" + std::to_string(t.batch_size) + ") is smaller than grad_accum x world size (" +
-                           std::to_string(t.grad_accum) + " x " + std::to_string(world_) + ")");
+  micro_ = micro_batch_size(t, world_);
   steps_per_epoch_ = steps_per_epoch(n_, t.batch_size);
 }
 

@@ -44,8 +44,20 @@
 #include "train/log_window.h"
 #include "train/loss_scaler.h"
 #include "train/metrics.h"
+#include "util/errors.h"
 
 namespace rpe {
+
+// Items per rank and micro-batch: batch_size split evenly over grad_accum micro-batches on each
+// of `world` ranks. UserError when it does not divide: a floored share would train on a smaller
+// batch than the config and the log say.
+inline int64_t micro_batch_size(const TrainOptions& t, int64_t world) {
+  const int64_t per_rank = t.grad_accum * world;
+  if (t.batch_size % per_rank != 0)
+    throw UserError("train.batch_size (" + std::to_string(t.batch_size) + ") is not divisible by grad_accum x world size (" +
+                    std::to_string(t.grad_accum) + " x " + std::to_string(world) + ")");
+  return t.batch_size / per_rank;
+}
 
 // One micro-batch: task-defined tensors (host tensors from Task::next_batch; the engine copies
 // them to the device, pinned and non-blocking on CUDA; undefined entries stay undefined).

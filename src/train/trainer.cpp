@@ -10,6 +10,7 @@
 #include "dist/all_or_none.h"
 #include "dist/data_parallel.h"
 #include "dist/replica_check.h"
+#include "model/attention/registry.h"
 #include "model/bert.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
@@ -99,6 +100,31 @@ void write_summary(const fs::path& run_dir, const Config& cfg, const PretrainRes
             e.state.nonfinite_total, e.checkpoint.string());
 }
 
+// What pretraining makes of the config's lengths and schedule, said before any data is read:
+// a learned absolute table with fewer rows than the sequence is refused (it would fail at the
+// first forward pass, after the tokenizer and corpus); settings that are valid but rarely
+// meant are warned about.
+void check_settings(const Config& cfg) {
+  const MethodInfo& info = method_info(cfg.model.attention.method);
+  if ((info.learned_absolute || cfg.model.attention.add_absolute) && cfg.data.max_seq_len > cfg.model.max_position)
+    cfg.fail("data.max_seq_len", std::to_string(cfg.data.max_seq_len) + " exceeds model.max_position (" +
+                                     std::to_string(cfg.model.max_position) + "), the rows of the learned absolute table");
+  const auto& t = cfg.train;
+  if (t.warmup_steps > t.max_steps)
+    log::warn("train", "train.warmup_steps ({}) exceeds train.max_steps ({}): the lr rises to {:.0f}% of train.lr "
+              "and never decays", t.warmup_steps, t.max_steps, 100.0 * static_cast<double>(t.max_steps) /
+              static_cast<double>(t.warmup_steps));
+  const auto& m = cfg.model;
+  if (!info.clipped || (info.unclipped_at_zero && m.attention.max_relative == 0)) return;
+  const int64_t n = m.max_position, k = m.attention.max_relative;
+  if (k > n - 1)
+    log::warn("model", "model.attention.max_relative ({}) exceeds model.max_position - 1 ({}): the table rows of "
+              "distances {}..{} are never trained at pretraining lengths", k, n - 1, n, k);
+  else if (k == 0 && cfg.data.max_seq_len > n)
+    log::warn("model", "data.max_seq_len ({}) exceeds model.max_position ({}): with max_relative 0 (k = n - 1), "
+              "distances of {} and more share the table's edge row", cfg.data.max_seq_len, n, n);
+}
+
 // The model on `device`, its attention path chosen, described in the log.
 BertModel build_model(const ModelOptions& o, const torch::Device& device) {
   BertModel model(o);
@@ -132,11 +158,8 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   const bool chief = dp.rank() == 0;  // writes the run folder's files
   log::info("run", "run folder {} | {} | device {} | precision {} | {} rank(s), backend {}", run_dir.string(),
             describe_runtime(), device.str(), t.precision, dp.world(), dp.backend_name());
-  const int64_t per_rank = t.grad_accum * dp.world();
-  if (t.batch_size % per_rank != 0)
-    throw UserError("train.batch_size (" + std::to_string(t.batch_size) + ") is not divisible by grad_accum x world size (" +
-                    std::to_string(t.grad_accum) + " x " + std::to_string(dp.world()) + ")");
-  const int64_t micro_batch = t.batch_size / per_rank;
+  const int64_t micro_batch = micro_batch_size(t, dp.world());
+  check_settings(cfg);
 
   const auto tokenizer = shared_tokenizer(cfg, run_dir, dp);
   const auto t0 = Clock::now();

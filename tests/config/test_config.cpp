@@ -55,6 +55,34 @@ TEST_F(ConfigTest, ExtendsListAppliesInOrder) {
   EXPECT_EQ(c.data.train_files, std::vector<std::string>{"x.txt"});  // scalar accepted for a list
 }
 
+// A diamond (top extends left and right, both extend base): base is merged once, where first
+// reached, so left's change to it stays; right's own keys still win over left's.
+TEST_F(ConfigTest, ADiamondOfExtendsMergesTheSharedBaseOnce) {
+  write("base.yaml", "extends: model/small.yaml\ndata:\n  train_files: [a.txt]\ntrain:\n  lr: 1.0e-3\n  seed: 1\n");
+  write("left.yaml", "extends: base.yaml\ntrain:\n  lr: 5.0e-4\n  seed: 2\n");
+  write("right.yaml", "extends: base.yaml\ntrain:\n  seed: 3\n");
+  const Config c = load_config(write("top.yaml", "extends: [left.yaml, right.yaml]\n"));
+  EXPECT_DOUBLE_EQ(c.train.lr, 5e-4);  // base again after left would give 1e-3
+  EXPECT_EQ(c.train.seed, 3);
+}
+
+// A key without a value would have reset what it inherits to the built-in default.
+TEST_F(ConfigTest, KeysWithoutAValueAreErrors) {
+  expect_one_line_ = true;
+  auto f = write("empty.yaml", "extends: exp.yaml\ntrain:\n  # max_steps: 100\n");
+  const std::string section = error_of(f);
+  EXPECT_NE(section.find("empty.yaml:2: train: no value"), std::string::npos) << section;
+  auto g = write("empty_key.yaml", "extends: exp.yaml\ntrain:\n  lr:\n");
+  const std::string key = error_of(g);
+  EXPECT_NE(key.find("empty_key.yaml:3: train.lr: no value"), std::string::npos) << key;
+  const std::string null = error_of(dir_ / "exp.yaml", {"train.lr=null"});
+  EXPECT_NE(null.find("--set train.lr=null: no value"), std::string::npos) << null;
+  // `key=` (a shell's key="") is the empty string: a string key takes it, a number refuses it.
+  const std::string empty = error_of(dir_ / "exp.yaml", {"train.lr="});
+  EXPECT_NE(empty.find("train.lr: expected a number"), std::string::npos) << empty;
+  EXPECT_EQ(load_config(dir_ / "exp.yaml", {"data.tokenizer_model="}).data.tokenizer_model, "");
+}
+
 TEST_F(ConfigTest, OverridesAreTypedAndWinOverFiles) {
   const Config c = load_config(dir_ / "exp.yaml", {"model.attention.method=absolute", "train.max_steps=50",
                                                    "train.lr=1e-3", "model.pre_ln=true",
@@ -127,6 +155,16 @@ TEST_F(ConfigTest, InvalidValuesNameTheKey) {
   EXPECT_NE(min_scale.find("train.min_loss_scale: must be positive and at most train.fp16_init_scale"),
             std::string::npos) << min_scale;
   EXPECT_NO_THROW(load_config(dir_ / "exp.yaml", {"train.precision=fp16", "train.fp16_init_scale=128"}));
+  // a dropout of 1 zeroes every output
+  EXPECT_NE(error_of(dir_ / "exp.yaml", {"model.dropout=1"}).find("model.dropout: must be in [0, 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of(dir_ / "exp.yaml", {"model.attention_dropout=1.0"}).find("model.attention_dropout"),
+            std::string::npos);
+  // T5's own rules, on the key at fault
+  const std::string buckets = error_of(dir_ / "exp.yaml", {"model.attention.method=t5_bias", "model.attention.t5_buckets=3"});
+  EXPECT_NE(buckets.find("model.attention.t5_buckets: must be at least 4, got 3"), std::string::npos) << buckets;
+  const std::string reach = error_of(dir_ / "exp.yaml", {"model.attention.method=t5_bias", "model.attention.t5_max_distance=8"});
+  EXPECT_NE(reach.find("model.attention.t5_max_distance: must exceed t5_buckets / 4 = 8"), std::string::npos) << reach;
 }
 
 TEST_F(ConfigTest, ErrorsPointAtTheFileThatSetTheKey) {

@@ -64,12 +64,15 @@ TEST_F(ConfigLimits, OptimizerAndNumericsKeysAreRangeChecked) {
 }
 
 TEST_F(ConfigLimits, RunNameMustBeAPlainFolderName) {
-  EXPECT_NE(error_of_set("run.name=").find("run.name: is empty"), std::string::npos) << error_of_set("run.name=");
+  EXPECT_NE(error_of_set("run.name=\"\"").find("run.name: must be a plain folder name (non-empty"), std::string::npos)
+      << error_of_set("run.name=\"\"");
+  EXPECT_NE(error_of_set("run.name=").find("run.name: must be a plain folder name (non-empty"), std::string::npos)
+      << error_of_set("run.name=");
   const auto f = write("empty_name.yaml", "extends: exp.yaml\nrun:\n  name:\n");
-  EXPECT_NE(error_of(f).find("empty_name.yaml:3: run.name: is empty"), std::string::npos) << error_of(f);
+  EXPECT_NE(error_of(f).find("empty_name.yaml:3: run.name: no value"), std::string::npos) << error_of(f);
   for (const std::string bad : {"..", ".", "a/b", "/abs"})
     EXPECT_NE(error_of_set("run.name=" + bad).find("run.name: must be a plain folder name"), std::string::npos) << bad;
-  EXPECT_NE(error_of_set("run.root=").find("run.root: is empty"), std::string::npos);
+  EXPECT_NE(error_of_set("run.root=''").find("run.root: must not be empty"), std::string::npos);
   EXPECT_EQ(error_of_set("run.name=m4_seed-1.2"), "");
 }
 

@@ -49,6 +49,38 @@ TEST(Engine, StepReturnsOnDeviceStatsEqualToClosedForm) {
   EXPECT_TRUE(torch::equal(r.model->weight.detach().to(torch::kDouble), w));  // step() leaves the update to run()
 }
 
+// Pretraining and fine-tuning alike: the global batch splits evenly over micro-batches and
+// ranks, or the run is refused (a floored share would train on 30 of a "batch 32" on 3 GPUs).
+TEST(Engine, TheBatchSplitsEvenlyOverMicroBatchesAndRanksOrIsRefused) {
+  TrainOptions t;
+  t.batch_size = 32;
+  t.grad_accum = 2;
+  EXPECT_EQ(micro_batch_size(t, 1), 16);
+  EXPECT_EQ(micro_batch_size(t, 4), 4);
+  try {
+    micro_batch_size(t, 3);
+    FAIL() << "batch 32 over 2 x 3 accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.batch_size (32) is not divisible by grad_accum x world size (2 x 3)"),
+              std::string::npos) << e.what();
+  }
+}
+
+// A learned absolute table with fewer rows than the pretraining length is refused before any
+// data is read (it would fail at the first forward pass); a relative method clips instead.
+TEST(PretrainSummary, AnAbsoluteTableShorterThanTheSequencesIsRefusedUpFront) {
+  for (const std::string sets : {"model.attention.method=absolute", "model.attention.add_absolute=true"}) {
+    const Config cfg = test::tiny_config({sets, "model.max_position=16", "data.max_seq_len=32"});
+    try {
+      pretrain(cfg, test::fresh_dir("short_table"), {});
+      FAIL() << sets << ": pretrained";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("data.max_seq_len: 32 exceeds model.max_position (16)"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(Engine, AccumulationOfHalfBatchesEqualsTheFullBatch) {
   ToyRun one(toy_options(4, 1)), two(toy_options(4, 2));
   one.engine->run(TrainState{});

@@ -70,9 +70,20 @@ double t5_table(const ModelOptions& m) {  // [buckets, H|1] shared by the layers
   return static_cast<double>(m.attention.t5_buckets) * Sizes(m).table_heads;
 }
 
-std::string rope_problem(const ModelOptions& m) {
+MethodFacts::Problem rope_problem(const ModelOptions& m) {
   const int64_t d = m.hidden / m.heads;
-  return d % 2 == 0 ? "" : "rope needs an even head size, got " + std::to_string(d);
+  return {"model.attention.method", d % 2 == 0 ? "" : "rope needs an even head size, got " + std::to_string(d)};
+}
+// T5's buckets: half per direction, of which half exact (distances below buckets / 4), the
+// rest logarithmic up to max_distance, which must lie beyond the exact ones.
+MethodFacts::Problem t5_problem(const ModelOptions& m) {
+  const auto& a = m.attention;
+  if (a.t5_buckets < 4) return {"model.attention.t5_buckets", "must be at least 4, got " + std::to_string(a.t5_buckets)};
+  if (a.t5_max_distance <= a.t5_buckets / 4)
+    return {"model.attention.t5_max_distance", "must exceed t5_buckets / 4 = " + std::to_string(a.t5_buckets / 4) +
+                                                   " (where the exact buckets end), got " +
+                                                   std::to_string(a.t5_max_distance)};
+  return {};
 }
 std::string shaw_hf_problem(const AttentionOptions& a) {
   return a.shaw_values ? "model.attention.shaw_values is true but HF relative_key has no value embeddings" : "";
@@ -136,7 +147,7 @@ std::vector<MethodInfo> build_registry() {
       });
   add(entry("t5_bias", "a learned bias per log-bucketed distance, shared by the layers (Raffel et al. 2019)",
             make_position_method_t5_bias, t5_table),
-      [](MethodInfo&) {});
+      [](MethodInfo& m) { m.config_problem = t5_problem; });
   add(entry("alibi", "fixed linear distance penalties per head, symmetric (Press et al. 2021)",
             make_position_method_alibi, no_tables),
       [](MethodInfo&) {});
