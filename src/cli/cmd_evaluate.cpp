@@ -3,6 +3,7 @@
 // (v2.0 with --na-probs: also best_exact/best_f1 and their thresholds).
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -17,6 +18,7 @@ using nlohmann::json;
 
 struct EvalArgs {
   std::string dataset, predictions, na_probs, version = "auto";
+  double na_prob_thresh = eval::kNaProbThreshold;
 };
 
 json read_json_object(const std::string& file) {
@@ -59,7 +61,8 @@ int run_eval(const EvalArgs& a) {
     const auto s = eval::evaluate_squad_v1(gold, preds);
     out = {{"exact_match", s.exact}, {"f1", s.f1}};
   } else {
-    const auto s = eval::evaluate_squad_v2(gold, preds, na);
+    if (!std::isfinite(a.na_prob_thresh)) throw UserError("--na-prob-thresh must be a finite number");
+    const auto s = eval::evaluate_squad_v2(gold, preds, na, a.na_prob_thresh);
     out = {{"exact", s.exact}, {"f1", s.f1}, {"total", s.total}};
     if (s.has_ans_total) out.update(json{{"HasAns_exact", s.has_ans_exact}, {"HasAns_f1", s.has_ans_f1}, {"HasAns_total", s.has_ans_total}});
     if (s.no_ans_total) out.update(json{{"NoAns_exact", s.no_ans_exact}, {"NoAns_f1", s.no_ans_f1}, {"NoAns_total", s.no_ans_total}});
@@ -78,6 +81,8 @@ void add_evaluate(CLI::App& app, Runner& run) {
   cmd->add_option("--dataset", a->dataset, "SQuAD JSON with the gold answers")->required();
   cmd->add_option("--predictions", a->predictions, "predictions.json ({id: text})")->required();
   cmd->add_option("--na-probs", a->na_probs, "v2.0: no-answer scores ({id: score}, e.g. null_odds.json)");
+  cmd->add_option("--na-prob-thresh", a->na_prob_thresh,
+                  "v2.0 with --na-probs: a score above this counts as predicting \"\" (official default 1.0)");
   cmd->add_option("--version", a->version, "1.1, 2.0 or auto (from the dataset's version field)");
   cmd->callback([&run, a] { run = [a] { return run_eval(*a); }; });
 }

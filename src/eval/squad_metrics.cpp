@@ -218,7 +218,7 @@ SquadScores evaluate_squad_v1(const std::vector<SquadGold>& gold, const std::map
 }
 
 SquadScores evaluate_squad_v2(const std::vector<SquadGold>& gold, const std::map<std::string, std::string>& preds,
-                              const std::map<std::string, double>& na_probs) {
+                              const std::map<std::string, double>& na_probs, double na_prob_thresh) {
   SquadScores s;
   std::map<std::string, double> em_raw, f1_raw;
   std::map<std::string, bool> has_ans;
@@ -242,10 +242,9 @@ SquadScores evaluate_squad_v2(const std::vector<SquadGold>& gold, const std::map
     }
     em_raw[q.id] = best_em;
     f1_raw[q.id] = best_f1;
-    // With no-answer scores, a question scored above kNaProbThreshold counts as answered with
-    // "" in exact/f1 (the official --na-prob-thresh, default 1.0); the best-threshold search
-    // below reads the raw scores.
-    if (const auto na = na_probs.find(q.id); na != na_probs.end() && na->second > kNaProbThreshold)
+    // With no-answer scores, a question scored above na_prob_thresh counts as answered with ""
+    // in exact/f1 (the official --na-prob-thresh); the best-threshold search reads raw scores.
+    if (const auto na = na_probs.find(q.id); na != na_probs.end() && na->second > na_prob_thresh)
       best_em = best_f1 = answerable ? 0.0 : 1.0;
     (answerable ? em_has : em_no) += best_em;
     (answerable ? f1_has : f1_no) += best_f1;

@@ -43,10 +43,13 @@ struct SquadScores {
 SquadScores evaluate_squad_v1(const std::vector<SquadGold>& gold, const std::map<std::string, std::string>& preds);
 
 // v2.0 evaluation. `na_probs` (may be empty) are the no-answer scores of the --na-prob-file
-// option: with them, as in the official script, a question scored above kNaProbThreshold
-// counts as predicted unanswerable in exact/f1 and the best thresholds are searched.
+// option: with them, as in the official script, a question scored above `na_prob_thresh`
+// (its --na-prob-thresh, default 1.0) counts as predicted unanswerable in exact/f1, and the
+// best thresholds are searched. Fine-tuning passes finetune.null_threshold, the threshold
+// its predictions were made at, so the scores are those of the predictions written.
 inline constexpr double kNaProbThreshold = 1.0;
 SquadScores evaluate_squad_v2(const std::vector<SquadGold>& gold, const std::map<std::string, std::string>& preds,
-                              const std::map<std::string, double>& na_probs = {});
+                              const std::map<std::string, double>& na_probs = {},
+                              double na_prob_thresh = kNaProbThreshold);
 
 }  // namespace rpe::eval

@@ -58,25 +58,49 @@ std::string paper_cell(const std::optional<double>& v) { return v ? fmt(*v) : "�
 // k = 0: the method has no clipping distance (its registry entry is not `clipped`).
 std::string k_text(int64_t k, const char* none) { return k > 0 ? std::to_string(k) : none; }
 
-// (group, task, split, metric) -> values, one per (run_id, seed); a repeated evaluation
-// of the same run and seed replaces the earlier one.
-using Values = std::map<std::tuple<GroupKey, std::string, std::string, std::string>, std::map<std::string, double>>;
+// One evaluation: its value and how many dev examples it scored.
+struct Scored {
+  double value = 0;
+  int64_t examples = 0;
+};
+
+// (group, task, split, metric) -> evaluations by "run_id#seed"; a repeated evaluation of the
+// same run and seed replaces the earlier one.
+using Values = std::map<std::tuple<GroupKey, std::string, std::string, std::string>, std::map<std::string, Scored>>;
+
+// The run folder's name: "runs/m4/" (a shell completion's slash) names "m4", as "runs/m4" does.
+std::string run_folder_name(const std::string& path) {
+  const std::filesystem::path p(path);
+  return (p.has_filename() ? p : p.parent_path()).filename().string();
+}
 
 Values collect(const std::vector<ResultRow>& rows) {
   Values v;
   for (const auto& r : rows) {
-    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len,
-               std::filesystem::path(r.pretrain_run).filename().string()};
-    v[{g, r.task, r.split, r.metric}][r.run_id + "#" + std::to_string(r.seed)] = r.value;
+    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, run_folder_name(r.pretrain_run)};
+    v[{g, r.task, r.split, r.metric}][r.run_id + "#" + std::to_string(r.seed)] = {r.value, r.examples};
   }
   return v;
 }
 
-std::optional<Stat> lookup(const Values& v, const GroupKey& g, const Column& c) {
+// Mean ± std of a cell over the evaluations of the whole dev set: those that scored fewer
+// examples (finetune.max_eval_examples, a debugging run) are another quantity, not pooled;
+// each one left out is named in `left_out`.
+std::optional<Stat> lookup(const Values& v, const GroupKey& g, const Column& c, std::vector<std::string>& left_out) {
   auto it = v.find({g, c.task, c.split, c.metric});
   if (it == v.end()) return std::nullopt;
+  int64_t most = 0;
+  for (const auto& [_, x] : it->second) most = std::max(most, x.examples);
   std::vector<double> xs;
-  for (const auto& [_, x] : it->second) xs.push_back(x);
+  for (const auto& [run, x] : it->second) {
+    if (x.examples == most) {
+      xs.push_back(x.value);
+      continue;
+    }
+    const std::string note = run + " (" + c.task + " " + c.split + ": " + std::to_string(x.examples) + " of " +
+                             std::to_string(most) + " examples)";
+    if (std::find(left_out.begin(), left_out.end(), note) == left_out.end()) left_out.push_back(note);
+  }
   return mean_std(xs);
 }
 
@@ -125,11 +149,12 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
     rule += "---|---|";
   }
   out.markdown += head + "\n" + rule + "\n";
+  std::vector<std::string> left_out;
   for (const auto& g : groups) {
     std::string line = "| " + g.method + " | " + k_text(g.k, "—") + " | " + std::to_string(g.pretrain_len) + " | " +
                        std::to_string(g.finetune_len) + " | " + g.pretrain_run + " |";
     for (size_t i = 0; i < t.columns.size(); ++i) {
-      const auto s = lookup(v, g, t.columns[i]);
+      const auto s = lookup(v, g, t.columns[i], left_out);
       const auto p = t.paper(g, i);
       line.append(" ").append(cell(s)).append(" | ").append(paper_cell(p)).append(" |");
       out.csv += t.name + "," + g.method + "," + k_text(g.k, "") + "," + std::to_string(g.pretrain_len) + "," +
@@ -141,6 +166,11 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
     out.markdown += line + "\n";
   }
   out.markdown += "\n";
+  if (!left_out.empty()) {
+    out.markdown += "Left out of the means above, as scored on part of a dev set only:\n";
+    for (const auto& note : left_out) out.markdown += "- " + note + "\n";
+    out.markdown += "\n";
+  }
 }
 
 }  // namespace
@@ -196,8 +226,10 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vect
                       "is the paper's row with the same k and fine-tuning length (its pretraining length is 512).",
            {{"EM", "squad_v1", "dev", "exact"}, {"F1", "squad_v1", "dev", "f1"}},
            [](const GroupKey& g, size_t c) -> std::optional<double> {
+             // Unclipped (k = n - 1, 511 at n = 512) is the paper's "k = 512".
+             const int64_t k = g.k >= g.pretrain_len - 1 ? 512 : g.k;
              for (const auto& r : paper::kTable4)
-               if (r.k == g.k && r.finetune_len == g.finetune_len) return c == 0 ? r.em : r.f1;
+               if (r.k == k && r.finetune_len == g.finetune_len) return c == 0 ? r.em : r.f1;
              return std::nullopt;
            }};
   t4.keep = [](const GroupKey& g) { return g.method == "m4"; };

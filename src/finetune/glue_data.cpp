@@ -46,6 +46,16 @@ std::vector<std::string> split_tab(const std::string& line) {
 }
 }  // namespace
 
+namespace {
+// Whether `field` is a label of `task`: one of its class names, or an STS-B score.
+bool is_label(const std::string& field, const GlueTask& task) {
+  if (!task.labels.empty()) return std::find(task.labels.begin(), task.labels.end(), field) != task.labels.end();
+  char* end = nullptr;
+  std::strtod(field.c_str(), &end);
+  return !field.empty() && *end == '\0';
+}
+}  // namespace
+
 std::vector<GlueExample> read_glue_tsv(const fs::path& file, const GlueTask& task) {
   std::error_code ec;
   if (!fs::exists(file, ec)) throw UserError(file.string() + ": file not found");
@@ -62,7 +72,16 @@ std::vector<GlueExample> read_glue_tsv(const fs::path& file, const GlueTask& tas
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line_no == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // MRPC's BOM
-    if (line_no == 1 && task.header) continue;
+    if (line_no == 1 && task.header) {
+      // GLUE's files of this task open with a header; a first line whose label field reads as
+      // a label is an example of a file written without one, which skipping would lose.
+      const auto fields = split_tab(line);
+      const int64_t at = task.name == "mnli" ? static_cast<int64_t>(fields.size()) - 1 : task.label;
+      if (at >= 0 && at < static_cast<int64_t>(fields.size()) && is_label(fields[at], task))
+        throw UserError(file.string() + ":1: a labelled example where the header line of " + task.name +
+                        " files is expected (GLUE's files have one; add it, or the first example is lost)");
+      continue;
+    }
     if (line.empty()) continue;
     const std::string where = file.string() + ":" + std::to_string(line_no);
     // Text goes to the tokenizer as UTF-8 (SQuAD JSON and corpora are checked the same way).

@@ -29,6 +29,14 @@ void read_squad_inputs(Prepared& p) {
                       "finetune.train_file/dev_file)");
   p.train_ex = read_squad(f.train_file);
   p.dev_ex = read_squad(f.dev_file);
+  // SQuAD 2.0's unanswerable questions under the 1.1 protocol would be trained to [CLS] and
+  // scored 0, and the result filed as SQuAD 1.1 (Tables 2 and 4).
+  if (!f.squad_v2)
+    for (const auto& [file, examples] : {std::pair{f.train_file, &p.train_ex}, std::pair{f.dev_file, &p.dev_ex}})
+      for (const auto& ex : *examples)
+        if (ex.impossible)
+          throw UserError(file + ": question " + ex.id + " is unanswerable (is_impossible), a SQuAD 2.0 file: set " +
+                          "finetune.squad_v2: true (configs/finetune/squad_v2.yaml) or use SQuAD 1.1 files");
   take_first(p.train_ex, f.max_train_examples);
   take_first(p.dev_ex, f.max_eval_examples);
   const SquadFeatureOptions fo{f.max_seq_len, f.doc_stride, f.max_query_len};
@@ -56,9 +64,12 @@ void read_glue_inputs(Prepared& p) {
     p.train_ids.push_back(encode_pair(*p.tok, ex.a, ex.b, f.max_seq_len));
     p.train_labels.push_back(ex.label);
   }
+  if (!f.dev_file.empty() && p.glue->dev_splits.size() != 1)
+    throw UserError("finetune.dev_file: " + f.task + " is scored on " + std::to_string(p.glue->dev_splits.size()) +
+                    " dev files (" + join(p.glue->dev_splits, ".tsv, ") + ".tsv): set finetune.data_dir to the folder "
+                    "that holds them instead");
   for (const auto& split : p.glue->dev_splits) {
-    const fs::path file = (!f.dev_file.empty() && p.glue->dev_splits.size() == 1) ? fs::path(f.dev_file)
-                                                                                   : dir / (split + ".tsv");
+    const fs::path file = f.dev_file.empty() ? dir / (split + ".tsv") : fs::path(f.dev_file);
     auto dev = read_glue_tsv(file, *p.glue);
     take_first(dev, f.max_eval_examples);
     Prepared::Split s{split, {}, {}};

@@ -119,7 +119,7 @@ std::vector<std::pair<std::string, double>> score_squad(const Prepared& p,
     na[id] = pr.score_diff;
   }
   const auto gold = squad_gold(p.dev_ex);
-  s = f.squad_v2 ? eval::evaluate_squad_v2(gold, texts, na) : eval::evaluate_squad_v1(gold, texts);
+  s = f.squad_v2 ? eval::evaluate_squad_v2(gold, texts, na, f.null_threshold) : eval::evaluate_squad_v1(gold, texts);
   std::vector<std::pair<std::string, double>> metrics = {{"exact", s.exact}, {"f1", s.f1}};
   if (f.squad_v2) {
     metrics.insert(metrics.end(), {{"HasAns_exact", s.has_ans_exact}, {"HasAns_f1", s.has_ans_f1},

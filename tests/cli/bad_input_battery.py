@@ -635,6 +635,27 @@ def _(w):
     return ft_glue(w, "rte", w.p("glue_x"))
 
 
+@case("glue: a header-less file would lose its first example", pattern=r"glue_x/train\.tsv:1: a labelled example",
+      absent=("ft_run", "ft_results.jsonl"))
+def _(w):
+    w.copy("glue/RTE", "glue_x")
+    w.write("glue_x/train.tsv", w.read("glue/RTE/train.tsv").split(b"\n", 1)[1])
+    return ft_glue(w, "rte", w.p("glue_x"))
+
+
+@case("glue: finetune.dev_file for MNLI's two dev files", pattern=r"finetune\.dev_file: mnli is scored on 2 dev files",
+      absent=("ft_run", "ft_results.jsonl"))
+def _(w):
+    shutil.copytree(os.path.join(w.src, "data/sample/glue/MNLI"), w.p("glue_mnli"))
+    return ft_glue(w, "mnli", w.p("glue_mnli"), ["--set", f"finetune.dev_file={w.p('glue_mnli/dev_matched.tsv')}"])
+
+
+@case("squad: a 2.0 file under the 1.1 protocol", pattern=r"train-v2\.0\.json: question .* is unanswerable",
+      absent=("ft_run", "ft_results.jsonl"))
+def _(w):
+    return ft_squad(w, os.path.join(w.src, "data/sample/squad2/train-v2.0.json"))
+
+
 # --- run folders and full disk during training (engineer "ckpt") ------------------------------
 @case("pretrain: --run-dir is a file", pattern=r"run_file")
 def _(w):

@@ -94,6 +94,10 @@ TEST(SquadMetrics, V2HasAnsIsAnyListedAnswerAndScoresAboveOneCountAsNoAnswer) {
   // Sweep over raw scores in na order q1(0) q2(0) q4(2) q3(3) from 2: +1 -> 3 (best at 0), +0, -1, +1.
   EXPECT_NEAR(s.best_exact, 75.0, 1e-9);
   EXPECT_DOUBLE_EQ(s.best_exact_thresh, 0.0);
+  // At another threshold (fine-tuning passes its finetune.null_threshold): 2.5 cuts q3 only.
+  const auto at = evaluate_squad_v2(gold, preds, na, 2.5);
+  EXPECT_NEAR(at.no_ans_exact, 50.0, 1e-9);
+  EXPECT_NEAR(at.has_ans_exact, 50.0, 1e-9);
   // Without no-answer scores nothing is cut: q3 scores 1 and q4 0.
   const auto plain = evaluate_squad_v2(gold, preds, {});
   EXPECT_NEAR(plain.has_ans_exact, 100.0, 1e-9);

@@ -41,6 +41,24 @@ TEST(Tables, MeanStdAndPaperColumns) {
   EXPECT_NE(with_abs.csv.find("Table 2,absolute,,128,384,"), std::string::npos) << with_abs.csv;
 }
 
+// Rows are the same experiment whatever the --init spelling ("runs/pre/" is "runs/pre"); an
+// evaluation on part of the dev set (max_eval_examples) is left out of the mean and named; an
+// unclipped m4 (k = n - 1 = 511) sits beside the paper's "k = 512" row of Table 4.
+TEST(Tables, OneRowPerRunOnlyWholeDevSetsAndTheUnclippedPaperRow) {
+  std::vector<ResultRow> rows;
+  for (int seed = 1; seed <= 3; ++seed) {
+    auto r = squad_row("ft/seed" + std::to_string(seed), "m4", 511, 512, seed, "f1", 88.0 + seed,
+                       seed == 2 ? "runs/pre/" : "runs/pre");
+    r.pretrain_max_len = 512;
+    r.examples = seed == 3 ? 100 : 10570;
+    rows.push_back(r);
+  }
+  const auto t = render_tables(rows, {"4"});
+  EXPECT_NE(t.markdown.find("| m4 | 511 | 512 | 512 | pre | — | 83.63 | 89.50 ± 0.71 (n=2) | 90.53 |"),
+            std::string::npos) << t.markdown;
+  EXPECT_NE(t.markdown.find("- ft/seed3#3 (squad_v1 dev: 100 of 10570 examples)"), std::string::npos) << t.markdown;
+}
+
 TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
   const auto dir = rpe::test::temp_dir();
   ResultRow r;
