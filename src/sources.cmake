@@ -9,6 +9,7 @@ set(RPE_CORE_SOURCES
   src/util/file_tree.cpp
   src/util/device.cpp
   src/util/cpu_memory.cpp
+  src/util/json_text.cpp
   # config: the only place that knows YAML
   src/config/config.cpp
   src/config/validate.cpp

@@ -91,6 +91,12 @@ void export_hf_finetuned(const fs::path& model_dir, const fs::path& out_dir) {
       throw UserError(model_dir.string() + ": cannot export to Hugging Face BERT: parameter '" + p.key() +
                       "' has no counterpart there");
   }
+  // Fine-tuned with finetune.token_types: false, the model saw type 0 everywhere; HF's tokenizer
+  // and pipelines pass type 1 for the second segment. Every row set to row 0 makes the export
+  // compute what the model computed, whatever types HF passes.
+  if (!saved.cfg.finetune.token_types)
+    for (auto& [name, t] : tensors)
+      if (name == "bert.embeddings.token_type_embeddings.weight") t = t[0].unsqueeze(0).expand_as(t).clone();
   std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   config["finetuned_task"] = saved.info.task;
   write_safetensors(out_dir / "model.safetensors", tensors, {{"format", "pt"}});

@@ -29,8 +29,12 @@ void check_hf_values(const ModelOptions& m, const std::string& where) {
   auto fail = [&](const std::string& key, const std::string& msg) -> void {
     throw UserError(where + ": " + key + ": " + msg);
   };
-  if (m.vocab_size <= 0 || m.hidden <= 0 || m.layers <= 0 || m.heads <= 0 || m.ffn <= 0 || m.max_position <= 0)
-    fail("hidden_size", "sizes must be positive");
+  for (const auto& [key, v] : {std::pair{"vocab_size", m.vocab_size}, std::pair{"hidden_size", m.hidden},
+                               std::pair{"num_hidden_layers", m.layers}, std::pair{"num_attention_heads", m.heads},
+                               std::pair{"intermediate_size", m.ffn}, std::pair{"max_position_embeddings", m.max_position},
+                               std::pair{"type_vocab_size", m.type_vocab_size}})
+    if (v <= 0) fail(key, "must be positive, got " + std::to_string(v));
+  if (m.max_position < 8) fail("max_position_embeddings", "must be at least 8 (the shortest sequence rpe-train runs)");
   if (m.hidden % m.heads != 0) fail("num_attention_heads", "does not divide hidden_size");
   const std::pair<const char*, std::pair<int64_t, int64_t>> limits[] = {
       {"vocab_size", {m.vocab_size, int64_t{1} << 24}},
@@ -97,6 +101,10 @@ ModelOptions model_options_from_hf(const json& c, const std::string& where) {
   m.pre_ln = false;
   check_hf_values(m, where);
 
+  // Missing means absolute (BertConfig's default); an explicit null is HF's "no positions at
+  // all", which no method here computes.
+  if (c.contains("position_embedding_type") && c["position_embedding_type"].is_null())
+    fail("position_embedding_type", "null (no position information) is not supported");
   const std::string pet = get_str("position_embedding_type", "absolute");
   auto& a = m.attention;
   a.max_relative = 0;  // = max_position - 1: HF's distance table is unclipped

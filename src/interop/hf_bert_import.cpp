@@ -14,6 +14,7 @@
 #include "model/bert.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/json_text.h"
 #include "util/log.h"
 
 namespace rpe {
@@ -22,13 +23,18 @@ using nlohmann::json;
 
 namespace {
 
-json read_json(const fs::path& file) {
-  if (!fs::exists(file)) throw UserError(file.string() + ": file not found");
-  try {
-    return json::parse(read_file(file));
-  } catch (const json::exception& e) {
-    throw UserError(file.string() + ": not valid JSON (" + e.what() + ")");
-  }
+// config.json / tokenizer_config.json: a few KB, a JSON object. A large or deeply nested
+// file is refused before nlohmann builds it in memory.
+json read_json_object(const fs::path& file) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) throw UserError(file.string() + ": file not found");
+  if (fs::is_directory(file, ec)) throw UserError(file.string() + ": is a folder, not a JSON file");
+  constexpr uintmax_t kMaxBytes = uintmax_t{16} << 20;
+  if (const auto size = fs::file_size(file, ec); !ec && size > kMaxBytes)
+    throw UserError(file.string() + ": " + std::to_string(size) + " bytes is implausibly large for a config file");
+  const json j = parse_json_text(read_file(file), file.string(), 16);
+  if (!j.is_object()) throw UserError(file.string() + ": expected a JSON object");
+  return j;
 }
 
 std::string shape_str(const torch::Tensor& t) { return c10::str(t.sizes()); }
@@ -56,7 +62,7 @@ size_t count_lines(const fs::path& file) {
 ImportSummary read_hf_folder(const fs::path& dir) {
   if (!fs::is_directory(dir)) throw UserError(dir.string() + ": not a directory (expected a Hugging Face BERT folder)");
   const fs::path weights = dir / "model.safetensors", vocab = dir / "vocab.txt";
-  const json hf_config = read_json(dir / "config.json");
+  const json hf_config = read_json_object(dir / "config.json");
   ImportSummary summary;
   summary.model = model_options_from_hf(hf_config, (dir / "config.json").string());
   if (!fs::exists(weights))
@@ -69,7 +75,7 @@ ImportSummary read_hf_folder(const fs::path& dir) {
                     std::to_string(summary.model.vocab_size));
   const fs::path tok_config = dir / "tokenizer_config.json";
   if (fs::exists(tok_config)) {
-    const json t = read_json(tok_config);
+    const json t = read_json_object(tok_config);
     if (t.contains("do_lower_case") && !t["do_lower_case"].is_boolean())
       throw UserError(tok_config.string() + ": do_lower_case: expected true or false");
     summary.lowercase = t.value("do_lower_case", true);
@@ -143,7 +149,11 @@ ImportSummary import_hf_bert(const fs::path& dir, const fs::path& out_checkpoint
   cfg.data.lowercase = summary.lowercase;
   cfg.data.max_seq_len = std::min<int64_t>(cfg.data.max_seq_len, cfg.model.max_position);
   cfg.run.name = "hf_import";
-  validate(cfg);
+  try {
+    validate(cfg);
+  } catch (const UserError& e) {  // the rule config.json's values broke, named as the file
+    throw UserError((dir / "config.json").string() + ": " + e.what());
+  }
 
   SafetensorsFile st = read_safetensors(weights);
   std::map<std::string, torch::Tensor> hf;

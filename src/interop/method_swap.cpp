@@ -47,10 +47,18 @@ SwapReport load_pretrained_encoder(BertModelImpl& model, const fs::path& checkpo
   auto dst = model.named_parameters();
   SwapReport report;
   const std::string method = model.options().attention.method;
+  // A position tensor means what its method makes of it: m1-m4 all name their table
+  // "...position.w", but m3's near-1 gates are no m4 additive table. Across methods only the
+  // learned absolute table (the same input embedding in every method) carries over.
+  const bool same_method = source.config.model.attention.method == method;
+  auto carries_over = [&](const std::string& name) {
+    return !is_position_tensor(name) || same_method || name == "position.absolute";
+  };
   torch::NoGradGuard no_grad;
   for (auto& p : dst) {
     const std::string& name = p.key();
-    if (const torch::Tensor* t = src.find(name)) {
+    const torch::Tensor* t = carries_over(name) ? src.find(name) : nullptr;
+    if (t) {
       if (t->sizes() != p.value().sizes())
         throw UserError(checkpoint.string() + ": tensor " + name + " has shape " + c10::str(t->sizes()) +
                         " but the new config builds " + c10::str(p.value().sizes()));
@@ -65,7 +73,7 @@ SwapReport load_pretrained_encoder(BertModelImpl& model, const fs::path& checkpo
     }
   }
   for (const auto& p : src) {
-    if (dst.find(p.key())) continue;
+    if (dst.find(p.key()) && carries_over(p.key())) continue;
     if (!is_position_tensor(p.key()))
       throw UserError(checkpoint.string() + ": tensor " + p.key() + " has no place in the new model (not a "
                       "position-method tensor: is this checkpoint the same architecture?)");

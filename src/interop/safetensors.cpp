@@ -19,6 +19,7 @@
 #include "util/atomic_file.h"
 #include "util/atomic_writer.h"
 #include "util/errors.h"
+#include "util/json_text.h"
 
 namespace rpe {
 namespace fs = std::filesystem;
@@ -120,17 +121,15 @@ SafetensorsFile read_safetensors(const fs::path& file) {
   std::string header_text(header_len, '\0');
   in.read(header_text.data(), static_cast<std::streamsize>(header_len));
 
-  json header;
-  try {
-    header = json::parse(header_text);
-  } catch (const json::exception& e) {
-    fail(std::string("safetensors header is not valid JSON (") + e.what() + ")");
-  }
+  // A valid header nests 3 levels (entries, their fields, a shape).
+  const json header = parse_json_text(header_text, where + ": safetensors header", 8);
   if (!header.is_object()) fail("safetensors header is not a JSON object");
 
+  // Every entry is checked, overlaps included, before anything is allocated: disjoint spans
+  // within the buffer add up to at most the file's size, whatever the header claims.
   const uint64_t data_size = file_size - 8 - header_len;
   SafetensorsFile out;
-  std::vector<std::pair<uint64_t, uint64_t>> spans;  // to detect overlaps
+  std::vector<std::pair<std::string, EntryLayout>> entries;
   for (const auto& item : header.items()) {
     // Named variables, not a structured binding: clang (the fuzz build) cannot capture those.
     const std::string name = item.key();
@@ -141,18 +140,21 @@ SafetensorsFile read_safetensors(const fs::path& file) {
         if (v.is_string()) out.metadata[k] = v.get<std::string>();
       continue;
     }
-    const EntryLayout e = parse_entry(where, name, entry, data_size);
-    spans.emplace_back(e.begin, e.end);
+    entries.emplace_back(name, parse_entry(where, name, entry, data_size));
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (const auto& [name, e] : entries) spans.emplace_back(e.begin, e.end);
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (spans[i].first < spans[i - 1].second) fail("safetensors tensors overlap in the data buffer");
 
+  for (const auto& [name, e] : entries) {
     auto t = torch::empty(e.shape, torch::TensorOptions().dtype(e.type));
     in.seekg(static_cast<std::streamoff>(8 + header_len + e.begin));
     in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.nbytes));
     if (!in) throw UserError(where + ": tensor '" + name + "': read error");
     out.tensors.emplace(name, std::move(t));
   }
-  std::sort(spans.begin(), spans.end());
-  for (size_t i = 1; i < spans.size(); ++i)
-    if (spans[i].first < spans[i - 1].second) fail("safetensors tensors overlap in the data buffer");
   return out;
 }
 

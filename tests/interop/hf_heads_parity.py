@@ -70,8 +70,22 @@ def main():
             print(f"{method:9s} {task:9s} {cls.__name__:30s} max |logit diff| {diff:.2e}")
             if not diff < TOL:
                 raise SystemExit(f"{method} {task}: logits differ by {diff} (tolerance {TOL})")
-    print(f"OK: {len(METHODS) * len(TASKS)} fine-tuned exports match transformers {transformers.__version__} "
-          f"(worst {worst:.1e} < {TOL})")
+    # Fine-tuned with finetune.token_types: false, our model saw type 0 everywhere; HF is fed
+    # the tokenizer's types (1 on the second segment) and must still compute the same.
+    model_dir, hf_dir = work / "absolute_mnli_notypes", work / "absolute_mnli_notypes_hf"
+    run([a.probe, "init-finetuned", "absolute", "mnli", model_dir, "7", "no-token-types"])
+    run([a.rpe_train, "export-hf", model_dir, "--out", hf_dir])
+    ours = torch.tensor(json.loads(run([a.probe, "head-logits", model_dir, ",".join(map(str, ids)),
+                                        ",".join("0" for _ in ids)]))["logits"], dtype=torch.float64)
+    model = BertForSequenceClassification.from_pretrained(hf_dir, attn_implementation="eager").eval()
+    with torch.no_grad():
+        theirs = model(input_ids=torch.tensor([ids]), token_type_ids=torch.tensor([types])).logits.double()
+    diff = (theirs - ours).abs().max().item()
+    print(f"absolute  mnli      token_types: false, HF given types 0/1     max |logit diff| {diff:.2e}")
+    if not diff < TOL:
+        raise SystemExit(f"token_types false: HF with segment types differs from ours by {diff} (tolerance {TOL})")
+    print(f"OK: {len(METHODS) * len(TASKS) + 1} fine-tuned exports match transformers {transformers.__version__} "
+          f"(worst {max(worst, diff):.1e} < {TOL})")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 //   hf_probe init METHOD OUT.pt [SEED]        a small random model (every tensor random,
 //                                            biases and LayerNorms included) + vocab.txt beside it
 //   hf_probe logits CHECKPOINT ID,ID,...      MLM logits of one sequence as JSON {"logits": [[...]]}
-//   hf_probe init-finetuned METHOD TASK OUT_DIR [SEED]   a random kept fine-tuned model (squad_v1 or a
+//   hf_probe init-finetuned METHOD TASK OUT_DIR [SEED [no-token-types]]   a random kept fine-tuned model (squad_v1 or a
 //                                            GLUE task), every tensor random (hf_probe_heads.cpp)
 //   hf_probe head-logits MODEL_DIR ID,... TYPE,...       its head's logits as JSON {"logits": [...]}
 // Exit 2 with a one-line message on bad input, like rpe-train.
@@ -86,13 +86,15 @@ int main(int argc, char** argv) {
     }
     if ((a.size() == 3 || a.size() == 4) && a[0] == "init") return init_model(a[1], a[2], a.size() == 4 ? std::stoll(a[3]) : 1);
     if (a.size() == 3 && a[0] == "logits") return print_logits(a[1], a[2]);
-    if ((a.size() == 4 || a.size() == 5) && a[0] == "init-finetuned") {
+    if (a.size() >= 4 && a.size() <= 6 && a[0] == "init-finetuned") {
       const fs::path work = fs::path(a[3]).parent_path() / (fs::path(a[3]).filename().string() + ".src");
-      return probe::init_finetuned(probe_config(a[1], work / "vocab.txt"), a[2], a[3], a.size() == 5 ? std::stoll(a[4]) : 1);
+      Config cfg = probe_config(a[1], work / "vocab.txt");
+      cfg.finetune.token_types = !(a.size() == 6 && a[5] == "no-token-types");  // finetune.token_types: false
+      return probe::init_finetuned(cfg, a[2], a[3], a.size() >= 5 ? std::stoll(a[4]) : 1);
     }
     if (a.size() == 4 && a[0] == "head-logits") return probe::print_head_logits(a[1], a[2], a[3]);
     std::cerr << "usage: hf_probe methods | init METHOD OUT.pt [SEED] | logits CHECKPOINT ID,ID,... | "
-                 "init-finetuned METHOD TASK OUT_DIR [SEED] | head-logits MODEL_DIR ID,... TYPE,...\n";
+                 "init-finetuned METHOD TASK OUT_DIR [SEED [no-token-types]] | head-logits MODEL_DIR ID,... TYPE,...\n";
     return kExitUserError;
   } catch (const UserError& e) {
     std::cerr << "error: " << e.what() << "\n";

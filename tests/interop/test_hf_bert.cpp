@@ -251,6 +251,27 @@ TEST(HfBert, BadInputNamesTheProblem) {
   write_file_atomic(hf / "config.json", c.dump());
   EXPECT_NE(import_error().find("unsupported model_type 'gpt2'"), std::string::npos);
   c = good;
+  c["num_attention_heads"] = 0;  // named as itself, not as hidden_size
+  write_file_atomic(hf / "config.json", c.dump());
+  EXPECT_NE(import_error().find("config.json: num_attention_heads: must be positive, got 0"), std::string::npos)
+      << import_error();
+  c = good;
+  c["type_vocab_size"] = 0;
+  write_file_atomic(hf / "config.json", c.dump());
+  EXPECT_NE(import_error().find("config.json: type_vocab_size: must be positive"), std::string::npos) << import_error();
+  c = good;
+  c["position_embedding_type"] = nullptr;  // HF: no position information at all
+  write_file_atomic(hf / "config.json", c.dump());
+  EXPECT_NE(import_error().find("config.json: position_embedding_type: null (no position information) is not supported"),
+            std::string::npos)
+      << import_error();
+  write_file_atomic(hf / "config.json", "[1, 2]");
+  EXPECT_NE(import_error().find("config.json: expected a JSON object"), std::string::npos) << import_error();
+  write_file_atomic(hf / "tokenizer_config.json", "\"x\"");
+  write_file_atomic(hf / "config.json", good.dump());
+  EXPECT_NE(import_error().find("tokenizer_config.json: expected a JSON object"), std::string::npos) << import_error();
+  fs::remove(hf / "tokenizer_config.json");
+  c = good;
   c["intermediate_size"] = 33;
   write_file_atomic(hf / "config.json", c.dump());
   EXPECT_NE(import_error().find("'bert.encoder.layer.0.intermediate.dense.weight' has shape [32, 16] but config.json "

@@ -102,6 +102,32 @@ TEST(MethodSwap, RandomInitKeepsTheMethodsOwnValues) {
   EXPECT_GT(r.probe_max_diff, 0.0);
 }
 
+// m1-m4 all name their per-layer table "...position.w": across methods it is not carried over
+// (m3's near-1 gates are no m4 additive table; m4's [H, 2k+1, d] table does not fit m2's
+// scalars): the old table is dropped and the new method's added, m4's at zero.
+TEST(MethodSwap, ASameNamedTableOfAnotherMethodIsDroppedNotLoaded) {
+  const fs::path dir = test::process_temp_dir() / "method_swap_m3";
+  fs::create_directories(dir);
+  Config m3 = tiny("m3");
+  m3.model.attention.add_absolute = true;
+  torch::manual_seed(5);
+  BertModel source(m3.model);
+  save_model_file(dir / "m3.pt", *source, to_yaml(m3));
+  Config m4 = tiny("m4");
+  m4.model.attention.add_absolute = true;
+  BertModel model(m4.model);
+  const SwapReport r = load_pretrained_encoder(*model, dir / "m3.pt");
+  ASSERT_EQ(r.added.size(), 2u);
+  EXPECT_EQ(r.dropped, r.added);  // the same names, one per layer
+  for (const auto& name : r.added) EXPECT_EQ(model->named_parameters()[name].abs().max().item<float>(), 0.0f) << name;
+  // The absolute table (the same input embedding in every method) did come across.
+  EXPECT_TRUE(model->named_parameters()["position.absolute"].equal(source->named_parameters()["position.absolute"]));
+  Config m2 = tiny("m2");
+  BertModel scalars(m2.model);
+  save_model_file(dir / "m4.pt", *model, to_yaml(m4));
+  EXPECT_NO_THROW(load_pretrained_encoder(*scalars, dir / "m4.pt"));  // was refused for the shape
+}
+
 TEST(MethodSwap, RefusesOtherArchitectures) {
   const fs::path ck = absolute_checkpoint();
   Config wider = tiny("m4");

@@ -4,6 +4,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <fstream>
@@ -116,6 +117,33 @@ TEST(Safetensors, MalformedFilesGiveOneLineErrors) {
   write_safetensors(f, {{"w", torch::ones({64})}});
   fs::resize_file(f, fs::file_size(f) - 10);
   expect_error(f, "truncated");
+}
+
+// Hostile headers cost no more memory than the file: overlapping entries are refused before
+// any tensor is allocated (2,000 entries naming the same 4 MB would otherwise allocate 8 GB
+// first), and nesting beyond a real header's depth stops the JSON parser at once.
+TEST(Safetensors, HostileHeadersAreRefusedBeforeTheyCostMemory) {
+  const fs::path f = temp_file("hostile.safetensors");
+  std::string header = "{";
+  for (int i = 0; i < 2000; ++i)
+    header += (i ? "," : "") + std::string("\"t") + std::to_string(i) +
+              R"(":{"dtype":"F32","shape":[1048576],"data_offsets":[0,4194304]})";
+  header += "}";
+  write_raw(f, header, std::string(4194304, '\0'));
+  // Address space: what the process maps now plus 2 GB, far below the 8 GB those entries ask for.
+  rlim_t mapped = 0;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmSize:", 0) == 0) mapped = static_cast<rlim_t>(std::stoull(line.substr(7))) << 10;
+  rlimit old{};
+  getrlimit(RLIMIT_AS, &old);
+  rlimit capped = old;
+  capped.rlim_cur = std::min<rlim_t>(old.rlim_cur, mapped + (rlim_t{2} << 30));
+  setrlimit(RLIMIT_AS, &capped);
+  expect_error(f, "overlap");
+  setrlimit(RLIMIT_AS, &old);
+  write_raw(f, std::string(100000, '[') + std::string(100000, ']'), "");
+  expect_error(f, "JSON nested deeper than 8 levels");
 }
 
 TEST(Safetensors, OverflowingShapesAreRefusedNamingTheTensor) {
