@@ -8,10 +8,12 @@ Useful FLOPs per token (training = 3x forward, both implementations counted alik
   6 * 0.15 * (D^2 + D V)            MLM head on the 15% masked tokens
 Position-method extras (relative tables, gates) are not counted: they are overhead.
 Usage: gpu_report.py --device-name NAME --out FILE [--peak-tflops X] [--note TEXT] JSONL...
+       gpu_report.py --device-name NAME [--peak-tflops X] --check-peak   (exit 2: peak unknown)
 """
 import argparse
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
@@ -22,7 +24,28 @@ from atomic_file import write_atomic  # noqa: E402
 # relative_key_query Huang et al.'s method 4.
 HF_PEER = {"absolute": "absolute-sdpa", "shaw": "relative_key", "m4": "relative_key_query"}
 
-PEAK_BF16_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0, "L40S": 362.1, "A10": 125.0}
+# Peak dense bf16 TFLOP/s (half the datasheets' sparse figure) by torch's device name less
+# "NVIDIA ", matched whole: one family name covers parts of different peaks (H100 SXM 989,
+# PCIe 756, NVL 835; A10G is not an A10), and a MIG slice has a share of its GPU's peak. A
+# name not listed here needs --peak-tflops rather than a guess that would misstate the MFU.
+PEAK_BF16_TFLOPS = (
+    (r"H100 80GB HBM3", 989.4),  # the SXM5 part
+    (r"H100 PCIe", 756.5),
+    (r"H100 NVL", 835.5),
+    (r"H200|GH200 \d+GB?( HBM3e?)?", 989.4),
+    (r"H200 NVL", 835.5),
+    (r"A100-(SXM4|PCIE)-\d+GB|A100 \d+GB PCIe", 312.0),
+    (r"L40S", 362.1),
+    (r"A10", 125.0),
+)
+
+
+def known_peak(device_name):
+    """The peak of a listed device; 0 for a CPU (no MFU is reported); None when unknown."""
+    if device_name.lower().startswith("cpu"):
+        return 0.0
+    name = re.sub(r"^NVIDIA\s+", "", " ".join(device_name.split()))
+    return next((v for pattern, v in PEAK_BF16_TFLOPS if re.fullmatch(pattern, name, re.IGNORECASE)), None)
 
 
 def flops_per_token(r):
@@ -57,12 +80,25 @@ def optimizer_section(rows):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--device-name", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--peak-tflops", type=float, default=0.0)
+    p.add_argument("--out")
+    p.add_argument("--peak-tflops", type=float, default=None, help="0: report no MFU")
+    p.add_argument("--check-peak", action="store_true", help="only check that the peak is known (before a benchmark)")
     p.add_argument("--note", default="")
-    p.add_argument("inputs", nargs="+")
+    p.add_argument("inputs", nargs="*")
     a = p.parse_args()
-    peak = a.peak_tflops or next((v for k, v in PEAK_BF16_TFLOPS.items() if k in a.device_name), 0.0)
+    peak = a.peak_tflops if a.peak_tflops is not None else known_peak(a.device_name)
+    if peak is not None and peak < 0:
+        print(f"gpu_report: --peak-tflops must be 0 or more, not {peak:g}", file=sys.stderr)
+        return 2
+    if peak is None:
+        print(f"gpu_report: no known peak dense bf16 TFLOP/s for '{a.device_name}': pass --peak-tflops X "
+              "(the datasheet's dense bf16 figure; 0 for no MFU)", file=sys.stderr)
+        return 2
+    if a.check_peak:
+        return 0
+    if not a.out or not a.inputs:
+        print("gpu_report: --out FILE and the JSON-lines inputs are required", file=sys.stderr)
+        return 2
     rows = []
     for path in a.inputs:
         with open(path) as f:
@@ -79,7 +115,7 @@ def main():
            f"{precision}, dropout 0.1, random packed batches; median step. "
            "rpe = rpe-train (bench/model_bench.cpp), hf = Hugging Face BertForMaskedLM "
            "(bench/hf_bench.py) in the same run on the same shapes. MFU against "
-           + (f"{peak:g} TFLOP/s peak dense bf16." if peak else "no known peak (pass --peak-tflops)."),
+           + (f"{peak:g} TFLOP/s peak dense bf16." if peak else "no peak (a CPU, or --peak-tflops 0): no MFU."),
            ""]
     if runs > 1:
         out += [f"Each row is the run with the median tokens/s of {runs} runs of the pair (inputs given "

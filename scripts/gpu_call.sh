@@ -48,8 +48,10 @@ if ((${#PACK[@]} == 0)); then
 fi
 present=()
 for p in "${PACK[@]}"; do [[ -e $p ]] && present+=("$p"); done
-# Bulk stays behind: checkpoints and saved models (a mini one is ~130 MB with its optimizer),
-# shards and unpacked SQuAD (remade from the carried data), the HF baseline's site-packages.
+# Bulk stays behind: checkpoints and saved models (a mini one is ~130 MB with its optimizer,
+# past the next call's 64 MiB carry, so a run cut off here starts over there: gpu_table2.sh's
+# refresh_pretraining), shards and unpacked SQuAD (remade from the carried data), the HF
+# baseline's site-packages.
 members=(-T /dev/null)  # an empty archive when nothing was written (a failed first step)
 ((${#present[@]})) && members=(-- "${present[@]}")
 if ! tar czf "$TO.tmp" --exclude=checkpoints --exclude=model --exclude='*.pt' --exclude='*.safetensors' \

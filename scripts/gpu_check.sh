@@ -12,7 +12,8 @@
 #   4. measures tokens/s, peak memory and MFU at L = 128 and 512 for every method beside
 #      Hugging Face BertForMaskedLM (transformers 4.x: absolute SDPA, relative_key,
 #      relative_key_query; --wheels: carried by scripts/pack_wheels.sh) in the same run
-#      -> bench/results/gpu_<device>.md.
+#      -> bench/results/gpu_<device>.md. MFU needs the GPU's peak: a model bench/gpu_report.py
+#      does not list (or a MIG slice) needs --peak-tflops X, checked before the benchmark runs.
 #   5. (--table2) the second stage, scripts/gpu_table2.sh: Table 2 at mini scale on real data
 #      (--data: the folder scripts/pack_data.sh wrote), sized to --minutes.
 # --only build,tests,train,bench runs those steps alone (to split the check over several calls of
@@ -25,7 +26,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SMOKE=0 BUILD=build-gpu DEPS=deps OUT="" STEPS=300 PY=.venv/bin/python ONLY=build,tests,train,bench
-TABLE2=0 DATA=gpu-data MINUTES=25 WHEELS=""
+TABLE2=0 DATA=gpu-data MINUTES=25 WHEELS="" PEAK=()
 while (($#)); do
   case $1 in
     --cpu-smoke) SMOKE=1 ;;
@@ -39,8 +40,10 @@ while (($#)); do
     --data) DATA=$2; shift ;;
     --minutes) MINUTES=$2; shift ;;
     --wheels) WHEELS=$2; shift ;;
+    --peak-tflops) PEAK=(--peak-tflops "$2"); shift ;;
     *) echo "usage: $0 [--cpu-smoke] [--build-dir DIR] [--deps DIR] [--out DIR] [--steps N] [--python PY]" \
-            "[--only build,tests,train,bench] [--wheels DIR] [--table2 [--data DIR] [--minutes M]]" >&2; exit 2 ;;
+            "[--only build,tests,train,bench] [--wheels DIR] [--peak-tflops X]" \
+            "[--table2 [--data DIR] [--minutes M]]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -162,6 +165,8 @@ run_bench() {
     optim=(--device cuda --steps 20 --warmup 3)  # BERT-base
     REPORT=bench/results/gpu_$SLUG.md
   fi
+  # An unknown peak would fail the report after minutes of benchmark: refuse it first.
+  "$PY" bench/gpu_report.py --device-name "$DEVNAME" "${PEAK[@]}" --check-peak || fail "MFU: see the line above"
   say "benchmark: rpe-bench-model"
   "$BUILD/rpe-bench-model" "${bench[@]}" >"$OUT/rpe.jsonl" 2>"$OUT/rpe_bench.log" || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model"; }
   say "benchmark: one optimizer step (rpe-bench-optim)"
@@ -182,7 +187,7 @@ run_bench() {
   elif ((code)); then
     tail "$OUT/hf_bench.log"; fail "hf_bench.py"
   fi
-  "$PY" bench/gpu_report.py --device-name "$DEVNAME" --out "$REPORT" "$OUT/rpe.jsonl" "$OUT/hf.jsonl" "$OUT/optim.jsonl" \
+  "$PY" bench/gpu_report.py --device-name "$DEVNAME" "${PEAK[@]}" --out "$REPORT" "$OUT/rpe.jsonl" "$OUT/hf.jsonl" "$OUT/optim.jsonl" \
     --note "$(((SMOKE)) && echo 'CPU smoke run at tiny size: the numbers mean nothing.' || echo "rpe-train $("$BUILD/rpe-train" --version | head -1)")"
 }
 

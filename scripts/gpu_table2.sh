@@ -11,8 +11,9 @@
 #   4. writes the tables, loss curves (PNG) and plan to bench/results/table2_mini_<device>/.
 # Run it again with the same --out to continue an interrupted stage: the plan is kept, finished
 # runs are skipped and an interrupted pretraining resumes from its last checkpoint. On a fresh
-# machine the --out folder may be the slim copy scripts/gpu_call.sh packed (no checkpoints): a
-# method pretrained but not yet fine-tuned is then pretrained again.
+# machine the --out folder may be the slim copy scripts/gpu_call.sh packed (no checkpoints): an
+# interrupted pretraining then starts over, and a method pretrained but not yet fine-tuned is
+# pretrained again.
 # --build-dir: gpu_check.sh's build (build-gpu) or one carried by scripts/pack_build.sh, with the
 # libraries of --deps (scripts/pack_deps.sh) -- a session that only runs this stage need not build.
 # --call-minutes C: this command may run C minutes at most (a machine that stops commands at a
@@ -155,11 +156,19 @@ for seed in seeds:
 print(round(need))
 PY
 }
-# A method pretrained in a call whose machine is gone: its summary came back (scripts/gpu_call.sh)
-# but not its checkpoints, and a fine-tuning still to run needs them: pretrain it again.
+# Run folders that came back from a call whose machine is gone (scripts/gpu_call.sh) hold no
+# checkpoints (~130 MB each at mini size, past a call's 64 MiB carry). A pretraining cut off
+# there cannot resume (rpe-train refuses metrics past a checkpoint it lacks): it starts over. A
+# finished one whose fine-tuning is still to run needs its checkpoints: it is pretrained again.
 refresh_pretraining() {
   local dir=$OUT/reproduce/pretrain/$1 seed
-  [[ -f $dir/summary.json ]] && ! compgen -G "$dir/checkpoints/*.pt" >/dev/null || return 0
+  compgen -G "$dir/checkpoints/*.pt" >/dev/null && return 0
+  if [[ -d $dir && ! -f $dir/summary.json ]]; then
+    say "pretrain $1: interrupted, and no checkpoint of it is here to resume from: starting it over"
+    rm -rf "$dir"
+    return 0
+  fi
+  [[ -f $dir/summary.json ]] || return 0
   for seed in "${seed_list[@]}"; do
     if [[ ! -f $OUT/reproduce/finetune/table2/$1_s$seed/seed$seed/results.json ]]; then
       say "pretrain $1: finished by an earlier call, but its checkpoints are not here for fine-tuning: pretraining again"

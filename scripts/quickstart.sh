@@ -13,12 +13,18 @@ echo
 echo "loss curve (metrics.jsonl, every 100 steps):"
 .venv/bin/python - "$RUN_DIR/metrics.jsonl" <<'PY'
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-train = [r for r in rows if "split" not in r]
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+# Training rows: not held-out ("split") nor a skipped step's event row (overflow_skip,
+# nonfinite_skip: no accuracy). A window whose steps were all skipped logs null: it updated nothing.
+train = [r for r in rows if "split" not in r and "event" not in r]
+num = lambda r, k: "-" if r.get(k) is None else f"{r[k]:.3f}"
 for r in train:
     if r["step"] % 100 == 0 or r is train[0]:
-        print(f"  step {r['step']:5d}  loss {r['loss']:.3f}  mlm accuracy {r['mlm_accuracy']:.3f}")
+        if r.get("loss") is None:
+            print(f"  step {r['step']:5d}  no loss: every step of the window was skipped")
+        else:
+            print(f"  step {r['step']:5d}  loss {num(r, 'loss')}  mlm accuracy {num(r, 'mlm_accuracy')}")
 valid = [r for r in rows if r.get("split") == "valid"]
 if valid:
-    print(f"  held-out: loss {valid[-1]['loss']:.3f}  accuracy {valid[-1]['mlm_accuracy']:.3f}")
+    print(f"  held-out: loss {num(valid[-1], 'loss')}  accuracy {num(valid[-1], 'mlm_accuracy')}")
 PY

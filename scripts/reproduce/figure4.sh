@@ -9,10 +9,20 @@ rp_parse_args "$@"
 rp_method_list m4
 head="${RPE_FIG4_HEAD:-0}"
 mkdir -p "$OUT/figures"
+# model.layers of run M: its config.yaml once pretrained, else the config rp_pretrain will train
+# with (a dry run prints the commands before the run exists).
+layers_of() {
+  local sets=() first='$1 == "layers:" && !n++ { print $2 }'  # model's, the first (reads all: no SIGPIPE)
+  if [[ -f "$RUN_DIR/config.yaml" ]]; then awk "$first" "$RUN_DIR/config.yaml"; return; fi
+  mapfile -t sets < <(rp_sets "${PRE_SETS[@]+"${PRE_SETS[@]}"}" "run.name=$1" "${PRE_EXTRA[@]+"${PRE_EXTRA[@]}"}")
+  (cd "$RP_ROOT" && "$BIN" dump-config --config "configs/pretrain/${PRESET_PREFIX}_$1.yaml" "${sets[@]}") | awk "$first"
+}
 inputs=()
 for m in "${METHOD_LIST[@]}"; do
   rp_pretrain "$m" "$m"
-  last=$(( $(sed -n 's/^ *layers: *\([0-9]*\).*/\1/p' "$RUN_DIR/config.yaml" | head -1) - 1 ))
+  layers=$(layers_of "$m") || rp_die "pretrain $m: cannot read its model.layers (see above)"
+  [[ "$layers" =~ ^[1-9][0-9]*$ ]] || rp_die "pretrain $m: no model.layers in its config"
+  last=$((layers - 1))
   for layer in 0 "$last"; do
     f="$OUT/figures/figure4_${m}_layer${layer}_head${head}.json"
     rp_exec "$BIN" inspect "$RUN_DIR" --position-weights "$f" --layer "$layer" --head "$head" --max-distance 50

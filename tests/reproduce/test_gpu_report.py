@@ -9,6 +9,9 @@ the median run is 200 -> 1.33x tokens/s and, with 40 MiB against 80, 0.50x memor
 m4 beside relative_key_query (120 vs 40 tokens/s: 3.00x) and shaw beside relative_key
 (90 vs 60: 1.50x); a method without a Hugging Face peer (alibi) gets no ratio. A CPU run
 (peak 0) prints a dash for memory and its precision (fp32) in the header.
+Peaks by device name: each H100 part its own (SXM 989.4, PCIe 756.5, NVL 835.5), A10G not
+taken for an A10 nor a MIG slice for its GPU; an unknown name is refused (exit 2, one line)
+unless --peak-tflops gives the peak.
 """
 import json
 import os
@@ -26,13 +29,13 @@ def row(impl, method, tps, mib, bf16=True):
                        "bf16": bf16, "step_ms": 1.0})
 
 
-def report(tmp, files, *extra):
+def report(tmp, files, *extra, device="test device"):
     paths = []
     for i, lines in enumerate(files):
         paths.append(tmp / f"in{i}.jsonl")
         paths[-1].write_text("\n".join(lines) + "\n")
     out = tmp / "report.md"
-    subprocess.run([sys.executable, str(root / "bench/gpu_report.py"), "--device-name", "test device",
+    subprocess.run([sys.executable, str(root / "bench/gpu_report.py"), "--device-name", device,
                     "--out", str(out), *extra, *map(str, paths)], check=True, capture_output=True)
     assert not [p for p in os.listdir(tmp) if p.startswith(".tmp-")], "a temporary file was left behind"
     return out.read_text()
@@ -62,11 +65,43 @@ with tempfile.TemporaryDirectory() as tmp:
     for want in ("bf16 autocast", "median tokens/s of 3 runs"):
         if want not in gpu:
             failures.append(f"GPU report lacks {want!r}")
-    cpu = report(tmp, [[row("rpe", "absolute", 100, 0, bf16=False)], [row("hf", "absolute-sdpa", 50, 0, bf16=False)]])
+    cpu = report(tmp, [[row("rpe", "absolute", 100, 0, bf16=False)], [row("hf", "absolute-sdpa", 50, 0, bf16=False)]],
+                 device="cpu (test, 2 cores)")
     if line(cpu, "rpe", "absolute") != "| rpe | absolute | 1 | 100 | — |  | 2.00x tokens/s of absolute-sdpa |":
         failures.append(f"CPU row: {line(cpu, 'rpe', 'absolute')!r}")
     if "fp32" not in cpu or "bf16 autocast" in cpu or "median tokens/s" in cpu:
         failures.append("CPU report: precision or runs misreported")
+
+
+# The peak each device name gets (--check-peak: just that check), as torch names the parts.
+def peak_check(name, *extra):
+    r = subprocess.run([sys.executable, str(root / "bench/gpu_report.py"), "--device-name", name, *extra,
+                        "--check-peak"], capture_output=True, text=True)
+    return r.returncode, r.stderr
+
+
+sys.path.insert(0, str(root / "bench"))
+from gpu_report import known_peak  # noqa: E402
+
+peaks = {"NVIDIA H100 80GB HBM3": 989.4, "NVIDIA H100 PCIe": 756.5, "NVIDIA H100 NVL": 835.5,
+         "NVIDIA H200": 989.4, "NVIDIA H200 NVL": 835.5, "NVIDIA A100-SXM4-80GB": 312.0,
+         "NVIDIA A100 80GB PCIe": 312.0, "NVIDIA A10": 125.0, "NVIDIA L40S": 362.1, "cpu (Intel Xeon, 2 cores)": 0.0}
+for name, want in peaks.items():
+    if known_peak(name) != want:
+        failures.append(f"{name}: peak {known_peak(name)}, want {want}")
+for name in ("NVIDIA A10G", "NVIDIA H100", "NVIDIA L40", "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "test device"):
+    code, err = peak_check(name)
+    if code != 2 or err.count("\n") != 1 or "--peak-tflops" not in err or name not in err:
+        failures.append(f"{name}: not refused with one line and exit 2: {code}, {err!r}")
+    if peak_check(name, "--peak-tflops", "70")[0] != 0:
+        failures.append(f"{name}: refused with --peak-tflops")
+if peak_check("NVIDIA H100 PCIe")[0] != 0:
+    failures.append("NVIDIA H100 PCIe refused")
+with tempfile.TemporaryDirectory() as tmp:  # the MFU against the named part's peak
+    pcie = report(Path(tmp), [[row("rpe", "absolute", 1e12, 40)]], device="NVIDIA H100 PCIe")
+    want = f"{100 * 1e12 * 309.6 / 756.5e12:.1f}%"
+    if "756.5 TFLOP/s" not in pcie or f"| {want} |" not in line(pcie, "rpe", "absolute"):
+        failures.append(f"H100 PCIe report: {line(pcie, 'rpe', 'absolute')!r}, want MFU {want}")
 if failures:
     sys.exit("gpu_report: " + "; ".join(failures))
 print("gpu_report: hand-computed report matches")

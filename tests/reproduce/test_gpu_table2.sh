@@ -7,7 +7,8 @@
 # A call limit (--call-minutes) refuses a method no call can hold, stops cleanly between methods
 # (exit 3) when the call's time runs out, and the rerun goes on -- on a "fresh machine" too: from
 # the run folder's slim copy that scripts/gpu_call.sh packed (no checkpoints, shards or SQuAD),
-# pretraining again a method whose fine-tuning had not finished.
+# pretraining again a method whose fine-tuning had not finished, and starting over one whose
+# pretraining was cut off past its first checkpoint (rpe-train would refuse to resume it).
 # Usage: test_gpu_table2.sh REPO BUILD_DIR PYTHON
 set -euo pipefail
 root=$(cd "$1" && pwd) build=$2 py=$3
@@ -107,14 +108,31 @@ skipped=$(grep -c ": done, skipped" "$work/rerun.log" || true) runs=$((2 * $(tr 
 # The plan counted 20 questions: a rerun asking for another number is refused, not mis-sized.
 expect 1 "plan.json was made with --squad-train-examples 20, not 5" "${run[@]}" --squad-train-examples 5
 # A method whose fine-tuning had not finished when its machine went cold: its checkpoints did
-# not come back, so it is pretrained again; the others stay skipped.
+# not come back, so it is pretrained again. Another whose pretraining the call's limit cut off
+# after a checkpoint (no summary.json, metrics.jsonl past the first checkpoint): it starts over.
+# The others stay skipped.
 cold_start "$work/back2.tgz"
-first=${methods%%,*}
-rm -rf "$work/run/reproduce/finetune/table2/${first}_s1"
+first=${methods%%,*} rest=${methods#*,}
+second=${rest%%,*}
+rm -rf "$work/run/reproduce/finetune/table2/${first}_s1" "$work/run/reproduce/finetune/table2/${second}_s1"
+rm "$work/run/reproduce/pretrain/$second/summary.json"
+"$py" - "$work/run" "$second" <<'PY'
+import json, sys
+from pathlib import Path
+run = Path(sys.argv[1])
+logged = max(json.loads(l).get("step", 0) for l in (run / "reproduce/pretrain" / sys.argv[2] / "metrics.jsonl").open())
+save_every = json.loads((run / "plan.json").read_text())["save_every"]
+assert logged > save_every, (logged, save_every)  # what rpe-train --resume refuses without checkpoints
+PY
 "${run[@]}" >"$work/refresh.log" 2>&1 || { cat "$work/refresh.log"; fail "the call after losing $first's fine-tuning"; }
 grep -q "pretrain $first: finished by an earlier call, but its checkpoints are not here" "$work/refresh.log" \
   || fail "$first was not pretrained again: $(cat "$work/refresh.log")"
-[[ -f $work/run/reproduce/finetune/table2/${first}_s1/seed1/results.json ]] || fail "$first was not fine-tuned again"
+grep -q "pretrain $second: interrupted, and no checkpoint of it is here to resume from: starting it over" \
+  "$work/refresh.log" || fail "$second was not started over: $(cat "$work/refresh.log")"
+for m in "$first" "$second"; do
+  [[ -f $work/run/reproduce/pretrain/$m/summary.json ]] || fail "$m was not pretrained again"
+  [[ -f $work/run/reproduce/finetune/table2/${m}_s1/seed1/results.json ]] || fail "$m was not fine-tuned again"
+done
 skipped=$(grep -c ": done, skipped" "$work/refresh.log" || true)
-((skipped == runs - 2)) || fail "skipped $skipped of $runs runs after a cold start, not $((runs - 2))"
+((skipped == runs - 4)) || fail "skipped $skipped of $runs runs after a cold start, not $((runs - 4))"
 echo "gpu_table2_cpu_smoke: passed"

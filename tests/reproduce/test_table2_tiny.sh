@@ -4,6 +4,7 @@
 # and the paper's numbers, and the cost table; a second call must skip every finished run; a
 # pretraining run without summary.json must be continued with --resume. Then `rpe-train
 # inspect` output is checked against the checkpoint (check_inspect.py) and Figures 4/5 render.
+# Dry runs first: Figure 4's before its pretraining run exists, and paper scale's SQuAD length.
 # usage: test_table2_tiny.sh RPE_TRAIN PYTHON
 set -euo pipefail
 BIN="$(realpath "$1")"
@@ -18,6 +19,21 @@ small=(--methods absolute,m4 --seeds 1,2 --out "$OUT" --rpe-train "$BIN" --pytho
   --pretrain-set train.log_every=4 --pretrain-set train.eval_every=0 --pretrain-set train.save_every=6
   --finetune-set finetune.max_train_examples=32 --finetune-set finetune.max_eval_examples=48
   --finetune-set finetune.epochs=1)
+# A dry run before any pretraining exists prints the commands (the layers from the config the
+# run would train with: tiny has 2), and runs nothing.
+bash "$ROOT/scripts/reproduce/figure4.sh" --scale tiny --dry-run --out "$OUT/dry" --rpe-train "$BIN" --methods m4 \
+  >"$OUT/dry.log" 2>&1 || { cat "$OUT/dry.log"; fail "figure4.sh --dry-run without a pretraining run"; }
+for want in "pretrain --config configs/pretrain/tiny_m4.yaml" "--layer 0 --head 0" "--layer 1 --head 0"; do
+  grep -qF -- "$want" "$OUT/dry.log" || { cat "$OUT/dry.log"; fail "figure4.sh --dry-run printed no '$want'"; }
+done
+[[ ! -e "$OUT/dry/pretrain" ]] || fail "figure4.sh --dry-run made a run folder"
+# At paper scale SQuAD is fine-tuned at the pretraining length, 512, as the paper's Tables 2 and 4.
+bash "$ROOT/scripts/reproduce/table2.sh" --scale paper --dry-run --out "$OUT/dry" --rpe-train "$BIN" --methods m4 \
+  --seeds 1 --squad-dir "$ROOT/data/sample/squad" --corpus "$ROOT/data/sample/corpus.txt" >"$OUT/dry.log" 2>&1 ||
+  { cat "$OUT/dry.log"; fail "table2.sh --scale paper --dry-run"; }
+grep -q -- "finetune squad .*--set finetune.max_seq_len=512 " "$OUT/dry.log" ||
+  { cat "$OUT/dry.log"; fail "paper scale: SQuAD not fine-tuned at 512"; }
+
 bash "$ROOT/scripts/reproduce/table2.sh" --scale tiny "${small[@]}" >"$OUT/first.log" 2>&1 ||
   { tail -30 "$OUT/first.log"; fail "table2.sh exited $?"; }
 
