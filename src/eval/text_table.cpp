@@ -49,7 +49,8 @@ Cell Cell::shown(std::string text, nlohmann::json value) {
 Cell stat_cell(const std::vector<double>& values, bool with_n) {
   if (values.empty()) return Cell::dash();
   const Stat s = mean_std(values);
-  std::string text = fixed(s.mean, 2) + " ± " + fixed(s.std, 2);
+  // One seed has no sample std: its value alone, as render_tables shows it.
+  std::string text = s.n == 1 ? fixed(s.mean, 2) : fixed(s.mean, 2) + " ± " + fixed(s.std, 2);
   if (with_n) text += " (n=" + std::to_string(s.n) + ")";
   return Cell::shown(text, {{"mean", s.mean}, {"std", s.std}, {"n", s.n}});
 }

@@ -65,11 +65,16 @@ ImportSummary read_hf_folder(const fs::path& dir) {
   const json hf_config = read_json_object(dir / "config.json");
   ImportSummary summary;
   summary.model = model_options_from_hf(hf_config, (dir / "config.json").string());
+  if (!fs::exists(weights) && fs::exists(dir / "model.safetensors.index.json"))
+    throw UserError(weights.string() + ": file not found, the weights are sharded (model.safetensors.index.json): "
+                                       "save them as one file with save_pretrained(..., max_shard_size=\"100GB\")");
   if (!fs::exists(weights))
     throw UserError(weights.string() + ": file not found (only safetensors weights are read; convert a "
                                        "pytorch_model.bin with save_pretrained(..., safe_serialization=True))");
   if (!fs::exists(vocab)) throw UserError(vocab.string() + ": file not found (a WordPiece vocabulary is required)");
+  if (fs::is_directory(vocab)) throw UserError(vocab.string() + ": is a folder, not a WordPiece vocabulary");
   const size_t vocab_lines = count_lines(vocab);
+  if (vocab_lines == 0) throw UserError(vocab.string() + ": empty (a WordPiece vocabulary has a piece per line)");
   if (static_cast<int64_t>(vocab_lines) > summary.model.vocab_size)
     throw UserError(vocab.string() + ": " + std::to_string(vocab_lines) + " entries but config.json vocab_size is " +
                     std::to_string(summary.model.vocab_size));
@@ -126,6 +131,12 @@ void copy_hf_tensors(const std::map<std::string, torch::Tensor>& hf, const fs::p
       if (!t.to(torch::kFloat32).equal(params["word_embeddings.weight"]))
         throw UserError(weights.string() + ": cls.predictions.decoder.weight differs from the word embeddings "
                                            "(untied MLM decoders are not supported)");
+      continue;
+    }
+    if (name == "cls.predictions.decoder.bias" && used.count("cls.predictions.bias")) {  // tied to that bias too
+      if (!t.to(torch::kFloat32).equal(params["mlm_bias"]))
+        throw UserError(weights.string() + ": cls.predictions.decoder.bias differs from cls.predictions.bias "
+                                           "(an untied MLM decoder bias is not supported)");
       continue;
     }
     if (!known_unused(name))

@@ -76,10 +76,10 @@ TEST(ExtraTables, ScaledTable4MatchesPaperRowsByKAndLengthRatio) {
             "| run | k | pretrain len | fine-tune len | EM | F1 | seeds | paper row | paper EM | paper F1 |\n"
             "|---|---|---|---|---|---|---|---|---|---|\n"
             "| m4_k2 | 2 | 128 | 128 | 71.00 ± 1.41 | 82.00 ± 2.83 | 2 | k=2, 512 | 82.17 | 89.19 |\n"
-            "| m4_k127 | 127 | 128 | 128 | 75.00 ± 0.00 | 85.00 ± 0.00 | 1 | k=512, 512 | 83.63 | 90.53 |\n"
-            "| m4_k64_ft144 | 64 | 128 | 144 | 76.00 ± 0.00 | 86.00 ± 0.00 | 1 | k=256, 576 | 83.80 | 90.71 |\n"
-            "| m4_k64_ft150 | 64 | 128 | 150 | — | 87.00 ± 0.00 | 1 | k=256, 600 | — | — |\n"
-            "| m4_k64_ft160 | 64 | 128 | 160 | — | 88.00 ± 0.00 | 1 | k=256, 640 | 83.97 | 90.68 |\n");
+            "| m4_k127 | 127 | 128 | 128 | 75.00 | 85.00 | 1 | k=512, 512 | 83.63 | 90.53 |\n"
+            "| m4_k64_ft144 | 64 | 128 | 144 | 76.00 | 86.00 | 1 | k=256, 576 | 83.80 | 90.71 |\n"
+            "| m4_k64_ft150 | 64 | 128 | 150 | — | 87.00 | 1 | k=256, 600 | — | — |\n"
+            "| m4_k64_ft160 | 64 | 128 | 160 | — | 88.00 | 1 | k=256, 640 | 83.97 | 90.68 |\n");
   const std::string csv = to_csv(t);
   EXPECT_EQ(csv.substr(0, csv.find('\n')), "run,k,pretrain len,fine-tune len,EM,F1,seeds,paper row,paper EM,paper F1");
   EXPECT_NE(csv.find("\nm4_k2,2,128,128,71.00 ± 1.41,82.00 ± 2.83,2,\"k=2, 512\",82.17,89.19\n"), std::string::npos)
@@ -107,9 +107,9 @@ TEST(ExtraTables, Table5AbsoluteFirstThenDropInByLength) {
   EXPECT_EQ(to_csv(t),
             "run,method,pretrain len,fine-tune len,EM,F1,seeds,paper EM,paper F1\n"
             "absolute_ft128,absolute,128,128,61.00 ± 1.41,72.00 ± 2.83,2,86.91,93.15\n"
-            "drop_in_m4_ft128,m4,128,128,65.00 ± 0.00,75.50 ± 0.00,1,87.51,93.55\n"
-            "drop_in_m4_ft160,m4,128,160,66.00 ± 0.00,77.00 ± 0.00,1,87.57,93.49\n"
-            "drop_in_m4_ft200,m4,128,200,—,70.00 ± 0.00,1,—,—\n");
+            "drop_in_m4_ft128,m4,128,128,65.00,75.50,1,87.51,93.55\n"
+            "drop_in_m4_ft160,m4,128,160,66.00,77.00,1,87.57,93.49\n"
+            "drop_in_m4_ft200,m4,128,200,—,70.00,1,—,—\n");
   EXPECT_EQ(t.title, "Table 5: method 4 added to a pretrained absolute model (near drop-in), SQuAD 1.1 dev; "
                      "paper: BERT-large at 512/576/640/704");
 }
@@ -138,10 +138,10 @@ TEST(ExtraTables, ExtrapolationMlmCurvesThenSquadInCurveOrder) {
             "m4,MLM loss,128,256,3.250\n"
             "absolute,MLM loss,128,128,2.000\n"
             "absolute,MLM loss,128,256,n/a (longer than the 128-row table)\n"
-            "m4,SQuAD F1,128,128,78.00 ± 0.00 (n=1)\n"
+            "m4,SQuAD F1,128,128,78.00 (n=1)\n"
             "m4,SQuAD F1,128,192,81.00 ± 1.41 (n=2)\n"
-            "absolute,SQuAD F1,128,128,70.00 ± 0.00 (n=1)\n"
-            "alibi,SQuAD F1,128,128,50.00 ± 0.00 (n=1)\n");
+            "absolute,SQuAD F1,128,128,70.00 (n=1)\n"
+            "alibi,SQuAD F1,128,128,50.00 (n=1)\n");
   const auto j = to_json(t);
   EXPECT_TRUE(j["rows"][3]["value"].is_null());
   EXPECT_DOUBLE_EQ(j["rows"][5]["value"]["mean"].get<double>(), 81.0);

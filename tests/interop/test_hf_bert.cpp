@@ -291,7 +291,29 @@ TEST(HfBert, BadInputNamesTheProblem) {
   write_safetensors(hf / "model.safetensors", fewer);
   EXPECT_NE(import_error().find("'bert.encoder.layer.1.output.dense.bias' is missing"), std::string::npos);
 
+  // The MLM decoder's bias is tied to cls.predictions.bias, as its weight to the embeddings.
+  std::vector<std::pair<std::string, torch::Tensor>> untied(tensors.begin(), tensors.end());
+  untied.emplace_back("cls.predictions.decoder.bias", tensors.at("cls.predictions.bias") + 1);
+  write_safetensors(hf / "model.safetensors", untied);
+  EXPECT_NE(import_error().find("cls.predictions.decoder.bias differs from cls.predictions.bias"), std::string::npos)
+      << import_error();
+  // vocab.txt: empty, or a folder.
+  const std::string vocab_text = read_file(hf / "vocab.txt");
   write_safetensors(hf / "model.safetensors", {tensors.begin(), tensors.end()});
+  write_file_atomic(hf / "vocab.txt", "");
+  EXPECT_NE(import_error().find("vocab.txt: empty"), std::string::npos) << import_error();
+  fs::remove(hf / "vocab.txt");
+  fs::create_directories(hf / "vocab.txt");
+  EXPECT_NE(import_error().find("vocab.txt: is a folder"), std::string::npos) << import_error();
+  fs::remove(hf / "vocab.txt");
+  write_file_atomic(hf / "vocab.txt", vocab_text);
+  // Sharded weights: the hint says how to make one file.
+  fs::rename(hf / "model.safetensors", dir / "kept.safetensors");
+  write_file_atomic(hf / "model.safetensors.index.json", "{}");
+  EXPECT_NE(import_error().find("the weights are sharded (model.safetensors.index.json)"), std::string::npos)
+      << import_error();
+  fs::remove(hf / "model.safetensors.index.json");
+  fs::rename(dir / "kept.safetensors", hf / "model.safetensors");
   fs::resize_file(hf / "model.safetensors", fs::file_size(hf / "model.safetensors") / 2);
   EXPECT_NE(import_error().find("truncated"), std::string::npos);
   fs::remove(hf / "model.safetensors");
