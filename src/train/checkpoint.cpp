@@ -1,6 +1,8 @@
 // Checkpoint contents: what is written into and read from the archive (format: checkpoint_file.cpp).
 #include "train/checkpoint.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <regex>
 
@@ -18,12 +20,34 @@ namespace {
 
 fs::path checkpoint_dir(const fs::path& run_dir) { return run_dir / "checkpoints"; }
 
-void remove_old(const fs::path& run_dir, int64_t keep_last) {
-  const auto found = list_checkpoints(run_dir);
+// After checkpoint `step` is written: keeps the newest keep_last of the steps up to it.
+// - A checkpoint of a later step belongs to a timeline the run has left (it resumed from an
+//   older one because that file failed its checksum): renamed out of the way (.superseded)
+//   rather than counted, which would push out the good ones, the file just written included.
+// - Temporary files of a write that died (a kill mid-checkpoint: step_N.pt.tmp.<pid>, GBs
+//   each) are removed: no other process writes this folder.
+void remove_old(const fs::path& run_dir, int64_t step, int64_t keep_last) {
   std::error_code ec;
-  for (size_t i = 0; i + static_cast<size_t>(keep_last) < found.size(); ++i) {
-    fs::remove(found[i].second, ec);
-    fs::remove(found[i].second.string() + ".crc32", ec);  // the sidecar of an older checkpoint
+  const fs::path dir = checkpoint_dir(run_dir);
+  static const std::regex leftover(R"(step_\d{1,18}\.pt\.tmp\.\d+)");
+  const std::string mine = ".tmp." + std::to_string(::getpid());
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, leftover) && !name.ends_with(mine)) fs::remove(e.path(), ec);
+  }
+  std::vector<std::pair<int64_t, fs::path>> kept;
+  for (const auto& [s, file] : list_checkpoints(run_dir)) {
+    if (s <= step) {
+      kept.emplace_back(s, file);
+      continue;
+    }
+    log::warn("checkpoint", "{}: from after step {}, which this run resumed before: renamed to {}.superseded",
+              file.string(), step, file.filename().string());
+    fs::rename(file, file.string() + ".superseded", ec);
+  }
+  for (size_t i = 0; i + static_cast<size_t>(keep_last) < kept.size(); ++i) {
+    fs::remove(kept[i].second, ec);
+    fs::remove(kept[i].second.string() + ".crc32", ec);  // the sidecar of an older checkpoint
   }
 }
 
@@ -134,7 +158,7 @@ fs::path save_checkpoint(const fs::path& run_dir, torch::nn::Module& model, torc
   // file that `latest` does not name yet, which resume finds by listing the folder.
   write_checkpoint(file, model, optimizer, &state, config_yaml);
   write_file_atomic(dir / "latest", file.filename().string() + "\n");
-  remove_old(run_dir, keep_last);
+  remove_old(run_dir, state.step, keep_last);
   return file;
 }
 

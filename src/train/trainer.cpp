@@ -169,12 +169,13 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
             tokenizer->kind(), tokenizer->vocab_size(), corpus.train->size(), train_tokens,
             corpus.valid->size(), cfg.data.max_seq_len, std::chrono::duration<double>(Clock::now() - t0).count());
   const std::string config_yaml = to_yaml(cfg);
-  if (chief) write_file_atomic(run_dir / "config.yaml", config_yaml);
 
   BertModel model = build_model(cfg.model, device);
   auto optimizer = make_optimizer(*model, t);
   const TrainState state =
       dist::all_or_none(dp, "loading the checkpoint", [&] { return restore(run_dir, resume, model, *optimizer, t); });
+  // Only once the checkpoint took this config: a refused --resume leaves the run's own.
+  if (chief) write_file_atomic(run_dir / "config.yaml", config_yaml);
   require_same_inputs(dp, config_yaml, *tokenizer, corpus, train_tokens, state.step);
   dp.broadcast_parameters(*model);  // after a resume too: every rank starts from rank 0's weights
 
@@ -243,10 +244,14 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
   try {
     return train_in_folder(cfg, run_dir, resume, hooks, dp, device, start);
   } catch (const UserError&) {
-    // A new run that fails on its inputs (missing corpus, bad vocabulary, ...) before its first
-    // checkpoint leaves no folder behind, so the corrected command is not refused as "already
-    // exists". A resumed run, or one with checkpoints, keeps everything.
-    if (chief && !resume && list_checkpoints(run_dir).empty()) {
+    // A new run that fails on its inputs (missing corpus, bad vocabulary, ...) before it trains
+    // leaves no folder behind, so the corrected command is not refused as "already exists". A
+    // resumed run, or one that has trained (metrics rows, checkpoints), keeps everything: its
+    // train.log says what went wrong (weights gone non-finite before the first checkpoint).
+    std::error_code ec;
+    const fs::path metrics = run_dir / "metrics.jsonl";
+    const bool trained = fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0;
+    if (chief && !resume && !trained && list_checkpoints(run_dir).empty()) {
       sink.close();
       remove_tree(run_dir);
     }

@@ -23,7 +23,7 @@ void write_atomic_with(const fs::path& path, const std::function<void(const fs::
   const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
   auto fail = [&](int error) {
     fs::remove(tmp, ec);
-    throw UserError(write_error_message(path, error));
+    throw_write_error(path, error);
   };
   try {
     writer(tmp);
@@ -54,24 +54,32 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
 }
 
 void append_line_synced(const fs::path& path, const std::string& line) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND, 0644);
   if (fd < 0) throw UserError("cannot open " + path.string() + ": " + std::strerror(errno));
-  std::string buf = line + "\n";
+  // A line whose write failed is cut back off (below); one torn by a crash has no newline at
+  // the end: the new line starts on a line of its own, so at most the torn one is lost.
+  const off_t before = ::lseek(fd, 0, SEEK_END);
+  char last = '\n';
+  if (before > 0 && ::pread(fd, &last, 1, before - 1) != 1) last = '\n';
+  std::string buf = (last == '\n' ? "" : "\n") + line + "\n";
   const char* p = buf.data();
   size_t left = buf.size();
+  auto fail = [&](int error) {
+    if (before >= 0 && ::ftruncate(fd, before) != 0) {}  // best effort: leave no partial line
+    ::close(fd);
+    throw_write_error(path, error);
+  };
   while (left > 0) {
     ssize_t n = ::write(fd, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int error = errno;
-      ::close(fd);
-      throw UserError(write_error_message(path, error));
+      fail(errno);
     }
     p += n;
     left -= static_cast<size_t>(n);
   }
-  ::fdatasync(fd);
-  ::close(fd);
+  if (::fdatasync(fd) != 0 && errno != EINVAL) fail(errno);
+  if (::close(fd) != 0) throw_write_error(path, errno);
 }
 
 std::string read_file(const fs::path& path) {

@@ -15,7 +15,9 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& con
 void write_atomic_with(const std::filesystem::path& path,
                        const std::function<void(const std::filesystem::path& tmp)>& writer);
 
-// Appends one line (plus '\n') to `path` and flushes it to disk (metrics.jsonl, results).
+// Appends one line (plus '\n') to `path` and flushes it to disk (metrics.jsonl, results):
+// all of it or none (a failed write is cut back off), on a line of its own (after a torn one).
+// Write errors as throw_write_error (atomic_writer.h): exit 1 for a full disk.
 void append_line_synced(const std::filesystem::path& path, const std::string& line);
 
 // Reads a whole file; UserError naming the file when it cannot be read.

@@ -71,6 +71,8 @@ std::string write_error_message(const fs::path& path, int error) {
   return "cannot write " + path.string() + ": " + std::strerror(error);
 }
 
+void throw_write_error(const fs::path& path, int error) { throw WriteError(error, write_error_message(path, error)); }
+
 AtomicWriter::AtomicWriter(fs::path path) : path_(std::move(path)) {
   std::error_code ec;
   if (fs::is_directory(path_, ec)) throw UserError(path_.string() + " is a folder, not a file");

@@ -56,4 +56,9 @@ class AtomicWriter {
 // The one-line message for a failed write of `path` (see the table above).
 std::string write_error_message(const std::filesystem::path& path, int error);
 
+// Throws that message as a std::system_error carrying `error`: main() exits 1 for the
+// machine's failures (a full disk, EIO, EFBIG, a quota) and 2 for the user's (permissions).
+// Every writer of the project reports a failed write this way.
+[[noreturn]] void throw_write_error(const std::filesystem::path& path, int error);
+
 }  // namespace rpe

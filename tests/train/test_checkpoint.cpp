@@ -16,6 +16,7 @@
 
 #include "tiny_run.h"
 #include "train/checkpoint.h"
+#include "util/atomic_file.h"
 #include "util/atomic_writer.h"
 #include "util/errors.h"
 
@@ -160,6 +161,32 @@ TEST(Checkpoint, CorruptNewestFallsBackToPrevious) {
   EXPECT_FALSE(latest_checkpoint(run).has_value());
 }
 
+// Resumed from step 6 because step 10 failed its checksum, the run saves step 8: rotation
+// keeps the newest of the steps up to 8 (the file just written among them), moves step 10
+// out of the way instead of counting it, and removes what a killed write left behind.
+TEST(Checkpoint, RotationNeverCountsAnAbandonedNewerFileAndClearsDeadTempFiles) {
+  const fs::path run = test::fresh_dir("ckpt_rotation");
+  torch::nn::Linear net(3, 2);
+  TrainState s;
+  for (int64_t step : {2, 4, 6}) {
+    s.step = step;
+    save_checkpoint(run, *net, nullptr, s, "cfg", /*keep_last=*/1);
+  }
+  const fs::path dir = run / "checkpoints";
+  fs::copy_file(dir / "step_00000006.pt", dir / "step_00000010.pt");
+  flip_byte(dir / "step_00000010.pt", 100);
+  ASSERT_EQ(latest_checkpoint(run)->filename(), "step_00000006.pt");
+  std::ofstream(dir / "step_00000012.pt.tmp.999999") << "half a checkpoint";  // a write killed mid-way
+  s.step = 8;
+  save_checkpoint(run, *net, nullptr, s, "cfg", /*keep_last=*/1);
+  EXPECT_TRUE(fs::exists(dir / "step_00000008.pt"));
+  EXPECT_FALSE(fs::exists(dir / "step_00000006.pt"));  // keep_last 1
+  EXPECT_FALSE(fs::exists(dir / "step_00000010.pt"));
+  EXPECT_TRUE(fs::exists(dir / "step_00000010.pt.superseded"));
+  EXPECT_FALSE(fs::exists(dir / "step_00000012.pt.tmp.999999"));
+  EXPECT_EQ(latest_checkpoint(run)->filename(), "step_00000008.pt");
+}
+
 TEST(Checkpoint, OldFilesVerifyAgainstTheirSidecarAndBareFilesNeedTheOptIn) {
   const fs::path dir = test::fresh_dir("ckpt_sidecar");
   torch::manual_seed(5);
@@ -233,6 +260,25 @@ TEST(Checkpoint, AFailedWriteNamesTheFileAndKeepsThePreviousCheckpoint) {
   EXPECT_EQ(slurp(run / "checkpoints/latest"), "step_00000001.pt\n");
   ASSERT_TRUE(latest_checkpoint(run).has_value());
   EXPECT_EQ(*latest_checkpoint(run), first);
+}
+
+// metrics.jsonl and results.jsonl: a line that does not fit (a full disk) is cut back off and
+// reported as the machine's failure (exit 1, like a checkpoint's); the file keeps whole lines,
+// and a line torn by a crash (no newline) does not swallow the next one.
+TEST(Checkpoint, AnAppendedLineIsWholeOrAbsent) {
+  const fs::path file = test::fresh_dir("append") / "results.jsonl";
+  append_line_synced(file, std::string(100, 'a'));
+  try {
+    FileSizeLimit limit(150);
+    append_line_synced(file, std::string(100, 'b'));
+    ADD_FAILURE() << "the append past the file-size limit succeeded";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), EFBIG);
+  }
+  EXPECT_EQ(slurp(file), std::string(100, 'a') + "\n");
+  std::ofstream(file, std::ios::app) << "{\"torn";  // what a kill mid-write leaves
+  append_line_synced(file, "next");
+  EXPECT_EQ(slurp(file), std::string(100, 'a') + "\n{\"torn\nnext\n");
 }
 
 TEST(Checkpoint, RestoresModelOptimizerStepCursorAndRng) {
