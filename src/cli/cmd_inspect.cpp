@@ -119,13 +119,18 @@ std::vector<int64_t> check_inspect_args(const InspectArgs& a) {
     std::stringstream in(a.lengths);
     std::string item;
     while (std::getline(in, item, ',')) {
+      size_t used = 0;
       try {
-        lengths.push_back(std::stoll(item));
+        lengths.push_back(std::stoll(item, &used));
       } catch (const std::exception&) {
-        throw UserError("--lengths " + a.lengths + ": expected comma-separated integers, e.g. 64,128,256");
+        used = 0;
       }
+      if (used == 0 || used != item.size())  // "16x" is no length
+        throw UserError("--lengths " + a.lengths + ": expected comma-separated integers, e.g. 64,128,256");
       if (lengths.back() < 8) throw UserError("--lengths: each length must be at least 8");
     }
+    if (a.eval_sequences < 8)
+      throw UserError("--eval-sequences must be at least 8 (one batch), got " + std::to_string(a.eval_sequences));
   }
   if (a.max_distance < 0) throw UserError("--max-distance must be >= 0");
   if (a.max_distance > 1000000) throw UserError("--max-distance must be at most 1000000");

@@ -135,7 +135,15 @@ void add_tables(CLI::App& app, Runner& run) {
   add_extra_tables(*cmd, run);
   // Runs after a subcommand's callback: only `tables` itself, without a subcommand, is Tables 2-4.
   cmd->callback([&run, a, cmd] {
-    if (cmd->get_subcommands().empty()) run = [a] { return run_tables(*a); };
+    if (cmd->get_subcommands().empty()) {
+      run = [a] { return run_tables(*a); };
+    } else if (cmd->count("--out") + cmd->count("--only") + cmd->count("--results") > 0) {
+      // `tables --out D cost` would write cost.* to the subcommand's default folder: refused.
+      run = [] () -> int {
+        throw UserError("tables: --out/--results/--only before a subcommand are Tables 2-4's; give the subcommand "
+                        "its own after its name (e.g. tables cost --out DIR)");
+      };
+    }
   });
 }
 

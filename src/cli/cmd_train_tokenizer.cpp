@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "config/config.h"
 #include "data/sp_tokenizer.h"
 #include "util/errors.h"
@@ -25,6 +26,7 @@ int run_train_tokenizer(const TrainTokenizerArgs& a) {
   if (out.empty()) cfg.fail("data.tokenizer_model", "empty: give the output path here or with --out");
   if (out.size() < 7 || out.substr(out.size() - 6) != ".model")
     throw UserError(out + ": the output file name must end in .model");
+  check_output_file(a.out.empty() ? "data.tokenizer_model" : "--out", out);  // before the training, not after
   const auto t0 = std::chrono::steady_clock::now();
   train_sentencepiece(d.train_files, d.document_format, out, d.tokenizer_vocab_size, d.lowercase);
   const SentencePieceTokenizer tok(out);

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "eval/paper_numbers.h"
+#include "eval/text_table.h"
 #include "util/errors.h"
 
 namespace rpe::eval {
@@ -157,8 +158,8 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
       const auto s = lookup(v, g, t.columns[i], left_out);
       const auto p = t.paper(g, i);
       line.append(" ").append(cell(s)).append(" | ").append(paper_cell(p)).append(" |");
-      out.csv += t.name + "," + g.method + "," + k_text(g.k, "") + "," + std::to_string(g.pretrain_len) + "," +
-                 std::to_string(g.finetune_len) + "," + g.pretrain_run + "," + t.columns[i].title + "," +
+      out.csv += t.name + "," + csv_field(g.method) + "," + k_text(g.k, "") + "," + std::to_string(g.pretrain_len) + "," +
+                 std::to_string(g.finetune_len) + "," + csv_field(g.pretrain_run) + "," + csv_field(t.columns[i].title) + "," +
                  (s ? fmt(s->mean) + "," + fmt(s->std) + "," + std::to_string(s->n) : ",,0") + "," +
                  (p ? fmt(*p) : "") + "\n";
       out.json.push_back(json_row(t.name, g, t.columns[i].title, s, p));

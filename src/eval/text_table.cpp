@@ -17,14 +17,6 @@ std::string fixed(double v, int decimals) {
   return buf;
 }
 
-// RFC 4180: quote a cell holding a separator, a quote or a line break; double inner quotes.
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
 template <typename Range, typename Fn>
 std::string joined(const Range& items, const std::string& sep, Fn&& text) {
   std::string out;
@@ -32,6 +24,13 @@ std::string joined(const Range& items, const std::string& sep, Fn&& text) {
   return out;
 }
 }  // namespace
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
 
 Cell Cell::integer(int64_t v) { return shown(std::to_string(v), v); }
 Cell Cell::number(double v, int decimals) {

@@ -130,6 +130,8 @@ TEST(SentencePieceTraining, BadFilesAreOneErrorNamingTheFile) {
   EXPECT_NE(user_error([&] { train({good, bad}, "m3"); }).find(bad.string() + ": invalid UTF-8 at byte offset 16"),
             std::string::npos);
   EXPECT_FALSE(fs::exists(test::process_temp_dir() / "m3.model"));  // nothing half-written
+  for (const auto& e : fs::directory_iterator(test::process_temp_dir()))
+    EXPECT_EQ(e.path().filename().string().find(".training."), std::string::npos) << e.path();  // nor the trainer's
 }
 
 }  // namespace
