@@ -127,7 +127,7 @@ struct TrainOptions {
   int64_t seed = 1234;            // model init, data order and masking
   int64_t log_every = 10;         // steps between progress lines / metrics.jsonl rows
   int64_t eval_every = 0;         // steps between held-out evaluations; 0 = only at the end
-  int64_t eval_batches = 20;      // batches per held-out evaluation
+  int64_t eval_batches = 20;      // held-out evaluation: this many x batch_size / grad_accum sequences
   int64_t save_every = 0;         // steps between checkpoints; 0 = only at the end
   int64_t keep_checkpoints = 3;   // newest checkpoints kept in <run>/checkpoints
   std::string optimizer = "adamw";  // adamw | lamb (You et al. 2019, large-batch BERT)

@@ -43,6 +43,9 @@ void validate_numbers(const Config& cfg) {
   finite("train.weight_decay", t.weight_decay);
   finite("train.clip_norm", t.clip_norm);
   finite_positive("train.dist_timeout_s", t.dist_timeout_s);
+  // Converted to milliseconds and nanoseconds by c10d: a year is far beyond any use and safe.
+  if (t.dist_timeout_s > 365.0 * 86400.0)
+    cfg.fail("train.dist_timeout_s", "is implausibly large (" + number_text(t.dist_timeout_s) + " s > a year)");
   finite_positive("train.bucket_mb", t.bucket_mb);
   if (t.eval_batches < 1) cfg.fail("train.eval_batches", "must be >= 1, got " + std::to_string(t.eval_batches));
   finite_positive("model.init_std", cfg.model.init_std);

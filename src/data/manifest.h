@@ -18,8 +18,10 @@ using json = nlohmann::json;
 // Settings the output depends on besides the inputs' bytes, including the tokenizer's
 // identity (kind, vocabulary size, checksum of its model file).
 json settings_of(const DataOptions& d, const Tokenizer& tok);
-// Path, size and mtime of every training then validation file (UserError if one is missing).
-json input_identities(const DataOptions& d);
+// Path, size and mtime of every training then validation file. A missing file is a UserError,
+// or with missing_ok ({"path", "missing": true}) one that mismatch() takes as unchanged: the
+// text may be deleted once prepared, and training reads the shards only.
+json input_identities(const DataOptions& d, bool missing_ok = false);
 // "" when dir/manifest.json matches settings and inputs (and, with check_shards, every listed
 // shard exists with its size); otherwise the reason. The parsed manifest goes to *out.
 std::string mismatch(const std::filesystem::path& dir, const json& settings, const json& inputs, json* out,

@@ -37,10 +37,13 @@ int64_t mtime_ns(const fs::path& f) {
 }
 
 namespace {
-json file_identity(const std::string& f) {
+json file_identity(const std::string& f, bool missing_ok) {
   std::error_code ec;
   if (fs::is_directory(f, ec)) throw UserError(f + ": is a folder, not a text file (list the files in it)");
-  if (!fs::exists(f, ec)) throw UserError(f + ": file not found");
+  if (!fs::exists(f, ec)) {
+    if (missing_ok) return {{"path", f}, {"missing", true}};
+    throw UserError(f + ": file not found");
+  }
   return {{"path", f}, {"bytes", static_cast<int64_t>(fs::file_size(f))}, {"mtime_ns", mtime_ns(f)}};
 }
 }  // namespace
@@ -65,12 +68,22 @@ json settings_of(const DataOptions& d, const Tokenizer& tok) {
   return s;
 }
 
-json input_identities(const DataOptions& d) {
+json input_identities(const DataOptions& d, bool missing_ok) {
   json inputs = json::array();
-  for (const auto& f : d.train_files) inputs.push_back(file_identity(f));
-  for (const auto& f : d.valid_files) inputs.push_back(file_identity(f));
+  for (const auto& f : d.train_files) inputs.push_back(file_identity(f, missing_ok));
+  for (const auto& f : d.valid_files) inputs.push_back(file_identity(f, missing_ok));
   return inputs;
 }
+
+namespace {
+// The settings without the tokenizer model's path: its checksum is its identity, so a copy of
+// the same vocab.txt elsewhere is the same tokenizer.
+json without_model_path(json settings) {
+  if (settings.contains("tokenizer_model") && settings["tokenizer_model"].is_object())
+    settings["tokenizer_model"].erase("path");
+  return settings;
+}
+}  // namespace
 
 std::string mismatch(const fs::path& dir, const json& settings, const json& inputs, json* out, bool check_shards) {
   const fs::path m = dir / "manifest.json";
@@ -78,12 +91,14 @@ std::string mismatch(const fs::path& dir, const json& settings, const json& inpu
   try {
     const json manifest = json::parse(read_file(m));
     if (out) *out = manifest;
-    if (manifest.at("settings") != settings) return "settings or tokenizer changed";
+    if (without_model_path(manifest.at("settings")) != without_model_path(settings)) return "settings or tokenizer changed";
     const json& old = manifest.at("inputs");
     if (old.size() != inputs.size()) return "input files changed";
     for (size_t i = 0; i < inputs.size(); ++i)
-      for (const char* k : {"path", "bytes", "mtime_ns"})
+      for (const char* k : {"path", "bytes", "mtime_ns"}) {
+        if (inputs[i].contains("missing") && std::string(k) != "path") continue;  // gone: the shards stand
         if (old[i].at(k) != inputs[i].at(k)) return inputs[i].at("path").get<std::string>() + " changed";
+      }
     for (const char* split : {"train", "valid"})
       for (const auto& f : manifest.at("shards").at(split)) {
         if (!check_shards) break;
@@ -101,8 +116,12 @@ std::string mismatch(const fs::path& dir, const json& settings, const json& inpu
 }  // namespace manifest
 
 std::string shards_out_of_date(const fs::path& dir, const DataOptions& d, const Tokenizer& tok) {
-  return manifest::mismatch(dir, manifest::settings_of(d, tok), manifest::input_identities(d), nullptr,
-                            /*check_shards=*/false);
+  const json inputs = manifest::input_identities(d, /*missing_ok=*/true);
+  for (const auto& f : inputs)
+    if (f.contains("missing"))
+      log::warn("data", "{}: gone since prepare-data: training on its shards as prepared (their checksums are verified)",
+                f.at("path").get<std::string>());
+  return manifest::mismatch(dir, manifest::settings_of(d, tok), inputs, nullptr, /*check_shards=*/false);
 }
 
 std::vector<TokenStream> PreparedShards::streams(const std::vector<std::unique_ptr<MappedShard>>& shards) {

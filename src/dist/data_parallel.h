@@ -33,6 +33,10 @@ struct LaunchEnv {
   std::string launcher = "single process";  // torchrun | slurm | mpirun | single process
   bool agent_store = false;  // torchrun's agent already hosts the TCPStore (TORCHELASTIC_USE_AGENT_STORE)
   int64_t restart_count = 0;  // TORCHELASTIC_RESTART_COUNT: store keys are per attempt
+  // The launcher's job id (TORCHELASTIC_RUN_ID, PMIX_NAMESPACE or Open MPI's job id, Slurm's
+  // job.step; "" if none): the store keys are the job's own, so the ranks of a second job that
+  // reach this job's store on a shared port wait for their own instead of joining it.
+  std::string job;
   bool distributed() const { return world > 1; }
 };
 LaunchEnv detect_launch_env();

@@ -49,6 +49,18 @@ LaunchEnv detect_launch_env() {
   if (auto p = env_int("MASTER_PORT")) e.master_port = *p;
   if (e.master_port <= 0 || e.master_port > 65535)
     throw UserError("environment variable MASTER_PORT=" + std::to_string(e.master_port) + " is not a TCP port");
+  auto env_text = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+  };
+  if (e.launcher == "torchrun") {
+    e.job = env_text("TORCHELASTIC_RUN_ID");
+  } else if (e.launcher == "mpirun") {
+    for (const char* name : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid"})
+      if (e.job.empty()) e.job = env_text(name);
+  } else if (e.launcher == "slurm" && !env_text("SLURM_JOB_ID").empty()) {
+    e.job = env_text("SLURM_JOB_ID") + "." + env_text("SLURM_STEP_ID");
+  }
   const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
   e.agent_store = agent && std::string(agent) == "True";
   e.restart_count = env_int("TORCHELASTIC_RESTART_COUNT").value_or(0);

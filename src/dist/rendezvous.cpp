@@ -36,7 +36,7 @@ c10::intrusive_ptr<c10d::Store> meet(const LaunchEnv& env, double timeout_s) {
       s = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
     }
     s->setTimeout(timeout);
-    return c10::make_intrusive<c10d::PrefixStore>("rpe-train", s);
+    return c10::make_intrusive<c10d::PrefixStore>(env.job.empty() ? "rpe-train" : "rpe-train/" + env.job, s);
   });
 }
 

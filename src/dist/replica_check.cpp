@@ -26,12 +26,13 @@ std::string replica_difference(DataParallel& dp, const torch::nn::Module& model)
   }
   if (tensors.empty()) return "";
   const auto k = static_cast<int64_t>(tensors.size());
-  auto as_double = [](std::vector<torch::Tensor> norms) {  // [K]; buffers may have another dtype
-    for (auto& n : norms) n = n.to(torch::kDouble);
-    return torch::stack(norms);
-  };
-  auto mine = torch::stack({as_double(at::_foreach_norm(tensors, 1)), as_double(at::_foreach_norm(tensors, 2))},
-                           1);  // [K, 2]
+  // L1 and L2 norms accumulated in float64, one tensor at a time (no fp64 copy of the model):
+  // fp32 sums would round away a divergence of one weight in a large table.
+  std::vector<torch::Tensor> norms;
+  for (const auto& t : tensors)
+    for (const double ord : {1.0, 2.0})
+      norms.push_back(torch::linalg_vector_norm(t, ord, c10::nullopt, false, torch::kDouble));
+  auto mine = torch::stack(norms).view({-1, 2});  // [K, 2]
   // NaN != NaN: a tensor that is NaN on every rank agrees (the non-finite guard speaks of it).
   mine = torch::where(mine.isnan(), torch::full({}, std::numeric_limits<double>::max(), mine.options()), mine);
   auto all = torch::zeros({dp.world(), k, 2}, mine.options());  // [W, K, 2]

@@ -30,7 +30,6 @@ MlmTask::MlmTask(BertModel model, std::shared_ptr<const SequenceSource> train,
       valid_(std::move(valid)),
       tokenizer_(tokenizer),
       cfg_(cfg),
-      micro_batch_(micro_batch),
       device_(device),
       loader_(std::move(train), tokenizer,
               LoaderOptions{MaskingOptions::from(cfg.data), micro_batch, static_cast<uint64_t>(cfg.train.seed),
@@ -62,10 +61,16 @@ BatchSums MlmTask::forward(const MicroBatch& b) {
 
 nlohmann::json MlmTask::evaluate() {
   if (!valid_ || valid_->size() == 0) return {{"loss", std::nan("")}, {"mlm_accuracy", std::nan("")}};
+  // The same held-out sequences and masks whatever the number of ranks and micro-batches:
+  // eval_batches batches of one process's micro-batch (batch_size / grad_accum), drawn across
+  // the whole held-out set by a fixed shuffle (not the first file's only), read kChunk at a time.
+  constexpr int64_t kChunk = 8;
+  const int64_t wanted =
+      std::min(cfg_.train.eval_batches * (cfg_.train.batch_size / cfg_.train.grad_accum), valid_->size());
+  const int64_t batches = std::max<int64_t>(1, wanted / kChunk);
   MlmLoader loader(valid_, tokenizer_,
-                   LoaderOptions{MaskingOptions::from(cfg_.data), micro_batch_, static_cast<uint64_t>(cfg_.train.seed) + 1,
-                                 /*shuffle=*/false});
-  const int64_t batches = std::min(cfg_.train.eval_batches, std::max<int64_t>(1, valid_->size() / micro_batch_));
+                   LoaderOptions{MaskingOptions::from(cfg_.data), kChunk, static_cast<uint64_t>(cfg_.train.seed) + 1,
+                                 /*shuffle=*/true});
   const auto dopt = torch::TensorOptions(torch::kDouble).device(device_);
   auto sums = torch::zeros({2}, dopt);  // [loss, correct] on the device until the end
   int64_t total = 0;

@@ -38,7 +38,8 @@ MlmSums mlm_loss(BertModel& model, const torch::Tensor& ids, const torch::Tensor
                  const torch::Tensor& index, const torch::Tensor& targets);
 
 // Pretraining data as engine micro-batches: tensors = {ids [B, L], padding [B, L], index [N],
-// targets [N], tokens [ ]}. evaluate() is the held-out MLM loss over train.eval_batches batches.
+// targets [N], tokens [ ]}. evaluate() is the held-out MLM loss over train.eval_batches batches
+// of one process's micro-batch, the same sequences whatever the number of ranks.
 class MlmTask : public Task {
  public:
   MlmTask(BertModel model, std::shared_ptr<const SequenceSource> train, std::shared_ptr<const SequenceSource> valid,
@@ -56,7 +57,6 @@ class MlmTask : public Task {
   std::shared_ptr<const SequenceSource> valid_;
   const Tokenizer& tokenizer_;
   const Config& cfg_;
-  int64_t micro_batch_;
   torch::Device device_;
   MlmLoader loader_;
 };

@@ -199,6 +199,26 @@ TEST_F(StreamTest, InterruptedRunLeavesNothingTrusted) {
   EXPECT_TRUE(prepare("out").up_to_date);
 }
 
+// Training reads the shards: the text may be deleted once prepared (docs/data.md), and the
+// tokenizer is its vocabulary's content, not the path it was read from. A changed text file
+// (another size) still makes the shards out of date.
+TEST_F(StreamTest, ShardsOutliveTheirTextAndFollowTheVocabularysContent) {
+  test::write_text(dir_ / "a.txt", test::random_corpus(500, 3));
+  d_.train_files = {(dir_ / "a.txt").string()};
+  prepare("out");
+  EXPECT_EQ(shards_out_of_date(dir_ / "out", d_, *tok_), "");
+  fs::create_directories(dir_ / "elsewhere");
+  fs::copy_file(d_.tokenizer_model, dir_ / "elsewhere" / "vocab.txt");
+  DataOptions copied = d_;
+  copied.tokenizer_model = (dir_ / "elsewhere" / "vocab.txt").string();
+  EXPECT_EQ(shards_out_of_date(dir_ / "out", copied, *tok_), "");
+  test::write_text(dir_ / "a.txt", test::random_corpus(400, 3));
+  EXPECT_NE(shards_out_of_date(dir_ / "out", d_, *tok_).find("a.txt changed"), std::string::npos);
+  fs::remove(dir_ / "a.txt");
+  EXPECT_EQ(shards_out_of_date(dir_ / "out", d_, *tok_), "");
+  EXPECT_NE(user_error([&] { prepare("out"); }).find("a.txt: file not found"), std::string::npos);  // prepare needs it
+}
+
 TEST_F(StreamTest, ABitFlipInAShardIsDetected) {
   test::write_text(dir_ / "a.txt", test::random_corpus(2000, 2));
   d_.train_files = {(dir_ / "a.txt").string()};

@@ -72,6 +72,11 @@ TEST(LaunchEnv, ReadsTorchrunThenMpiThenSlurm) {
   with_env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, [] {
     EXPECT_EQ(dist::detect_launch_env().launcher, "mpirun");
   });
+  // The launcher's job id names the store keys (a second job on the same port keeps to its own).
+  with_env({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}},
+           [] { EXPECT_EQ(dist::detect_launch_env().job, "4242.0"); });
+  with_env({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"PMIX_NAMESPACE", "prterun-n1-77@1"}},
+           [] { EXPECT_EQ(dist::detect_launch_env().job, "prterun-n1-77@1"); });
   // mpirun inside an sbatch script: every process inherits the script's SLURM_PROCID=0 and
   // SLURM_NTASKS; its own rank is Open MPI's.
   with_env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "0"}, {"OMPI_COMM_WORLD_RANK", "3"},
@@ -341,6 +346,18 @@ TEST(ReplicaWorker, DISABLED_DivergenceStopsTheRun) {
     if (env.rank == 1) table[2] = 2.5;
     EXPECT_EQ(dist::replica_difference(dp, m),
               "'table' differs between rank 0 and rank 1 (L1 norm 6 vs 6.5)");
+  }
+  {  // one weight of a BERT-sized table moved by 1e-3: norms summed in fp32 round it away
+    torch::nn::Module big;
+    torch::manual_seed(7);
+    auto w = big.register_parameter("word_embeddings", torch::randn({30522, 768}) * 0.02);
+    EXPECT_EQ(dist::replica_difference(dp, big), "");
+    if (env.rank == 1) {
+      torch::NoGradGuard no_grad;
+      w[12345][67] += 1e-3;
+    }
+    EXPECT_NE(dist::replica_difference(dp, big).find("'word_embeddings' differs between rank 0 and rank 1"),
+              std::string::npos);
   }
   try {
     r.engine->run(TrainState{});
