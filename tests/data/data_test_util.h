@@ -5,11 +5,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "test_paths.h"
+#include "util/errors.h"
 
 namespace rpe::test {
 
@@ -56,6 +58,17 @@ inline std::filesystem::path write_tiny_vocab(const std::filesystem::path& dir) 
   for (const auto& l : tiny_vocab_lines()) text += l + "\n";
   write_text(dir / "vocab.txt", text);
   return dir / "vocab.txt";
+}
+
+// The message of the UserError `f` throws ("" and a test failure when it throws none).
+inline std::string user_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no UserError";
+  return "";
 }
 
 // Random English-like text: `docs` documents of a few sentences of lowercase words.

@@ -25,16 +25,6 @@ namespace rpe {
 namespace {
 namespace fs = std::filesystem;
 
-std::string user_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UserError";
-  return "";
-}
-
 void write_gzip(const fs::path& file, const std::string& text) {
   gzFile gz = gzopen(file.c_str(), "wb");
   ASSERT_NE(gz, nullptr);
@@ -157,7 +147,7 @@ TEST_F(StreamTest, AFileInTheOtherFormatIsNamedInTheError) {
   test::write_text(dir_ / "blocks.txt", test::random_corpus(400, 3));
   d_.document_format = "line";
   d_.train_files = {(dir_ / "blocks.txt").string()};
-  EXPECT_NE(user_error([&] { prepare("x"); }).find("read as data.document_format: line"), std::string::npos);
+  EXPECT_NE(test::user_error([&] { prepare("x"); }).find("read as data.document_format: line"), std::string::npos);
   // 70 MB without a blank line read as blank_line documents.
   {
     std::ofstream out(dir_ / "long.txt");
@@ -166,17 +156,17 @@ TEST_F(StreamTest, AFileInTheOtherFormatIsNamedInTheError) {
   }
   d_.document_format = "blank_line";
   d_.train_files = {(dir_ / "long.txt").string()};
-  const std::string e = user_error([&] { prepare("y"); });
+  const std::string e = test::user_error([&] { prepare("y"); });
   EXPECT_NE(e.find("long.txt: from byte 0, no blank line in 64 MB: read as data.document_format: blank_line"),
             std::string::npos) << e;
   fs::remove(dir_ / "long.txt");
   fs::create_directories(dir_ / "folder");
   d_.train_files = {(dir_ / "folder").string()};
-  EXPECT_EQ(user_error([&] { prepare("z"); }), (dir_ / "folder").string() + ": is a folder, not a text file (list the files in it)");
-  EXPECT_NE(user_error([&] { read_documents(dir_ / "folder"); }).find("is a folder"), std::string::npos);
+  EXPECT_EQ(test::user_error([&] { prepare("z"); }), (dir_ / "folder").string() + ": is a folder, not a text file (list the files in it)");
+  EXPECT_NE(test::user_error([&] { read_documents(dir_ / "folder"); }).find("is a folder"), std::string::npos);
   test::write_text(dir_ / "fake.gz", "plain text\n");
   d_.train_files = {(dir_ / "fake.gz").string()};
-  EXPECT_NE(user_error([&] { prepare("w"); }).find("not gzip-compressed"), std::string::npos);
+  EXPECT_NE(test::user_error([&] { prepare("w"); }).find("not gzip-compressed"), std::string::npos);
 }
 
 TEST_F(StreamTest, InterruptedRunLeavesNothingTrusted) {
@@ -190,7 +180,7 @@ TEST_F(StreamTest, InterruptedRunLeavesNothingTrusted) {
   EXPECT_THROW(prepare("out", false, 1), std::runtime_error);
   EXPECT_TRUE(fs::exists(dir_ / "out" / "train-00000.shard"));
   EXPECT_FALSE(fs::exists(dir_ / "out" / "manifest.json"));
-  EXPECT_NE(user_error([&] { open_prepared(dir_ / "out", *tok_); }).find("no manifest.json"), std::string::npos);
+  EXPECT_NE(test::user_error([&] { open_prepared(dir_ / "out", *tok_); }).find("no manifest.json"), std::string::npos);
   d_.valid_fraction = 0.1;
   const PrepareSummary again = prepare("out");  // not "up to date": rebuilt whole
   EXPECT_FALSE(again.up_to_date);
@@ -216,7 +206,7 @@ TEST_F(StreamTest, ShardsOutliveTheirTextAndFollowTheVocabularysContent) {
   EXPECT_NE(shards_out_of_date(dir_ / "out", d_, *tok_).find("a.txt changed"), std::string::npos);
   fs::remove(dir_ / "a.txt");
   EXPECT_EQ(shards_out_of_date(dir_ / "out", d_, *tok_), "");
-  EXPECT_NE(user_error([&] { prepare("out"); }).find("a.txt: file not found"), std::string::npos);  // prepare needs it
+  EXPECT_NE(test::user_error([&] { prepare("out"); }).find("a.txt: file not found"), std::string::npos);  // prepare needs it
 }
 
 TEST_F(StreamTest, ABitFlipInAShardIsDetected) {
@@ -231,11 +221,11 @@ TEST_F(StreamTest, ABitFlipInAShardIsDetected) {
   test::write_text(shard, bytes);
   const auto later = fs::last_write_time(shard) + std::chrono::seconds(2);  // mtime moves on a write
   fs::last_write_time(shard, later);
-  const std::string e = user_error([&] { open_prepared(dir_ / "out", *tok_); });
+  const std::string e = test::user_error([&] { open_prepared(dir_ / "out", *tok_); });
   EXPECT_NE(e.find("train-00001.shard: checksum"), std::string::npos) << e;
   EXPECT_NE(e.find("differs from the manifest"), std::string::npos) << e;
   EXPECT_TRUE(prepare("out").up_to_date);  // same size, inputs unchanged: prepare trusts stat(), --verify does not
-  EXPECT_NE(user_error([&] { open_prepared(dir_ / "out", *tok_, true); }).find("checksum"), std::string::npos);
+  EXPECT_NE(test::user_error([&] { open_prepared(dir_ / "out", *tok_, true); }).find("checksum"), std::string::npos);
 }
 
 TEST_F(StreamTest, ReadingShardsLeavesNoneOfTheirPagesResident) {

@@ -34,16 +34,6 @@ void add_table_docs(ShardBuilder& a, ShardBuilder& b) {
   add(b, {{20, 21, 22, 23, 24, 25, 26, 27}});
 }
 
-std::string expect_user_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UserError";
-  return "";
-}
-
 TEST(Shard, RoundTripsIdsWordStartsAndBoundaries) {
   const auto dir = test::temp_dir();
   ShardBuilder a, b;
@@ -120,7 +110,7 @@ TEST(Shard, TruncatedForeignAndOldFilesAreRejectedByName) {
   const std::string good = read_file(dir / "good.shard");
   auto variant = [&](const std::string& name, std::string bytes) {
     test::write_text(dir / name, bytes);
-    return expect_user_error([&] { MappedShard(dir / name).verify(); });
+    return test::user_error([&] { MappedShard(dir / name).verify(); });
   };
   EXPECT_NE(variant("cut.shard", good.substr(0, good.size() - 1)).find("cut.shard: truncated or corrupt"),
             std::string::npos);
@@ -135,7 +125,7 @@ TEST(Shard, TruncatedForeignAndOldFilesAreRejectedByName) {
   std::string bad_id = good;
   bad_id[64] = 120;  // first id 120 >= vocab 100
   EXPECT_NE(variant("badid.shard", bad_id).find("outside the vocabulary"), std::string::npos);
-  EXPECT_NE(expect_user_error([&] { MappedShard m(dir / "missing.shard"); }).find("missing.shard: cannot open"),
+  EXPECT_NE(test::user_error([&] { MappedShard m(dir / "missing.shard"); }).find("missing.shard: cannot open"),
             std::string::npos);
 }
 
@@ -226,20 +216,20 @@ TEST_F(PrepareTest, BadInputsNameTheFile) {
   text[at] = static_cast<char>(0xFF);
   test::write_text(dir_ / "bad.txt", text);
   d_.train_files = {(dir_ / "a.txt").string(), (dir_ / "bad.txt").string()};
-  EXPECT_EQ(expect_user_error([&] { prepare_data(d_, *tok_, {dir_ / "out", 2, false}); }),
+  EXPECT_EQ(test::user_error([&] { prepare_data(d_, *tok_, {dir_ / "out", 2, false}); }),
             (dir_ / "bad.txt").string() + ": invalid UTF-8 at byte offset " + std::to_string(at));
   test::write_text(dir_ / "empty.txt", "");
   d_.train_files = {(dir_ / "empty.txt").string()};
-  EXPECT_EQ(expect_user_error([&] { prepare_data(d_, *tok_, {dir_ / "out", 2, false}); }),
+  EXPECT_EQ(test::user_error([&] { prepare_data(d_, *tok_, {dir_ / "out", 2, false}); }),
             (dir_ / "empty.txt").string() + ": file is empty");
   test::write_text(dir_ / "blank.txt", "\n  \n\n");
   d_.train_files = {(dir_ / "blank.txt").string()};
-  EXPECT_NE(expect_user_error([&] { prepare_data(d_, *tok_, {dir_ / "out", 2, false}); }).find("only blank lines"),
+  EXPECT_NE(test::user_error([&] { prepare_data(d_, *tok_, {dir_ / "out", 2, false}); }).find("only blank lines"),
             std::string::npos);
   d_.train_files = {(dir_ / "nope.txt").string()};
-  EXPECT_EQ(expect_user_error([&] { prepare_data(d_, *tok_, {dir_ / "out", 2, false}); }),
+  EXPECT_EQ(test::user_error([&] { prepare_data(d_, *tok_, {dir_ / "out", 2, false}); }),
             (dir_ / "nope.txt").string() + ": file not found");
-  EXPECT_NE(expect_user_error([&] { open_prepared(dir_ / "nowhere", *tok_); }).find("no manifest.json"),
+  EXPECT_NE(test::user_error([&] { open_prepared(dir_ / "nowhere", *tok_); }).find("no manifest.json"),
             std::string::npos);
 }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "data/sp_tokenizer.h"
+#include "data_test_util.h"
 #include "util/errors.h"
 #include "test_paths.h"
 
@@ -74,16 +75,6 @@ bool pieces_of_words(const fs::path& model) {
   return 2 * n <= static_cast<long>(std::string(kSentence).size());
 }
 
-std::string user_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UserError";
-  return "";
-}
-
 TEST(SentencePieceTraining, GzipCorpusTrainsTheSameVocabularyAsThePlainFileEveryTime) {
   const std::string text = sample_text(6000);
   const auto plain = train({write("corpus.txt", text)}, "plain");
@@ -122,12 +113,12 @@ TEST(SentencePieceTraining, FileNamesWithCommasAndSpacesAreReadAsGiven) {
 TEST(SentencePieceTraining, BadFilesAreOneErrorNamingTheFile) {
   const auto good = write("good.txt", sample_text(2000));
   const auto missing = test::process_temp_dir() / "missing.txt";
-  EXPECT_NE(user_error([&] { train({good, missing}, "m1"); }).find(missing.string() + ": file not found"),
+  EXPECT_NE(test::user_error([&] { train({good, missing}, "m1"); }).find(missing.string() + ": file not found"),
             std::string::npos);
   const auto blank = write("blank.txt", "\n  \n\n");
-  EXPECT_NE(user_error([&] { train({good, blank}, "m2"); }).find(blank.string() + ": no text"), std::string::npos);
+  EXPECT_NE(test::user_error([&] { train({good, blank}, "m2"); }).find(blank.string() + ": no text"), std::string::npos);
   const auto bad = write("bad.txt", "fine words\nthen \xff here\n");
-  EXPECT_NE(user_error([&] { train({good, bad}, "m3"); }).find(bad.string() + ": invalid UTF-8 at byte offset 16"),
+  EXPECT_NE(test::user_error([&] { train({good, bad}, "m3"); }).find(bad.string() + ": invalid UTF-8 at byte offset 16"),
             std::string::npos);
   EXPECT_FALSE(fs::exists(test::process_temp_dir() / "m3.model"));  // nothing half-written
   for (const auto& e : fs::directory_iterator(test::process_temp_dir()))

@@ -53,15 +53,6 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& file) {
   return rows;
 }
 
-std::string user_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no UserError thrown)";
-}
-
 std::vector<torch::Device> devices_to_test() {
   std::vector<torch::Device> d{torch::kCPU};
   if (torch::cuda::is_available()) d.emplace_back(torch::kCUDA);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "data/data_test_util.h"  // user_error, temporary folders
 
 namespace rpe::test {
 
@@ -26,10 +27,6 @@ std::filesystem::path fresh_dir(const std::string& name);
 
 // The rows of a JSON-lines file (metrics.jsonl), in order.
 std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& file);
-
-// The message of the UserError `f` throws, or "(no UserError thrown)" when it returns: a test
-// then asserts on the message (EXPECT_NE(user_error(f).find("..."), npos)).
-std::string user_error(const std::function<void()>& f);
 
 // The CPU, and the GPU when there is one (scripts/gpu_check.sh runs such tests there).
 std::vector<torch::Device> devices_to_test();
