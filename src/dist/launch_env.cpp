@@ -20,6 +20,16 @@ std::optional<int64_t> env_int(const char* name) {
   return x;
 }
 
+// Whether the launcher placed ranks on more than one node (torchrun sets MASTER_ADDR itself).
+bool spans_several_nodes(const LaunchEnv& e) {
+  if (e.launcher == "slurm") return env_int("SLURM_NNODES").value_or(1) > 1;
+  if (e.launcher == "mpirun") {
+    const auto local = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
+    return local && *local < e.world;
+  }
+  return false;
+}
+
 }  // namespace
 
 LaunchEnv detect_launch_env() {
@@ -45,7 +55,12 @@ LaunchEnv detect_launch_env() {
   if (e.world < 1 || e.rank >= e.world)
     throw UserError("launcher environment (" + e.launcher + "): rank " + std::to_string(e.rank) +
                     " is not below world size " + std::to_string(e.world));
-  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
+  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) {
+    e.master_addr = a;
+  } else if (spans_several_nodes(e)) {  // 127.0.0.1 is another machine on every other node
+    throw UserError("MASTER_ADDR is not set and this " + e.launcher + " job spans several nodes: export "
+                    "MASTER_ADDR=<the first node's address> (and MASTER_PORT) before launching (docs/training.md)");
+  }
   if (auto p = env_int("MASTER_PORT")) e.master_port = *p;
   if (e.master_port <= 0 || e.master_port > 65535)
     throw UserError("environment variable MASTER_PORT=" + std::to_string(e.master_port) + " is not a TCP port");

@@ -194,6 +194,12 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
       log::info("train", "metrics.jsonl: dropped {} rows after the checkpoint of step {} (they are redone)", n,
                 state.step);
     setup.metrics = MetricsWriter(metrics);
+    // A finished run resumed to train further is unfinished again: its old summary.json would
+    // make `finetune` without --init take a mid-training checkpoint for the finished run.
+    if (!finished) {
+      std::error_code ec;
+      fs::remove(run_dir / "summary.json", ec);
+    }
     if (state.step > 0) {  // summary.json as if never interrupted
       const LoggedLosses logged = logged_losses(metrics);
       setup.first_loss = logged.first;

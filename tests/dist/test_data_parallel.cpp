@@ -72,6 +72,19 @@ TEST(LaunchEnv, ReadsTorchrunThenMpiThenSlurm) {
   with_env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, [] {
     EXPECT_EQ(dist::detect_launch_env().launcher, "mpirun");
   });
+  // A job over several nodes without MASTER_ADDR would meet at 127.0.0.1 on every node: refused.
+  with_env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "16"}, {"SLURM_NNODES", "2"}}, [] {
+    try {
+      dist::detect_launch_env();
+      ADD_FAILURE() << "a 2-node Slurm job without MASTER_ADDR was accepted";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("MASTER_ADDR is not set and this slurm job spans several nodes"),
+                std::string::npos) << e.what();
+    }
+  });
+  with_env({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "16"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "8"},
+            {"MASTER_ADDR", "node1"}},
+           [] { EXPECT_EQ(dist::detect_launch_env().master_addr, "node1"); });
   // The launcher's job id names the store keys (a second job on the same port keeps to its own).
   with_env({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}},
            [] { EXPECT_EQ(dist::detect_launch_env().job, "4242.0"); });

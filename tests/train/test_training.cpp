@@ -196,6 +196,26 @@ TEST(PretrainSummary, ResumedRunReportsTheSameSummary) {
   EXPECT_EQ(summary_without_timings(a), summary_without_timings(b));
 }
 
+// A finished run resumed to train further is unfinished until it ends again: its old
+// summary.json goes, so `finetune` without --init does not take it for a finished run.
+TEST(PretrainSummary, ARunResumedToMoreStepsIsNotFinishedUntilItEnds) {
+  const fs::path run = test::fresh_dir("summary_extended");
+  pretrain(test::tiny_config({"train.max_steps=4", "train.save_every=2"}), run, {});
+  ASSERT_TRUE(fs::exists(run / "summary.json"));
+  struct Crash : std::runtime_error {
+    Crash() : std::runtime_error("crash") {}
+  };
+  PretrainHooks crash;
+  crash.on_step = [](int64_t step, double) {
+    if (step == 6) throw Crash();
+  };
+  const Config longer = test::tiny_config({"train.max_steps=8", "train.save_every=2"});
+  EXPECT_THROW(pretrain(longer, run, {.resume = true}, crash), Crash);
+  EXPECT_FALSE(fs::exists(run / "summary.json"));
+  pretrain(longer, run, {.resume = true});
+  EXPECT_TRUE(fs::exists(run / "summary.json"));
+}
+
 // Killed after the final checkpoint was written, before summary.json (with or without the
 // final evaluation's row): the resumed run redoes the final evaluation once and reports the
 // uninterrupted run's metrics.jsonl and summary.json (the kill test found the duplicate row
