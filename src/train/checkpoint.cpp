@@ -134,6 +134,7 @@ void write_checkpoint(const fs::path& file, torch::nn::Module& model, torch::opt
     archive.write("loss_scale", c10::IValue(state->loss_scale));
     archive.write("loss_scale_streak", c10::IValue(state->loss_scale_streak));
     if (!state->log_window.empty()) archive.write("log_window", torch::tensor(state->log_window, torch::kDouble));
+    if (!state->data_identity.empty()) archive.write("data_identity", c10::IValue(state->data_identity));
     // The random streams of this rank (rank 0 saves). Every rank seeds alike and draws the same
     // numbers per step (same shapes), so on resume each rank sets rank 0's states into its own
     // generators: the CPU's, and its training device's (cuda:LOCAL_RANK, whatever the index).
@@ -228,6 +229,7 @@ CheckpointContents load_checkpoint(const fs::path& file, torch::nn::Module& mode
     const auto h = w.contiguous();
     out.state.log_window.assign(h.data_ptr<double>(), h.data_ptr<double>() + h.numel());
   }
+  if (archive.try_read("data_identity", v) && v.isString()) out.state.data_identity = v.toStringRef();
   if (archive.try_read("optimizer_name", v)) out.state.optimizer_name = v.toStringRef();
   if (archive.try_read("schedule", v)) out.state.schedule = v.toStringRef();
   if (archive.try_read("config", v)) out.config_yaml = v.toStringRef();

@@ -37,6 +37,9 @@ struct TrainState {
   double loss_scale = 0.0;         // fp16: the dynamic loss scale (0: none, another precision)
   int64_t loss_scale_streak = 0;   // fp16: overflow-free steps since the scale last changed
   std::vector<double> log_window;  // the log window up to `step` (LogWindow::snapshot); empty: none
+  // What `cursor` counts in: the training sequences, their tokens, length, packing and the
+  // tokenizer ("" in checkpoints older than the field). Resume refuses other data.
+  std::string data_identity;
   std::string optimizer_name, schedule;
 };
 

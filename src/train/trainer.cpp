@@ -51,10 +51,11 @@ std::unique_ptr<Tokenizer> shared_tokenizer(Config& cfg, const fs::path& run_dir
 
 // The training state of the latest checkpoint (weights and optimizer loaded), or step 0.
 TrainState restore(const fs::path& run_dir, bool resume, BertModel& model, torch::optim::Optimizer& optimizer,
-                   const TrainOptions& t) {
+                   const TrainOptions& t, const std::string& data_identity) {
   TrainState state;
   state.optimizer_name = t.optimizer;
   state.schedule = t.schedule;
+  state.data_identity = data_identity;
   if (!resume) return state;
   const auto ckpt = checkpoint_to_resume(run_dir, t.save_every);
   if (!ckpt) {
@@ -65,8 +66,13 @@ TrainState restore(const fs::path& run_dir, bool resume, BertModel& model, torch
   if (!loaded.optimizer_name.empty() && loaded.optimizer_name != t.optimizer)
     throw UserError(ckpt->string() + ": written by optimizer '" + loaded.optimizer_name + "' but train.optimizer is '" +
                     t.optimizer + "'");
+  // The data position is an index into these sequences: in other data it would mean others.
+  if (!loaded.data_identity.empty() && loaded.data_identity != data_identity)
+    throw UserError(ckpt->string() + ": trained on " + loaded.data_identity + ", but the data is now " + data_identity +
+                    ": its data position would mean other sequences (train on the same data, or start a new run)");
   loaded.optimizer_name = t.optimizer;
   loaded.schedule = t.schedule;
+  loaded.data_identity = data_identity;
   log::info("train", "resumed from {} at step {}", ckpt->string(), loaded.step);
   return loaded;
 }
@@ -170,10 +176,13 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
             corpus.valid->size(), cfg.data.max_seq_len, std::chrono::duration<double>(Clock::now() - t0).count());
   const std::string config_yaml = to_yaml(cfg);
 
+  const std::string data = fmt::format("{} training sequences ({} tokens) of length {}, {} packing, tokenizer {:08x}",
+                                        corpus.train->size(), train_tokens, cfg.data.max_seq_len, cfg.data.packing,
+                                        tokenizer_crc32(*tokenizer));
   BertModel model = build_model(cfg.model, device);
   auto optimizer = make_optimizer(*model, t);
   const TrainState state =
-      dist::all_or_none(dp, "loading the checkpoint", [&] { return restore(run_dir, resume, model, *optimizer, t); });
+      dist::all_or_none(dp, "loading the checkpoint", [&] { return restore(run_dir, resume, model, *optimizer, t, data); });
   // Only once the checkpoint took this config: a refused --resume leaves the run's own.
   if (chief) write_file_atomic(run_dir / "config.yaml", config_yaml);
   require_same_inputs(dp, config_yaml, *tokenizer, corpus, train_tokens, state.step);

@@ -141,6 +141,24 @@ TEST(ResumeRefusal, EveryCheckpointBrokenStopsAndKeepsTheMetrics) {
   EXPECT_EQ(file_text(run / "metrics.jsonl"), metrics);  // not rewritten from step 0
 }
 
+// The data position counts in the checkpoint's sequences: other data (another length, so other
+// sequences) would continue from a position that means others. Refused, naming both.
+TEST(ResumeRefusal, OtherDataThanTheCheckpointsIsRefused) {
+  const fs::path run = test::fresh_dir("resume_other_data");
+  pretrain(test::tiny_config({"train.max_steps=4", "train.save_every=2"}), run, {});
+  try {
+    pretrain(test::tiny_config({"train.max_steps=6", "train.save_every=2", "data.max_seq_len=24"}), run,
+             {.resume = true});
+    FAIL() << "resumed on other data";
+  } catch (const UserError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("step_00000004.pt: trained on "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("of length 24"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("its data position would mean other sequences"), std::string::npos) << msg;
+  }
+  pretrain(test::tiny_config({"train.max_steps=6", "train.save_every=2"}), run, {.resume = true});  // the same data
+}
+
 TEST(ResumeRefusal, ARunKilledBeforeItsFirstCheckpointStartsFromZero) {
   const Config cfg = test::tiny_config({"train.max_steps=4", "train.save_every=2"});
   const fs::path straight = test::fresh_dir("resume_first_a"), killed = test::fresh_dir("resume_first_b");
