@@ -5,12 +5,14 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "finetune/predict.h"
 
 namespace rpe::cli {
 namespace {
 
 int run_predict(const finetune::PredictRequest& req) {
+  check_output_file("--out", req.out);  // writable before every window is scored, not after
   const auto out = finetune::predict(req);
   for (const auto& f : out.files) std::cout << "wrote " << f.string() << "\n";
   // Shortest text that reads back as the same double: scores compare exactly with results.json.

@@ -146,7 +146,6 @@ void validate_model(const Config& cfg) {
   if (!(a.rope_base > 1.0)) cfg.fail("model.attention.rope_base", "must be > 1");
 }
 
-
 void validate_data(const Config& cfg) {
   const auto& d = cfg.data;
   if (d.train_files.empty()) cfg.fail("data.train_files", "missing required key (no training files)");

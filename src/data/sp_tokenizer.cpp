@@ -163,7 +163,6 @@ void train_sentencepiece(const std::vector<std::string>& files, const std::strin
   // every run of the same data, whatever the method (the comparison's tokenizer is one).
   sentencepiece::SetRandomGeneratorSeed(kTrainingSeed);
   // The trainer's own files (<model>.training.model/.vocab) go, whatever happens next.
-  std::error_code ec;
   struct Cleanup {
     const fs::path& prefix;
     ~Cleanup() {
@@ -176,6 +175,7 @@ void train_sentencepiece(const std::vector<std::string>& files, const std::strin
   if (!status.ok()) throw UserError("sentencepiece training failed: " + status.ToString());
   log::info("data", "sentencepiece trained on {} sentences", sentences.sentences());
   write_atomic_with(model_file, [&](const fs::path& tmp) { fs::rename(tmp_prefix.string() + ".model", tmp); });
+  std::error_code ec;
   fs::rename(tmp_prefix.string() + ".vocab", model_file.string().substr(0, model_file.string().size() - 6) + ".vocab",
              ec);
 }

@@ -20,6 +20,11 @@ std::optional<int64_t> env_int(const char* name) {
   return x;
 }
 
+std::string env_text(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
 // Whether the launcher placed ranks on more than one node (torchrun sets MASTER_ADDR itself).
 bool spans_several_nodes(const LaunchEnv& e) {
   if (e.launcher == "slurm") return env_int("SLURM_NNODES").value_or(1) > 1;
@@ -64,10 +69,6 @@ LaunchEnv detect_launch_env() {
   if (auto p = env_int("MASTER_PORT")) e.master_port = *p;
   if (e.master_port <= 0 || e.master_port > 65535)
     throw UserError("environment variable MASTER_PORT=" + std::to_string(e.master_port) + " is not a TCP port");
-  auto env_text = [](const char* name) -> std::string {
-    const char* v = std::getenv(name);
-    return v ? v : "";
-  };
   if (e.launcher == "torchrun") {
     e.job = env_text("TORCHELASTIC_RUN_ID");
   } else if (e.launcher == "mpirun") {

@@ -10,6 +10,7 @@
 
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/file_tree.h"
 
 namespace rpe::eval {
 namespace fs = std::filesystem;
@@ -79,7 +80,7 @@ double median(std::vector<double> v) {
 
 RunCost read_run_cost(const fs::path& run_dir) {
   // "runs/x/" names the run "x", not "".
-  const fs::path dir = run_dir.has_filename() ? run_dir : run_dir.parent_path();
+  const fs::path dir = folder_path(run_dir);
   const fs::path summary_file = dir / "summary.json";
   std::error_code ec;
   if (!fs::is_regular_file(summary_file, ec))

@@ -14,6 +14,7 @@
 #include "eval/paper_numbers.h"
 #include "eval/text_table.h"
 #include "util/errors.h"
+#include "util/file_tree.h"
 
 namespace rpe::eval {
 
@@ -69,16 +70,10 @@ struct Scored {
 // same run and seed replaces the earlier one.
 using Values = std::map<std::tuple<GroupKey, std::string, std::string, std::string>, std::map<std::string, Scored>>;
 
-// The run folder's name: "runs/m4/" (a shell completion's slash) names "m4", as "runs/m4" does.
-std::string run_folder_name(const std::string& path) {
-  const std::filesystem::path p(path);
-  return (p.has_filename() ? p : p.parent_path()).filename().string();
-}
-
 Values collect(const std::vector<ResultRow>& rows) {
   Values v;
   for (const auto& r : rows) {
-    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, run_folder_name(r.pretrain_run)};
+    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, folder_path(r.pretrain_run).filename().string()};
     v[{g, r.task, r.split, r.metric}][r.run_id + "#" + std::to_string(r.seed)] = {r.value, r.examples};
   }
   return v;

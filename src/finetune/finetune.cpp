@@ -113,9 +113,8 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
               cfg.model.hidden, probe->position->describe(), p.rc.checkpoint.empty() ? "random" : p.rc.checkpoint.string(),
               device.str(), cfg.train.precision);
   });
-  // "ft5/" (a shell completion's slash) is the folder ft5: its name makes the results' run ids.
-  const fs::path given = req.run_dir.empty() ? fs::path(cfg.run.root) / cfg.run.name : fs::path(req.run_dir);
-  const fs::path dir = given.has_filename() ? given : given.parent_path();
+  // "ft5/" is the folder ft5: its name makes the results' run ids.
+  const fs::path dir = folder_path(req.run_dir.empty() ? fs::path(cfg.run.root) / cfg.run.name : fs::path(req.run_dir));
   // Rank 0's refusal of an existing folder stops every rank at once.
   dist::all_or_none(dp, "creating the run folder", [&] {
     if (dp.rank() == 0) create_run_folder(dir, cfg, req.overwrite);

@@ -44,9 +44,7 @@ std::vector<std::string> split_tab(const std::string& line) {
   }
   return out;
 }
-}  // namespace
 
-namespace {
 // Whether `field` is a label of `task`: one of its class names, or an STS-B score.
 bool is_label(const std::string& field, const GlueTask& task) {
   if (!task.labels.empty()) return std::find(task.labels.begin(), task.labels.end(), field) != task.labels.end();

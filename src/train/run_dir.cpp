@@ -48,8 +48,7 @@ int64_t last_metrics_step(const fs::path& file) {
 
 CheckpointSource resolve_checkpoint(const std::string& what, const std::string& label) {
   const std::string name = label.empty() ? what : label + " " + what;
-  fs::path path(what);
-  if (!path.has_filename() && path.has_parent_path()) path = path.parent_path();  // "run/" -> "run"
+  const fs::path path = folder_path(what);
   std::error_code ec;
   const auto status = fs::status(path, ec);
   CheckpointSource out;

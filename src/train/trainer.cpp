@@ -145,11 +145,11 @@ BertModel build_model(const ModelOptions& o, const torch::Device& device) {
 }
 
 // Every rank read these by itself; across nodes they agree only on a shared file system.
-void require_same_inputs(dist::DataParallel& dp, const std::string& config_yaml, const Tokenizer& tokenizer,
+void require_same_inputs(dist::DataParallel& dp, const std::string& config_yaml, uint32_t tokenizer_crc,
                          const PretrainCorpus& corpus, int64_t train_tokens, int64_t resume_step) {
   dist::require_same_on_every_rank(
       dp, {{"the resolved config (CRC-32)", crc32_update(0, config_yaml.data(), config_yaml.size())},
-           {"the tokenizer (CRC-32 of its pieces)", tokenizer_crc32(tokenizer)},
+           {"the tokenizer (CRC-32 of its pieces)", tokenizer_crc},
            {"the training sequences", corpus.train->size()},
            {"the training tokens", train_tokens},
            {"the held-out sequences", corpus.valid->size()},
@@ -176,16 +176,17 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
             corpus.valid->size(), cfg.data.max_seq_len, std::chrono::duration<double>(Clock::now() - t0).count());
   const std::string config_yaml = to_yaml(cfg);
 
+  const uint32_t tokenizer_crc = tokenizer_crc32(*tokenizer);
   const std::string data = fmt::format("{} training sequences ({} tokens) of length {}, {} packing, tokenizer {:08x}",
                                         corpus.train->size(), train_tokens, cfg.data.max_seq_len, cfg.data.packing,
-                                        tokenizer_crc32(*tokenizer));
+                                        tokenizer_crc);
   BertModel model = build_model(cfg.model, device);
   auto optimizer = make_optimizer(*model, t);
   const TrainState state =
       dist::all_or_none(dp, "loading the checkpoint", [&] { return restore(run_dir, resume, model, *optimizer, t, data); });
   // Only once the checkpoint took this config: a refused --resume leaves the run's own.
   if (chief) write_file_atomic(run_dir / "config.yaml", config_yaml);
-  require_same_inputs(dp, config_yaml, *tokenizer, corpus, train_tokens, state.step);
+  require_same_inputs(dp, config_yaml, tokenizer_crc, corpus, train_tokens, state.step);
   dp.broadcast_parameters(*model);  // after a resume too: every rank starts from rank 0's weights
 
   EngineSetup setup;

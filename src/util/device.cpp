@@ -9,18 +9,18 @@
 
 namespace rpe {
 
-torch::Device resolve_device(const std::string& name) {
+torch::Device resolve_device(const std::string& name, const std::string& key) {
   if (name == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   if (name == "cpu") return torch::Device(torch::kCPU);
   if (name.rfind("cuda", 0) == 0) {
     require(torch::cuda::is_available(),
-            "train.device is '" + name + "' but LibTorch sees no CUDA device (use 'cpu' or 'auto')");
+            key + " is '" + name + "' but LibTorch sees no CUDA device (use 'cpu' or 'auto')");
     try {
       return torch::Device(name);
     } catch (const std::exception&) {
     }
   }
-  throw UserError("train.device: '" + name + "' is not a device; valid: auto, cpu, cuda, cuda:N");
+  throw UserError(key + ": '" + name + "' is not a device; valid: auto, cpu, cuda, cuda:N");
 }
 
 int64_t rank_gpu(int64_t local_rank, int64_t visible) {
@@ -31,11 +31,12 @@ int64_t rank_gpu(int64_t local_rank, int64_t visible) {
                   " (CUDA_VISIBLE_DEVICES): start at most one process per visible GPU");
 }
 
-torch::Device training_device(const std::string& name, int64_t local_rank, bool distributed) {
+torch::Device training_device(const std::string& name, int64_t local_rank, bool distributed,
+                              const std::string& key) {
   if (distributed && name.rfind("cuda:", 0) == 0)
-    throw UserError("train.device: '" + name + "' would put every process of this multi-process run on one GPU "
+    throw UserError(key + ": '" + name + "' would put every process of this multi-process run on one GPU "
                     "(NCCL refuses that): use 'cuda' or 'auto', and each process takes its own (cuda:LOCAL_RANK)");
-  torch::Device d = resolve_device(name);
+  torch::Device d = resolve_device(name, key);
   if (d.is_cuda() && distributed)
     d = torch::Device(torch::kCUDA,
                       static_cast<c10::DeviceIndex>(rank_gpu(local_rank, torch::cuda::device_count())));

@@ -6,14 +6,16 @@
 
 namespace rpe {
 
-// Parses "auto", "cpu", "cuda", "cuda:N"; UserError for anything else or a missing GPU.
-torch::Device resolve_device(const std::string& name);
+// Parses "auto", "cpu", "cuda", "cuda:N"; UserError for anything else or a missing GPU, naming
+// `key`, the option the name came from.
+torch::Device resolve_device(const std::string& name, const std::string& key = "train.device");
 
 // The device of one training process: resolve_device(name), except that in a multi-process
 // run ("auto" or "cuda") rank-local process `local_rank` takes GPU rank_gpu(local_rank, visible
 // GPUs); "cuda:N" is refused there (every rank on one GPU). Says so in the log when "auto" ends
 // on the CPU (no GPU visible), so a missing GPU is never silent.
-torch::Device training_device(const std::string& name, int64_t local_rank, bool distributed);
+torch::Device training_device(const std::string& name, int64_t local_rank, bool distributed,
+                              const std::string& key = "train.device");
 
 // The GPU index of rank-local process `local_rank` when `visible` GPUs are visible to it:
 // local_rank itself (torchrun: every process sees the node's GPUs), or 0 when it sees exactly

@@ -1,4 +1,5 @@
-// Deleting a folder tree (run folders under --overwrite, test scratch folders).
+// Folder paths: deleting a tree (run folders under --overwrite, test scratch folders) and
+// naming a folder whatever its spelling.
 // std::filesystem::remove_all must not be used in this project: the PyPI LibTorch's
 // libtorch.so exports a broken copy of it (a call through address 0; see CMakeLists.txt).
 #pragma once
@@ -9,5 +10,11 @@ namespace rpe {
 // Deletes `path` (a file, a symlink, or a folder and everything below it, without following
 // symlinks). A missing path is not an error; UserError naming the entry that cannot be removed.
 void remove_tree(const std::filesystem::path& path);
+
+// `path` without a trailing separator: "runs/m4/" (what a shell completes) is "runs/m4", so its
+// filename() names the folder; "/" stays "/".
+inline std::filesystem::path folder_path(const std::filesystem::path& path) {
+  return !path.has_filename() && path.has_parent_path() ? path.parent_path() : path;
+}
 
 }  // namespace rpe

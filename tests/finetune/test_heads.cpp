@@ -162,19 +162,32 @@ TEST(QaHead, TokenTypesAddTheirEmbeddingRow) {
   EXPECT_TRUE(torch::allclose(with_types, bert->encode(b.ids, b.padding), 1e-5, 1e-6));
 }
 
-TEST(FinetuneConfig, ResolvesOnTopOfCheckpointAndPinsK) {
-  const fs::path dir = fs::temp_directory_path() / "rpe_ft_resolve";
+// A fresh `dir` with a pretrained run dir/pre (the tiny_m4 preset, `method` and max_relative 0,
+// random weights, a placeholder tokenizer) and the fine-tuning config dir/ft.yaml (`ft_yaml`):
+// the request that fine-tunes one from the other.
+FinetuneRequest pretrained_and_finetune_config(const fs::path& dir, const std::string& method, Config& pre,
+                                               const std::string& ft_yaml) {
   remove_tree(dir);
   fs::create_directories(dir / "pre");
-  Config pre = load_config(rpe::test::source_dir() + "/configs/pretrain/tiny_m4.yaml");
+  pre = load_config(rpe::test::source_dir() + "/configs/pretrain/tiny_m4.yaml");
   pre.model.vocab_size = 50;
+  pre.model.attention.method = method;
+  pre.model.attention.max_relative = 0;
   BertModel model(pre.model);
   save_checkpoint(dir / "pre", *model, nullptr, TrainState{}, to_yaml(pre));
   std::ofstream(dir / "pre" / "tokenizer.model") << "";
-  std::ofstream(dir / "ft.yaml") << "finetune:\n  max_seq_len: 256\ntrain:\n  lr: 3.0e-5\nmodel:\n  max_position: 512\n";
+  std::ofstream(dir / "ft.yaml") << ft_yaml;
   FinetuneRequest req;
   req.config_file = dir / "ft.yaml";
   req.init = (dir / "pre").string();
+  return req;
+}
+
+TEST(FinetuneConfig, ResolvesOnTopOfCheckpointAndPinsK) {
+  const fs::path dir = fs::temp_directory_path() / "rpe_ft_resolve";
+  Config pre;
+  FinetuneRequest req = pretrained_and_finetune_config(
+      dir, "m4", pre, "finetune:\n  max_seq_len: 256\ntrain:\n  lr: 3.0e-5\nmodel:\n  max_position: 512\n");
   const auto r = resolve_finetune_config(req);
   EXPECT_EQ(r.cfg.model.hidden, pre.model.hidden);              // from the pretrained run
   EXPECT_DOUBLE_EQ(r.cfg.train.lr, 3e-5);                       // from the fine-tuning file
@@ -203,20 +216,9 @@ TEST(FinetuneConfig, ResolvesOnTopOfCheckpointAndPinsK) {
 // is sized by k): a longer fine-tuning length keeps it unclipped rather than pinning n - 1.
 TEST(FinetuneConfig, UnclippedTransformerXlStaysUnclippedAtALongerMaxPosition) {
   const fs::path dir = fs::temp_directory_path() / "rpe_ft_resolve_xl";
-  remove_tree(dir);
-  fs::create_directories(dir / "pre");
-  Config pre = load_config(rpe::test::source_dir() + "/configs/pretrain/tiny_m4.yaml");
-  pre.model.vocab_size = 50;
-  pre.model.attention.method = "transformer_xl";
-  pre.model.attention.max_relative = 0;
-  BertModel model(pre.model);
-  save_checkpoint(dir / "pre", *model, nullptr, TrainState{}, to_yaml(pre));
-  std::ofstream(dir / "pre" / "tokenizer.model") << "";
-  std::ofstream(dir / "ft.yaml") << "model:\n  max_position: 512\n";
-  FinetuneRequest req;
-  req.config_file = dir / "ft.yaml";
-  req.init = (dir / "pre").string();
-  const auto r = resolve_finetune_config(req);
+  Config pre;
+  const auto r =
+      resolve_finetune_config(pretrained_and_finetune_config(dir, "transformer_xl", pre, "model:\n  max_position: 512\n"));
   EXPECT_EQ(r.cfg.model.max_position, 512);
   EXPECT_EQ(r.cfg.model.attention.max_relative, 0);  // still unclipped
   BertModel longer(r.cfg.model);

@@ -132,14 +132,19 @@ TEST(Checkpoint, AFlippedByteAnywhereIsRefusedOnLoad) {
   }
 }
 
+// Checkpoints of `model` at `steps`, in order, keeping the newest keep_last.
+void save_steps(const fs::path& run, torch::nn::Module& model, std::initializer_list<int64_t> steps, int64_t keep_last) {
+  TrainState s;
+  for (int64_t step : steps) {
+    s.step = step;
+    save_checkpoint(run, model, nullptr, s, "cfg", keep_last);
+  }
+}
+
 TEST(Checkpoint, CorruptNewestFallsBackToPrevious) {
   const fs::path run = test::fresh_dir("ckpt_fallback");
   torch::nn::Linear net(3, 2);
-  TrainState s;
-  for (int64_t step : {10, 20, 30}) {
-    s.step = step;
-    save_checkpoint(run, *net, nullptr, s, "cfg", /*keep_last=*/2);
-  }
+  save_steps(run, *net, {10, 20, 30}, /*keep_last=*/2);
   EXPECT_FALSE(fs::exists(run / "checkpoints/step_00000010.pt"));  // keep_last = 2
   ASSERT_EQ(latest_checkpoint(run)->filename(), "step_00000030.pt");
 
@@ -167,11 +172,8 @@ TEST(Checkpoint, CorruptNewestFallsBackToPrevious) {
 TEST(Checkpoint, RotationNeverCountsAnAbandonedNewerFileAndClearsDeadTempFiles) {
   const fs::path run = test::fresh_dir("ckpt_rotation");
   torch::nn::Linear net(3, 2);
+  save_steps(run, *net, {2, 4, 6}, /*keep_last=*/1);
   TrainState s;
-  for (int64_t step : {2, 4, 6}) {
-    s.step = step;
-    save_checkpoint(run, *net, nullptr, s, "cfg", /*keep_last=*/1);
-  }
   const fs::path dir = run / "checkpoints";
   fs::copy_file(dir / "step_00000006.pt", dir / "step_00000010.pt");
   flip_byte(dir / "step_00000010.pt", 100);
