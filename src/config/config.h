@@ -53,7 +53,7 @@ struct ModelOptions {
   double attention_dropout = 0.1;  // dropout on attention probabilities
   double layer_norm_eps = 1e-12;   // BERT's LayerNorm epsilon
   double init_std = 0.02;          // N(0, init_std) initialisation, as BERT
-  bool pre_ln = false;             // pre-LayerNorm blocks instead of BERT's post-LN
+  bool pre_ln = false;             // pre-LayerNorm blocks and a final LayerNorm instead of BERT's post-LN
   AttentionOptions attention;
 
   template <class V> void visit(V& v) {

@@ -29,8 +29,9 @@ double estimated_parameters(const ModelOptions& m, int64_t vocab_hint) {
   const double V = static_cast<double>(m.vocab_size > 0 ? m.vocab_size : std::max<int64_t>(vocab_hint, 0));
   const double embeddings = (V + static_cast<double>(m.type_vocab_size)) * D + 2 * D;
   const double layer = 4 * (D * D + D) + 2 * D * F + F + D + 4 * D;  // q, k, v, out; FFN; 2 LayerNorms
+  const double final_norm = m.pre_ln ? 2 * D : 0.0;
   const double mlm_head = D * D + 3 * D + V;
-  return embeddings + static_cast<double>(m.layers) * layer + mlm_head + position_parameters(m);
+  return embeddings + static_cast<double>(m.layers) * layer + final_norm + mlm_head + position_parameters(m);
 }
 
 uint64_t physical_memory_bytes() {

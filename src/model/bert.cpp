@@ -21,6 +21,7 @@ BertModelImpl::BertModelImpl(const ModelOptions& o) : options_(o) {
     layer_list_.emplace_back(o, position->make_layer_term(i));
     layers->push_back(layer_list_.back());
   }
+  if (o.pre_ln) final_norm = register_module("final_norm", ln());
   mlm_transform = register_module("mlm_transform", torch::nn::Linear(o.hidden, o.hidden));
   mlm_norm = register_module("mlm_norm", ln());
   mlm_bias = register_parameter("mlm_bias", torch::zeros({o.vocab_size}));
@@ -63,7 +64,7 @@ torch::Tensor BertModelImpl::encode(const torch::Tensor& ids, const torch::Tenso
     pad = torch::Tensor();
   }
   for (auto& layer : layer_list_) x = layer->forward(x, pad, bias);
-  return x;
+  return final_norm ? final_norm->forward(x) : x;
 }
 
 torch::Tensor BertModelImpl::mlm_logits(const torch::Tensor& hidden) {

@@ -41,6 +41,9 @@ class BertModelImpl : public torch::nn::Module {
   torch::nn::LayerNorm embeddings_norm{nullptr};
   std::shared_ptr<PositionMethodImpl> position;
   torch::nn::ModuleList layers{nullptr};
+  // Pre-LN only: the LayerNorm after the last layer (pre-LN layers leave the residual stream
+  // unnormalised, and the heads expect normalised states, as in GPT-2 or Xiong et al. 2020).
+  torch::nn::LayerNorm final_norm{nullptr};
   torch::nn::Linear mlm_transform{nullptr};
   torch::nn::LayerNorm mlm_norm{nullptr};
   torch::Tensor mlm_bias;  // [V]

@@ -1,6 +1,6 @@
 // Transformer encoder layer: attention + feed-forward, post-LN as BERT (pre-LN optional).
 //   post-LN: x = LN(x + Drop(Attn(x)));  x = LN(x + Drop(FFN(x)))
-//   pre-LN:  x = x + Drop(Attn(LN(x)));  x = x + Drop(FFN(LN(x)))
+//   pre-LN:  x = x + Drop(Attn(LN(x)));  x = x + Drop(FFN(LN(x)))   (BertModel adds a final LN)
 #pragma once
 #include <torch/torch.h>
 

@@ -111,6 +111,13 @@ TEST_F(ConfigLimits, ParameterEstimateMatchesBuiltModels) {
       EXPECT_EQ(rpe::estimated_parameters(m, 0), actual) << method << ", " << name;
     }
   }
+  auto pre = rpe::test::small_model_options("absolute", {.vocab = 100, .hidden = 32, .heads = 4, .ffn = 64,
+                                                         .max_position = 64});
+  pre.pre_ln = true;  // adds the final LayerNorm
+  rpe::BertModel model(pre);
+  double actual = 0;
+  for (const auto& p : model->parameters()) actual += static_cast<double>(p.numel());
+  EXPECT_EQ(rpe::estimated_parameters(pre, 0), actual);
 }
 
 TEST_F(ConfigLimits, FoldersWhereConfigFilesAreExpected) {

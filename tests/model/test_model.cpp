@@ -1,5 +1,5 @@
 // BERT model: shapes, tied MLM decoder, gradients reach every parameter, parameter
-// count of BERT-base against the closed-form formula, pre-LN variant.
+// count of BERT-base against the closed-form formula, pre-LN wiring against its equations.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -81,18 +81,61 @@ TEST(Model, AbsoluteRefusesSequencesLongerThanItsTable) {
   }
 }
 
-TEST(Model, PreLayerNormVariantRunsAndDiffers) {
+TEST(Model, PreLayerNormWiringFollowsItsEquations) {
+  // Reference composed from the model's own sub-modules, one equation per line:
+  //   x = LN_emb(word + type_0 + position);  per layer: h = x + Attn(LN_1(x)); x = h + FFN(LN_2(h));
+  //   out = LN_final(x). A large init makes every term count (at BERT's 0.02 the residual
+  //   branches are tiny and post-LN and pre-LN outputs agree to 1e-4).
   torch::manual_seed(0);
-  auto o = tiny("m4");
-  rpe::BertModel post(o);
+  auto o = tiny("t5_bias");  // a method with a position-only bias: the shared bias reaches every layer
+  o.init_std = 0.5;
   o.pre_ln = true;
-  torch::manual_seed(0);
   rpe::BertModel pre(o);
-  post->eval();
   pre->eval();
   auto ids = torch::randint(5, 50, {2, 9}, torch::kLong);
   auto pad = torch::zeros({2, 9}, torch::kBool);
-  auto a = post->encode(ids, pad), b = pre->encode(ids, pad);
-  EXPECT_EQ(a.sizes(), b.sizes());
-  EXPECT_GT((a - b).abs().max().item<double>(), 1e-3);  // same weights, different wiring
+  pad[1][7] = pad[1][8] = true;
+  const auto got = pre->encode(ids, pad);
+
+  torch::NoGradGuard no_grad;
+  auto x = pre->word_embeddings->forward(ids) + pre->token_type_embeddings->weight[0];
+  auto pos = pre->position->input_embeddings(9);
+  if (pos.defined()) x = x + pos.unsqueeze(0);
+  x = pre->embeddings_norm->forward(x);
+  auto bias = pre->position->position_bias(9, x.device(), x.scalar_type());
+  ASSERT_TRUE(bias.defined());
+  bias = bias + torch::zeros({2, 1, 1, 9}).masked_fill(pad.view({2, 1, 1, 9}), -INFINITY);
+  for (const auto& module : *pre->layers) {
+    auto layer = module->as<rpe::EncoderLayerImpl>();
+    auto h = x + layer->attention->forward(layer->attention_norm->forward(x), torch::Tensor(), bias);
+    x = h + layer->ffn_out->forward(torch::gelu(layer->ffn_in->forward(layer->ffn_norm->forward(h))));
+  }
+  const auto want = pre->final_norm->forward(x);
+  EXPECT_LT((got - want).abs().max().item<double>(), 1e-5);
+
+  // The same weights wired post-LN give clearly other states.
+  o.pre_ln = false;
+  torch::manual_seed(0);
+  rpe::BertModel post(o);
+  post->eval();
+  EXPECT_GT((post->encode(ids, pad) - got).abs().max().item<double>(), 0.1);
+}
+
+TEST(Model, PreLayerNormEndsWithALayerNorm) {
+  // Pre-LN layers add to an unnormalised residual stream; the heads get it through a final
+  // LayerNorm (weight 1, bias 0 at init): every position's hidden state has mean 0, variance 1.
+  torch::manual_seed(0);
+  auto o = tiny("absolute");
+  o.pre_ln = true;
+  rpe::BertModel model(o);
+  model->eval();
+  ASSERT_TRUE(model->final_norm);
+  auto h = model->encode(torch::randint(5, 50, {2, 9}, torch::kLong), torch::zeros({2, 9}, torch::kBool));
+  EXPECT_LT(h.mean(-1).abs().max().item<double>(), 1e-5);
+  EXPECT_LT((h.var(-1, /*unbiased=*/false) - 1).abs().max().item<double>(), 1e-3);
+  // The residual stream itself is not normalised: without the final LayerNorm it would fail.
+  torch::NoGradGuard no_grad;
+  model->final_norm->weight.fill_(2.0);
+  auto h2 = model->encode(torch::randint(5, 50, {2, 9}, torch::kLong), torch::zeros({2, 9}, torch::kBool));
+  EXPECT_NEAR(h2.var(-1, false).mean().item<double>(), 4.0, 1e-2);
 }
