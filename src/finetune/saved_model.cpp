@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <string_view>
+
 #include "train/checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -22,10 +25,20 @@ std::string tokenizer_name(const Config& cfg) {
   return cfg.data.tokenizer == "wordpiece" ? "vocab.txt" : "tokenizer.model";
 }
 
-void rename_or_throw(const fs::path& from, const fs::path& to) {
+// Staging folders of a save that died (killed while writing: <name>.tmp-<pid>, a BERT-sized
+// model.pt each; .replaced after an interrupted fallback swap). No other process writes here.
+void remove_dead_staging(const fs::path& dir) {
+  const std::string prefix = dir.filename().string() + ".tmp-";
+  auto is_leftover = [&](std::string name) {
+    if (!name.starts_with(prefix)) return false;
+    if (name.ends_with(".replaced")) name.resize(name.size() - 9);
+    const auto pid = std::string_view(name).substr(prefix.size());
+    return !pid.empty() && std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
   std::error_code ec;
-  fs::rename(from, to, ec);
-  if (ec) throw UserError("cannot rename " + from.string() + " to " + to.string() + ": " + ec.message());
+  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+  for (const auto& e : fs::directory_iterator(parent, ec))
+    if (is_leftover(e.path().filename().string())) remove_tree(e.path());
 }
 }  // namespace
 
@@ -33,8 +46,7 @@ void save_finetuned_model(const fs::path& dir, torch::nn::Module& model, Config 
                           const SavedModelInfo& info) {
   const std::string pid = std::to_string(::getpid());
   const fs::path tmp = dir.parent_path() / (dir.filename().string() + ".tmp-" + pid);
-  const fs::path old = dir.parent_path() / (dir.filename().string() + ".old-" + pid);
-  remove_tree(tmp);
+  remove_dead_staging(dir);
   std::error_code ec;
   fs::create_directories(tmp, ec);
   if (ec) throw UserError("cannot create " + tmp.string() + ": " + ec.message());
@@ -48,10 +60,7 @@ void save_finetuned_model(const fs::path& dir, torch::nn::Module& model, Config 
                      {"outputs", info.outputs}, {"select", info.select}, {"step", info.step},
                      {"metric", info.metric},   {"value", info.value}};
   write_file_atomic(tmp / "task.json", task.dump(2) + "\n");
-  const bool replace = fs::exists(dir, ec);
-  if (replace) rename_or_throw(dir, old);
-  rename_or_throw(tmp, dir);
-  if (replace) remove_tree(old);
+  replace_folder(tmp, dir);
 }
 
 SavedModel read_saved_model(const fs::path& dir) {

@@ -6,8 +6,9 @@
 //   tokenizer.model  the tokenizer (vocab.txt for WordPiece), so the folder stands alone
 //   task.json        {"format": 1, "task", "labels", "outputs", "select", "step", "metric",
 //                     "value", "squad_v2"}: what the head predicts and why these weights
-// The folder is replaced as a whole (a new folder beside it, then two renames), so a reader
-// never sees the weights of one evaluation with the task.json of another.
+// The folder is replaced as a whole (a new folder beside it, swapped in by replace_folder), so a
+// reader never sees the weights of one evaluation with the task.json of another, and a crash
+// while saving leaves the previous model in place.
 #pragma once
 #include <torch/torch.h>
 

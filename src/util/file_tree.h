@@ -1,5 +1,5 @@
-// Folder paths: deleting a tree (run folders under --overwrite, test scratch folders) and
-// naming a folder whatever its spelling.
+// Folder paths: deleting a tree (run folders under --overwrite, test scratch folders),
+// replacing a folder as a whole, and naming a folder whatever its spelling.
 // std::filesystem::remove_all must not be used in this project: the PyPI LibTorch's
 // libtorch.so exports a broken copy of it (a call through address 0; see CMakeLists.txt).
 #pragma once
@@ -10,6 +10,13 @@ namespace rpe {
 // Deletes `path` (a file, a symlink, or a folder and everything below it, without following
 // symlinks). A missing path is not an error; UserError naming the entry that cannot be removed.
 void remove_tree(const std::filesystem::path& path);
+
+// Puts the complete folder `staged` in place of `target` (which may not exist yet) and removes
+// the folder it replaced. Where the file system can (Linux renameat2 RENAME_EXCHANGE: ext4, xfs,
+// btrfs, tmpfs, ...) the swap is one atomic step, so `target` exists complete at every instant,
+// even across a crash; elsewhere two renames, with a moment in which `target` is missing. The
+// parent folder is fsynced. UserError naming the paths when a rename fails.
+void replace_folder(const std::filesystem::path& staged, const std::filesystem::path& target);
 
 // `path` without a trailing separator: "runs/m4/" (what a shell completes) is "runs/m4", so its
 // filename() names the folder; "/" stays "/".

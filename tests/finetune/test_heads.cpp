@@ -1,6 +1,6 @@
 // Task heads and the fine-tuning config: the QA loss against its formula (padding left out),
 // batch lengths rounded up to a multiple, lengths beyond pretraining (relative works, absolute
-// refuses), and resolving a config on a checkpoint.
+// refuses), resolving a config on a checkpoint, and the kept model's folder (replaced whole).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "finetune/finetune.h"
 #include "finetune/heads.h"
+#include "finetune/saved_model.h"
 #include "finetune/seed_run.h"
 #include "train/checkpoint.h"
 #include "util/errors.h"
@@ -224,6 +225,46 @@ TEST(FinetuneConfig, UnclippedTransformerXlStaysUnclippedAtALongerMaxPosition) {
   BertModel longer(r.cfg.model);
   EXPECT_NO_THROW(load_checkpoint(r.checkpoint, *longer, nullptr));
   EXPECT_NE(longer->position->describe().find("unclipped"), std::string::npos) << longer->position->describe();
+  remove_tree(dir);
+}
+
+// The kept model of a seed: a second save replaces the first whole (weights and task.json of one
+// evaluation together), and staging folders of a save that was killed are cleared away.
+TEST(SavedModel, ASaveReplacesTheFolderWholeAndClearsDeadStaging) {
+  const fs::path dir = fs::temp_directory_path() / "rpe_saved_model";
+  remove_tree(dir);
+  fs::create_directories(dir);
+  Config cfg = load_config(rpe::test::source_dir() + "/configs/pretrain/tiny_m4.yaml");
+  cfg.model.vocab_size = 50;
+  std::ofstream(dir / "tokenizer.model") << "pieces";
+  torch::manual_seed(0);
+  BertModel first(cfg.model), second(cfg.model);
+  SavedModelInfo info;
+  info.task = "rte";
+  info.labels = {"entailment", "not_entailment"};
+  info.metric = "accuracy";
+  info.step = 10;
+  info.value = 55.0;
+  save_finetuned_model(dir / "model", *first, cfg, dir / "tokenizer.model", info);
+  fs::create_directories(dir / "model.tmp-4194999" / "model.pt");  // a save killed mid-way
+  fs::create_directories(dir / "model.tmp-4194998.replaced");     // a fallback swap killed mid-way
+  fs::create_directories(dir / "model.tmp-notes");                // not ours: kept
+  info.step = 20;
+  info.value = 60.0;
+  save_finetuned_model(dir / "model", *second, cfg, dir / "tokenizer.model", info);
+
+  const SavedModel saved = read_saved_model(dir / "model");
+  EXPECT_EQ(saved.info.step, 20);
+  EXPECT_DOUBLE_EQ(saved.info.value, 60.0);
+  EXPECT_EQ(saved.info.labels, info.labels);
+  BertModel loaded(saved.cfg.model);
+  load_saved_weights(saved, *loaded);
+  EXPECT_TRUE(torch::equal(loaded->word_embeddings->weight, second->word_embeddings->weight));
+  EXPECT_FALSE(torch::equal(loaded->word_embeddings->weight, first->word_embeddings->weight));
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"model", "model.tmp-notes", "tokenizer.model"}));
   remove_tree(dir);
 }
 

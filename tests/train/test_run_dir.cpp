@@ -1,6 +1,6 @@
 // Run folders: what a run folder or checkpoint argument resolves to, which checkpoint --resume
 // continues from (and when it must refuse), the refusals of prepare_run_dir and --overwrite's
-// tree removal (symlinks not followed).
+// tree removal (symlinks not followed), and replacing a folder as a whole.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -146,6 +146,35 @@ TEST(RunDir, OverwriteRemovesTheTreeButNotWhatSymlinksPointTo) {
   EXPECT_NO_THROW(remove_tree(base / "missing"));
   remove_tree(dir);
   EXPECT_FALSE(fs::exists(dir));
+}
+
+TEST(RunDir, ReplaceFolderSwapsInTheStagedFolderAndRemovesTheOld) {
+  const fs::path base = test::fresh_dir("replace_folder");
+  auto stage = [&](const std::string& content) {
+    const fs::path staged = base / ("model.tmp-" + content);
+    fs::create_directories(staged);
+    std::ofstream(staged / "task.json") << content;
+    return staged;
+  };
+  auto read = [](const fs::path& f) {
+    std::ifstream in(f);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  replace_folder(stage("first"), base / "model");  // nothing to replace yet
+  EXPECT_EQ(read(base / "model" / "task.json"), "first");
+  std::ofstream(base / "model" / "stale.pt") << "only in the old folder";
+  replace_folder(stage("second"), base / "model");
+  EXPECT_EQ(read(base / "model" / "task.json"), "second");
+  EXPECT_FALSE(fs::exists(base / "model" / "stale.pt"));  // the folder is replaced, not merged
+  size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(base)) entries += e.path().filename() == "model" ? 1 : 100;
+  EXPECT_EQ(entries, 1u);  // neither the staged nor the replaced folder is left behind
+  const std::string e = error_of([&] { replace_folder(base / "missing", base / "model"); });
+  EXPECT_NE(e.find("cannot replace " + (base / "model").string() + " with " + (base / "missing").string()),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(read(base / "model" / "task.json"), "second");
+  remove_tree(base);
 }
 
 }  // namespace
