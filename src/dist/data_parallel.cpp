@@ -179,6 +179,7 @@ void DataParallel::finish_gradient_sync() {
   if (sync_) sync_->finish();
 }
 int64_t DataParallel::buckets_launched_in_backward() const { return sync_ ? sync_->launched_in_backward() : 0; }
+int64_t DataParallel::gradient_elements_reduced() const { return sync_ ? sync_->reduced_elements() : 0; }
 
 std::string nccl_version() {
 #ifdef RPE_HAVE_NCCL

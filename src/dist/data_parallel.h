@@ -84,6 +84,8 @@ class DataParallel {
   void finish_gradient_sync();
   // Buckets whose all-reduce started inside the last armed backward (overlap, for tests).
   int64_t buckets_launched_in_backward() const;
+  // Gradient elements all-reduced by the last finish_gradient_sync (for tests).
+  int64_t gradient_elements_reduced() const;
   // Element-wise sum over ranks of a few float64 statistics (loss sums, token counts).
   std::vector<double> sum(const std::vector<double>& values);
   // Every rank's `mine` (the same length on every rank), rank after rank: [W x n]. One sum in

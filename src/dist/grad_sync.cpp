@@ -1,11 +1,15 @@
 // Overlapped bucketed all-reduce (see grad_sync.h).
 #include "dist/grad_sync.h"
 
+#include <limits>
 #include <stdexcept>
 
 #include "util/torch_compat.h"
 
 namespace rpe::dist {
+namespace {
+constexpr size_t kNoBucket = std::numeric_limits<size_t>::max();
+}
 
 GradSync::GradSync(const std::vector<torch::Tensor>& params, int64_t bucket_bytes, Collectives& c, int64_t world)
     : c_(c), world_(world) {
@@ -51,7 +55,8 @@ void GradSync::finish() {
   armed_ = false;
   torch::NoGradGuard no_grad;
   for (; next_ < buckets_.size(); ++next_) launch(next_);  // what backward did not reach
-  if (unused_.empty()) {
+  const bool first = unused_.empty();
+  if (first) {
     unused_.resize(params_.size());
     for (size_t i = 0; i < params_.size(); ++i) unused_[i] = !fired_[i];
     find_unused_everywhere();
@@ -61,20 +66,38 @@ void GradSync::finish() {
         throw std::runtime_error("gradient sync: a parameter without a gradient in the first step got one later "
                                  "(a graph that changes between steps is not supported)");
   }
+  reduced_elements_ = 0;
   for (auto& b : buckets_) {
     c_.wait("gradient all-reduce", b.work);
+    reduced_elements_ += b.flat.numel();
     b.flat.div_(static_cast<double>(world_));
     int64_t offset = 0;
     for (size_t i : b.members) {
       auto& g = params_[i].mutable_grad();
       const int64_t n = g.numel();
-      if (unused_everywhere_[i]) g.reset();  // as with one process: no gradient, so no update
+      if (unused_everywhere_[i]) g.reset();  // as with one process: no gradient, so no update (first step)
       else g.copy_(b.flat.slice(0, offset, offset + n).view_as(g));
       offset += n;
     }
     b.flat = torch::Tensor();
     b.work.reset();
   }
+  if (first) drop_unused_everywhere();
+}
+
+void GradSync::drop_unused_everywhere() {
+  // Every rank holds the same unused_everywhere_ (one all-reduce), so the buckets stay aligned.
+  for (auto& b : buckets_)
+    std::erase_if(b.members, [&](size_t i) {
+      if (unused_everywhere_[i]) bucket_of_[i] = kNoBucket;
+      return unused_everywhere_[i];
+    });
+  std::vector<Bucket> kept;
+  for (auto& b : buckets_)
+    if (!b.members.empty()) kept.push_back(std::move(b));
+  buckets_ = std::move(kept);
+  for (size_t k = 0; k < buckets_.size(); ++k)
+    for (size_t i : buckets_[k].members) bucket_of_[i] = k;
 }
 
 void GradSync::find_unused_everywhere() {

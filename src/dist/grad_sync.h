@@ -20,7 +20,9 @@ namespace rpe::dist {
 // them (the graph is static: one that reaches such a parameter later is refused). Such a
 // parameter is all-reduced as zeros (every rank's buckets line up); where no rank reached it,
 // it is left without a gradient, as one process leaves it, so the optimizer does not step it
-// (no weight decay, no state): the number of ranks changes nothing but speed.
+// (no weight decay, no state): the number of ranks changes nothing but speed. Those reached by
+// no rank leave the buckets after the first step (the ranks agree on them), so later steps do
+// not all-reduce their zeros.
 class GradSync {
  public:
   // Buckets the requires_grad parameters of `params` and hooks each one (unhooked on destruction).
@@ -34,6 +36,7 @@ class GradSync {
   // After that backward: launches what it did not reach, waits, writes the averaged gradients.
   void finish();
   int64_t launched_in_backward() const { return launched_in_backward_; }
+  int64_t reduced_elements() const { return reduced_elements_; }  // all-reduced by the last finish()
 
  private:
   struct Bucket {
@@ -47,12 +50,13 @@ class GradSync {
   int64_t launch_ready();          // launches the ready buckets at the head of the order
   void launch(size_t k);
   void find_unused_everywhere();   // first armed step: which unused_ parameters no rank reached
+  void drop_unused_everywhere();   // after it: rebuckets without them (same layout on every rank)
 
   Collectives& c_;
   int64_t world_;
   std::vector<torch::Tensor> params_;  // requires_grad parameters, reverse registration order
   std::vector<std::function<void()>> unhook_;  // one per parameter
-  std::vector<size_t> bucket_of_;
+  std::vector<size_t> bucket_of_;  // kNoBucket for parameters reached by no rank (after step 1)
   std::vector<bool> unused_, fired_;  // unused_: no gradient in the first armed step (empty before it)
   std::vector<bool> unused_everywhere_;  // unused_ on every rank (agreed in the first armed step)
   std::vector<Bucket> buckets_;
@@ -60,6 +64,7 @@ class GradSync {
   size_t next_ = 0;
   bool armed_ = false;
   int64_t launched_in_backward_ = 0;
+  int64_t reduced_elements_ = 0;
 };
 
 }  // namespace rpe::dist
