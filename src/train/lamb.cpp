@@ -16,6 +16,7 @@ void LambOptions::serialize(torch::serialize::InputArchive& archive) {
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, beta2);
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, eps);
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(double, weight_decay);
+  _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(bool, layer_adaptation);
 }
 void LambOptions::serialize(torch::serialize::OutputArchive& archive) const {
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(lr);
@@ -23,6 +24,7 @@ void LambOptions::serialize(torch::serialize::OutputArchive& archive) const {
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(beta2);
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(eps);
   _TORCH_OPTIM_SERIALIZE_TORCH_ARG(weight_decay);
+  _TORCH_OPTIM_SERIALIZE_TORCH_ARG(layer_adaptation);
 }
 void LambParamState::serialize(torch::serialize::InputArchive& archive) {
   _TORCH_OPTIM_DESERIALIZE_TORCH_ARG(int64_t, step);
@@ -41,8 +43,15 @@ namespace {
 // for all tensors at once on the device ([N] norms -> [N] factors); then one scaling op per
 // tensor, since _foreach ops take per-tensor factors only as host scalars. `keep` ([] bool,
 // optional): where false every factor is exactly 0 (a skipped step), whatever the ratio.
+// Without layer adaptation (trust = 1) one factor serves all tensors: no norms, no per-tensor op.
 void apply_trust_scaled(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& update, double lr,
-                        const torch::Tensor& keep) {
+                        const torch::Tensor& keep, bool adapt) {
+  if (!adapt) {
+    if (keep.defined()) at::_foreach_mul_(update, torch::where(keep, -lr, 0.0).to(update[0].scalar_type()));
+    else at::_foreach_mul_(update, -lr);
+    at::_foreach_add_(params, update);
+    return;
+  }
   const auto p_norms = torch::stack(at::_foreach_norm(params));  // [N]
   const auto r_norms = torch::stack(at::_foreach_norm(update));  // [N]
   const auto trust = torch::where(p_norms.gt(0).logical_and(r_norms.gt(0)), p_norms / r_norms, 1.0);
@@ -108,7 +117,7 @@ torch::Tensor Lamb::step(LossClosure closure) {
     auto update = at::_foreach_div(g.m, bc1);
     at::_foreach_div_(update, denom);                               // m_hat / (sqrt(v_hat) + eps)
     if (o.weight_decay() != 0.0) at::_foreach_add_(update, g.params, o.weight_decay());
-    apply_trust_scaled(g.params, update, o.lr(), torch::Tensor());
+    apply_trust_scaled(g.params, update, o.lr(), torch::Tensor(), o.layer_adaptation());
   }
   return loss;
 }
@@ -142,7 +151,7 @@ void Lamb::step_if(const torch::Tensor& finite) {
     auto update = at::_foreach_div(g.m, bc1);
     at::_foreach_div_(update, denom);
     if (o.weight_decay() != 0.0) at::_foreach_add_(update, g.params, o.weight_decay());
-    apply_trust_scaled(g.params, update, o.lr(), finite);
+    apply_trust_scaled(g.params, update, o.lr(), finite, o.layer_adaptation());
   }
   host_stale_ = true;
 }

@@ -3,8 +3,13 @@
 // with gradient g at step t (bias-corrected Adam moments, decoupled weight decay):
 //   m = b1 m + (1 - b1) g          v = b2 v + (1 - b2) g^2
 //   r = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + wd * p
-//   trust = ||p|| / ||r||  (1 when either norm is 0)
+//   trust = ||p|| / ||r||  (1 when either norm is 0; always 1 in a group without layer_adaptation)
 //   p = p - lr * trust * r
+// The training loop's groups (make_optimizer) adapt the matrices only: biases, LayerNorm and
+// other vectors take the plain Adam step, as the reference implementations for BERT do (TF's
+// exclude_from_layer_adaptation defaults to the no-decay list; apex's FusedLAMB adapts only
+// decayed tensors unless use_nvlamb): a vector's norm says little about its scale (a LayerNorm
+// bias starts at 0, where the ratio would be 1 anyway, then grows by lr * ||r|| steps).
 // The step runs on whole parameter lists with LibTorch's _foreach kernels (one fused launch per
 // op on CUDA; a loop on CPU) and computes every tensor's trust ratio in one [N] vector; only the
 // scaling of each update by its ratio is one op per tensor (_foreach ops take per-tensor factors
@@ -30,6 +35,7 @@ struct LambOptions : public torch::optim::OptimizerCloneableOptions<LambOptions>
   TORCH_ARG(double, beta2) = 0.999;
   TORCH_ARG(double, eps) = 1e-6;
   TORCH_ARG(double, weight_decay) = 0.01;
+  TORCH_ARG(bool, layer_adaptation) = true;  // scale by the trust ratio (false: trust = 1)
 
  public:
   void serialize(torch::serialize::InputArchive& archive) override;

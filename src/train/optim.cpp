@@ -34,10 +34,18 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, const 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& model, const TrainOptions& o) {
   if (o.optimizer == "adamw") return make_adamw(model, o);
   auto g = split_decay_groups(model);
+  // Layer adaptation for matrices only (lamb.h): the undecayed position tables keep it, the
+  // vectors (biases, LayerNorms, scalars) take the plain Adam step.
+  std::vector<torch::Tensor> tables, vectors;
+  for (const auto& p : g.no_decay) (p.dim() >= 2 ? tables : vectors).push_back(p);
   auto opts = LambOptions(o.lr).beta1(o.adam_beta1).beta2(o.adam_beta2).eps(o.adam_eps);
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(g.decay, std::make_unique<LambOptions>(LambOptions(opts).weight_decay(o.weight_decay)));
-  groups.emplace_back(g.no_decay, std::make_unique<LambOptions>(LambOptions(opts).weight_decay(0.0)));
+  auto add = [&](std::vector<torch::Tensor> params, const LambOptions& group) {
+    if (!params.empty()) groups.emplace_back(std::move(params), std::make_unique<LambOptions>(group));
+  };
+  add(g.decay, LambOptions(opts).weight_decay(o.weight_decay));
+  add(tables, LambOptions(opts).weight_decay(0.0));
+  add(vectors, LambOptions(opts).weight_decay(0.0).layer_adaptation(false));
   return std::make_unique<Lamb>(groups, opts);
 }
 

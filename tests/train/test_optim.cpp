@@ -17,7 +17,8 @@ namespace {
 
 // One naive LAMB step on a flat std::vector copy of one tensor, in double precision.
 void naive_lamb_step(std::vector<double>& p, const std::vector<double>& g, std::vector<double>& m,
-                     std::vector<double>& v, int t, double lr, double b1, double b2, double eps, double wd) {
+                     std::vector<double>& v, int t, double lr, double b1, double b2, double eps, double wd,
+                     bool adapt = true) {
   std::vector<double> r(p.size());
   for (size_t i = 0; i < p.size(); ++i) {
     m[i] = b1 * m[i] + (1 - b1) * g[i];
@@ -28,7 +29,7 @@ void naive_lamb_step(std::vector<double>& p, const std::vector<double>& g, std::
   double pn = 0, rn = 0;
   for (size_t i = 0; i < p.size(); ++i) pn += p[i] * p[i], rn += r[i] * r[i];
   pn = std::sqrt(pn), rn = std::sqrt(rn);
-  const double trust = (pn > 0 && rn > 0) ? pn / rn : 1.0;
+  const double trust = adapt && pn > 0 && rn > 0 ? pn / rn : 1.0;
   for (size_t i = 0; i < p.size(); ++i) p[i] -= lr * trust * r[i];
 }
 
@@ -101,7 +102,9 @@ struct LambPair {
   static std::unique_ptr<Lamb> make(const torch::Tensor& w, const torch::Tensor& b) {
     std::vector<torch::optim::OptimizerParamGroup> groups;
     groups.emplace_back(std::vector<torch::Tensor>{w}, std::make_unique<LambOptions>(LambOptions(0.01).weight_decay(0.1)));
-    groups.emplace_back(std::vector<torch::Tensor>{b}, std::make_unique<LambOptions>(LambOptions(0.01).weight_decay(0.0)));
+    // As the training loop's vectors: no decay, no layer adaptation (step_if's other path).
+    groups.emplace_back(std::vector<torch::Tensor>{b},
+                        std::make_unique<LambOptions>(LambOptions(0.01).weight_decay(0.0).layer_adaptation(false)));
     return std::make_unique<Lamb>(groups, LambOptions(0.01));
   }
   void grads(int step) {
@@ -221,12 +224,61 @@ TEST(Optimizer, FactoryKeepsBiasesAndNormsUndecayed) {
   TrainOptions o;
   o.optimizer = "lamb";
   auto opt = make_optimizer(*net, o);
-  ASSERT_EQ(opt->param_groups().size(), 2u);
+  ASSERT_EQ(opt->param_groups().size(), 2u);  // no position table here: no group for tables
   EXPECT_EQ(opt->param_groups()[0].params().size(), 1u);  // the weight matrix
   EXPECT_EQ(opt->param_groups()[1].params().size(), 3u);  // bias, LayerNorm weight and bias
-  EXPECT_DOUBLE_EQ(static_cast<LambOptions&>(opt->param_groups()[1].options()).weight_decay(), 0.0);
+  const auto& vectors = static_cast<LambOptions&>(opt->param_groups()[1].options());
+  EXPECT_DOUBLE_EQ(vectors.weight_decay(), 0.0);
+  EXPECT_FALSE(vectors.layer_adaptation());
+  EXPECT_TRUE(static_cast<LambOptions&>(opt->param_groups()[0].options()).layer_adaptation());
   set_learning_rate(*opt, 0.123);
   EXPECT_DOUBLE_EQ(opt->param_groups()[0].options().get_lr(), 0.123);
+}
+
+// LAMB's groups in a model with position tables: decayed matrices and undecayed position tables
+// adapt; vectors take the plain Adam step. Checked on the first step against the naive reference:
+// from a LayerNorm weight of norm sqrt(D), an adapted step would be sqrt(D) / ||r|| times larger.
+TEST(Optimizer, LambAdaptsMatricesAndPositionTablesNotVectors) {
+  struct Net : torch::nn::Module {
+    Net() {
+      dense = register_module("dense", torch::nn::Linear(4, 3));
+      norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({3})));
+      position_table = register_parameter("position_table", torch::randn({5, 3}));
+    }
+    torch::nn::Linear dense{nullptr};
+    torch::nn::LayerNorm norm{nullptr};
+    torch::Tensor position_table;
+  };
+  torch::manual_seed(5);
+  Net net;
+  TrainOptions o;
+  o.optimizer = "lamb";
+  o.lr = 0.01;
+  auto opt = make_optimizer(net, o);
+  ASSERT_EQ(opt->param_groups().size(), 3u);
+  std::vector<std::vector<double>> before, grads;
+  const auto params = net.named_parameters();
+  for (const auto& p : params) {
+    auto g = torch::randn_like(p.value());
+    p.value().mutable_grad() = g;
+    before.push_back(to_vec(p.value()));
+    grads.push_back(to_vec(g));
+  }
+  opt->step();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& name = params[i].key();
+    const bool matrix = params[i].value().dim() >= 2, decayed = matrix && name != "position_table";
+    auto want = before[i];
+    std::vector<double> m(want.size()), v(want.size());
+    if (matrix) {
+      naive_lamb_step(want, grads[i], m, v, 1, 0.01, o.adam_beta1, o.adam_beta2, o.adam_eps,
+                      decayed ? o.weight_decay : 0.0);
+    } else {  // trust = 1: the Adam step
+      naive_lamb_step(want, grads[i], m, v, 1, 0.01, o.adam_beta1, o.adam_beta2, o.adam_eps, 0.0, /*adapt=*/false);
+    }
+    const auto got = to_vec(params[i].value());
+    for (size_t j = 0; j < got.size(); ++j) EXPECT_NEAR(got[j], want[j], 1e-6) << name << "[" << j << "]";
+  }
 }
 
 }  // namespace
