@@ -335,7 +335,7 @@ fs::path bench_synthetic(const Args& args, const fs::path& vocab, const fs::path
 // Section 3: the loader on one core, no prefetch: reading from the shards' maps, masking, [B, L] tensors.
 void bench_loader(const fs::path& shards_dir, const WordPieceTokenizer& tok, int64_t seq_len, int64_t batch) {
   auto shards = std::make_shared<const PreparedShards>(open_prepared(shards_dir, tok));
-  auto seqs = std::make_shared<ShardSequences>(shards, false, shards_dir, tok.special(), seq_len, true);
+  auto seqs = std::make_shared<ShardSequences>(shards, false, shards_dir, tok.special(), seq_len, Packing::full_sentences);
   MlmLoader loader(seqs, tok, {MaskingOptions{}, batch, 99, true});
   loader.next();
   int64_t real = 0;

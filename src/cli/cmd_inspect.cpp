@@ -49,7 +49,7 @@ struct InspectArgs {
 // Mean MLM cross-entropy over the masked pieces of up to `max_sequences` sequences of length L.
 json mlm_loss_at(BertModel& bert, const Tokenizer& tok, const Config& cfg, const std::vector<Document>& docs,
                  int64_t L, int64_t max_sequences) {
-  auto packed = std::make_shared<PackedSequences>(pack_documents(docs, tok, L, true));
+  auto packed = std::make_shared<PackedSequences>(pack_documents(docs, tok, L, Packing::full_sentences));
   const int64_t batch = 8;
   const int64_t batches = std::min(packed->size(), max_sequences) / batch;
   if (batches == 0) return {{"length", L}, {"loss", nullptr}, {"why", "fewer than 8 sequences of this length"}};

@@ -83,7 +83,7 @@ struct DataOptions {
   int64_t tokenizer_vocab_size = 8000;   // vocabulary size when training a sentencepiece model
   bool lowercase = true;                 // lower-case text before tokenizing
   int64_t max_seq_len = 128;             // tokens per sequence including [CLS] and [SEP]
-  std::string packing = "full_sentences";  // full_sentences (cross documents) | doc_sentences
+  std::string packing = "full_sentences";  // full_sentences (cross documents) | doc_sentences | contiguous
   double mask_prob = 0.15;               // fraction of tokens selected for prediction
   bool whole_word = true;                // select whole words (false = single tokens)
   double mask_token_prob = 0.8;          // of the selected: replaced by [MASK]

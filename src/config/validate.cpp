@@ -154,8 +154,8 @@ void validate_data(const Config& cfg) {
   if (d.max_seq_len < 8) cfg.fail("data.max_seq_len", "must be at least 8");
   if (d.document_format != "blank_line" && d.document_format != "line")
     cfg.fail("data.document_format", "must be blank_line or line, got '" + d.document_format + "'");
-  if (d.packing != "full_sentences" && d.packing != "doc_sentences")
-    cfg.fail("data.packing", "must be full_sentences or doc_sentences, got '" + d.packing + "'");
+  if (d.packing != "full_sentences" && d.packing != "doc_sentences" && d.packing != "contiguous")
+    cfg.fail("data.packing", "must be full_sentences, doc_sentences or contiguous, got '" + d.packing + "'");
   if (!(d.mask_prob > 0.0 && d.mask_prob < 1.0)) cfg.fail("data.mask_prob", "must be in (0, 1)");
   probability(cfg, "data.mask_token_prob", d.mask_token_prob);
   probability(cfg, "data.random_token_prob", d.random_token_prob);

@@ -1,4 +1,4 @@
-// RoBERTa-style sequence packing over token streams.
+// Sequence packing over token streams (rules in packing.h).
 #include "data/packing.h"
 
 #include <algorithm>
@@ -20,7 +20,8 @@ namespace {
 // Fills one sequence at a time; flush() closes it with [SEP] and pads to L.
 class Packer {
  public:
-  Packer(const SpecialIds& sp, int64_t seq_len, bool cross) : sp_(sp), room_(seq_len - 2), cross_(cross) {
+  Packer(const SpecialIds& sp, int64_t seq_len, Packing packing)
+      : sp_(sp), room_(seq_len - 2), cross_(packing != Packing::doc_sentences), split_(packing == Packing::contiguous) {
     out_.seq_len = seq_len;
   }
 
@@ -43,7 +44,7 @@ class Packer {
       const int64_t left = room_ - static_cast<int64_t>(ids_.size());
       const int64_t remaining = end - pos;
       // Start a new sequence rather than split a sentence that would fit in an empty one.
-      if (remaining > left && remaining <= room_ && !ids_.empty()) {
+      if (!split_ && remaining > left && remaining <= room_ && !ids_.empty()) {
         flush();
         continue;
       }
@@ -87,7 +88,8 @@ class Packer {
 
   SpecialIds sp_;
   int64_t room_;
-  bool cross_;
+  bool cross_;  // documents share sequences, a [SEP] between them
+  bool split_;  // sentences are cut where a sequence is full
   std::vector<int32_t> ids_;
   std::vector<uint8_t> starts_;
   PackedSequences out_;
@@ -95,15 +97,15 @@ class Packer {
 }  // namespace
 
 PackedSequences pack_streams(const std::vector<TokenStream>& streams, const SpecialIds& special, int64_t seq_len,
-                             bool cross_documents) {
+                             Packing packing) {
   require(seq_len >= 3, "max_seq_len must leave room for [CLS] and [SEP]");
-  Packer packer(special, seq_len, cross_documents);
+  Packer packer(special, seq_len, packing);
   for (const auto& s : streams) packer.add(s);
   return packer.finish();
 }
 
 PackedSequences pack_documents(const std::vector<Document>& docs, const Tokenizer& tok, int64_t seq_len,
-                               bool cross_documents) {
+                               Packing packing) {
   ShardBuilder builder;
   std::vector<Encoding> sentences;
   for (const auto& doc : docs) {
@@ -111,7 +113,7 @@ PackedSequences pack_documents(const std::vector<Document>& docs, const Tokenize
     for (const auto& sentence : doc.sentences) sentences.push_back(tok.encode(sentence));
     builder.add_document(sentences);
   }
-  return pack_streams({builder.view()}, tok.special(), seq_len, cross_documents);
+  return pack_streams({builder.view()}, tok.special(), seq_len, packing);
 }
 
 }  // namespace rpe

@@ -1,7 +1,12 @@
-// Packing tokenized documents into fixed-length sequences, RoBERTa style (Liu et al. 2019):
-// [CLS] s1 s2 ... [SEP] [PAD]..., filled with whole sentences. full_sentences crosses
-// document boundaries (marked by an extra [SEP]); doc_sentences stops at each document's end.
-// A sentence is never split unless it is longer than a whole sequence's room (L - 2).
+// Packing tokenized documents into fixed-length sequences [CLS] ... [SEP] [PAD]...:
+// - full_sentences (RoBERTa's FULL-SENTENCES, Liu et al. 2019): whole sentences, across
+//   document boundaries (marked by an extra [SEP]); a sentence is never split unless it is
+//   longer than a whole sequence's room (L - 2), so a sequence ends early when the next
+//   sentence does not fit (corpora whose "sentences" are paragraphs leave ~10-20% padding).
+// - doc_sentences: the same, stopping at each document's end.
+// - contiguous: the stream of full_sentences (document [SEP]s included) cut every L - 2 tokens,
+//   splitting sentences and words where the cut falls (as BERT's truncation does): no padding
+//   but in the last sequence, and where a document's [SEP] would be a sequence's last token.
 // Works on token streams (shards or in-memory), so the text path and the shard path pack
 // identically, across shard boundaries as if the shards were one stream.
 #pragma once
@@ -28,10 +33,10 @@ struct PackedSequences : SequenceSource {
 
 // Packs the documents of `streams`, in order, as one stream.
 PackedSequences pack_streams(const std::vector<TokenStream>& streams, const SpecialIds& special, int64_t seq_len,
-                             bool cross_documents);
+                             Packing packing);
 
 // Tokenizes `docs` (one encode() per sentence) and packs them.
 PackedSequences pack_documents(const std::vector<Document>& docs, const Tokenizer& tokenizer, int64_t seq_len,
-                               bool cross_documents);
+                               Packing packing);
 
 }  // namespace rpe

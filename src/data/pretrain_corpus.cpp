@@ -11,18 +11,18 @@
 namespace rpe {
 
 namespace {
-PretrainCorpus from_shards(const DataOptions& d, const Tokenizer& tok, bool cross) {
+PretrainCorpus from_shards(const DataOptions& d, const Tokenizer& tok, Packing packing) {
   auto shards = std::make_shared<const PreparedShards>(open_prepared(d.shards, tok));
   if (const std::string why = shards_out_of_date(d.shards, d, tok); !why.empty())
     throw UserError(d.shards + ": the shards do not match data.train_files and the tokenizer (" + why +
                     "): run rpe-train prepare-data --config <this config>");
   PretrainCorpus c;
-  c.train = std::make_shared<ShardSequences>(shards, false, d.shards, tok.special(), d.max_seq_len, cross);
-  c.valid = std::make_shared<ShardSequences>(shards, true, d.shards, tok.special(), d.max_seq_len, cross);
+  c.train = std::make_shared<ShardSequences>(shards, false, d.shards, tok.special(), d.max_seq_len, packing);
+  c.valid = std::make_shared<ShardSequences>(shards, true, d.shards, tok.special(), d.max_seq_len, packing);
   return c;
 }
 
-PretrainCorpus from_text(const DataOptions& d, const Tokenizer& tok, bool cross) {
+PretrainCorpus from_text(const DataOptions& d, const Tokenizer& tok, Packing packing) {
   std::vector<Document> train_docs, valid_docs;
   const int64_t period = holdout_period(d);
   int64_t index = 0;
@@ -36,15 +36,15 @@ PretrainCorpus from_text(const DataOptions& d, const Tokenizer& tok, bool cross)
               "give data.valid_files, or more documents (data.document_format: {})",
               train_docs.size(), d.valid_fraction, d.document_format);
   PretrainCorpus c;
-  c.train = std::make_shared<PackedSequences>(pack_documents(train_docs, tok, d.max_seq_len, cross));
-  c.valid = std::make_shared<PackedSequences>(pack_documents(valid_docs, tok, d.max_seq_len, cross));
+  c.train = std::make_shared<PackedSequences>(pack_documents(train_docs, tok, d.max_seq_len, packing));
+  c.valid = std::make_shared<PackedSequences>(pack_documents(valid_docs, tok, d.max_seq_len, packing));
   return c;
 }
 }  // namespace
 
 PretrainCorpus build_corpus(const DataOptions& d, const Tokenizer& tok) {
-  const bool cross = d.packing == "full_sentences";
-  return d.shards.empty() ? from_text(d, tok, cross) : from_shards(d, tok, cross);
+  const Packing packing = packing_from_name(d.packing);
+  return d.shards.empty() ? from_text(d, tok, packing) : from_shards(d, tok, packing);
 }
 
 }  // namespace rpe

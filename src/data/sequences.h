@@ -3,8 +3,26 @@
 // shards (ShardSequences). The loader sees only this interface.
 #pragma once
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 namespace rpe {
+
+// How documents become sequences (data.packing; packing.h has the rules).
+enum class Packing {
+  doc_sentences,   // whole sentences, one document per sequence
+  full_sentences,  // whole sentences across documents (RoBERTa's FULL-SENTENCES, the default)
+  contiguous,      // the token stream cut every L - 2 tokens, across sentences and documents
+};
+inline const char* packing_name(Packing p) {
+  return p == Packing::doc_sentences ? "doc_sentences" : p == Packing::full_sentences ? "full_sentences" : "contiguous";
+}
+// The Packing named `name` (validate.cpp refuses other names first).
+inline Packing packing_from_name(const std::string& name) {
+  for (Packing p : {Packing::doc_sentences, Packing::full_sentences, Packing::contiguous})
+    if (name == packing_name(p)) return p;
+  throw std::invalid_argument("unknown data.packing '" + name + "'");
+}
 
 class SequenceSource {
  public:

@@ -21,7 +21,8 @@ namespace {
 constexpr char kIndexMagic[8] = {'R', 'P', 'E', 'I', 'N', 'D', 'E', 'X'};
 struct IndexHeader {
   char magic[8];
-  uint64_t version, key, seq_len, cross, count, real_tokens, checksum;  // checksum: of the starts that follow
+  // packing: 0 doc_sentences, 1 full_sentences, 2 contiguous; checksum: of the starts that follow
+  uint64_t version, key, seq_len, packing, count, real_tokens, checksum;
 };
 static_assert(sizeof(IndexHeader) == 64);
 
@@ -30,11 +31,12 @@ static_assert(sizeof(IndexHeader) == 64);
 // Kept in step with Packer by the tests (token-for-token equality).
 class Planner {
  public:
-  Planner(int64_t room, bool cross, std::vector<uint64_t>* starts) : room_(room), cross_(cross), starts_(starts) {}
+  Planner(int64_t room, Packing packing, std::vector<uint64_t>* starts)
+      : room_(room), cross_(packing != Packing::doc_sentences), split_(packing == Packing::contiguous), starts_(starts) {}
   void sentence(int64_t len) {
     while (len > 0) {
       const int64_t left = room_ - count_;
-      if (len > left && len <= room_ && count_ > 0) {  // start a new sequence rather than split
+      if (!split_ && len > left && len <= room_ && count_ > 0) {  // start a new sequence rather than split
         flush();
         continue;
       }
@@ -64,7 +66,7 @@ class Planner {
 
  private:
   int64_t room_;
-  bool cross_;
+  bool cross_, split_;
   std::vector<uint64_t>* starts_;
   int64_t count_ = 0, real_ = 0, sequences_ = 0;
   uint64_t pos_ = 0, start_ = 0;
@@ -77,28 +79,31 @@ uint64_t starts_checksum(const uint64_t* starts, size_t n) {
   return h.value();
 }
 
-uint64_t cache_key(const fs::path& dir, bool valid, int64_t seq_len, bool cross) {
+uint64_t packing_code(Packing p) { return static_cast<uint64_t>(p); }  // IndexHeader::packing
+
+uint64_t cache_key(const fs::path& dir, bool valid, int64_t seq_len, Packing packing) {
   const std::string m = read_file(dir / "manifest.json");
   ShardHasher h;
   h.update(m.data(), m.size());
-  const uint64_t extra[3] = {valid ? 1u : 0u, static_cast<uint64_t>(seq_len), cross ? 1u : 0u};
+  const uint64_t extra[3] = {valid ? 1u : 0u, static_cast<uint64_t>(seq_len), packing_code(packing)};
   h.update(extra, sizeof extra);
   return h.value();
 }
 }  // namespace
 
 ShardSequences::ShardSequences(std::shared_ptr<const PreparedShards> shards, bool valid, const fs::path& dir,
-                               const SpecialIds& special, int64_t seq_len, bool cross)
+                               const SpecialIds& special, int64_t seq_len, Packing packing)
     : shards_(std::move(shards)),
       files_(valid ? &shards_->valid : &shards_->train),
-      special_(special), seq_len_(seq_len), room_(seq_len - 2), cross_(cross) {
+      special_(special), seq_len_(seq_len), room_(seq_len - 2), packing_(packing),
+      cross_(packing != Packing::doc_sentences) {
   require(seq_len >= 3, "max_seq_len must leave room for [CLS] and [SEP]");
   streams_ = PreparedShards::streams(*files_);
   shard_begin_.push_back(0);
   for (const auto& s : streams_) shard_begin_.push_back(shard_begin_.back() + s.tokens);
-  const std::string name = std::string("index-") + (valid ? "valid" : "train") + "-L" + std::to_string(seq_len) +
-                           (cross ? "-full" : "-doc") + ".bin";
-  const uint64_t key = cache_key(dir, valid, seq_len, cross);
+  const char* suffix = packing == Packing::doc_sentences ? "-doc" : packing == Packing::full_sentences ? "-full" : "-contiguous";
+  const std::string name = std::string("index-") + (valid ? "valid" : "train") + "-L" + std::to_string(seq_len) + suffix + ".bin";
+  const uint64_t key = cache_key(dir, valid, seq_len, packing);
   if (map_cache(dir / name, key)) return;
   build_index(owned_);
   count_ = static_cast<int64_t>(owned_.size()) - 1;
@@ -128,7 +133,7 @@ void ShardSequences::build_index(std::vector<uint64_t>& starts) {
   // ends, released after use: the scan adds nothing to the resident set that grows with the
   // corpus (only the index itself does, 8 bytes per sequence).
   auto plan_all = [this](std::vector<uint64_t>* out) {
-    Planner plan(room_, cross_, out);
+    Planner plan(room_, packing_, out);
     for (size_t f = 0; f < streams_.size(); ++f) {
       const TokenStream& s = streams_[f];
       for (int64_t d0 = 0, d = 0; d < s.documents; ++d) {
@@ -165,7 +170,7 @@ bool ShardSequences::map_cache(const fs::path& file, uint64_t key) {
   IndexHeader h;
   std::memcpy(&h, map, sizeof h);
   bool ok = std::memcmp(h.magic, kIndexMagic, 8) == 0 && h.version == 1 && h.key == key &&
-            h.seq_len == static_cast<uint64_t>(seq_len_) && h.cross == (cross_ ? 1u : 0u) &&
+            h.seq_len == static_cast<uint64_t>(seq_len_) && h.packing == packing_code(packing_) &&
             bytes == sizeof h + 8 * (h.count + 1);
   if (ok) {  // the checksum, read in released pieces: the loader maps the pages it needs later
     const auto* starts = reinterpret_cast<const uint64_t*>(static_cast<const char*>(map) + sizeof h);
@@ -190,7 +195,7 @@ bool ShardSequences::map_cache(const fs::path& file, uint64_t key) {
 void ShardSequences::write_cache(const fs::path& file, uint64_t key, const std::vector<uint64_t>& starts) const {
   IndexHeader h{};
   std::memcpy(h.magic, kIndexMagic, 8);
-  h.version = 1, h.key = key, h.seq_len = static_cast<uint64_t>(seq_len_), h.cross = cross_ ? 1 : 0;
+  h.version = 1, h.key = key, h.seq_len = static_cast<uint64_t>(seq_len_), h.packing = packing_code(packing_);
   h.count = starts.size() - 1, h.real_tokens = static_cast<uint64_t>(real_tokens_);
   h.checksum = starts_checksum(starts.data(), starts.size());
   try {  // every rank may get here at once: each writes a temp file and renames it over the same content

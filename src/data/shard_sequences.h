@@ -1,11 +1,11 @@
-// Packed MLM sequences read lazily from memory-mapped shards. The packing (packing.h:
-// whole sentences, [SEP] between documents with full_sentences) consumes the token stream of
-// the shards contiguously, so sequence i is the token range [start_i, start_{i+1}) of that
+// Packed MLM sequences read lazily from memory-mapped shards. Every packing (packing.h:
+// whole sentences or contiguous cuts, [SEP] between documents but with doc_sentences) consumes
+// the token stream of the shards contiguously, so sequence i is the token range [start_i, start_{i+1}) of that
 // stream plus derived specials: [CLS] first, a [SEP] after each document end inside the
 // range (and after one at its very end when the packer had room for it), the closing [SEP],
 // then [PAD]. The sample index is therefore N+1 uint64 stream offsets: 8 bytes per sequence.
 // It is computed once from the sentence and document boundaries (no token is read) and
-// cached beside the shards as index-<split>-L<L>-<packing>.bin, keyed by the manifest's
+// cached beside the shards as index-<split>-L<L>-<doc|full|contiguous>.bin, keyed by the manifest's
 // checksum; a later start maps it. Tokens are read from the shards' memory maps on demand.
 // Memory: the index (8 bytes per sequence, heap while it is built, then its file's map) is
 // all that grows with the corpus. Whole-file scans (verification, index build, index
@@ -28,7 +28,7 @@ class ShardSequences : public SequenceSource {
  public:
   // `shards`: an opened prepared folder (kept alive); `valid` picks the split.
   ShardSequences(std::shared_ptr<const PreparedShards> shards, bool valid, const std::filesystem::path& dir,
-                 const SpecialIds& special, int64_t seq_len, bool cross_documents);
+                 const SpecialIds& special, int64_t seq_len, Packing packing);
   ~ShardSequences() override;
 
   int64_t size() const override { return count_; }
@@ -49,7 +49,8 @@ class ShardSequences : public SequenceSource {
   std::vector<int64_t> shard_begin_;  // [shards + 1] stream offset of each shard's first token
   SpecialIds special_;
   int64_t seq_len_, room_;
-  bool cross_;
+  Packing packing_;
+  bool cross_;  // a [SEP] between documents inside a sequence
   int64_t count_ = 0, real_tokens_ = 0;
   const uint64_t* starts_ = nullptr;  // [count_ + 1], in the cache's map or in owned_
   std::vector<uint64_t> owned_;

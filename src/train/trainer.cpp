@@ -171,9 +171,12 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   const auto t0 = Clock::now();
   PretrainCorpus corpus = dist::all_or_none(dp, "reading the corpus", [&] { return build_corpus(cfg.data, *tokenizer); });
   const int64_t train_tokens = corpus.train->real_tokens();  // a scan for an in-memory corpus: once
-  log::info("data", "{} tokenizer, vocab {} | {} train sequences ({} tokens), {} held-out, length {} | {:.1f}s",
-            tokenizer->kind(), tokenizer->vocab_size(), corpus.train->size(), train_tokens,
-            corpus.valid->size(), cfg.data.max_seq_len, std::chrono::duration<double>(Clock::now() - t0).count());
+  const double filled = 100.0 * static_cast<double>(train_tokens) /
+                        static_cast<double>(std::max<int64_t>(1, corpus.train->size() * cfg.data.max_seq_len));
+  log::info("data", "{} tokenizer, vocab {} | {} train sequences ({} tokens, {:.1f}% of slots: {} packing), {} held-out, "
+            "length {} | {:.1f}s", tokenizer->kind(), tokenizer->vocab_size(), corpus.train->size(), train_tokens, filled,
+            cfg.data.packing, corpus.valid->size(), cfg.data.max_seq_len,
+            std::chrono::duration<double>(Clock::now() - t0).count());
   const std::string config_yaml = to_yaml(cfg);
 
   const uint32_t tokenizer_crc = tokenizer_crc32(*tokenizer);

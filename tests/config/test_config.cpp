@@ -137,6 +137,10 @@ TEST_F(ConfigTest, InvalidValuesNameTheKey) {
   EXPECT_NE(method.find("absolute"), std::string::npos) << method;  // lists the valid ones
   EXPECT_NE(method.find("m4"), std::string::npos) << method;
   EXPECT_NE(error_of(dir_ / "exp.yaml", {"data.mask_prob=1.5"}).find("data.mask_prob"), std::string::npos);
+  const std::string packing = error_of(dir_ / "exp.yaml", {"data.packing=blocks"});
+  EXPECT_NE(packing.find("data.packing: must be full_sentences, doc_sentences or contiguous, got 'blocks'"),
+            std::string::npos) << packing;
+  EXPECT_EQ(load_config(dir_ / "exp.yaml", {"data.packing=contiguous"}).data.packing, "contiguous");
   EXPECT_NE(error_of(dir_ / "exp.yaml", {"train.batch_size=0"}).find("must be positive"), std::string::npos);
   // select: best with nothing to choose among (no epoch-end and no periodic dev evaluations)
   const std::string best = error_of(dir_ / "exp.yaml", {"finetune.select=best", "finetune.eval_each_epoch=false"});

@@ -28,7 +28,7 @@ class LoaderTest : public ::testing::Test {
                                                           "bc unaffable hello world playing");
       docs.push_back(doc);
     }
-    data_ = std::make_shared<PackedSequences>(pack_documents(docs, *tok_, 16, true));
+    data_ = std::make_shared<PackedSequences>(pack_documents(docs, *tok_, 16, Packing::full_sentences));
   }
   MlmLoader make(int64_t batch, int64_t prefetch, int64_t rank = 0, int64_t world = 1) {
     return MlmLoader(data_, *tok_, {MaskingOptions{}, batch, 99, /*shuffle=*/true, rank, world, prefetch});
@@ -135,8 +135,8 @@ class ShardLoaderTest : public ::testing::Test {
     prepare_data(d_, *tok_, {dir_ / "out", 2, false});
     shards_ = std::make_shared<const PreparedShards>(open_prepared(dir_ / "out", *tok_));
   }
-  std::shared_ptr<ShardSequences> sequences(int64_t L, bool cross, bool valid = false) {
-    return std::make_shared<ShardSequences>(shards_, valid, dir_ / "out", tok_->special(), L, cross);
+  std::shared_ptr<ShardSequences> sequences(int64_t L, Packing packing, bool valid = false) {
+    return std::make_shared<ShardSequences>(shards_, valid, dir_ / "out", tok_->special(), L, packing);
   }
   fs::path dir_;
   DataOptions d_;
@@ -146,13 +146,13 @@ class ShardLoaderTest : public ::testing::Test {
 
 TEST_F(ShardLoaderTest, LazySequencesEqualTheInMemoryPacking) {
   ASSERT_GT(shards_->train.size(), 3u);
-  for (const bool cross : {true, false})
+  for (const Packing packing : {Packing::full_sentences, Packing::doc_sentences, Packing::contiguous})
     for (const int64_t L : {8, 16, 37, 128}) {
       for (const bool valid : {false, true}) {
-        const auto lazy = sequences(L, cross, valid);
+        const auto lazy = sequences(L, packing, valid);
         const auto packed = pack_streams(PreparedShards::streams(valid ? shards_->valid : shards_->train),
-                                         tok_->special(), L, cross);
-        ASSERT_EQ(lazy->size(), packed.size()) << L << cross;
+                                         tok_->special(), L, packing);
+        ASSERT_EQ(lazy->size(), packed.size()) << L << packing_name(packing);
         EXPECT_EQ(lazy->real_tokens(), packed.real_tokens());
         std::vector<int32_t> tokens(static_cast<size_t>(L));
         std::vector<uint8_t> starts(static_cast<size_t>(L));
@@ -165,11 +165,11 @@ TEST_F(ShardLoaderTest, LazySequencesEqualTheInMemoryPacking) {
     }
   // The index was cached beside the shards: the next open maps it instead of rebuilding.
   EXPECT_TRUE(fs::exists(dir_ / "out" / "index-train-L128-doc.bin"));
-  EXPECT_TRUE(sequences(128, false)->index_from_cache());
+  EXPECT_TRUE(sequences(128, Packing::doc_sentences)->index_from_cache());
 }
 
 TEST_F(ShardLoaderTest, TwoRanksReadDisjointSharesWhoseUnionIsTheEpoch) {
-  const auto data = sequences(16, true);
+  const auto data = sequences(16, Packing::full_sentences);
   const int64_t n = data->size(), B = 3, W = 2;
   MlmLoader global(data, *tok_, {MaskingOptions{}, B * W, 7}), r0(data, *tok_, {MaskingOptions{}, B, 7, true, 0, W, 2}),
       r1(data, *tok_, {MaskingOptions{}, B, 7, true, 1, W});
@@ -189,7 +189,7 @@ TEST_F(ShardLoaderTest, TwoRanksReadDisjointSharesWhoseUnionIsTheEpoch) {
 
 TEST_F(ShardLoaderTest, ResumeMidEpochIsBitwiseExactFromShards) {
   const int64_t B = 5;
-  MlmLoader whole(sequences(32, true), *tok_, {MaskingOptions{}, B, 11, true, 0, 1, 2});
+  MlmLoader whole(sequences(32, Packing::full_sentences), *tok_, {MaskingOptions{}, B, 11, true, 0, 1, 2});
   const int64_t batches = 2 * whole.sequences() / B + 3;  // across an epoch end
   std::vector<MlmBatch> expected;
   LoaderCursor saved;
@@ -200,7 +200,7 @@ TEST_F(ShardLoaderTest, ResumeMidEpochIsBitwiseExactFromShards) {
   ASSERT_GT(saved.position, 0);
   // A new process: shards reopened, the index mapped from its cache, the cursor restored.
   auto reopened = std::make_shared<const PreparedShards>(open_prepared(dir_ / "out", *tok_));
-  auto data = std::make_shared<ShardSequences>(reopened, false, dir_ / "out", tok_->special(), 32, true);
+  auto data = std::make_shared<ShardSequences>(reopened, false, dir_ / "out", tok_->special(), 32, Packing::full_sentences);
   EXPECT_TRUE(data->index_from_cache());
   MlmLoader resumed(data, *tok_, {MaskingOptions{}, B, 11, true, 0, 1, 3});
   resumed.restore(saved);

@@ -74,12 +74,12 @@ TEST(PrepareStream, SharedCorporaFromShardsEqualTheInMemoryTextPath) {
     for (auto& doc : read_documents(f)) (is_held_out(index++, holdout_period(d)) ? valid : train).push_back(doc);
   EXPECT_EQ(s.valid_documents, static_cast<int64_t>(valid.size()));
   auto shards = std::make_shared<const PreparedShards>(open_prepared(dir / "out", tok));
-  for (const bool cross : {true, false}) {
-    ShardSequences lazy(shards, false, dir / "out", tok.special(), 512, cross);
-    expect_equal_sequences(lazy, pack_documents(train, tok, 512, cross));
+  for (const Packing packing : {Packing::full_sentences, Packing::doc_sentences, Packing::contiguous}) {
+    ShardSequences lazy(shards, false, dir / "out", tok.special(), 512, packing);
+    expect_equal_sequences(lazy, pack_documents(train, tok, 512, packing));
   }
-  ShardSequences lazy_valid(shards, true, dir / "out", tok.special(), 128, true);
-  expect_equal_sequences(lazy_valid, pack_documents(valid, tok, 128, true));
+  ShardSequences lazy_valid(shards, true, dir / "out", tok.special(), 128, Packing::full_sentences);
+  expect_equal_sequences(lazy_valid, pack_documents(valid, tok, 128, Packing::full_sentences));
 }
 
 // Resident KB of this process's mappings of *.shard files (/proc/self/smaps).
@@ -237,7 +237,7 @@ TEST_F(StreamTest, ReadingShardsLeavesNoneOfTheirPagesResident) {
   ASSERT_GT(prepare("out").train_shards, 2);
   auto shards = std::make_shared<const PreparedShards>(open_prepared(dir_ / "out", *tok_, /*verify_all=*/true));
   EXPECT_LT(shard_rss_kb(), 256) << "after verifying every shard";
-  auto seqs = std::make_shared<ShardSequences>(shards, false, dir_ / "out", tok_->special(), 64, true);
+  auto seqs = std::make_shared<ShardSequences>(shards, false, dir_ / "out", tok_->special(), 64, Packing::full_sentences);
   ASSERT_FALSE(seqs->index_from_cache());
   EXPECT_LT(shard_rss_kb(), 256) << "after building the index";
   std::vector<int32_t> t(64);

@@ -133,20 +133,52 @@ TEST(Packing, HandComputedTableAcrossShards) {
   ShardBuilder a, b;
   add_table_docs(a, b);
   const SpecialIds sp{0, 1, 2, 3, 4};
-  const auto cross = pack_streams({a.view(), b.view()}, sp, 8, /*cross=*/true);
+  const auto cross = pack_streams({a.view(), b.view()}, sp, 8, Packing::full_sentences);
   const std::vector<int32_t> want_cross = {2, 5,  6,  7,  8,  9,  3,  0,   // doc0 (+[SEP] would not fit)
                                            2, 10, 11, 12, 13, 3,  20, 3,   // doc1 [SEP] then doc2 starts
                                            2, 21, 22, 23, 24, 25, 26, 3,   // an over-long sentence is split
                                            2, 27, 3,  3,  0,  0,  0,  0};  // doc end [SEP], then the final one
   EXPECT_EQ(cross.tokens, want_cross);
-  const auto docs = pack_streams({a.view(), b.view()}, sp, 8, /*cross=*/false);
+  const auto docs = pack_streams({a.view(), b.view()}, sp, 8, Packing::doc_sentences);
   const std::vector<int32_t> want_docs = {2, 5,  6,  7,  8,  9,  3, 0,  2, 10, 11, 12, 13, 3, 0, 0,
                                           2, 20, 21, 22, 23, 24, 25, 3, 2, 26, 27, 3,  0,  0, 0, 0};
   EXPECT_EQ(docs.tokens, want_docs);
+  // contiguous cuts where full_sentences would too here: the same table.
+  EXPECT_EQ(pack_streams({a.view(), b.view()}, sp, 8, Packing::contiguous).tokens, want_cross);
   for (size_t i = 0; i < cross.tokens.size(); ++i) {
     const int32_t t = cross.tokens[i];
     EXPECT_EQ(cross.word_start[i], t > 4 && t % 2 == 0) << i;
   }
+}
+
+TEST(Packing, ContiguousCutsSentencesThatFullSentencesMovesOn) {
+  // Room 6 (L = 8): the 4-token sentence does not fit after the 3-token one. full_sentences
+  // starts a new sequence (3 slots of padding); contiguous cuts it, and the next document
+  // follows its [SEP] in the same sequence.
+  ShardBuilder s;
+  auto add = [&](std::vector<std::vector<int32_t>> sentences) {
+    std::vector<Encoding> enc;
+    for (auto& ids : sentences) {
+      Encoding e;
+      e.ids = ids;
+      e.word_start.assign(ids.size(), 1);
+      enc.push_back(e);
+    }
+    s.add_document(enc);
+  };
+  add({{5, 6, 7}, {8, 9, 10, 11}});
+  add({{12, 13, 14}});
+  const SpecialIds sp{0, 1, 2, 3, 4};
+  const std::vector<int32_t> want_full = {2, 5,  6,  7,  3,  0, 0, 0,   // [8..11] would not fit: next sequence
+                                          2, 8,  9,  10, 11, 3, 3, 0,   // doc end [SEP]; doc1 would not fit
+                                          2, 12, 13, 14, 3,  3, 0, 0};
+  EXPECT_EQ(pack_streams({s.view()}, sp, 8, Packing::full_sentences).tokens, want_full);
+  const std::vector<int32_t> want_cut = {2, 5,  6, 7,  8,  9,  10, 3,   // full: the sentence is cut
+                                         2, 11, 3, 12, 13, 14, 3,  0};  // its end, [SEP], doc1 (its [SEP]
+                                                                        // would take the last slot)
+  const auto cut = pack_streams({s.view()}, sp, 8, Packing::contiguous);
+  EXPECT_EQ(cut.tokens, want_cut);
+  EXPECT_EQ(cut.real_tokens(), 15);  // 16 slots, one [PAD] (full_sentences: 17 of 24)
 }
 
 class PrepareTest : public ::testing::Test {
@@ -189,14 +221,14 @@ TEST_F(PrepareTest, ShardsPackLikeTheTextPathAndRerunsAreNoOps) {
   EXPECT_EQ(s.words, words);
   EXPECT_EQ(s.valid_documents, 1300);
   const PreparedShards shards = open_prepared(dir_ / "out", *tok_);
-  for (const bool cross : {true, false}) {
-    const auto from_shards = pack_streams(PreparedShards::streams(shards.train), tok_->special(), 64, cross);
-    const auto from_text = pack_documents(train, *tok_, 64, cross);
-    EXPECT_EQ(from_shards.tokens, from_text.tokens);
-    EXPECT_EQ(from_shards.word_start, from_text.word_start);
+  for (const Packing packing : {Packing::full_sentences, Packing::doc_sentences, Packing::contiguous}) {
+    const auto from_shards = pack_streams(PreparedShards::streams(shards.train), tok_->special(), 64, packing);
+    const auto from_text = pack_documents(train, *tok_, 64, packing);
+    EXPECT_EQ(from_shards.tokens, from_text.tokens) << packing_name(packing);
+    EXPECT_EQ(from_shards.word_start, from_text.word_start) << packing_name(packing);
   }
-  EXPECT_EQ(pack_streams(PreparedShards::streams(shards.valid), tok_->special(), 64, true).tokens,
-            pack_documents(valid, *tok_, 64, true).tokens);
+  EXPECT_EQ(pack_streams(PreparedShards::streams(shards.valid), tok_->special(), 64, Packing::full_sentences).tokens,
+            pack_documents(valid, *tok_, 64, Packing::full_sentences).tokens);
 
   // Unchanged inputs: nothing to do. Forced with one thread: byte-identical shards.
   EXPECT_TRUE(prepare_data(d_, *tok_, {dir_ / "out", 3, false}).up_to_date);
