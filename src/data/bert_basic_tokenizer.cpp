@@ -183,9 +183,20 @@ void BertBasicTokenizer::strip_accents(TracedWord& word) const {
                      [](const TracedChar& x, const TracedChar& y) { return combining_class(x.cp) < combining_class(y.cp); });
     a = b;
   }
+  // A dropped mark's bytes go to its neighbour, so offsets still cover the original text: a
+  // decomposed "e" U+0301 at a word's end maps back to both (the answer text "Mahé", not "Mahe").
   word.clear();
-  for (const auto& c : d)
-    if (utf8proc_category(static_cast<utf8proc_int32_t>(c.cp)) != UTF8PROC_CATEGORY_MN) word.push_back(c);
+  int32_t orphan_begin = -1;  // first byte of marks dropped before any kept character
+  for (const auto& c : d) {
+    if (utf8proc_category(static_cast<utf8proc_int32_t>(c.cp)) != UTF8PROC_CATEGORY_MN) {
+      word.push_back(c);
+      if (orphan_begin >= 0) word.back().begin = std::min(word.back().begin, orphan_begin), orphan_begin = -1;
+    } else if (!word.empty()) {
+      word.back().end = std::max(word.back().end, c.end);
+    } else if (orphan_begin < 0) {
+      orphan_begin = c.begin;
+    }
+  }
 }
 
 // NFC with offsets. Usually a no-op; otherwise the word is cut before each starter (combining

@@ -54,6 +54,12 @@ TEST_F(WordPieceTest, UncasedStripsAccentsAndCasedKeepsThem) {
   const Encoding u = uncased.encode("Éa");
   EXPECT_EQ(u.ids, (std::vector<int32_t>{id_of("e"), id_of("##a")}));
   EXPECT_EQ(u.offsets, (Offsets{{0, 2}, {2, 3}}));
+  // Already decomposed: the dropped U+0301 (2 bytes) belongs to the piece before it, or, at a
+  // word's start, to the piece after it: the offsets cover every byte of the word.
+  const Encoding tail = uncased.encode("cae\xcc\x81 \xcc\x81"
+                                       "a");
+  EXPECT_EQ(tail.ids, (std::vector<int32_t>{id_of("c"), id_of("##a"), id_of("##e"), id_of("a")}));
+  EXPECT_EQ(tail.offsets, (Offsets{{0, 1}, {1, 2}, {2, 5}, {6, 9}}));
   // Cased: "é" stays (vocab has it), "É" is unknown; decomposed e+U+0301 is composed by NFC first.
   EXPECT_EQ(cased.encode("é").ids, std::vector<int32_t>{id_of("é")});
   EXPECT_EQ(cased.encode("e\xcc\x81").ids, std::vector<int32_t>{id_of("é")});
