@@ -40,6 +40,7 @@ PredictOutcome predict_squad_file(Prepared& p, const SavedModel& saved, const Pr
                                   const torch::Device& device) {
   const auto& f = p.rc.cfg.finetune;
   p.dev_ex = read_squad(req.input, /*answers_optional=*/true);
+  if (!f.squad_v2) refuse_unanswerable(req.input.string(), p.dev_ex);  // a 1.1 model never answers ""
   p.dev_f = make_squad_features(p.dev_ex, *p.tok, SquadFeatureOptions{f.max_seq_len, f.doc_stride, f.max_query_len},
                                 p.dev_off);
   QaModel model(p.rc.cfg.model);
@@ -53,9 +54,14 @@ PredictOutcome predict_squad_file(Prepared& p, const SavedModel& saved, const Pr
   PredictOutcome out{saved.info.task, static_cast<int64_t>(p.dev_ex.size()), {}, {req.out}};
   out.files.push_back(req.out.parent_path() / "nbest_predictions.json");
   if (f.squad_v2) out.files.push_back(req.out.parent_path() / "null_odds.json");
-  const bool labelled = std::any_of(p.dev_ex.begin(), p.dev_ex.end(),
-                                    [](const SquadExample& e) { return !e.answers.empty() || e.impossible; });
-  if (labelled) {
+  // Scored on the questions that carry answers (or is_impossible): in a partly labelled file
+  // the others would count as wrong (1.1) or as unanswerable gold (2.0).
+  const size_t all = p.dev_ex.size();
+  std::erase_if(p.dev_ex, [](const SquadExample& e) { return e.answers.empty() && !e.impossible; });
+  if (!p.dev_ex.empty()) {
+    if (p.dev_ex.size() < all)
+      log::warn("predict", "{}: {} of {} questions carry no answers: the scores are of the {} that do",
+                req.input.string(), all - p.dev_ex.size(), all, p.dev_ex.size());
     eval::SquadScores scores;
     out.metrics = score_squad(p, preds, scores);
   }

@@ -29,14 +29,10 @@ void read_squad_inputs(Prepared& p) {
                       "finetune.train_file/dev_file)");
   p.train_ex = read_squad(f.train_file);
   p.dev_ex = read_squad(f.dev_file);
-  // SQuAD 2.0's unanswerable questions under the 1.1 protocol would be trained to [CLS] and
-  // scored 0, and the result filed as SQuAD 1.1 (Tables 2 and 4).
-  if (!f.squad_v2)
-    for (const auto& [file, examples] : {std::pair{f.train_file, &p.train_ex}, std::pair{f.dev_file, &p.dev_ex}})
-      for (const auto& ex : *examples)
-        if (ex.impossible)
-          throw UserError(file + ": question " + ex.id + " is unanswerable (is_impossible), a SQuAD 2.0 file: set " +
-                          "finetune.squad_v2: true (configs/finetune/squad_v2.yaml) or use SQuAD 1.1 files");
+  if (!f.squad_v2) {  // results filed as SQuAD 1.1 (Tables 2 and 4) must be SQuAD 1.1's
+    refuse_unanswerable(f.train_file, p.train_ex);
+    refuse_unanswerable(f.dev_file, p.dev_ex);
+  }
   take_first(p.train_ex, f.max_train_examples);
   take_first(p.dev_ex, f.max_eval_examples);
   const SquadFeatureOptions fo{f.max_seq_len, f.doc_stride, f.max_query_len};

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -45,6 +46,7 @@ std::vector<SquadExample> read_squad(const fs::path& file, bool answers_optional
   const std::string f = file.string();
   const auto& data = field(doc, "data", json::value_t::array, f);
   std::vector<SquadExample> out;
+  std::unordered_set<std::string> ids;
   for (size_t i = 0; i < data.size(); ++i) {
     const std::string wa = f + ": data[" + std::to_string(i) + "]";
     const auto& paragraphs = field(data[i], "paragraphs", json::value_t::array, wa);
@@ -58,6 +60,8 @@ std::vector<SquadExample> read_squad(const fs::path& file, bool answers_optional
         SquadExample ex;
         ex.id = field(qas[k], "id", json::value_t::string, wq).get<std::string>();
         wq += " (id " + ex.id + ")";
+        if (!ids.insert(ex.id).second)
+          throw UserError(wq + ": an earlier question has the same id (predictions and scores are keyed by id)");
         ex.question = field(qas[k], "question", json::value_t::string, wq).get<std::string>();
         ex.context = context;
         if (qas[k].contains("is_impossible")) {
@@ -93,6 +97,13 @@ std::vector<SquadExample> read_squad(const fs::path& file, bool answers_optional
   }
   if (out.empty()) throw UserError(f + ": no questions found");
   return out;
+}
+
+void refuse_unanswerable(const std::string& file, const std::vector<SquadExample>& examples) {
+  for (const auto& ex : examples)
+    if (ex.impossible)
+      throw UserError(file + ": question " + ex.id + " is unanswerable (is_impossible), a SQuAD 2.0 file: set " +
+                      "finetune.squad_v2: true (configs/finetune/squad_v2.yaml) or use SQuAD 1.1 files");
 }
 
 std::vector<eval::SquadGold> squad_gold(const std::vector<SquadExample>& examples) {

@@ -27,11 +27,16 @@ struct SquadExample {
   bool impossible = false;
 };
 
-// Reads an official SQuAD JSON file. Malformed JSON, a missing or mistyped field, or an
-// answer whose answer_start does not point at its text in the context is a UserError
-// naming the file and the record (data[i].paragraphs[j].qas[k], id). With answers_optional
-// (questions to predict, not to train or score on), a question may have no "answers" at all.
+// Reads an official SQuAD JSON file. Malformed JSON, a missing or mistyped field, an id that
+// an earlier question has (predictions are keyed by id), or an answer whose answer_start does
+// not point at its text in the context is a UserError naming the file and the record
+// (data[i].paragraphs[j].qas[k], id). With answers_optional (questions to predict, not to train
+// or score on), a question may have no "answers" at all.
 std::vector<SquadExample> read_squad(const std::filesystem::path& file, bool answers_optional = false);
+
+// SQuAD 2.0's unanswerable questions under the 1.1 protocol would be trained to [CLS], scored 0
+// and filed as SQuAD 1.1: a UserError naming `file` and the first such question.
+void refuse_unanswerable(const std::string& file, const std::vector<SquadExample>& examples);
 
 // Gold answers for the metrics.
 std::vector<eval::SquadGold> squad_gold(const std::vector<SquadExample>& examples);

@@ -91,6 +91,30 @@ for qid, answer in ours.items():
     assert nbest[qid][0]["text"] == answer and abs(sum(probs) - 1) < 1e-6 and probs == sorted(probs, reverse=True), qid
 print(f"predict squad = fine-tuning: EM {results['exact']:.2f} F1 {results['f1']:.2f} (model of step {results['model_step']})")
 PYEOF
+# A partly labelled file is scored on its labelled questions only: the dev file plus copies of
+# its questions without answers scores as the dev file; an unanswerable one is refused (1.1).
+python3 - data/full/squad/dev-v1.1.json <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for art in d["data"]:
+    for par in art["paragraphs"]:
+        par["qas"] += [{"id": q["id"] + "_unlabelled", "question": q["question"]} for q in par["qas"]]
+json.dump(d, open("mixed.json", "w"))
+par = d["data"][0]["paragraphs"][0]
+par["qas"] = [par["qas"][0], {"id": "none", "question": "what?", "answers": [], "is_impossible": True}]
+d["data"] = d["data"][:1]
+d["data"][0]["paragraphs"] = [par]
+json.dump(d, open("impossible.json", "w"))
+PYEOF
+"$RPE" predict squad --model "$MODEL" --input mixed.json --out pred/mixed.json > predict_mixed.log
+grep -q "questions carry no answers: the scores are of the" predict_mixed.log || fail "no warning for a partly labelled file"
+python3 - predict.log predict_mixed.log <<'PYEOF' || fail "a partly labelled file scored differently"
+import sys
+scores = [dict(l.split()[1:3] for l in open(f) if l.startswith("squad_v1 ")) for f in sys.argv[1:]]
+assert scores[0] == scores[1], scores
+PYEOF
+expect_exit2 "impossible.json: question none is unanswerable" "$RPE" predict squad --model "$MODEL" \
+  --input impossible.json --out pred/impossible.json
 
 # GLUE: RTE fine-tuned by `finetune glue --task rte`, then predicted on dev and on a test file.
 ln -s "$SRC/data/sample/glue" data/full/glue

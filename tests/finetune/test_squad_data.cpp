@@ -78,6 +78,28 @@ TEST(SquadData, BadInputNamesFileAndRecord) {
                                         R"("question":"q","answers":[{"text":"red","answer_start":5}]}]}]}]})");
   EXPECT_NE(error_of(p).find("(id x2).answers[0]: answer_start 5 does not match the context"), std::string::npos)
       << error_of(p);
+  // Predictions and scores are keyed by id: a repeated id would have one answer scored twice.
+  p = write_temp("rpe_squad_bad4.json", R"({"data":[{"paragraphs":[{"context":"the red car","qas":[)"
+                                        R"({"id":"d","question":"q","answers":[{"text":"red","answer_start":4}]},)"
+                                        R"({"id":"d","question":"r","answers":[{"text":"car","answer_start":8}]}]}]}]})");
+  EXPECT_NE(error_of(p).find("qas[1] (id d): an earlier question has the same id"), std::string::npos) << error_of(p);
+}
+
+TEST(SquadData, UnanswerableQuestionsAreRefusedUnderSquad11) {
+  const auto p = write_temp("rpe_squad_v2.json", R"({"data":[{"paragraphs":[{"context":"the red car","qas":[)"
+                                                 R"({"id":"a","question":"q","answers":[{"text":"red","answer_start":4}]},)"
+                                                 R"({"id":"b","question":"r","answers":[],"is_impossible":true}]}]}]})");
+  const auto examples = rpe::finetune::read_squad(p);
+  ASSERT_EQ(examples.size(), 2u);
+  EXPECT_TRUE(examples[1].impossible);
+  try {
+    rpe::finetune::refuse_unanswerable(p.string(), examples);
+    FAIL() << "expected a UserError";
+  } catch (const rpe::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("rpe_squad_v2.json: question b is unanswerable (is_impossible)"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(rpe::finetune::refuse_unanswerable(p.string(), {examples[0]}));
 }
 
 TEST(SquadFeatures, WindowsTargetsAndMaxContextHandWorked) {
