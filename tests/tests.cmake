@@ -167,6 +167,8 @@ add_test(NAME train_kill_resume COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/tes
 add_test(NAME checkpoint_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_checkpoint_cli.sh $<TARGET_FILE:rpe-train> $<TARGET_FILE:hf_probe> ${CMAKE_SOURCE_DIR})
 # The reproduction scripts end to end at tiny scale (Table 2 for absolute and m4, restart,
 # `rpe-train inspect` against the checkpoint, Figures 4/5 as PNG). Python: <repo>/.venv.
+add_test(NAME reproduce_args
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_reproduce_args.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
 add_test(NAME reproduce_table2_tiny
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_table2_tiny.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR}/.venv/bin/python)
 set_tests_properties(reproduce_table2_tiny PROPERTIES WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} TIMEOUT 900)

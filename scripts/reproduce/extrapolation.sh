@@ -10,6 +10,7 @@
 #   scripts/reproduce/extrapolation.sh --scale tiny [--methods absolute,alibi]
 source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
+rp_need_squad
 rp_method_list  # every registered method unless --methods
 eval_file="${RPE_EVAL_FILE:-$FIRST_CORPUS}"
 [[ -f "$eval_file" ]] || rp_die "no evaluation text: set RPE_EVAL_FILE or --corpus"
@@ -25,10 +26,15 @@ for m in "${METHOD_LIST[@]}"; do
   mlm+=("$f")
   for len in "${EXTRAP_FT_LENS[@]}"; do
     for s in "${SEED_LIST[@]}"; do
-      if ! rp_finetune squad extrapolation "${m}_ft$len" "$run" "$s" "finetune.max_seq_len=$len"; then
+      rc=0
+      rp_finetune squad extrapolation "${m}_ft$len" "$run" "$s" "finetune.max_seq_len=$len" || rc=$?
+      if [[ $rc -eq 2 ]]; then  # rpe-train's refusal (e.g. absolute beyond its table): a finding, not a failure
         rp_log "extrapolation: $m cannot be fine-tuned at length $len (see the message above); left out"
         rm -rf "$OUT/finetune/extrapolation/${m}_ft${len}_s$s"
         break
+      elif [[ $rc -ne 0 ]]; then
+        echo "error: extrapolation: fine-tuning $m at length $len failed (exit $rc; see above)" >&2
+        exit "$rc"
       fi
     done
   done

@@ -42,8 +42,20 @@ EOF
 rp_die() { echo "error: $*" >&2; exit 2; }
 rp_log() { echo "[reproduce $(date -u +%H:%M:%S)] $*" >&2; }
 
+# rp_abs PATH: PATH made absolute against the directory the script was started in (the steps
+# run from the repository root). Empty stays empty.
+rp_abs() {
+  if [[ -z "$1" || "$1" == /* ]]; then printf '%s' "$1"; else printf '%s/%s' "$RP_CWD" "$1"; fi
+}
+
 rp_parse_args() {
+  RP_CWD="$PWD"
   while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --scale|--out|--methods|--seeds|--corpus|--vocab|--squad-dir|--glue-dir|--hf-bert|--set|--pretrain-set|\
+      --finetune-set|--rpe-train|--python)
+        [[ $# -ge 2 && -n "$2" ]] || rp_die "$1 needs a value (see --help)" ;;
+    esac
     case "$1" in
       --scale) SCALE="$2"; shift 2 ;;
       --out) OUT="$2"; shift 2 ;;
@@ -61,14 +73,50 @@ rp_parse_args() {
       --python) PY="$2"; shift 2 ;;
       --dry-run) DRY_RUN=1; shift ;;
       -h|--help) rp_usage; exit 0 ;;
-      *) rp_usage >&2; rp_die "unknown argument '$1'" ;;
+      *) rp_die "unknown argument '$1' (see --help)" ;;
     esac
   done
-  [[ -x "$BIN" ]] || rp_die "rpe-train binary '$BIN' not found (build it, or pass --rpe-train)"
-  OUT="${OUT:-$RP_ROOT/runs/reproduce/$SCALE}"
-  mkdir -p "$OUT"
-  OUT="$(cd "$OUT" && pwd)"
+  [[ "$SCALE" =~ ^[a-z0-9_]+$ && -f "$RP_ROOT/configs/reproduce/$SCALE.yaml" ]] ||
+    rp_die "--scale must be tiny, mini or paper, got '$SCALE'"
+  # Paths as given, whatever the directory the steps run in. A bare command name (no slash) for
+  # --rpe-train / --python is looked up on PATH.
+  [[ "$BIN" == */* ]] && BIN="$(rp_abs "$BIN")"
+  [[ "$PY" == */* ]] && PY="$(rp_abs "$PY")"
+  VOCAB="$(rp_abs "$VOCAB")"; SQUAD_DIR="$(rp_abs "$SQUAD_DIR")"; GLUE_DIR="$(rp_abs "$GLUE_DIR")"
+  HF_BERT="$(rp_abs "$HF_BERT")"
+  [[ -n "${RPE_EVAL_FILE:-}" ]] && RPE_EVAL_FILE="$(rp_abs "$RPE_EVAL_FILE")"
+  [[ -n "${RPE_FIG5_TEXT:-}" ]] && RPE_FIG5_TEXT="$(rp_abs "$RPE_FIG5_TEXT")"
+  CORPUS_FILES=()
+  if [[ -n "$CORPUS" ]]; then
+    local f files=()
+    IFS=, read -r -a files <<<"$CORPUS"
+    for f in "${files[@]}"; do CORPUS_FILES+=("$(rp_abs "$f")"); done
+  fi
+  BIN_FOUND="$(command -v "$BIN" || true)"
+  [[ -n "$BIN_FOUND" && -x "$BIN_FOUND" ]] || rp_die "rpe-train binary '$BIN' not found (build it, or pass --rpe-train)"
+  BIN="$BIN_FOUND"
+  rp_check_seeds
+  OUT="$(rp_abs "${OUT:-$RP_ROOT/runs/reproduce/$SCALE}")"
+  if [[ "$DRY_RUN" != 1 ]]; then mkdir -p "$OUT" && OUT="$(cd "$OUT" && pwd)"; fi
   rp_scale_settings
+}
+
+# SEEDS: comma-separated non-negative integers, written as rpe-train writes them (seed<N>/ for
+# "01" is seed1/), each once: the done-checks look for the folders those names give.
+rp_check_seeds() {
+  [[ -z "$SEEDS" ]] && return 0
+  local s out=() seen=" "
+  IFS=, read -r -a list <<<"$SEEDS"
+  for s in "${list[@]}"; do
+    s="${s// /}"
+    [[ "$s" =~ ^[0-9]{1,9}$ ]] || rp_die "--seeds: '$s' is not a non-negative integer (e.g. --seeds 1,2,3)"
+    s=$((10#$s))
+    [[ "$seen" == *" $s "* ]] && continue
+    seen+="$s "
+    out+=("$s")
+  done
+  [[ ${#out[@]} -gt 0 ]] || rp_die "--seeds: no seed given"
+  SEEDS="$(IFS=,; echo "${out[*]}")"
 }
 
 # Per-scale settings, from configs/reproduce/<scale>.yaml (read through `rpe-train dump-config
@@ -78,8 +126,7 @@ rp_parse_args() {
 rp_scale_settings() {
   PRE_SETS=()
   local settings="$RP_ROOT/configs/reproduce/$SCALE.yaml" seeds_given="$SEEDS" vars
-  [[ "$SCALE" =~ ^[a-z0-9_]+$ && -f "$settings" ]] || rp_die "--scale must be tiny, mini or paper, got '$SCALE'"
-  vars="$("$BIN" dump-config --shell --config "$settings")" || rp_die "$settings: see the message above"
+  vars="$("$BIN" dump-config --shell --config "$settings" 2>&1)" || rp_die "${vars#error: }"
   eval "$vars"
   SEEDS="${seeds_given:-$SEEDS}"
   if [[ "$SAMPLE_DATA" == true ]]; then
@@ -87,27 +134,34 @@ rp_scale_settings() {
     [[ -z "$GLUE_DIR" ]] && GLUE_DIR="$RP_ROOT/data/sample/glue"
     [[ -z "$CORPUS" ]] && CORPUS="$RP_ROOT/data/sample/corpus.txt"
   fi
+  if [[ "$SAMPLE_DATA" == true && ${#CORPUS_FILES[@]} -eq 0 ]]; then CORPUS_FILES=("$CORPUS"); fi
   case "$SCALE" in
-    mini)
-      [[ -n "$SQUAD_DIR" ]] || rp_die "--scale mini needs --squad-dir (train-v1.1.json, dev-v1.1.json) or RPE_SQUAD_DIR"
-      ;;
     paper)
-      [[ -n "$SQUAD_DIR" ]] || rp_die "--scale paper needs --squad-dir or RPE_SQUAD_DIR"
       [[ -n "$CORPUS" ]] || rp_die "--scale paper needs --corpus (BooksCorpus + Wikipedia text) or RPE_CORPUS"
       [[ -n "$VOCAB" ]] && PRE_SETS+=(data.tokenizer_model="$VOCAB")
       ;;
   esac
+  # SQuAD is checked by the scripts that fine-tune on it (rp_need_squad), not by GLUE's or the figures'.
+  [[ -n "$GLUE_DIR" ]] && GLUE_SETS+=(finetune.glue_dir="$GLUE_DIR")
+  if [[ ${#CORPUS_FILES[@]} -gt 0 ]]; then
+    local f list=""
+    for f in "${CORPUS_FILES[@]}"; do
+      [[ -f "$f" ]] || rp_die "--corpus: $f not found"
+      case "$f" in *[[\]\"\']*) rp_die "--corpus: '$f': brackets and quotes in a corpus path are not supported" ;; esac
+      list+="${list:+, }\"$f\""
+    done
+    PRE_SETS+=("data.train_files=[${list}]")
+  fi
+  FIRST_CORPUS="${CORPUS_FILES[0]:-}"
+  IFS=, read -r -a SEED_LIST <<<"$SEEDS"
+}
+
+# rp_need_squad: SQuAD 1.1's train and dev files in SQUAD_DIR, passed to every SQuAD fine-tuning.
+rp_need_squad() {
+  [[ -n "$SQUAD_DIR" ]] || rp_die "--scale $SCALE needs --squad-dir (train-v1.1.json, dev-v1.1.json) or RPE_SQUAD_DIR"
   [[ -f "$SQUAD_DIR/train-v1.1.json" && -f "$SQUAD_DIR/dev-v1.1.json" ]] ||
     rp_die "--squad-dir $SQUAD_DIR: train-v1.1.json / dev-v1.1.json not found"
   SQUAD_SETS+=(finetune.train_file="$SQUAD_DIR/train-v1.1.json" finetune.dev_file="$SQUAD_DIR/dev-v1.1.json")
-  [[ -n "$GLUE_DIR" ]] && GLUE_SETS+=(finetune.glue_dir="$GLUE_DIR")
-  if [[ -n "$CORPUS" ]]; then
-    local f
-    for f in ${CORPUS//,/ }; do [[ -f "$f" ]] || rp_die "--corpus: $f not found"; done
-    PRE_SETS+=("data.train_files=[${CORPUS}]")
-  fi
-  FIRST_CORPUS="${CORPUS%%,*}"
-  IFS=, read -r -a SEED_LIST <<<"$SEEDS"
 }
 
 # rp_method_list [DEFAULT]: METHOD_LIST from --methods, else DEFAULT (comma-separated), else every
@@ -117,7 +171,7 @@ rp_method_list() {
   local list="${METHODS:-${1:-}}" names=()
   [[ -n "$list" ]] && IFS=, read -r -a names <<<"$list"
   local out
-  out="$("$BIN" methods --names "${names[@]+"${names[@]}"}")" || rp_die "--methods $list: see the message above"
+  out="$("$BIN" methods --names "${names[@]+"${names[@]}"}" 2>&1)" || rp_die "--methods $list: ${out#error: }"
   mapfile -t METHOD_LIST <<<"$out"
 }
 

@@ -6,6 +6,7 @@
 #   scripts/reproduce/table2.sh --scale tiny [--methods absolute,m4] [--seeds 1,2]
 source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
+rp_need_squad
 rp_method_list  # every registered method unless --methods
 runs=()
 for m in "${METHOD_LIST[@]}"; do

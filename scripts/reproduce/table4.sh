@@ -5,6 +5,7 @@
 #   scripts/reproduce/table4.sh --scale tiny [--seeds 1,2]
 source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
+rp_need_squad
 for k in "${K_LIST[@]}"; do
   rp_pretrain "m4_k$k" m4 "model.attention.max_relative=$k"
   for s in "${SEED_LIST[@]}"; do rp_finetune squad table4 "m4_k$k" "$RUN_DIR" "$s"; done

@@ -3,13 +3,16 @@
 # BERT, add method 4 (unclipped, k = n - 1, one table per layer as HF's relative_key_query,
 # new tables at zero so the model starts as the loaded function) and fine-tune on SQuAD at the
 # pretraining length and beyond (512/576/640/704, scaled by n/512 below paper scale).
-# Beyond the pretraining length the absolute table cannot be used (it has n rows), so those rows
-# drop it (add_absolute: false) — the paper does not say what it did there.
+# Beyond the pretraining length the absolute table cannot be used (it has n rows), so the m4
+# model drops it (add_absolute: false) at every length, and the rows differ in length only; the
+# model that keeps it (add_absolute: true, the paper does not say which it used) is fine-tuned
+# at the pretraining length as one more row (run drop_in_m4_abs_ft<n>).
 # Base model: tiny/mini: our own absolute pretraining run (<out>/pretrain/absolute); paper:
 # --hf-bert DIR (e.g. bert-large-uncased-whole-word-masking) through `rpe-train import-hf`.
 #   scripts/reproduce/table5.sh --scale tiny [--seeds 1,2]
 source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
+rp_need_squad
 if [[ "$SCALE" == paper ]]; then
   [[ -n "$HF_BERT" ]] || rp_die "Table 5 at paper scale needs --hf-bert DIR (config.json, model.safetensors, vocab.txt)"
   base="$OUT/pretrain/hf_bert/model.pt"
@@ -21,7 +24,7 @@ fi
 swap() {  # swap NAME ADD_ABSOLUTE: a run folder with m4 added to the base model
   local dir="$OUT/pretrain/$1"
   [[ -f "$dir/checkpoints/latest" ]] && { rp_log "swap $1: done, skipped"; return 0; }
-  rm -rf "$dir"
+  [[ "$DRY_RUN" == 1 ]] || rm -rf "$dir"  # a swap cut off midway: redone whole
   rp_exec "$BIN" swap-method "$base" --config scripts/reproduce/configs/swap_m4.yaml --run-dir "$dir" \
     --set "model.attention.add_absolute=$2"
 }
@@ -30,12 +33,13 @@ swap drop_in_m4_noabs false
 ft_sets=("finetune.epochs=$T5_EPOCHS" "train.lr=$T5_LR")
 for s in "${SEED_LIST[@]}"; do
   rp_finetune squad table5 "absolute_ft${T5_LENS[0]}" "$base" "$s" "${ft_sets[@]}" "finetune.max_seq_len=${T5_LENS[0]}"
+  rp_finetune squad table5 "drop_in_m4_abs_ft${T5_LENS[0]}" "$OUT/pretrain/drop_in_m4" "$s" "${ft_sets[@]}" \
+    "finetune.max_seq_len=${T5_LENS[0]}"
 done
 for len in "${T5_LENS[@]}"; do
-  init="$OUT/pretrain/drop_in_m4"
-  [[ "$len" -gt "${T5_LENS[0]}" ]] && init="$OUT/pretrain/drop_in_m4_noabs"
   for s in "${SEED_LIST[@]}"; do
-    rp_finetune squad table5 "drop_in_m4_ft$len" "$init" "$s" "${ft_sets[@]}" "finetune.max_seq_len=$len"
+    rp_finetune squad table5 "drop_in_m4_ft$len" "$OUT/pretrain/drop_in_m4_noabs" "$s" "${ft_sets[@]}" \
+      "finetune.max_seq_len=$len"
   done
 done
 rp_collect table5

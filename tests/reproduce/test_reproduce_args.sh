@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The reproduction scripts' command line (scripts/reproduce/lib.sh), by dry runs: one-line
+# errors with exit 2 before any work, seeds written as rpe-train writes them (so reruns find
+# finished runs), paths taken relative to where the script is started, SQuAD required only
+# where it is used, and a dry run that creates nothing.
+# usage: test_reproduce_args.sh RPE_TRAIN SOURCE_DIR
+set -euo pipefail
+BIN="$(realpath "$1")"
+S="$(cd "$2" && pwd)/scripts/reproduce"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cd "$WORK"
+mkdir -p sub/dir "corpus dir"
+printf 'One sentence here .\nAnother one .\n' >"corpus dir/my corpus.txt"
+
+expect_exit2() {  # expect_exit2 PATTERN ARGS...: exit 2, one stderr line matching PATTERN
+  local pattern="$1"; shift
+  local err code=0
+  err="$(bash "$@" 2>&1 >/dev/null)" || code=$?
+  [[ $code -eq 2 ]] || fail "$*: exit $code, not 2: $err"
+  [[ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ]] || fail "$*: more than one line: $err"
+  [[ "$err" =~ $pattern ]] || fail "$*: '$err' does not match /$pattern/"
+}
+common=(--rpe-train "$BIN" --out "$WORK/out" --dry-run)
+expect_exit2 "error: --scale needs a value" "$S/table2.sh" --rpe-train "$BIN" --scale
+expect_exit2 "error: --scale must be tiny, mini or paper, got 'bogus'" "$S/table2.sh" --scale bogus "${common[@]}"
+expect_exit2 "error: --seeds: 'x' is not a non-negative integer" "$S/table2.sh" --seeds 1,x "${common[@]}"
+expect_exit2 "error: --methods m9: .*unknown method 'm9'" "$S/table2.sh" --methods m9 "${common[@]}"
+expect_exit2 "error: --scale mini needs --squad-dir" "$S/table2.sh" --scale mini --corpus "corpus dir/my corpus.txt" \
+  "${common[@]}"
+[[ ! -e "$WORK/out" ]] || fail "a dry run created its --out folder"
+
+# Seeds: "01" is seed 1, as rpe-train names it (seed1/); a repeated seed runs once.
+log="$(bash "$S/table2.sh" --methods m4 --seeds "01, 2,2" "${common[@]}" 2>&1)"
+[[ "$(grep -c -- '--seeds 1 ' <<<"$log")" -eq 1 && "$(grep -c -- '--seeds 2 ' <<<"$log")" -eq 1 ]] ||
+  fail "seeds not normalised: $log"
+# Relative paths are resolved where the script starts, though the steps run from the checkout;
+# a corpus path with spaces stays one file.
+log="$(cd sub/dir && bash "$S/table2.sh" --methods m4 --corpus "../../corpus dir/my corpus.txt" "${common[@]}" 2>&1)"
+grep -qF "data.train_files=[\"$WORK/sub/dir/../../corpus dir/my corpus.txt\"]" <<<"$log" || fail "corpus path: $log"
+# GLUE (Table 3) and the figures need no SQuAD at mini scale.
+bash "$S/table3.sh" --scale mini --methods m4 --glue-dir "$WORK" --corpus "corpus dir/my corpus.txt" "${common[@]}" \
+  >/dev/null 2>&1 || fail "table3 at mini scale asked for SQuAD"
+echo "reproduce args: OK"
