@@ -7,6 +7,10 @@ Useful FLOPs per token (training = 3x forward, both implementations counted alik
   12 * layers * L * D               attention scores q k^T and probabilities x V
   6 * 0.15 * (D^2 + D V)            MLM head on the 15% masked tokens
 Position-method extras (relative tables, gates) are not counted: they are overhead.
+Hugging Face rows with "head": "masked" (hf_bench.py's default) apply HF's MLM head to the
+masked tokens only, as rpe-train does; "all" (the stock forward, also rows without "head")
+runs it on every token, work the count above leaves out. Our methods are set beside the
+masked-head rows, and the targets of issue 14 are checked against them.
 Usage: gpu_report.py --device-name NAME --out FILE [--peak-tflops X] [--note TEXT] JSONL...
        gpu_report.py --device-name NAME [--peak-tflops X] --check-peak   (exit 2: peak unknown)
 """
@@ -51,6 +55,50 @@ def known_peak(device_name):
 def flops_per_token(r):
     d, f, layers, v, length = r["hidden"], r["ffn"], r["layers"], r["vocab"], r["length"]
     return 6 * layers * (4 * d * d + 2 * d * f) + 12 * layers * length * d + 6 * 0.15 * (d * d + d * v)
+
+
+STOCK = " (head on all tokens)"  # label suffix of stock Hugging Face rows
+
+
+def label_heads(rows):
+    """HF rows measured with the stock head (or before hf_bench had --head) get their own label."""
+    for r in rows:
+        if r["impl"] == "hf" and r.get("head", "all") == "all":
+            r["method"] += STOCK
+    return rows
+
+
+# Issue 14's targets on one GPU at BERT-base, bf16: (our method, its HF peer, what is compared,
+# the bound, True if at least / False if at most).
+TARGETS = (("absolute", "absolute-sdpa", "tokens/s", 1.2, True),
+           ("absolute", None, "MFU", 0.40, True),
+           ("m4", "relative_key_query", "tokens/s", 3.0, True),
+           ("m4", "relative_key_query", "peak memory", 0.5, False))
+
+
+def targets_section(rows, peak):
+    """One line per target and length: the measured value and pass / FAIL (missing rows FAIL)."""
+    out = ["## Targets (issue 14: one GPU, BERT-base, bf16)", "",
+           "| target | L | measured | result |", "|---|---:|---:|---|"]
+    for length in sorted({r["length"] for r in rows}):
+        by = {(r["impl"], r["method"]): r for r in rows if r["length"] == length}
+        for method, peer, what, bound, at_least in TARGETS:
+            ours, ref = by.get(("rpe", method)), by.get(("hf", peer)) if peer else None
+            sign = ">=" if at_least else "<="
+            name = f"{method} {what} {sign} {bound:g}" + (f"x {peer}" if peer else "")
+            if what == "MFU":
+                name = f"{method} MFU {sign} {100 * bound:g}%"
+                value = ours["tokens_per_s"] * flops_per_token(ours) / (peak * 1e12) if ours and peak else None
+                shown = "—" if value is None else f"{100 * value:.1f}%"
+            elif what == "tokens/s":
+                value = ours["tokens_per_s"] / ref["tokens_per_s"] if ours and ref else None
+                shown = "—" if value is None else f"{value:.2f}x"
+            else:
+                value = ours["peak_mib"] / ref["peak_mib"] if ours and ref and ref["peak_mib"] else None
+                shown = "—" if value is None else f"{value:.2f}x"
+            ok = value is not None and (value >= bound if at_least else value <= bound)
+            out.append(f"| {name} | {length} | {shown} | {'pass' if ok else 'FAIL'} |")
+    return out + [""]
 
 
 def median_rows(rows):
@@ -104,7 +152,7 @@ def main():
         with open(path) as f:
             rows += [json.loads(line) for line in f if line.startswith("{")]
     optim = [r for r in rows if r["impl"] == "optim"]  # rpe-bench-optim: one optimizer step
-    rows, runs = median_rows([r for r in rows if r["impl"] != "optim"])
+    rows, runs = median_rows(label_heads([r for r in rows if r["impl"] != "optim"]))
     if not rows:
         print(f"gpu_report: no results in {a.inputs}", file=sys.stderr)
         return 2
@@ -114,7 +162,8 @@ def main():
            "Whole BERT MLM training step (forward, loss on 15% masked, backward, AdamW), "
            f"{precision}, dropout 0.1, random packed batches; median step. "
            "rpe = rpe-train (bench/model_bench.cpp), hf = Hugging Face BertForMaskedLM "
-           "(bench/hf_bench.py) in the same run on the same shapes. MFU against "
+           "(bench/hf_bench.py) in the same run on the same shapes, its MLM head on the masked tokens "
+           "as ours (rows marked" + STOCK + ": the stock model, head on every token). MFU against "
            + (f"{peak:g} TFLOP/s peak dense bf16." if peak else "no peak (a CPU, or --peak-tflops 0): no MFU."),
            ""]
     if runs > 1:
@@ -142,6 +191,8 @@ def main():
             out.append(f"| {r['impl']} | {r['method']} | {r['batch']} | {r['tokens_per_s']:.0f} | "
                        f"{memory} | {'' if mfu is None else f'{100 * mfu:.1f}%'} | {vs} |")
         out.append("")
+    if peak:
+        out += targets_section(rows, peak)
     if optim:
         out += optimizer_section(optim)
     write_atomic(a.out, "\n".join(out))

@@ -61,8 +61,9 @@ def main():
         shown = [fmt.format(v) if isinstance(v, (int, float)) else "—"
                  for fmt, v in zip(["{:.1f}", "{:,.0f}", "{:.3f}", "{:.3f}", "{:.3f}"], cells)]
         out.append(f"| {s['method']} | " + " | ".join(shown) + f" | {s.get('nonfinite_skipped', 0)} |")
-    out += ["", "Loss curves: [losses.png](losses.png). Tables as rendered by `rpe-train tables` "
-            "(also as .csv and .json here):", ""]
+    plot = (Path(a.out).parent / "losses.png").exists()  # absent where matplotlib is
+    out += ["", ("Loss curves: [losses.png](losses.png). " if plot else "No loss plot (matplotlib was missing). ")
+            + "Tables as rendered by `rpe-train tables` (also as .csv and .json here):", ""]
     for path in (a.tables, a.cost):
         text = Path(path).read_text().strip().splitlines()
         out += ["#" + line if line.startswith("# ") else line for line in text] + [""]

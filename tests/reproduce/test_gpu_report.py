@@ -8,7 +8,10 @@ Three runs of the pair (rpe absolute at 100, 300 and 200 tokens/s; hf absolute-s
 the median run is 200 -> 1.33x tokens/s and, with 40 MiB against 80, 0.50x memory of absolute-sdpa.
 m4 beside relative_key_query (120 vs 40 tokens/s: 3.00x) and shaw beside relative_key
 (90 vs 60: 1.50x); a method without a Hugging Face peer (alibi) gets no ratio. A CPU run
-(peak 0) prints a dash for memory and its precision (fp32) in the header.
+(peak 0) prints a dash for memory and its precision (fp32) in the header. Hugging Face rows
+are masked-head unless marked: the stock model's row (head on all tokens) has its own label
+and is never a peer. The targets of issue 14 are checked per length (pass / FAIL, missing rows
+FAIL), on GPU reports only.
 Peaks by device name: each H100 part its own (SXM 989.4, PCIe 756.5, NVL 835.5), A10G not
 taken for an A10 nor a MIG slice for its GPU; an unknown name is refused (exit 2, one line)
 unless --peak-tflops gives the peak.
@@ -24,9 +27,10 @@ root = Path(__file__).resolve().parents[2]
 shape = {"hidden": 2, "ffn": 4, "layers": 1, "heads": 1, "vocab": 10, "length": 4, "batch": 1}
 
 
-def row(impl, method, tps, mib, bf16=True):
+def row(impl, method, tps, mib, bf16=True, head="masked"):
+    extra = {"head": head} if impl == "hf" and head else {}  # head=None: a row from before --head
     return json.dumps({**shape, "impl": impl, "method": method, "tokens_per_s": tps, "peak_mib": mib,
-                       "bf16": bf16, "step_ms": 1.0})
+                       "bf16": bf16, "step_ms": 1.0, **extra})
 
 
 def report(tmp, files, *extra, device="test device"):
@@ -51,7 +55,7 @@ with tempfile.TemporaryDirectory() as tmp:
     gpu = report(tmp, [[row("rpe", "absolute", 100, 40), row("rpe", "m4", 120, 10), row("rpe", "shaw", 90, 20),
                         row("rpe", "alibi", 110, 30)],
                        [row("hf", "absolute-sdpa", 150, 80), row("hf", "relative_key_query", 40, 50),
-                        row("hf", "relative_key", 60, 40)],
+                        row("hf", "relative_key", 60, 40), row("hf", "absolute-sdpa", 100, 120, head="all")],
                        [row("rpe", "absolute", 300, 40)], [row("rpe", "absolute", 200, 40)]],
                  "--peak-tflops", "1.2384e-7")
     expect = {("rpe", "absolute"): "| rpe | absolute | 1 | 200 | 40 | 50.0% | 1.33x tokens/s, 0.50x memory of absolute-sdpa |",
@@ -65,8 +69,29 @@ with tempfile.TemporaryDirectory() as tmp:
     for want in ("bf16 autocast", "median tokens/s of 3 runs"):
         if want not in gpu:
             failures.append(f"GPU report lacks {want!r}")
+    # The stock model (head on every token) is shown under its own label, never taken as the peer.
+    if line(gpu, "hf", "absolute-sdpa (head on all tokens)") != "| hf | absolute-sdpa (head on all tokens) | 1 | 100 | 120 | 25.0% |  |":
+        failures.append(f"stock row: {line(gpu, 'hf', 'absolute-sdpa (head on all tokens)')!r}")
+    # Targets: absolute 1.33x >= 1.2 and 50% MFU >= 40%; m4 3.00x >= 3 and 0.20x memory <= 0.5.
+    targets = {l.split(" | ")[0][2:]: l for l in gpu.splitlines() if l.startswith("| ") and " | 4 | " in l}
+    want_targets = {"absolute tokens/s >= 1.2x absolute-sdpa": "| 1.33x | pass |", "absolute MFU >= 40%": "| 50.0% | pass |",
+                    "m4 tokens/s >= 3x relative_key_query": "| 3.00x | pass |",
+                    "m4 peak memory <= 0.5x relative_key_query": "| 0.20x | pass |"}
+    for name, tail in want_targets.items():
+        if not targets.get(name, "").endswith(tail):
+            failures.append(f"target {name}: {targets.get(name)!r}, want ... {tail!r}")
     cpu = report(tmp, [[row("rpe", "absolute", 100, 0, bf16=False)], [row("hf", "absolute-sdpa", 50, 0, bf16=False)]],
                  device="cpu (test, 2 cores)")
+    if "## Targets" in cpu:
+        failures.append("CPU report checks the GPU targets")
+    # A target whose rows are missing fails (no m4 here), and so does one that is missed.
+    short = report(tmp, [[row("rpe", "absolute", 100, 40)], [row("hf", "absolute-sdpa", 150, 80)]],
+                   "--peak-tflops", "1.2384e-7")
+    for name, tail in {"m4 tokens/s >= 3x relative_key_query": "| — | FAIL |",
+                       "absolute tokens/s >= 1.2x absolute-sdpa": "| 0.67x | FAIL |"}.items():
+        got = next((l for l in short.splitlines() if l.startswith(f"| {name} |")), "")
+        if not got.endswith(tail):
+            failures.append(f"missing/failed target {name}: {got!r}")
     if line(cpu, "rpe", "absolute") != "| rpe | absolute | 1 | 100 | — |  | 2.00x tokens/s of absolute-sdpa |":
         failures.append(f"CPU row: {line(cpu, 'rpe', 'absolute')!r}")
     if "fp32" not in cpu or "bf16 autocast" in cpu or "median tokens/s" in cpu:
