@@ -42,7 +42,7 @@ PredictOutcome predict_squad_file(Prepared& p, const SavedModel& saved, const Pr
   p.dev_ex = read_squad(req.input, /*answers_optional=*/true);
   if (!f.squad_v2) refuse_unanswerable(req.input.string(), p.dev_ex);  // a 1.1 model never answers ""
   p.dev_f = make_squad_features(p.dev_ex, *p.tok, SquadFeatureOptions{f.max_seq_len, f.doc_stride, f.max_query_len},
-                                p.dev_off);
+                                &p.dev_off);
   QaModel model(p.rc.cfg.model);
   load_saved_weights(saved, *model);
   model->bert->position->input_embeddings(longest_input(p));  // refuses inputs longer than a learned table

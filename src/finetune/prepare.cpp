@@ -36,8 +36,8 @@ void read_squad_inputs(Prepared& p) {
   take_first(p.train_ex, f.max_train_examples);
   take_first(p.dev_ex, f.max_eval_examples);
   const SquadFeatureOptions fo{f.max_seq_len, f.doc_stride, f.max_query_len};
-  p.train_f = make_squad_features(p.train_ex, *p.tok, fo, p.train_off);
-  p.dev_f = make_squad_features(p.dev_ex, *p.tok, fo, p.dev_off);
+  p.train_f = make_squad_features(p.train_ex, *p.tok, fo, nullptr);
+  p.dev_f = make_squad_features(p.dev_ex, *p.tok, fo, &p.dev_off);
   log::info("data", "SQuAD {}: {} train questions -> {} windows, {} dev questions -> {} windows | {:.1f}s",
             f.squad_v2 ? "2.0" : "1.1", p.train_ex.size(), p.train_f.size(), p.dev_ex.size(), p.dev_f.size(),
             std::chrono::duration<double>(Clock::now() - t0).count());

@@ -22,7 +22,7 @@ struct Prepared {
   // SQuAD
   std::vector<SquadExample> train_ex, dev_ex;
   std::vector<SquadFeature> train_f, dev_f;
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> train_off, dev_off;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> dev_off;  // context token byte offsets per dev question
   // GLUE
   const GlueTask* glue = nullptr;
   std::vector<std::vector<int64_t>> train_ids;

@@ -118,10 +118,10 @@ std::vector<eval::SquadGold> squad_gold(const std::vector<SquadExample>& example
 
 std::vector<SquadFeature> make_squad_features(const std::vector<SquadExample>& examples, const Tokenizer& tok,
                                               const SquadFeatureOptions& o,
-                                              std::vector<std::vector<std::pair<int32_t, int32_t>>>& offsets) {
+                                              std::vector<std::vector<std::pair<int32_t, int32_t>>>* offsets) {
   const auto& sp = tok.special();
   std::vector<SquadFeature> features;
-  offsets.assign(examples.size(), {});
+  if (offsets) offsets->assign(examples.size(), {});
   // Contexts repeat across questions; tokenize each distinct context once.
   std::string last_context;
   Encoding ctx;
@@ -131,7 +131,7 @@ std::vector<SquadFeature> make_squad_features(const std::vector<SquadExample>& e
       ctx = tok.encode(ex.context);
       last_context = ex.context;
     }
-    offsets[e] = ctx.offsets;
+    if (offsets) (*offsets)[e] = ctx.offsets;
     auto q = tok.encode(ex.question).ids;
     if (static_cast<int64_t>(q.size()) > o.max_query_len) q.resize(o.max_query_len);
     const int64_t n = static_cast<int64_t>(ctx.ids.size());

@@ -55,10 +55,10 @@ struct SquadFeature {
   int64_t start = 0, end = 0;          // target positions in the sequence (0 = [CLS])
 };
 
-// All windows of all examples, in example order; `offsets` receives each example's
-// context token byte offsets (for turning predicted spans back into text).
+// All windows of all examples, in example order; `offsets` (null for training data, which
+// never turns spans back into text) receives each example's context token byte offsets.
 std::vector<SquadFeature> make_squad_features(const std::vector<SquadExample>& examples, const Tokenizer& tok,
                                               const SquadFeatureOptions& o,
-                                              std::vector<std::vector<std::pair<int32_t, int32_t>>>& offsets);
+                                              std::vector<std::vector<std::pair<int32_t, int32_t>>>* offsets);
 
 }  // namespace rpe::finetune

@@ -111,7 +111,7 @@ TEST(SquadFeatures, WindowsTargetsAndMaxContextHandWorked) {
   std::vector<std::vector<std::pair<int32_t, int32_t>>> offsets;
   // max_seq_len 16, question 2 tokens -> 11 context tokens per window, stride 4:
   // windows [0,11) [4,15) [8,19) [12,20).
-  const auto f = make_squad_features({ex}, tok, {16, 4, 64}, offsets);
+  const auto f = make_squad_features({ex}, tok, {16, 4, 64}, &offsets);
   ASSERT_EQ(f.size(), 4u);
   EXPECT_EQ(f[0].doc_start, 0);
   EXPECT_EQ(f[1].doc_start, 4);
@@ -140,7 +140,7 @@ TEST(SquadPostprocess, BestSpanAcrossWindowsAndNullScore) {
   SquadExample ex{"q", "x y", ctx, {{"j k", 18, 21}}, false};
   WhitespaceTokenizer tok;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> offsets;
-  const auto f = make_squad_features({ex}, tok, {16, 4, 64}, offsets);
+  const auto f = make_squad_features({ex}, tok, {16, 4, 64}, &offsets);
   std::vector<std::vector<float>> s(f.size()), e(f.size());
   for (size_t i = 0; i < f.size(); ++i) {
     s[i].assign(f[i].ids.size(), 0.0f);
