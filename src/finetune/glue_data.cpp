@@ -174,11 +174,12 @@ GlueInputs read_glue_inputs(const fs::path& file, const GlueTask& task) {
   return out;
 }
 
-std::vector<int64_t> encode_pair(const Tokenizer& tok, const std::string& a, const std::string& b, int64_t max_len) {
+std::vector<int64_t> encode_pair(const Tokenizer& tok, const std::string& a, const std::string& b, bool pair,
+                                 int64_t max_len) {
   auto ia = tok.encode(a).ids;
   std::vector<int32_t> ib;
-  if (!b.empty()) ib = tok.encode(b).ids;
-  const int64_t budget = max_len - (b.empty() ? 2 : 3);
+  if (pair && !b.empty()) ib = tok.encode(b).ids;
+  const int64_t budget = max_len - (pair ? 3 : 2);
   while (static_cast<int64_t>(ia.size() + ib.size()) > budget) {  // drop from the longer side
     if (ia.size() > ib.size()) ia.pop_back();
     else ib.pop_back();
@@ -187,7 +188,7 @@ std::vector<int64_t> encode_pair(const Tokenizer& tok, const std::string& a, con
   std::vector<int64_t> ids{sp.cls};
   ids.insert(ids.end(), ia.begin(), ia.end());
   ids.push_back(sp.sep);
-  if (!b.empty()) {
+  if (pair) {  // an empty second text still gets its [SEP] (token type 1), as in BERT and HF
     ids.insert(ids.end(), ib.begin(), ib.end());
     ids.push_back(sp.sep);
   }

@@ -47,7 +47,10 @@ struct GlueInputs {
 };
 GlueInputs read_glue_inputs(const std::filesystem::path& file, const GlueTask& task);
 
-// [CLS] a [SEP] b [SEP] ids, truncated to max_len.
-std::vector<int64_t> encode_pair(const Tokenizer& tok, const std::string& a, const std::string& b, int64_t max_len);
+// [CLS] a [SEP] b [SEP] ids for a pair task (`pair`: the task has a second text, even where an
+// example's is empty, as BERT and HF encode it), [CLS] a [SEP] otherwise; truncated to max_len
+// from the longer side.
+std::vector<int64_t> encode_pair(const Tokenizer& tok, const std::string& a, const std::string& b, bool pair,
+                                 int64_t max_len);
 
 }  // namespace rpe::finetune

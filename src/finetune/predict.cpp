@@ -76,7 +76,7 @@ PredictOutcome predict_glue_file(Prepared& p, const SavedModel& saved, const Pre
   std::vector<std::vector<int64_t>> ids;
   std::vector<double> gold;
   for (const auto& ex : in.examples) {
-    ids.push_back(encode_pair(*p.tok, ex.a, ex.b, f.max_seq_len));
+    ids.push_back(encode_pair(*p.tok, ex.a, ex.b, p.glue->text_b >= 0, f.max_seq_len));
     gold.push_back(ex.label);
   }
   p.train_ids = ids;  // longest_input() looks here

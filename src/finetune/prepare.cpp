@@ -57,7 +57,7 @@ void read_glue_inputs(Prepared& p) {
   auto train = read_glue_tsv(train_file, *p.glue);
   take_first(train, f.max_train_examples);
   for (const auto& ex : train) {
-    p.train_ids.push_back(encode_pair(*p.tok, ex.a, ex.b, f.max_seq_len));
+    p.train_ids.push_back(encode_pair(*p.tok, ex.a, ex.b, p.glue->text_b >= 0, f.max_seq_len));
     p.train_labels.push_back(ex.label);
   }
   if (!f.dev_file.empty() && p.glue->dev_splits.size() != 1)
@@ -70,7 +70,7 @@ void read_glue_inputs(Prepared& p) {
     take_first(dev, f.max_eval_examples);
     Prepared::Split s{split, {}, {}};
     for (const auto& ex : dev) {
-      s.ids.push_back(encode_pair(*p.tok, ex.a, ex.b, f.max_seq_len));
+      s.ids.push_back(encode_pair(*p.tok, ex.a, ex.b, p.glue->text_b >= 0, f.max_seq_len));
       s.labels.push_back(ex.label);
     }
     p.dev.push_back(std::move(s));

@@ -132,6 +132,17 @@ void check_settings(const Config& cfg) {
 }
 
 // The model on `device`, its attention path chosen, described in the log.
+// The corpus line of the log: sizes, and the share of the sequences' slots that hold tokens
+// (the rest is padding: data.packing decides how much, docs/data.md).
+void log_corpus(const PretrainCorpus& corpus, int64_t train_tokens, const DataOptions& d, const Tokenizer& tok,
+                double secs) {
+  const double filled = 100.0 * static_cast<double>(train_tokens) /
+                        static_cast<double>(std::max<int64_t>(1, corpus.train->size() * d.max_seq_len));
+  log::info("data", "{} tokenizer, vocab {} | {} train sequences ({} tokens, {:.1f}% of slots: {} packing), {} held-out, "
+            "length {} | {:.1f}s", tok.kind(), tok.vocab_size(), corpus.train->size(), train_tokens, filled, d.packing,
+            corpus.valid->size(), d.max_seq_len, secs);
+}
+
 BertModel build_model(const ModelOptions& o, const torch::Device& device) {
   BertModel model(o);
   model->to(device);
@@ -171,12 +182,7 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   const auto t0 = Clock::now();
   PretrainCorpus corpus = dist::all_or_none(dp, "reading the corpus", [&] { return build_corpus(cfg.data, *tokenizer); });
   const int64_t train_tokens = corpus.train->real_tokens();  // a scan for an in-memory corpus: once
-  const double filled = 100.0 * static_cast<double>(train_tokens) /
-                        static_cast<double>(std::max<int64_t>(1, corpus.train->size() * cfg.data.max_seq_len));
-  log::info("data", "{} tokenizer, vocab {} | {} train sequences ({} tokens, {:.1f}% of slots: {} packing), {} held-out, "
-            "length {} | {:.1f}s", tokenizer->kind(), tokenizer->vocab_size(), corpus.train->size(), train_tokens, filled,
-            cfg.data.packing, corpus.valid->size(), cfg.data.max_seq_len,
-            std::chrono::duration<double>(Clock::now() - t0).count());
+  log_corpus(corpus, train_tokens, cfg.data, *tokenizer, std::chrono::duration<double>(Clock::now() - t0).count());
   const std::string config_yaml = to_yaml(cfg);
 
   const uint32_t tokenizer_crc = tokenizer_crc32(*tokenizer);

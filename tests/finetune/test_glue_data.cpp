@@ -1,10 +1,12 @@
 // GLUE TSV reading: the project's samples (all nine layouts) and, when present, the real
-// dev sets with their published example counts.
+// dev sets with their published example counts; pair encoding.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "data/data_test_util.h"
+#include "data/wordpiece_tokenizer.h"
 #include "finetune/glue_data.h"
 #include "util/errors.h"
 #include "test_paths.h"
@@ -109,4 +111,18 @@ TEST(GlueData, FolderInsteadOfFileIsNamed) {
     EXPECT_NE(std::string(e.what()).find("rpe_glue_folder.tsv: is a folder"), std::string::npos) << e.what();
   }
   fs::remove(dir);
+}
+
+TEST(GlueData, PairTasksKeepTheSecondSepForAnEmptySecondText) {
+  // Ids in tiny_vocab_lines(): [CLS] 2, [SEP] 3; "cat" and "dog" are whole words.
+  const WordPieceTokenizer tok(rpe::test::write_tiny_vocab(rpe::test::temp_dir()), true);
+  const auto cat = tok.encode("cat").ids, dog = tok.encode("dog").ids;
+  ASSERT_EQ(cat.size(), 1u);
+  ASSERT_EQ(dog.size(), 1u);
+  EXPECT_EQ(encode_pair(tok, "cat", "dog", true, 16), (std::vector<int64_t>{2, cat[0], 3, dog[0], 3}));
+  // A pair task's empty second text (QQP has a few): [CLS] a [SEP] [SEP], as BERT and HF encode it.
+  EXPECT_EQ(encode_pair(tok, "cat", "", true, 16), (std::vector<int64_t>{2, cat[0], 3, 3}));
+  EXPECT_EQ(encode_pair(tok, "cat", "", false, 16), (std::vector<int64_t>{2, cat[0], 3}));
+  // The budget counts the pair's two [SEP]s: 4 slots leave one token, taken from the longer side.
+  EXPECT_EQ(encode_pair(tok, "cat cat", "", true, 4), (std::vector<int64_t>{2, cat[0], 3, 3}));
 }
