@@ -94,7 +94,8 @@ def targets_section(rows, peak):
                 value = ours["tokens_per_s"] / ref["tokens_per_s"] if ours and ref else None
                 shown = "—" if value is None else f"{value:.2f}x"
             else:
-                value = ours["peak_mib"] / ref["peak_mib"] if ours and ref and ref["peak_mib"] else None
+                measured = ours and ref and ours["peak_mib"] and ref["peak_mib"]  # 0: not measured
+                value = ours["peak_mib"] / ref["peak_mib"] if measured else None
                 shown = "—" if value is None else f"{value:.2f}x"
             ok = value is not None and (value >= bound if at_least else value <= bound)
             out.append(f"| {name} | {length} | {shown} | {'pass' if ok else 'FAIL'} |")

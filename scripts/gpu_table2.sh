@@ -205,7 +205,9 @@ cp "$tables"/tables.{md,csv,json} "$tables"/cost.{md,csv,json} "$OUT/plan.json" 
 IFS=, read -r -a method_list <<<"$METHODS"
 runs=()
 for m in "${method_list[@]}"; do runs+=("$OUT/reproduce/pretrain/$m"); done
-# The plot is a convenience: a Python without matplotlib must not cost the report.
+# The plot is a convenience: a Python without matplotlib must not cost the report (nor may an
+# earlier run's plot stand in for this one's).
+rm -f "$REPORT/losses.png"
 "$PY" scripts/plot_losses.py "${runs[@]}" -o "$REPORT/losses.png" >/dev/null ||
   say "loss plot skipped (scripts/plot_losses.py failed: matplotlib?); the report follows"
 "$PY" bench/table2_report.py --device-name "$DEVNAME" --plan "$OUT/plan.json" --tables "$REPORT/tables.md" \

@@ -15,7 +15,7 @@ rp_method_list  # every registered method unless --methods
 eval_file="${RPE_EVAL_FILE:-$FIRST_CORPUS}"
 [[ -f "$eval_file" ]] || rp_die "no evaluation text: set RPE_EVAL_FILE or --corpus"
 dir="$OUT/tables/extrapolation"
-mkdir -p "$dir"
+[[ "$DRY_RUN" == 1 ]] || mkdir -p "$dir"
 lens="$(IFS=,; echo "${EXTRAP_MLM_LENS[*]}")"
 mlm=()
 for m in "${METHOD_LIST[@]}"; do

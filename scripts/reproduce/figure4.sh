@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
 rp_method_list m4
 head="${RPE_FIG4_HEAD:-0}"
-mkdir -p "$OUT/figures"
+[[ "$DRY_RUN" == 1 ]] || mkdir -p "$OUT/figures"
 # model.layers of run M: its config.yaml once pretrained, else the config rp_pretrain will train
 # with (a dry run prints the commands before the run exists).
 layers_of() {

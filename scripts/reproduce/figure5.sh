@@ -7,11 +7,11 @@
 source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
 rp_method_list absolute,m4
-mkdir -p "$OUT/figures"
+[[ "$DRY_RUN" == 1 ]] || mkdir -p "$OUT/figures"
 text="${RPE_FIG5_TEXT:-$OUT/figures/figure5_text.txt}"
 if [[ -z "${RPE_FIG5_TEXT:-}" ]]; then
   [[ -f "$FIRST_CORPUS" ]] || rp_die "figure 5 needs a text: set RPE_FIG5_TEXT or --corpus"
-  awk 'NF && n++ < 8' "$FIRST_CORPUS" | tr '\n' ' ' >"$text"  # no head: SIGPIPE under pipefail
+  [[ "$DRY_RUN" == 1 ]] || awk 'NF && n++ < 8' "$FIRST_CORPUS" | tr '\n' ' ' >"$text"  # no head: SIGPIPE under pipefail
 fi
 inputs=()
 for m in "${METHOD_LIST[@]}"; do

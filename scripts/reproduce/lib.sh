@@ -126,7 +126,9 @@ rp_check_seeds() {
 rp_scale_settings() {
   PRE_SETS=()
   local settings="$RP_ROOT/configs/reproduce/$SCALE.yaml" seeds_given="$SEEDS" vars
-  vars="$("$BIN" dump-config --shell --config "$settings" 2>&1)" || rp_die "${vars#error: }"
+  # stdout is shell code to eval: stderr (the one-line error) is kept apart, asked for on failure
+  vars="$("$BIN" dump-config --shell --config "$settings" 2>/dev/null)" ||
+    rp_die "$("$BIN" dump-config --shell --config "$settings" 2>&1 >/dev/null | sed 's/^error: //')"
   eval "$vars"
   SEEDS="${seeds_given:-$SEEDS}"
   if [[ "$SAMPLE_DATA" == true ]]; then
@@ -171,7 +173,8 @@ rp_method_list() {
   local list="${METHODS:-${1:-}}" names=()
   [[ -n "$list" ]] && IFS=, read -r -a names <<<"$list"
   local out
-  out="$("$BIN" methods --names "${names[@]+"${names[@]}"}" 2>&1)" || rp_die "--methods $list: ${out#error: }"
+  out="$("$BIN" methods --names "${names[@]+"${names[@]}"}" 2>/dev/null)" ||
+    rp_die "--methods $list: $("$BIN" methods --names "${names[@]+"${names[@]}"}" 2>&1 >/dev/null | sed 's/^error: //')"
   mapfile -t METHOD_LIST <<<"$out"
 }
 

@@ -4,9 +4,9 @@
 # new tables at zero so the model starts as the loaded function) and fine-tune on SQuAD at the
 # pretraining length and beyond (512/576/640/704, scaled by n/512 below paper scale).
 # Beyond the pretraining length the absolute table cannot be used (it has n rows), so the m4
-# model drops it (add_absolute: false) at every length, and the rows differ in length only; the
-# model that keeps it (add_absolute: true, the paper does not say which it used) is fine-tuned
-# at the pretraining length as one more row (run drop_in_m4_abs_ft<n>).
+# model drops it (add_absolute: false) at every length (rows drop_in_m4_noabs_ft<len>), and the
+# rows differ in length only; the model that keeps it (add_absolute: true; the paper does not
+# say which it used) is fine-tuned at the pretraining length as one more row (drop_in_m4_abs_ft<n>).
 # Base model: tiny/mini: our own absolute pretraining run (<out>/pretrain/absolute); paper:
 # --hf-bert DIR (e.g. bert-large-uncased-whole-word-masking) through `rpe-train import-hf`.
 #   scripts/reproduce/table5.sh --scale tiny [--seeds 1,2]
@@ -16,7 +16,7 @@ rp_need_squad
 if [[ "$SCALE" == paper ]]; then
   [[ -n "$HF_BERT" ]] || rp_die "Table 5 at paper scale needs --hf-bert DIR (config.json, model.safetensors, vocab.txt)"
   base="$OUT/pretrain/hf_bert/model.pt"
-  [[ -f "$base" ]] || { mkdir -p "$OUT/pretrain/hf_bert"; rp_exec "$BIN" import-hf "$HF_BERT" --out "$base"; }
+  [[ -f "$base" ]] || { [[ "$DRY_RUN" == 1 ]] || mkdir -p "$OUT/pretrain/hf_bert"; rp_exec "$BIN" import-hf "$HF_BERT" --out "$base"; }
 else
   rp_pretrain absolute absolute
   base="$RUN_DIR"
@@ -38,7 +38,7 @@ for s in "${SEED_LIST[@]}"; do
 done
 for len in "${T5_LENS[@]}"; do
   for s in "${SEED_LIST[@]}"; do
-    rp_finetune squad table5 "drop_in_m4_ft$len" "$OUT/pretrain/drop_in_m4_noabs" "$s" "${ft_sets[@]}" \
+    rp_finetune squad table5 "drop_in_m4_noabs_ft$len" "$OUT/pretrain/drop_in_m4_noabs" "$s" "${ft_sets[@]}" \
       "finetune.max_seq_len=$len"
   done
 done

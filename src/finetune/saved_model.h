@@ -8,7 +8,8 @@
 //                     "value", "squad_v2"}: what the head predicts and why these weights
 // The folder is replaced as a whole (a new folder beside it, swapped in by replace_folder), so a
 // reader never sees the weights of one evaluation with the task.json of another, and a crash
-// while saving leaves the previous model in place.
+// while saving leaves the previous model in place (on file systems without an atomic exchange,
+// it may be left beside it, and the next save puts it back).
 #pragma once
 #include <torch/torch.h>
 

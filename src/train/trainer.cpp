@@ -131,7 +131,6 @@ void check_settings(const Config& cfg) {
               "distances of {} and more share the table's edge row", cfg.data.max_seq_len, n, n);
 }
 
-// The model on `device`, its attention path chosen, described in the log.
 // The corpus line of the log: sizes, and the share of the sequences' slots that hold tokens
 // (the rest is padding: data.packing decides how much, docs/data.md).
 void log_corpus(const PretrainCorpus& corpus, int64_t train_tokens, const DataOptions& d, const Tokenizer& tok,
@@ -143,6 +142,7 @@ void log_corpus(const PretrainCorpus& corpus, int64_t train_tokens, const DataOp
             corpus.valid->size(), d.max_seq_len, secs);
 }
 
+// The model on `device`, its attention path chosen, described in the log.
 BertModel build_model(const ModelOptions& o, const torch::Device& device) {
   BertModel model(o);
   model->to(device);

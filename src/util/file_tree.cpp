@@ -21,7 +21,7 @@ thread_local std::string g_failed;  // the entry nftw's callback could not remov
 thread_local int g_errno = 0;
 
 int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
-  if (std::remove(path) == 0) return 0;
+  if (std::remove(path) == 0 || errno == ENOENT) return 0;  // ENOENT: someone else removed it first
   g_failed = path;
   g_errno = errno;
   return 1;  // stops the walk
@@ -58,6 +58,8 @@ void fsync_folder(const std::filesystem::path& folder) {
 
 void replace_folder(const std::filesystem::path& staged, const std::filesystem::path& target) {
   struct stat st;
+  if (::lstat(staged.c_str(), &st) != 0)
+    throw UserError("cannot replace " + target.string() + " with " + staged.string() + ": " + std::strerror(errno));
   if (::lstat(target.c_str(), &st) != 0) {
     rename_or_throw(staged, target);  // nothing to replace
   } else if (::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {

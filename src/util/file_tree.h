@@ -14,8 +14,9 @@ void remove_tree(const std::filesystem::path& path);
 // Puts the complete folder `staged` in place of `target` (which may not exist yet) and removes
 // the folder it replaced. Where the file system can (Linux renameat2 RENAME_EXCHANGE: ext4, xfs,
 // btrfs, tmpfs, ...) the swap is one atomic step, so `target` exists complete at every instant,
-// even across a crash; elsewhere two renames, with a moment in which `target` is missing. The
-// parent folder is fsynced. UserError naming the paths when a rename fails.
+// even across a crash; elsewhere two renames (`target` moved to <staged>.replaced first), with a
+// moment in which `target` is missing. The parent folder is fsynced. UserError naming the paths
+// when `staged` is missing or a rename fails.
 void replace_folder(const std::filesystem::path& staged, const std::filesystem::path& target);
 
 // `path` without a trailing separator: "runs/m4/" (what a shell completes) is "runs/m4", so its

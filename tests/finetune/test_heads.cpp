@@ -3,6 +3,8 @@
 // refuses), resolving a config on a checkpoint, and the kept model's folder (replaced whole).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -249,6 +251,8 @@ TEST(SavedModel, ASaveReplacesTheFolderWholeAndClearsDeadStaging) {
   fs::create_directories(dir / "model.tmp-4194999" / "model.pt");  // a save killed mid-way
   fs::create_directories(dir / "model.tmp-4194998.replaced");     // a fallback swap killed mid-way
   fs::create_directories(dir / "model.tmp-notes");                // not ours: kept
+  const std::string live = "model.tmp-" + std::to_string(::getppid());  // a live process's save: kept
+  fs::create_directories(dir / live);
   info.step = 20;
   info.value = 60.0;
   save_finetuned_model(dir / "model", *second, cfg, dir / "tokenizer.model", info);
@@ -264,7 +268,9 @@ TEST(SavedModel, ASaveReplacesTheFolderWholeAndClearsDeadStaging) {
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
   std::sort(left.begin(), left.end());
-  EXPECT_EQ(left, (std::vector<std::string>{"model", "model.tmp-notes", "tokenizer.model"}));
+  std::vector<std::string> want = {"model", "model.tmp-notes", live, "tokenizer.model"};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(left, want);
   remove_tree(dir);
 }
 

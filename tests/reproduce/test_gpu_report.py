@@ -87,6 +87,11 @@ with tempfile.TemporaryDirectory() as tmp:
     # A target whose rows are missing fails (no m4 here), and so does one that is missed.
     short = report(tmp, [[row("rpe", "absolute", 100, 40)], [row("hf", "absolute-sdpa", 150, 80)]],
                    "--peak-tflops", "1.2384e-7")
+    unmeasured = report(tmp, [[row("rpe", "m4", 120, 0)], [row("hf", "relative_key_query", 40, 50)]],
+                        "--peak-tflops", "1.2384e-7")  # our peak memory not measured (0)
+    got = next((l for l in unmeasured.splitlines() if l.startswith("| m4 peak memory <= 0.5x")), "")
+    if not got.endswith("| — | FAIL |"):
+        failures.append(f"an unmeasured peak memory passed its target: {got!r}")
     for name, tail in {"m4 tokens/s >= 3x relative_key_query": "| — | FAIL |",
                        "absolute tokens/s >= 1.2x absolute-sdpa": "| 0.67x | FAIL |"}.items():
         got = next((l for l in short.splitlines() if l.startswith(f"| {name} |")), "")

@@ -29,7 +29,10 @@ expect_exit2 "error: --seeds: 'x' is not a non-negative integer" "$S/table2.sh" 
 expect_exit2 "error: --methods m9: .*unknown method 'm9'" "$S/table2.sh" --methods m9 "${common[@]}"
 expect_exit2 "error: --scale mini needs --squad-dir" "$S/table2.sh" --scale mini --corpus "corpus dir/my corpus.txt" \
   "${common[@]}"
-[[ ! -e "$WORK/out" ]] || fail "a dry run created its --out folder"
+for script in table2 extrapolation figure4 figure5; do
+  bash "$S/$script.sh" --methods m4 "${common[@]}" >/dev/null 2>&1 || fail "$script.sh --dry-run failed"
+done
+[[ ! -e "$WORK/out" ]] || fail "a dry run created its --out folder: $(find "$WORK/out")"
 
 # Seeds: "01" is seed 1, as rpe-train names it (seed1/); a repeated seed runs once.
 log="$(bash "$S/table2.sh" --methods m4 --seeds "01, 2,2" "${common[@]}" 2>&1)"

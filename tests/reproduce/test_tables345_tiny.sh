@@ -48,15 +48,15 @@ run table5
 csv="$OUT/tables/table5/table5.csv"
 [[ $(rows '$1 == "absolute_ft128" && $2 == "absolute"' "$csv") == 1 ]] || { cat "$csv"; fail "Table 5: no absolute row"; }
 for len in 128 144 160 176; do
-  [[ $(rows "\$1 == \"drop_in_m4_ft$len\" && \$2 == \"m4\" && \$4 == $len" "$csv") == 1 ]] || { cat "$csv"; fail "Table 5: no drop-in row at $len"; }
+  [[ $(rows "\$1 == \"drop_in_m4_noabs_ft$len\" && \$2 == \"m4\" && \$4 == $len" "$csv") == 1 ]] || { cat "$csv"; fail "Table 5: no drop-in row at $len"; }
 done
 [[ $(rows '$1 == "drop_in_m4_abs_ft128" && $2 == "m4" && $4 == 128' "$csv") == 1 ]] ||
   { cat "$csv"; fail "Table 5: no row for the model that keeps the absolute table"; }
 grep -q 'add_absolute: false' "$OUT/pretrain/drop_in_m4_noabs/config.yaml" || fail "Table 5: the length rows must drop the absolute table"
 # Only the length differs between the drop-in rows: every one starts from the same model.
 for len in 128 144 160 176; do
-  grep -q "\[init\] .*/drop_in_m4_noabs/" "$OUT/finetune/table5/drop_in_m4_ft${len}_s1/finetune.log" ||
-    fail "Table 5: drop_in_m4_ft$len does not start from drop_in_m4_noabs"
+  grep -q "\[init\] .*/drop_in_m4_noabs/" "$OUT/finetune/table5/drop_in_m4_noabs_ft${len}_s1/finetune.log" ||
+    fail "Table 5: drop_in_m4_noabs_ft$len does not start from drop_in_m4_noabs"
 done
 
 run extrapolation --methods absolute,m4
