@@ -28,14 +28,6 @@ Prepared prepared_for(const SavedModel& saved, const std::string& device) {
   return p;
 }
 
-void check_output(const fs::path& out) {
-  std::error_code ec;
-  if (out.empty()) throw UserError("--out: missing");
-  if (fs::is_directory(out, ec)) throw UserError("--out " + out.string() + ": is a folder; name the file to write");
-  const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
-  if (!fs::is_directory(parent, ec)) throw UserError("--out " + out.string() + ": folder " + parent.string() + " does not exist");
-}
-
 PredictOutcome predict_squad_file(Prepared& p, const SavedModel& saved, const PredictRequest& req,
                                   const torch::Device& device) {
   const auto& f = p.rc.cfg.finetune;
@@ -103,7 +95,6 @@ PredictOutcome predict(const PredictRequest& req) {
   if (saved.info.squad() != (req.kind == "squad"))
     throw UserError("--model " + req.model_dir.string() + ": a " + saved.info.task + " model; use `rpe-train predict " +
                     (saved.info.squad() ? "squad" : "glue") + "`");
-  check_output(req.out);
   Prepared p = prepared_for(saved, req.device);
   // A bad --device is named as such, not as the saved config's train.device.
   const torch::Device device =

@@ -11,6 +11,7 @@
 
 #include "util/atomic_writer.h"
 #include "util/errors.h"
+#include "util/file_tree.h"
 
 namespace rpe {
 namespace fs = std::filesystem;
@@ -40,11 +41,7 @@ void write_atomic_with(const fs::path& path, const std::function<void(const fs::
   }
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) fail(errno);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {  // best effort: some file systems cannot fsync a folder
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  fsync_folder(dir);
 }
 
 void write_file_atomic(const fs::path& path, const std::string& content) {

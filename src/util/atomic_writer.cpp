@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "util/errors.h"
+#include "util/file_tree.h"
 
 namespace rpe {
 namespace fs = std::filesystem;
@@ -122,12 +123,7 @@ void AtomicWriter::commit() {
   if (::close(fd) != 0) fail(errno);
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail(errno);
   committed_ = true;
-  const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path(".");
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {  // best effort: some file systems cannot fsync a folder
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  fsync_folder(path_.parent_path());
 }
 
 }  // namespace rpe

@@ -48,13 +48,14 @@ void rename_or_throw(const std::filesystem::path& from, const std::filesystem::p
     throw UserError("cannot rename " + from.string() + " to " + to.string() + ": " + std::strerror(errno));
 }
 
+}  // namespace
+
 void fsync_folder(const std::filesystem::path& folder) {
-  const int fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return;  // best effort: some file systems cannot fsync a folder
+  const int fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
   ::fsync(fd);
   ::close(fd);
 }
-}  // namespace
 
 void replace_folder(const std::filesystem::path& staged, const std::filesystem::path& target) {
   struct stat st;

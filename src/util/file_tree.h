@@ -19,6 +19,10 @@ void remove_tree(const std::filesystem::path& path);
 // when `staged` is missing or a rename fails.
 void replace_folder(const std::filesystem::path& staged, const std::filesystem::path& target);
 
+// fsyncs `folder` ("" is the working directory), so renames in it survive a crash; best effort:
+// some file systems cannot fsync a folder.
+void fsync_folder(const std::filesystem::path& folder);
+
 // `path` without a trailing separator: "runs/m4/" (what a shell completes) is "runs/m4", so its
 // filename() names the folder; "/" stays "/".
 inline std::filesystem::path folder_path(const std::filesystem::path& path) {
