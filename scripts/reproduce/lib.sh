@@ -6,10 +6,16 @@
 #   finetune/<exp>/<name>_s<seed>/   one fine-tuning run per seed (config.yaml, seed<N>/results.json, results.jsonl)
 #   tables/<exp>/                    tables.{md,csv,json} (rpe-train tables), the experiment's other
 #                                    tables (rpe-train tables <name>: .md/.csv/.json) and plots
+#   pretrain/<name>.stamp, finetune/<exp>/<name>_s<seed>.stamp
+#                                    the settings the run beside it was asked for (rpe-train
+#                                    dump-config --flat: the resolved config, one key a line)
+#   .lock                            held (flock) while a script works in --out: one at a time
 # Restart rules: a pretraining run with summary.json is done (skipped); one without is continued
 # with --resume from its newest valid checkpoint. A fine-tuning run with seed<N>/results.json is
 # done; an unfinished one is redone from its start (--overwrite): fine-tuning is short and keeps
-# no optimizer checkpoints.
+# no optimizer checkpoints. A run is reused (skipped or resumed) only for the settings in its
+# stamp: other settings stop the script naming the first key that differs (exit 2), so a table
+# never mixes runs of two configs; remove the run folder or pass another --out to make it anew.
 set -euo pipefail
 
 RP_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -97,8 +103,46 @@ rp_parse_args() {
   BIN="$BIN_FOUND"
   rp_check_seeds
   OUT="$(rp_abs "${OUT:-$RP_ROOT/runs/reproduce/$SCALE}")"
-  if [[ "$DRY_RUN" != 1 ]]; then mkdir -p "$OUT" && OUT="$(cd "$OUT" && pwd)"; fi
+  if [[ "$DRY_RUN" != 1 ]]; then mkdir -p "$OUT" && OUT="$(cd "$OUT" && pwd)" && rp_lock_out; fi
   rp_scale_settings
+}
+
+# rp_lock_out: one script at a time in OUT (two would train the same run folders at once). The
+# lock lives as long as this shell (and the rpe-train processes it starts, which inherit it).
+rp_lock_out() {
+  exec {RP_LOCK_FD}>>"$OUT/.lock"
+  flock -n "$RP_LOCK_FD" ||
+    rp_die "$OUT is in use by another reproduction script (it holds $OUT/.lock); wait for it or pass another --out"
+}
+
+# rp_stamp_check DIR STAMP WHAT TEXT: reusing run DIR (finished or to be resumed) is allowed only
+# if STAMP holds TEXT, the settings asked for now. A run from before stamps is reused as is.
+rp_stamp_check() {
+  local dir="$1" stamp="$2" what="$3" text="$4" changes was now
+  [[ "$DRY_RUN" == 1 ]] && return 0
+  if [[ ! -f "$stamp" ]]; then rp_log "$what: $dir has no stamp (made before stamps): reused as is"; return 0; fi
+  [[ "$(cat "$stamp")" == "$text" ]] && return 0
+  changes="$(diff "$stamp" <(printf '%s\n' "$text") || true)"  # diff exits 1 when the files differ
+  was="$(sed -n 's/^< //p' <<<"$changes" | head -1)"
+  now="$(sed -n 's/^> //p' <<<"$changes" | head -1)"
+  rp_die "$what: $dir was made with other settings (${was:-?} there, ${now:-?} now); remove it or pass another --out"
+}
+
+# rp_stamp_write STAMP TEXT: atomically, before the run starts.
+rp_stamp_write() {
+  [[ "$DRY_RUN" == 1 ]] && return 0
+  mkdir -p "$(dirname "$1")"
+  printf '%s\n' "$2" >"$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"
+}
+
+# rp_settings ARGS...: the resolved config `rpe-train dump-config --flat ARGS` prints, from the
+# repository root as the runs start (empty in a dry run: nothing is compared or written then).
+rp_settings() {
+  [[ "$DRY_RUN" == 1 ]] && return 0
+  local out
+  out="$(cd "$RP_ROOT" && "$BIN" dump-config --flat "$@" 2>/dev/null)" ||
+    rp_die "$(cd "$RP_ROOT" && "$BIN" dump-config --flat "$@" 2>&1 >/dev/null | sed 's/^error: //' | tail -1)"
+  printf '%s' "$out"
 }
 
 # SEEDS: comma-separated non-negative integers, written as rpe-train writes them (seed<N>/ for
@@ -197,11 +241,20 @@ rp_pretrain() {
   local preset="configs/pretrain/${PRESET_PREFIX}_${method}.yaml"
   [[ -f "$RP_ROOT/configs/pretrain/$PRESET_PREFIX.yaml" ]] || rp_die "no scale file configs/pretrain/$PRESET_PREFIX.yaml"
   RUN_DIR="$OUT/pretrain/$name"
-  if [[ -f "$RUN_DIR/summary.json" ]]; then rp_log "pretrain $name: done, skipped"; return 0; fi
-  local mode=()
-  if [[ -d "$RUN_DIR" && -n "$(ls -A "$RUN_DIR" 2>/dev/null)" ]]; then mode=(--resume); rp_log "pretrain $name: resuming"; fi
-  local sets=()
+  local sets=() settings stamp="$OUT/pretrain/$name.stamp"
   mapfile -t sets < <(rp_sets "${PRE_SETS[@]+"${PRE_SETS[@]}"}" "run.name=$name" "$@" "${PRE_EXTRA[@]+"${PRE_EXTRA[@]}"}")
+  settings="$(rp_settings --config "$preset" "${sets[@]}")"
+  if [[ -f "$RUN_DIR/summary.json" ]]; then
+    rp_stamp_check "$RUN_DIR" "$stamp" "pretrain $name" "$settings"
+    rp_log "pretrain $name: done, skipped"; return 0
+  fi
+  local mode=()
+  if [[ -d "$RUN_DIR" && -n "$(ls -A "$RUN_DIR" 2>/dev/null)" ]]; then
+    rp_stamp_check "$RUN_DIR" "$stamp" "pretrain $name" "$settings"
+    mode=(--resume); rp_log "pretrain $name: resuming"
+  else
+    rp_stamp_write "$stamp" "$settings"
+  fi
   # mini/paper presets train from shards (data.shards), prepared once for every method: a no-op when up to date.
   if [[ "$PRESET_PREFIX" != tiny ]]; then rp_exec "$BIN" prepare-data --config "$preset" "${sets[@]}"; fi
   rp_exec "$BIN" pretrain --config "$preset" --run-dir "$RUN_DIR" "${mode[@]+"${mode[@]}"}" "${sets[@]}"
@@ -212,17 +265,23 @@ rp_pretrain() {
 rp_finetune() {
   local kind="$1" exp="$2" name="$3" init="$4" seed="$5"; shift 5
   local dir="$OUT/finetune/$exp/${name}_s${seed}"
-  if [[ -f "$dir/seed${seed}/results.json" ]]; then rp_log "finetune $exp/${name}_s$seed: done, skipped"; return 0; fi
-  local over=()
-  [[ -d "$dir" ]] && over=(--overwrite)
-  local sets=() cmd=()
+  local sets=() cmd=() config settings stamp="$dir.stamp"
   if [[ "$kind" == squad ]]; then
     mapfile -t sets < <(rp_sets "${SQUAD_SETS[@]}" "finetune.results_file=$dir/results.jsonl" "run.name=${name}_s$seed" "$@" "${FT_EXTRA[@]+"${FT_EXTRA[@]}"}")
-    cmd=(finetune squad --config "$SQUAD_CONFIG")
+    config="$SQUAD_CONFIG"; cmd=(finetune squad --config "$config")
   else
     mapfile -t sets < <(rp_sets "${GLUE_SETS[@]+"${GLUE_SETS[@]}"}" "finetune.results_file=$dir/results.jsonl" "run.name=${name}_s$seed" "$@" "${FT_EXTRA[@]+"${FT_EXTRA[@]}"}")
-    cmd=(finetune glue --task "${kind#glue:}" --config "$GLUE_CONFIG")
+    config="$GLUE_CONFIG"; cmd=(finetune glue --task "${kind#glue:}" --config "$config")
   fi
+  # The start model's config is part of the settings (--init resolves over it), and so is its path.
+  settings="$(rp_settings --config "$config" --init "$init" "${sets[@]}")"$'\n'"init: $init"$'\n'"task: ${kind}"
+  if [[ -f "$dir/seed${seed}/results.json" ]]; then
+    rp_stamp_check "$dir" "$stamp" "finetune $exp/${name}_s$seed" "$settings"
+    rp_log "finetune $exp/${name}_s$seed: done, skipped"; return 0
+  fi
+  local over=()
+  [[ -d "$dir" ]] && over=(--overwrite)
+  rp_stamp_write "$stamp" "$settings"
   rp_exec "$BIN" "${cmd[@]}" --init "$init" --seeds "$seed" --run-dir "$dir" "${over[@]+"${over[@]}"}" "${sets[@]}"
 }
 

@@ -1,34 +1,66 @@
-// rpe-train dump-config: prints the fully resolved config (extends + --set applied), or with
+// rpe-train dump-config: prints the fully resolved config (extends + --set applied; with --init,
+// a fine-tuning config over the pretrained run's model and data, as `finetune --init` resolves
+// it), with --flat a key path a line (the reproduction scripts compare runs by it), or with
 // --shell a settings file's keys as bash assignments (configs/reproduce/, read by scripts).
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "config/config.h"
 #include "config/shell_vars.h"
+#include "finetune/finetune.h"
+#include "train/checkpoint.h"
+#include "util/atomic_file.h"
 #include "util/errors.h"
 
 namespace rpe::cli {
+namespace fs = std::filesystem;
+
+namespace {
+struct DumpArgs {
+  std::string file, init;
+  std::vector<std::string> sets;
+  bool shell = false, flat = false;
+};
+
+int run_dump_config(const DumpArgs& a) {
+  if (a.shell) {
+    if (!a.sets.empty()) throw UserError("dump-config --shell: --set does not apply to a settings file");
+    std::cout << shell_assignments(a.file);
+    return 0;
+  }
+  finetune::FinetuneRequest request;
+  request.config_file = a.file;
+  request.sets = a.sets;
+  request.init = a.init;
+  Config cfg;
+  const fs::path kept = fs::path(a.init) / "config.yaml";
+  if (a.init.empty()) {
+    cfg = load_config(a.file, a.sets);
+  } else if (fs::is_directory(a.init) && !latest_checkpoint(a.init) && fs::exists(kept)) {
+    // A finished run's slim copy (scripts/gpu_call.sh carries no checkpoints): its config.yaml
+    // is the text its checkpoints embedded, so the settings read the same.
+    cfg = finetune::resolve_finetune_config_over(request, read_file(kept), kept.string(), a.init).cfg;
+  } else {
+    cfg = finetune::resolve_finetune_config(request).cfg;
+  }
+  std::cout << (a.flat ? to_flat_text(cfg) : to_yaml(cfg));
+  return 0;
+}
+}  // namespace
 
 void add_dump_config(CLI::App& app, Runner& run) {
   auto* cmd = app.add_subcommand("dump-config", "Print the resolved config (defaults < files < --set)");
-  auto file = std::make_shared<std::string>();
-  auto sets = std::make_shared<std::vector<std::string>>();
-  auto shell = std::make_shared<bool>(false);
-  cmd->add_option("--config", *file, "Experiment YAML file")->required();
-  cmd->add_option("--set", *sets, "Override a key: a.b.c=value (repeatable)");
-  cmd->add_flag("--shell", *shell,
-                "Print the file's top-level keys as bash assignments (KEY='v', KEY=('a' 'b')); no experiment schema");
-  cmd->callback([&run, file, sets, shell] {
-    run = [file, sets, shell] {
-      if (*shell) {
-        if (!sets->empty()) throw UserError("dump-config --shell: --set does not apply to a settings file");
-        std::cout << shell_assignments(*file);
-        return 0;
-      }
-      std::cout << to_yaml(load_config(*file, *sets));
-      return 0;
-    };
-  });
+  auto a = std::make_shared<DumpArgs>();
+  cmd->add_option("--config", a->file, "Experiment YAML file")->required();
+  cmd->add_option("--set", a->sets, "Override a key: a.b.c=value (repeatable)");
+  cmd->add_option("--init", a->init, "Pretrained run or checkpoint: resolve --config as `finetune --init` does");
+  cmd->add_flag("--shell", a->shell,
+                "Print the file's top-level keys as bash assignments (KEY='v', KEY=('a' 'b')); no experiment schema")
+      ->excludes("--init");
+  cmd->add_flag("--flat", a->flat, "Print the resolved config a key path a line (model.attention.method: m4)")
+      ->excludes("--shell");
+  cmd->callback([&run, a] { run = [a] { return run_dump_config(*a); }; });
 }
 
 }  // namespace rpe::cli

@@ -9,6 +9,8 @@
 //   --mlm-loss OUT.json     Length extrapolation: held-out MLM cross-entropy (mean over masked
 //                           pieces, the pretraining masking) of --eval-file packed at each of
 //                           --lengths; null with the reason where the method refuses a length.
+//   --max-length            Prints the longest sequence the model takes (the rows of a learned
+//                           absolute table), or "none" when it takes any length.
 // OUT ending in .npy gets a float32 NumPy array (format 1.0); anything else gets JSON with the
 // labels (distances or token pieces) beside the numbers.
 #include <filesystem>
@@ -44,6 +46,7 @@ struct InspectArgs {
   int64_t layer = 0, head = 0, max_distance = 50, attention_layer = 0, tokens = 50;
   std::string mlm_out, eval_file, lengths = "128";
   int64_t eval_sequences = 64;
+  bool max_length = false;
 };
 
 // Mean MLM cross-entropy over the masked pieces of up to `max_sequences` sequences of length L.
@@ -111,8 +114,8 @@ void write_output(const std::string& out, const torch::Tensor& m, json meta, con
 
 // Checks the options before anything is loaded (a bad path fails fast); returns --lengths.
 std::vector<int64_t> check_inspect_args(const InspectArgs& a) {
-  if (a.weights_out.empty() && a.attention_out.empty() && a.mlm_out.empty())
-    throw UserError("inspect: nothing to do: pass --position-weights, --attention and/or --mlm-loss");
+  if (a.weights_out.empty() && a.attention_out.empty() && a.mlm_out.empty() && !a.max_length)
+    throw UserError("inspect: nothing to do: pass --position-weights, --attention, --mlm-loss and/or --max-length");
   std::vector<int64_t> lengths;
   if (!a.mlm_out.empty()) {
     if (a.eval_file.empty()) throw UserError("--mlm-loss needs --eval-file (a text corpus, as data.train_files)");
@@ -214,6 +217,13 @@ int run_inspect(const InspectArgs& a) {
   const CheckpointSource source = resolve_checkpoint(a.run);
   const fs::path &checkpoint = source.checkpoint, &run_dir = source.run_dir;
   Config cfg = config_from_yaml(read_checkpoint_config(checkpoint), checkpoint.string() + " (embedded config)");
+  if (a.max_length) {  // the model's own answer (its position method), no weights or tokenizer needed
+    ModelOptions shape = cfg.model;
+    if (shape.vocab_size == 0) shape.vocab_size = 1;  // the vocabulary does not bear on lengths
+    const int64_t longest = BertModel(shape)->position->longest_input();
+    std::cout << (longest > 0 ? std::to_string(longest) : std::string("none")) << "\n";
+    if (a.weights_out.empty() && a.attention_out.empty() && a.mlm_out.empty()) return 0;
+  }
   const fs::path tok_path = run_dir / "tokenizer.model";
   if (cfg.data.tokenizer == "sentencepiece" && cfg.data.tokenizer_model.empty() && !fs::exists(tok_path))
     throw UserError(a.run + ": the run's tokenizer " + tok_path.string() + " is missing");
@@ -246,6 +256,8 @@ void add_inspect(CLI::App& app, Runner& run) {
   cmd->add_option("--eval-file", a->eval_file, "Text corpus for --mlm-loss");
   cmd->add_option("--lengths", a->lengths, "Comma-separated sequence lengths for --mlm-loss (default 128)");
   cmd->add_option("--eval-sequences", a->eval_sequences, "Sequences per length for --mlm-loss (default 64)");
+  cmd->add_flag("--max-length", a->max_length,
+                "Print the longest sequence the model takes (its learned absolute table's rows), or \"none\"");
   cmd->callback([&run, a] { run = [a] { return run_inspect(*a); }; });
 }
 

@@ -191,4 +191,22 @@ std::string to_yaml(const Config& cfg) {
   return std::string(out.c_str()) + "\n";
 }
 
+namespace {
+void flatten(const YAML::Node& node, const std::string& path, std::string& out) {
+  if (node.IsMap()) {
+    for (const auto& kv : node) flatten(kv.second, path.empty() ? kv.first.Scalar() : path + "." + kv.first.Scalar(), out);
+    return;
+  }
+  YAML::Emitter value;
+  value << YAML::Flow << node;
+  out += path + ": " + value.c_str() + "\n";
+}
+}  // namespace
+
+std::string to_flat_text(const Config& cfg) {
+  std::string out;
+  flatten(YAML::Load(to_yaml(cfg)), "", out);
+  return out;
+}
+
 }  // namespace rpe

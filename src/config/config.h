@@ -299,6 +299,10 @@ Config config_from_yaml(const std::string& yaml_text, const std::string& name);
 // The resolved config as YAML (written into run folders and checkpoints).
 std::string to_yaml(const Config& cfg);
 
+// The same, a key path a line ("model.attention.method: m4", lists in flow style): what
+// scripts compare and grep.
+std::string to_flat_text(const Config& cfg);
+
 // Semantic checks (heads divide hidden, method exists, ranges). Called by load_config.
 void validate(const Config& cfg);
 

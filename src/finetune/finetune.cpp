@@ -39,12 +39,18 @@ ResolvedConfig resolve_finetune_config(const FinetuneRequest& req) {
     return r;
   }
   const CheckpointSource source = resolve_checkpoint(req.init, "--init");
+  r = resolve_finetune_config_over(req, read_checkpoint_config(source.checkpoint), source.checkpoint.string(),
+                                   source.run_dir);
   r.checkpoint = source.checkpoint;
-  const fs::path& pretrain_dir = source.run_dir;
+  return r;
+}
+
+ResolvedConfig resolve_finetune_config_over(const FinetuneRequest& req, const std::string& base_yaml,
+                                            const std::string& base_name, const fs::path& pretrain_dir) {
+  ResolvedConfig r;
   r.pretrain_run = req.init;
-  const std::string base_yaml = read_checkpoint_config(r.checkpoint);
-  const Config base = config_from_yaml(base_yaml, r.checkpoint.string() + " (embedded config)");
-  r.cfg = load_config_over(base_yaml, r.checkpoint.string(), {"model", "data"}, req.config_file, req.sets);
+  const Config base = config_from_yaml(base_yaml, base_name + " (embedded config)");
+  r.cfg = load_config_over(base_yaml, base_name, {"model", "data"}, req.config_file, req.sets);
   r.pretrain_max_len = base.data.max_seq_len;
   auto& att = r.cfg.model.attention;
   if (r.cfg.model.max_position != base.model.max_position && att.max_relative == 0 &&

@@ -35,6 +35,11 @@ struct ResolvedConfig {
 // distance (max_relative) so relative tables keep their shape. The tokenizer is the
 // pretraining run's tokenizer.model unless data.tokenizer_model names one.
 ResolvedConfig resolve_finetune_config(const FinetuneRequest& request);
+// The same over `base_yaml`, the pretrained run's config as its folder keeps it (config.yaml, the
+// text its checkpoints embed), for a run folder whose checkpoints are gone: what dump-config
+// --init reports for a finished run's slim copy. `checkpoint` stays empty.
+ResolvedConfig resolve_finetune_config_over(const FinetuneRequest& request, const std::string& base_yaml,
+                                            const std::string& base_name, const std::filesystem::path& pretrain_dir);
 
 struct FinetuneOutcome {
   std::filesystem::path run_dir;

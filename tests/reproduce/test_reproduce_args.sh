@@ -2,7 +2,7 @@
 # The reproduction scripts' command line (scripts/reproduce/lib.sh), by dry runs: one-line
 # errors with exit 2 before any work, seeds written as rpe-train writes them (so reruns find
 # finished runs), paths taken relative to where the script is started, SQuAD required only
-# where it is used, and a dry run that creates nothing.
+# where it is used, a dry run that creates nothing, and one script at a time in an --out.
 # usage: test_reproduce_args.sh RPE_TRAIN SOURCE_DIR
 set -euo pipefail
 BIN="$(realpath "$1")"
@@ -45,4 +45,13 @@ grep -qF "data.train_files=[\"$WORK/sub/dir/../../corpus dir/my corpus.txt\"]" <
 # GLUE (Table 3) and the figures need no SQuAD at mini scale.
 bash "$S/table3.sh" --scale mini --methods m4 --glue-dir "$WORK" --corpus "corpus dir/my corpus.txt" "${common[@]}" \
   >/dev/null 2>&1 || fail "table3 at mini scale asked for SQuAD"
+# One script at a time in an --out: a second one stops before any work.
+mkdir -p "$WORK/busy"
+(exec 9>>"$WORK/busy/.lock"; flock 9; exec sleep 60) >/dev/null 2>&1 &
+holder=$!  # the sleep itself, holding the lock
+while flock -n "$WORK/busy/.lock" true; do sleep 0.1; done
+expect_exit2 "error: $WORK/busy is in use by another reproduction script" "$S/table2.sh" --rpe-train "$BIN" \
+  --out "$WORK/busy" --methods m4
+kill "$holder"; wait "$holder" 2>/dev/null || true
+[[ ! -e "$WORK/busy/pretrain" ]] || fail "a script behind the lock made run folders"
 echo "reproduce args: OK"

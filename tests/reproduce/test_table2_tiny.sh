@@ -2,7 +2,8 @@
 # End to end: scripts/reproduce/table2.sh at tiny scale for absolute and m4 (two seeds, a few
 # pretraining steps, a small SQuAD sample) must render Table 2 with both methods, n = 2 seeds
 # and the paper's numbers, and the cost table; a second call must skip every finished run; a
-# pretraining run without summary.json must be continued with --resume. Then `rpe-train
+# pretraining run without summary.json must be continued with --resume, and other settings
+# over the same runs must be refused (their stamps). Then `rpe-train
 # inspect` output is checked against the checkpoint (check_inspect.py) and Figures 4/5 render.
 # Dry runs first: Figure 4's before its pretraining run exists, and paper scale's SQuAD length.
 # usage: test_table2_tiny.sh RPE_TRAIN PYTHON
@@ -65,6 +66,23 @@ grep -q 'pretrain m4: resuming' "$OUT/second.log" || fail "m4 pretraining was no
 grep -q -- 'pretrain --config configs/pretrain/tiny_m4.yaml .*--resume' "$OUT/second.log" || fail "no --resume"
 [[ -s "$OUT/pretrain/m4/summary.json" ]] || fail "resumed run wrote no summary.json"
 if grep -q 'finetune squad' "$OUT/second.log"; then fail "a finished fine-tuning run was redone"; fi
+# Runs are reused only for the settings they were made with (their stamps): another lr or another
+# number of epochs stops the script (exit 2) naming the key, before any work.
+grep -qx 'model.attention.method: m4' "$OUT/pretrain/m4.stamp" || fail "pretrain/m4.stamp lacks the method"
+grep -qx "init: $OUT/pretrain/m4" "$OUT/finetune/table2/m4_s1.stamp" || fail "finetune stamp lacks the init"
+for change in "--pretrain-set train.lr=0.0007:pretrain absolute: .* was made with other settings [(]train.lr: " \
+              "--finetune-set finetune.epochs=2:finetune table2/absolute_s1: .*[(]finetune.epochs: 1 there, finetune.epochs: 2 now[)]"; do
+  opt="${change%%:*}"; want="${change#*:}"
+  set +e
+  bash "$ROOT/scripts/reproduce/table2.sh" --scale tiny "${small[@]}" ${opt} >"$OUT/third.log" 2>&1
+  rc=$?
+  set -e
+  [[ $rc == 2 ]] && grep -q "^error: $want" "$OUT/third.log" || { cat "$OUT/third.log"; fail "$opt: expected exit 2 and /$want/"; }
+  if grep -q -- '--config configs' "$OUT/third.log"; then cat "$OUT/third.log"; fail "$opt: a run was started"; fi
+done
+# The longest input a model takes: a learned absolute table's rows, or none.
+[[ "$("$BIN" inspect "$OUT/pretrain/absolute" --max-length)" == 128 ]] || fail "inspect --max-length: absolute is not 128"
+[[ "$("$BIN" inspect "$OUT/pretrain/m4" --max-length)" == none ]] || fail "inspect --max-length: m4 is not none"
 
 # inspect against the checkpoint, then the figures.
 ck="$OUT/pretrain/m4/checkpoints/$(cat "$OUT/pretrain/m4/checkpoints/latest")"
