@@ -91,6 +91,13 @@ size_t ChunkReader::fill(size_t want) {
                       (msg ? msg : "zlib") + ")");
     }
     if (n == 0) {
+      // zlib ends a cut-off .gz like a complete one, but leaves Z_BUF_ERROR behind: half a
+      // corpus must not read as a whole one.
+      int code = Z_OK;
+      const char* msg = gzerror(static_cast<gzFile>(gz_), &code);
+      if (code != Z_OK)
+        throw UserError(file_.string() + ": truncated or corrupt gzip file, ends near byte " +
+                        std::to_string(consumed_ + old + got) + " (" + (msg ? msg : "zlib") + ")");
       eof_ = true;
       break;
     }

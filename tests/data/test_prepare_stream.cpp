@@ -141,6 +141,14 @@ TEST_F(StreamTest, OneDocumentPerLineAndGzipGiveTheSameShards) {
   EXPECT_EQ(shard_bytes(dir_ / "gz"), shard_bytes(dir_ / "plain"));
   // The text path reads the same documents from the compressed file.
   EXPECT_EQ(read_documents(dir_ / "lines.txt.gz", "line").size(), static_cast<size_t>(plain.documents));
+  // A .gz cut short (a copy that stopped halfway) is an error naming it, not half a corpus.
+  std::ifstream in(dir_ / "lines.txt.gz", std::ios::binary);
+  const std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  test::write_text(dir_ / "cut.txt.gz", whole.substr(0, whole.size() / 2));
+  const std::string err = test::user_error([&] { read_documents(dir_ / "cut.txt.gz", "line"); });
+  EXPECT_NE(err.find("cut.txt.gz: truncated or corrupt gzip file"), std::string::npos) << err;
+  d_.train_files = {(dir_ / "cut.txt.gz").string()};
+  EXPECT_NE(test::user_error([&] { prepare("cut"); }).find("cut.txt.gz: truncated"), std::string::npos);
 }
 
 TEST_F(StreamTest, AFileInTheOtherFormatIsNamedInTheError) {
