@@ -110,7 +110,7 @@ PackedSequences pack_documents(const std::vector<Document>& docs, const Tokenize
   std::vector<Encoding> sentences;
   for (const auto& doc : docs) {
     sentences.clear();
-    for (const auto& sentence : doc.sentences) sentences.push_back(tok.encode(sentence));
+    for (const auto& sentence : doc.sentences) sentences.push_back(tok.encode_corpus(sentence));
     builder.add_document(sentences);
   }
   return pack_streams({builder.view()}, tok.special(), seq_len, packing);

@@ -28,7 +28,7 @@ void tokenize_chunk(std::string_view text, DocumentFormat format, const Tokenize
   split_documents(  // the same document/sentence rules as read_documents()
       text, format,
       [&](std::string_view line) {
-        const Encoding e = tok.encode(line);
+        const Encoding e = tok.encode_corpus(line);
         r.ids.insert(r.ids.end(), e.ids.begin(), e.ids.end());
         r.starts.insert(r.starts.end(), e.word_start.begin(), e.word_start.end());
         r.sentence_lengths.push_back(static_cast<int64_t>(e.ids.size()));

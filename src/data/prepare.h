@@ -21,7 +21,7 @@
 
 namespace rpe {
 
-inline constexpr int kPreparedFormatVersion = 2;  // of the manifest + shard set
+inline constexpr int kPreparedFormatVersion = 3;  // of the manifest + shard set (3: encode_corpus)
 
 struct PrepareOptions {
   std::filesystem::path out_dir;

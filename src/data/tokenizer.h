@@ -27,7 +27,13 @@ struct SpecialIds {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
+  // Ids of fine-tuning text: a literal "[SEP]", "[MASK]"... becomes its special id, as HF's
+  // tokenizers make it.
   virtual Encoding encode(std::string_view text) const = 0;
+  // Ids of pretraining text (a corpus line): literal "[PAD]", "[MASK]"... are ordinary characters,
+  // as in Google's create_pretraining_data.py, so no corpus line puts a padding or mask id into
+  // a sequence. SentencePiece's specials are control symbols, never read from text: the same.
+  virtual Encoding encode_corpus(std::string_view text) const { return encode(text); }
   virtual int64_t vocab_size() const = 0;
   virtual std::string piece(int32_t id) const = 0;
   // Lowest id that is an ordinary piece (random replacement in masking draws from here up).

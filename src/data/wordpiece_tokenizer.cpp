@@ -93,6 +93,12 @@ Encoding WordPieceTokenizer::encode(std::string_view text) const {
   return out;
 }
 
+Encoding WordPieceTokenizer::encode_corpus(std::string_view text) const {
+  Encoding out;
+  encode_segment(text, 0, out);  // no cutting out of special-token strings
+  return out;
+}
+
 void WordPieceTokenizer::encode_segment(std::string_view text, int32_t base, Encoding& out) const {
   if (text.empty()) return;
   thread_local WordList words;

@@ -2,7 +2,8 @@
 // BERT's basic tokenization (bert_basic_tokenizer.h), then per word greedy longest-match-first
 // pieces, continuation pieces spelled "##piece"; a word with no full cover, or longer than 100
 // code points, becomes [UNK]. The literal strings [PAD] [UNK] [CLS] [SEP] [MASK] in the text are
-// kept as their special tokens (as HF BertTokenizer does). Ids are line numbers of vocab.txt.
+// kept as their special tokens (as HF BertTokenizer does) by encode(), read as ordinary text by
+// encode_corpus() (as Google's pretraining data does). Ids are line numbers of vocab.txt.
 #pragma once
 #include <string>
 #include <unordered_map>
@@ -17,6 +18,7 @@ class WordPieceTokenizer : public Tokenizer {
   // lowercase = true for "uncased" vocabularies (lower-case + strip accents), false for cased.
   WordPieceTokenizer(const std::filesystem::path& vocab_file, bool lowercase);
   Encoding encode(std::string_view text) const override;
+  Encoding encode_corpus(std::string_view text) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(pieces_.size()); }
   std::string piece(int32_t id) const override { return pieces_.at(static_cast<size_t>(id)); }
   int32_t first_regular_id() const override { return first_regular_; }

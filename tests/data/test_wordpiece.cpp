@@ -3,6 +3,7 @@
 // real text is checked by tests/data/wordpiece_parity.py.
 #include <gtest/gtest.h>
 
+#include "data/packing.h"
 #include "data/wordpiece_tokenizer.h"
 #include "data_test_util.h"
 #include "util/errors.h"
@@ -83,6 +84,29 @@ TEST_F(WordPieceTest, CjkWhitespaceControlAndSpecialStrings) {
   EXPECT_EQ(s.ids, (std::vector<int32_t>{id_of("x"), 4, id_of("y"), 1, id_of("m"), id_of("##a"), id_of("##s"),
                                          id_of("##k"), 1}));
   EXPECT_EQ(s.offsets[1], (std::pair<int32_t, int32_t>{1, 7}));
+}
+
+// Pretraining text reads special-token strings as ordinary text (Google's pretraining data
+// does): a corpus line cannot put [PAD] (attention would skip it) or [MASK] into a sequence.
+TEST_F(WordPieceTest, CorpusTextKeepsSpecialStringsAsText) {
+  WordPieceTokenizer tok(vocab_, true);
+  const Encoding e = tok.encode_corpus("x[MASK]y");
+  const int32_t unk = 1;  // "[" and "]" are not in the tiny vocabulary
+  EXPECT_EQ(e.ids, (std::vector<int32_t>{id_of("x"), unk, id_of("m"), id_of("##a"), id_of("##s"), id_of("##k"), unk,
+                                         id_of("y")}));
+  EXPECT_EQ(e.offsets[2], (std::pair<int32_t, int32_t>{2, 3}));
+  // The pretraining sequences are built from encode_corpus: no special id but [CLS]/[SEP]/padding.
+  const auto packed = pack_documents({Document{{"a [PAD] b", "c [MASK] [SEP] d"}}}, tok, 32, Packing::full_sentences);
+  const std::vector<int32_t> row(packed.tokens.begin(), packed.tokens.begin() + 32);
+  const int64_t real = std::count_if(row.begin(), row.end(), [](int32_t t) { return t != 0; });
+  EXPECT_EQ(real, packed.real_tokens());
+  // [CLS] text [SEP](document end) [SEP](sequence end): the text between holds no special id
+  // but [UNK] (the brackets), where encode() would give [PAD], [MASK] and [SEP].
+  ASSERT_GT(real, 3);
+  EXPECT_EQ(row[0], 2);
+  EXPECT_EQ(row[real - 2], 3);
+  EXPECT_EQ(row[real - 1], 3);
+  for (int64_t i = 1; i < real - 2; ++i) EXPECT_TRUE(row[i] == unk || row[i] >= 5) << "position " << i << ": " << row[i];
 }
 
 TEST_F(WordPieceTest, BadVocabulariesAreUserErrorsNamingTheFile) {
