@@ -1,7 +1,9 @@
 // rpe-train prepare-data: tokenizes data.train_files (and data.valid_files) into shards in
 // --out (default: data.shards) and prints a summary. Unchanged inputs make it a no-op, so
-// scripts run it before every pretraining run of a preset. --verify re-reads every shard
-// against the manifest's checksums (ignoring the stamps that make later opens cheap).
+// scripts run it before every pretraining run of a preset. Shards it has just written are read
+// back against the manifest's checksums once, here, and stamped (<shard>.verified): a training
+// start then only stats them, where otherwise every rank of every node would re-read the whole
+// corpus at its first start. --verify does the same for shards that were up to date.
 #include <cstdio>
 #include <iostream>
 
@@ -48,7 +50,7 @@ int run_prepare(const PrepareArgs& a) {
                   s.threads);
     std::cout << line;
   }
-  if (a.verify) {
+  if (a.verify || !s.up_to_date) {
     const PreparedShards shards = open_prepared(out, *tok, /*verify_all=*/true);
     std::cout << out << ": " << shards.train.size() + shards.valid.size() << " shards verified against manifest.json\n";
   }
@@ -64,7 +66,8 @@ void add_prepare_data(CLI::App& app, Runner& run) {
   cmd->add_option("--out", a->out, "Output folder (default: data.shards)");
   cmd->add_option("--threads", a->threads, "Tokenizer threads (default: all cores)");
   cmd->add_flag("--force", a->force, "Rebuild even if the manifest says the shards are up to date");
-  cmd->add_flag("--verify", a->verify, "Re-read every shard and check it against the manifest's checksums");
+  cmd->add_flag("--verify", a->verify,
+                "Re-read every shard against the manifest's checksums, up to date or not (new shards always are)");
   cmd->callback([&run, a] { run = [a] { return run_prepare(*a); }; });
 }
 

@@ -59,6 +59,9 @@ echo "$out"
 [[ $out == *"60 documents (54 train, 6 valid)"* ]] || fail "prepare-data summary: $out"
 [[ $out == *"MB/s"* ]] || fail "no MB/s in the summary"
 ls "$T"/shards/train-00000.shard "$T"/shards/valid-00000.shard "$T"/shards/manifest.json > /dev/null || fail "no shards"
+# New shards are read back once and stamped, so no training start (on any rank) re-reads them.
+[[ $out == *"shards verified against manifest.json"* ]] || fail "new shards were not verified: $out"
+ls "$T"/shards/train-00000.shard.verified "$T"/shards/valid-00000.shard.verified > /dev/null || fail "no .verified stamps"
 again=$("$BIN" prepare-data --config "$T/cfg.yaml" 2>/dev/null)
 [[ $again == *"up to date"* ]] || fail "rerun was not a no-op: $again"
 
