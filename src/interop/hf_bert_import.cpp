@@ -155,7 +155,9 @@ ImportSummary import_hf_bert(const fs::path& dir, const fs::path& out_checkpoint
   cfg.model = summary.model;
   cfg.data.train_files = {"(none: imported from Hugging Face " + dir.filename().string() + ")"};
   cfg.data.tokenizer = "wordpiece";
-  const fs::path vocab_out = (out_checkpoint.has_parent_path() ? out_checkpoint.parent_path() : fs::path(".")) / "vocab.txt";
+  // Absolute: the checkpoint is read from other folders (finetune --init, export-hf), where a
+  // relative path would name another file or none.
+  const fs::path vocab_out = fs::absolute(out_checkpoint).lexically_normal().parent_path() / "vocab.txt";
   cfg.data.tokenizer_model = vocab_out.string();
   cfg.data.lowercase = summary.lowercase;
   cfg.data.max_seq_len = std::min<int64_t>(cfg.data.max_seq_len, cfg.model.max_position);

@@ -214,6 +214,22 @@ TEST(HfBert, RoundTripIsByteIdentical) {
   }
 }
 
+// --out given relative to the working directory: the imported checkpoint names its vocabulary
+// absolutely, so finetune --init / export-hf started elsewhere read that file and no other.
+TEST(HfBert, ImportNamesItsVocabularyAbsolutely) {
+  const fs::path dir = temp_dir("relative_out");
+  const Config cfg = tiny_config("absolute");
+  const fs::path ck = random_checkpoint(cfg, dir, 3);
+  export_hf_bert(ck, dir / "hf", dir / "vocab.txt");
+  const fs::path before = fs::current_path();
+  fs::current_path(dir);
+  import_hf_bert("hf", fs::path("rel") / "model.pt");
+  fs::current_path(before);
+  const fs::path named = load_model_file(dir / "rel" / "model.pt").config.data.tokenizer_model;
+  EXPECT_TRUE(named.is_absolute()) << named;
+  EXPECT_TRUE(fs::equivalent(named, dir / "rel" / "vocab.txt")) << named;
+}
+
 TEST(HfBert, ImportReadsHalfPrecisionAndLegacyNames) {
   const fs::path dir = temp_dir("half");
   const Config cfg = tiny_config("absolute");
