@@ -65,7 +65,9 @@ SwapReport load_pretrained_encoder(BertModelImpl& model, const fs::path& checkpo
       p.value().copy_(*t);
       report.loaded.push_back(name);
     } else if (is_position_tensor(name)) {
-      if (options.identity_init && zero_is_neutral(method)) p.value().zero_();
+      // An added absolute table is an input embedding: zero leaves the function as loaded,
+      // whatever the method (whose own gates or scales may start neutral by their init instead).
+      if (options.identity_init && (zero_is_neutral(method) || name == "position.absolute")) p.value().zero_();
       report.added.push_back(name);
     } else {
       throw UserError(checkpoint.string() + ": tensor " + name + " is missing (not a position-method tensor: is "
@@ -90,7 +92,8 @@ SwapReport load_pretrained_encoder(BertModelImpl& model, const fs::path& checkpo
   log::info("init", "{} ({}) -> {}: {} tensors loaded, {} added{}, {} dropped{}; probe max |logit diff| {}",
             checkpoint.string(), source.config.model.attention.method, method, report.loaded.size(),
             report.added.size(),
-            report.added.empty() ? "" : (options.identity_init && zero_is_neutral(method) ? " (zero)" : " (method init)"),
+            report.added.empty() ? "" : (!options.identity_init ? " (method init)"
+                                         : zero_is_neutral(method) ? " (zero)" : " (absolute table zero, others method init)"),
             report.dropped.size(), report.dropped.empty() ? "" : " (" + join(report.dropped) + ")",
             report.probe_max_diff);
   return report;

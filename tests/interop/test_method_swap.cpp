@@ -75,6 +75,30 @@ TEST(MethodSwap, KeepingAbsoluteWithZeroTablesStartsAsTheLoadedFunction) {
   }
 }
 
+// Adding an absolute table to a model of the same method (e.g. m3 -> m3 + add_absolute): the
+// table is an input embedding, so zero is neutral for it even where the method's own tables
+// start neutral otherwise (m1-m3's gates, deberta): the function is the loaded one.
+TEST(MethodSwap, AnAddedAbsoluteTableStartsAtZeroForEveryMethod) {
+  const fs::path dir = test::process_temp_dir() / "method_swap_add_abs";
+  fs::create_directories(dir);
+  for (const std::string method : {"m1", "m3", "deberta", "m4"}) {
+    if (!registered(method)) continue;
+    Config plain = tiny(method);
+    torch::manual_seed(21);
+    BertModel source(plain.model);
+    const fs::path ck = dir / (method + ".pt");
+    save_model_file(ck, *source, to_yaml(plain));
+    Config with_abs = plain;
+    with_abs.model.attention.add_absolute = true;
+    BertModel model(with_abs.model);
+    const SwapReport r = load_pretrained_encoder(*model, ck);
+    EXPECT_EQ(r.added, std::vector<std::string>{"position.absolute"}) << method;
+    EXPECT_EQ(model->named_parameters()["position.absolute"].abs().max().item<float>(), 0.0f) << method;
+    EXPECT_LT(r.probe_max_diff, 1e-5) << method;
+    EXPECT_TRUE(logits(*model).allclose(logits(*source), 1e-5, 1e-6)) << method;
+  }
+}
+
 TEST(MethodSwap, DroppingAbsoluteTableChangesTheFunctionAndIsReported) {
   const fs::path ck = absolute_checkpoint();
   Config cfg = tiny("m4");
