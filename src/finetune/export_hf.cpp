@@ -99,9 +99,10 @@ void export_hf_finetuned(const fs::path& model_dir, const fs::path& out_dir) {
       if (name == "bert.embeddings.token_type_embeddings.weight") t = t[0].unsqueeze(0).expand_as(t).clone();
   std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   config["finetuned_task"] = saved.info.task;
+  const std::string vocab = hf_vocab_text(saved.cfg, weights);  // first: a missing one leaves no partial folder
   write_safetensors(out_dir / "model.safetensors", tensors, {{"format", "pt"}});
   write_file_atomic(out_dir / "config.json", config.dump(2) + "\n");
-  write_file_atomic(out_dir / "vocab.txt", hf_vocab_text(saved.cfg, weights));
+  write_file_atomic(out_dir / "vocab.txt", vocab);
   const json tok{{"do_lower_case", saved.cfg.data.lowercase}, {"tokenizer_class", "BertTokenizer"},
                  {"model_max_length", m.max_position}};
   write_file_atomic(out_dir / "tokenizer_config.json", tok.dump(2) + "\n");

@@ -118,7 +118,7 @@ std::vector<eval::ResultRow> final_glue_evaluation(const Prepared& p, Classifier
   // The final evaluation; with select: best the kept weights are reloaded and scored (see SQuAD).
   std::vector<std::vector<double>> preds;
   json fields = glue_dev_metrics(p, model, ctx.device, &preds);
-  write_final_evaluation(ctx, trained.steps, fields);
+  write_final_evaluation(ctx, trained, fields);
   keeper.offer(trained.steps, fields.at(metric).get<double>(), /*final=*/true, *model);
   if (keeper.kept().step != trained.steps) {
     load_saved_weights(read_saved_model(keeper.dir()), *model);

@@ -101,6 +101,12 @@ void read_inputs(Prepared& p, const FinetuneRequest& req) {
   const auto& f = cfg.finetune;
   p.tok = make_tokenizer(cfg.data, fs::path(cfg.run.root) / cfg.run.name / "tokenizer.model");
   if (cfg.model.vocab_size == 0) cfg.model.vocab_size = p.tok->vocab_size();
+  // Ids past the embedding table would fail deep in the first forward pass (or, on a GPU, as a
+  // device assert): a tokenizer larger than the model's vocabulary is not the model's.
+  if (p.tok->vocab_size() > cfg.model.vocab_size)
+    throw UserError("the tokenizer " + cfg.data.tokenizer_model + " has " + std::to_string(p.tok->vocab_size()) +
+                    " pieces, more than the model's vocabulary (model.vocab_size " +
+                    std::to_string(cfg.model.vocab_size) + "): it is not the one the model was pretrained with");
   p.squad = f.task == "squad";
   require(!f.token_types || cfg.model.type_vocab_size >= 2,
           "finetune.token_types: pairs need model.type_vocab_size >= 2 (got " +

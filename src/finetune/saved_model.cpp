@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "finetune/glue_data.h"
 #include "train/checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -79,6 +80,29 @@ void save_finetuned_model(const fs::path& dir, torch::nn::Module& model, Config 
   replace_folder(tmp, dir);
 }
 
+namespace {
+// The head's outputs and labels are the task's (SQuAD: start/end logits; GLUE: its classes, or
+// one score): checked before a model is built from them, so a corrupt task.json is an error
+// naming it, not an allocation of a head of any size.
+void check_head_shape(const fs::path& task_file, const SavedModelInfo& info) {
+  const bool squad = info.task.rfind("squad", 0) == 0;
+  std::vector<std::string> labels;
+  if (!squad) {
+    try {
+      labels = glue_task(info.task).labels;
+    } catch (const UserError& e) {
+      throw UserError(task_file.string() + ": task: " + e.what());
+    }
+  }
+  const int64_t outputs = squad ? 2 : std::max<int64_t>(1, static_cast<int64_t>(labels.size()));
+  if (info.outputs != outputs)
+    throw UserError(task_file.string() + ": outputs " + std::to_string(info.outputs) + ", but task " + info.task +
+                    " has " + std::to_string(outputs));
+  if (info.labels != labels)
+    throw UserError(task_file.string() + ": labels do not match task " + info.task + "'s");
+}
+}  // namespace
+
 SavedModel read_saved_model(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
@@ -105,9 +129,7 @@ SavedModel read_saved_model(const fs::path& dir) {
   } catch (const json::exception& e) {
     throw UserError(task_file.string() + ": " + e.what());
   }
-  if (out.info.outputs < 1 || (!out.info.labels.empty() && out.info.outputs != static_cast<int64_t>(out.info.labels.size())))
-    throw UserError(task_file.string() + ": outputs " + std::to_string(out.info.outputs) + " do not match " +
-                    std::to_string(out.info.labels.size()) + " labels");
+  check_head_shape(task_file, out.info);
   const fs::path weights = dir / "model.pt";
   out.cfg = config_from_yaml(read_checkpoint_config(weights), weights.string() + " (embedded config)");
   out.cfg.data.tokenizer_model = (dir / out.cfg.data.tokenizer_model).string();

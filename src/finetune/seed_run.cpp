@@ -101,8 +101,9 @@ TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOpt
   return TrainOutcome{r.final_loss, r.state.step, r.stopped_early};
 }
 
-void write_final_evaluation(const SeedContext& ctx, int64_t step, const nlohmann::json& fields) {
-  MetricsWriter(ctx.dir / "metrics.jsonl").write_evaluation(step, fields);
+void write_final_evaluation(const SeedContext& ctx, const TrainOutcome& trained, const nlohmann::json& fields) {
+  if (trained.stopped_early) return;
+  MetricsWriter(ctx.dir / "metrics.jsonl").write_evaluation(trained.steps, fields);
 }
 
 std::vector<eval::ResultRow> finish_seed(const Prepared& p, const SeedContext& ctx,

@@ -94,7 +94,8 @@ TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOpt
 
 // The final evaluation's row in seed<N>/metrics.jsonl ({"step", "split": "valid", ...fields}):
 // the dev curve's last point, scored on the final weights whichever model is kept. Rank 0 only.
-void write_final_evaluation(const SeedContext& ctx, int64_t step, const nlohmann::json& fields);
+// None after early stopping: the evaluation that stopped it wrote that step's row already.
+void write_final_evaluation(const SeedContext& ctx, const TrainOutcome& trained, const nlohmann::json& fields);
 
 // Rank 0's work after a seed's training: `evaluate` (the final evaluation, its files and result
 // rows), then the rows appended to finetune.results_file. Every rank takes part (an agreement,

@@ -160,7 +160,7 @@ std::vector<eval::ResultRow> final_squad_evaluation(const Prepared& p, QaModel& 
   auto preds = predict_squad(p, model, ctx.device);
   eval::SquadScores s;
   auto metrics = score_squad(p, preds, s);
-  write_final_evaluation(ctx, trained.steps, dev_fields(s));
+  write_final_evaluation(ctx, trained, dev_fields(s));
   keeper.offer(trained.steps, s.f1, /*final=*/true, *model);
   if (keeper.kept().step != trained.steps) {
     load_saved_weights(read_saved_model(keeper.dir()), *model);

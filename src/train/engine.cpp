@@ -367,6 +367,8 @@ EngineResult Engine::run(TrainState state) {
     const bool eval_now = (t.eval_every > 0 && state.step % t.eval_every == 0) || task_.eval_due(state.step);
     if (eval_now && state.step != t.max_steps && evaluate_and_stop(state.step)) {
       result.stopped_early = true;
+      settle(w, state);  // the steps since the last log line get theirs, as a run's last step does
+      if (state.step % t.log_every != 0) log_window(w, state, lr, result);
       break;
     }
     if (t.save_every > 0 && state.step % t.save_every == 0 && state.step != t.max_steps && !s_.run_dir.empty()) {

@@ -3,7 +3,8 @@
 #   rpe-train pretrain --config tiny_method4.yaml        (a preset reached by name)
 #   rpe-train finetune squad                             (newest finished run, default config)
 #   rpe-train predict squad --model .../seed1/model ...  (same EM/F1 as the fine-tuning run)
-#   rpe-train finetune glue --task rte; predict glue on dev (same accuracy) and on a test file
+#   rpe-train finetune glue --task rte; predict glue on dev (same accuracy) and on a test file;
+#   the same with early stopping (its dev curve and training rows)
 # The working folder mimics a checkout (configs/ and data/ linked in); small squad_v1.yaml,
 # glue.yaml and tiny_method4.yaml in it come first on the config search path, so the commands
 # run exactly as written but briefly. Also: what a user sees with no run or no data (exit 2).
@@ -134,6 +135,21 @@ assert abs(float(printed["accuracy"]) - acc) < 1e-9, (printed, acc)
 assert open(sys.argv[3]).read() == open(sys.argv[4]).read(), "predict's TSV differs from the fine-tuning run's"
 print(f"predict glue = fine-tuning: RTE accuracy {acc:.2f}")
 PYEOF
+# Early stopping (select: best): with an lr too small to move the weights no evaluation improves
+# on the first, so the run stops at the second (step 4). Its dev curve has each step once, and
+# the steps since the last log line still get their training row.
+"$RPE" finetune glue --task rte --run-dir runs/glue_es --set finetune.select=best --set finetune.early_stopping=1 \
+  --set finetune.epochs=3 --set finetune.eval_every=2 --set finetune.eval_each_epoch=false --set train.lr=1e-12 \
+  --set train.log_every=100 \
+  --set finetune.results_file=runs/es.jsonl > glue_es.log
+python3 - runs/glue_es/seed*/metrics.jsonl <<'PYEOF' || fail "early stopping: dev curve / training rows"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+valid = [r["step"] for r in rows if r.get("split") == "valid"]
+train = [r["step"] for r in rows if "loss" in r and "split" not in r]
+assert valid == [2, 4], valid
+assert train == [4], train
+PYEOF
 # An unlabelled test file in GLUE's layout: the submission TSV keeps its index column.
 printf 'index\tsentence1\tsentence2\n7\tA man is here .\tSomeone is here .\n9\tIt rains .\tThe sun shines .\n' > rte_test.tsv
 "$RPE" predict glue --model "$GLUE_DIR/model" --input rte_test.tsv --out pred/RTE_test.tsv > /dev/null
@@ -146,4 +162,14 @@ PYEOF
 expect_exit2 "a rte model; use .rpe-train predict glue" "$RPE" predict squad --model "$GLUE_DIR/model" \
   --input data/full/squad/dev-v1.1.json --out pred/x.json
 expect_exit2 "task.json: missing" "$RPE" predict glue --model runs/glue --input rte_test.tsv --out pred/y.tsv
+# A tokenizer larger than the pretrained model's vocabulary is refused before any training.
+python3 -c 'print("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + ["w%d" % i for i in range(600)]))' > big_vocab.txt
+expect_exit2 "big_vocab.txt has 605 pieces, more than the model's vocabulary" "$RPE" finetune glue --task rte \
+  --init runs/tiny_m4 --run-dir runs/glue_big_vocab --set data.tokenizer=wordpiece --set data.tokenizer_model=big_vocab.txt
+# A corrupt head size in task.json is refused before a head of that size is built.
+cp -r "$GLUE_DIR/model" bad_model
+python3 -c 'import json,sys; p=sys.argv[1]; j=json.load(open(p)); j["outputs"]=99999999999; json.dump(j,open(p,"w"))' \
+  bad_model/task.json
+expect_exit2 "bad_model/task.json: outputs 99999999999, but task rte has 2" "$RPE" predict glue --model bad_model \
+  --input rte_test.tsv --out pred/z.tsv
 echo "saved model e2e: OK"
