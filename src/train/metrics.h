@@ -39,7 +39,7 @@ struct LoggedLosses {
 };
 LoggedLosses logged_losses(const std::filesystem::path& file);
 
-// "1h02m", "3m20s", "12s" for ETAs.
+// "3d02h", "1h02m", "3m20s", "12s" for ETAs.
 std::string format_duration(double seconds);
 
 // Peak resident set size of this process in bytes (getrusage), 0 where unknown.

@@ -133,6 +133,16 @@ TEST(Engine, TooManyNonFiniteStepsInARowStop) {
   }
 }
 
+// The progress line's ETA: a paper-scale run counts in days.
+TEST(Progress, DurationsReadAsTheirLargestUnits) {
+  EXPECT_EQ(format_duration(12.4), "12s");
+  EXPECT_EQ(format_duration(200), "3m20s");
+  EXPECT_EQ(format_duration(3720), "1h02m");
+  EXPECT_EQ(format_duration(2 * 86400 + 5 * 3600 + 59), "2d05h");
+  EXPECT_EQ(format_duration(-1), "?");
+  EXPECT_EQ(format_duration(std::nan("")), "?");
+}
+
 TEST(Engine, LogRowsEqualTheStepsTheyAverage) {
   const fs::path file = test::fresh_dir("engine_log") / "metrics.jsonl";
   std::vector<double> losses;
