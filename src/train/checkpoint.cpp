@@ -116,6 +116,25 @@ torch::Device parameters_device(torch::nn::Module& model) {
 
 }  // namespace
 
+RandomStates RandomStates::capture(const torch::Device& device) {
+  RandomStates r;
+  r.where = device;
+  r.cpu = at::detail::getDefaultCPUGenerator().get_state();
+  if (device.is_cuda()) r.device = at::globalContext().defaultGenerator(device).get_state();
+  return r;
+}
+
+void RandomStates::restore() const {
+  if (cpu.defined()) {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle sharing the global state
+    gen.set_state(cpu);
+  }
+  if (device.defined() && where.is_cuda()) {
+    at::Generator gen = at::globalContext().defaultGenerator(where);
+    gen.set_state(device);
+  }
+}
+
 void write_checkpoint(const fs::path& file, torch::nn::Module& model, torch::optim::Optimizer* optimizer,
                       const TrainState* state, const std::string& config_yaml) {
   torch::serialize::OutputArchive archive;
@@ -138,9 +157,9 @@ void write_checkpoint(const fs::path& file, torch::nn::Module& model, torch::opt
     // The random streams of this rank (rank 0 saves). Every rank seeds alike and draws the same
     // numbers per step (same shapes), so on resume each rank sets rank 0's states into its own
     // generators: the CPU's, and its training device's (cuda:LOCAL_RANK, whatever the index).
-    archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
-    if (const auto dev = parameters_device(model); dev.is_cuda())
-      archive.write("rng_device", at::globalContext().defaultGenerator(dev).get_state());
+    const RandomStates rng = RandomStates::capture(parameters_device(model));
+    archive.write("rng_cpu", rng.cpu);
+    if (rng.device.defined()) archive.write("rng_device", rng.device);
   } else {
     archive.write("step", c10::IValue(int64_t{0}));  // a model-only file: no training state
   }
@@ -236,15 +255,11 @@ CheckpointContents load_checkpoint(const fs::path& file, torch::nn::Module& mode
   if (archive.try_read("version", v)) out.version = v.toStringRef();
   if (optimizer) {
     load_optimizer_state(archive, model, *optimizer, out.state.optimizer_name, file);
-    torch::Tensor rng;
-    if (archive.try_read("rng_cpu", rng)) {
-      at::Generator cpu = at::detail::getDefaultCPUGenerator();  // a handle sharing the global state
-      cpu.set_state(rng);
-    }
-    if (const auto dev = parameters_device(model); dev.is_cuda() && archive.try_read("rng_device", rng)) {
-      at::Generator gen = at::globalContext().defaultGenerator(dev);
-      gen.set_state(rng);
-    }
+    RandomStates rng;
+    rng.where = parameters_device(model);
+    archive.try_read("rng_cpu", rng.cpu);
+    if (rng.where.is_cuda()) archive.try_read("rng_device", rng.device);
+    rng.restore();
   }
   return out;
 }

@@ -43,6 +43,15 @@ struct TrainState {
   std::string optimizer_name, schedule;
 };
 
+// The random streams a training step draws from (dropout): torch's default CPU generator and,
+// on a GPU, the training device's, as host tensors (reading them needs no device sync).
+struct RandomStates {
+  torch::Tensor cpu, device;  // undefined: not captured / not a CUDA run
+  torch::Device where = torch::kCPU;
+  static RandomStates capture(const torch::Device& device);
+  void restore() const;  // sets the captured streams back; nothing for an undefined one
+};
+
 struct CheckpointContents {
   TrainState state;
   std::string config_yaml;

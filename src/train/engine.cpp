@@ -249,7 +249,7 @@ std::string Engine::update_on_host(const StepStats& st, TrainState& state, LogWi
 
 void Engine::queue_pending(const StepStats& st, int64_t step) {
   PendingStep p{step, st.finite, nullptr, st.loss, st.grad_norm, st.overflow,
-                scaler_.enabled() ? scaler_.snapshot() : torch::Tensor(), consumed_};
+                scaler_.enabled() ? scaler_.snapshot() : torch::Tensor(), consumed_, RandomStates::capture(s_.device)};
   if (s_.device.is_cuda()) {  // a pinned copy on the stream, and an event to wait for it alone
     p.finite = torch::empty({}, torch::TensorOptions(torch::kBool).pinned_memory(true));
     p.finite.copy_(st.finite, /*non_blocking=*/true);
@@ -278,6 +278,7 @@ void Engine::settle(LogWindow& w, TrainState& state) {
     // loss scale).
     consumed_ = p.cursor;
     if (p.scale.defined()) scaler_.restore(p.scale);
+    p.rng.restore();  // the next step's forward drew dropout masks: its draws are undone too
     stop_nonfinite(state, w, why);
   }
 }

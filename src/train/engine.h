@@ -191,6 +191,7 @@ class Engine {
     torch::Tensor overflow;              // fp16: StepStats::overflow, on the device
     torch::Tensor scale;                 // fp16: LossScaler::snapshot() after this step's update
     LoaderCursor cursor;                 // the data position after this step
+    RandomStates rng;                    // the random streams after this step (host copies)
   };
   void queue_pending(const StepStats& st, int64_t step);
   // Reads the pending step's flag and does its bookkeeping (window counts, non-finite warning,

@@ -66,8 +66,10 @@ TrainState restore(const fs::path& run_dir, bool resume, BertModel& model, torch
   if (!loaded.optimizer_name.empty() && loaded.optimizer_name != t.optimizer)
     throw UserError(ckpt->string() + ": written by optimizer '" + loaded.optimizer_name + "' but train.optimizer is '" +
                     t.optimizer + "'");
-  // The data position is an index into these sequences: in other data it would mean others.
-  if (!loaded.data_identity.empty() && loaded.data_identity != data_identity)
+  // The data position is an index into these sequences, in the order train.seed shuffles them:
+  // in other data or another order it would mean others. (A checkpoint of before a field was
+  // added names fewer: its identity is a prefix of today's.)
+  if (!loaded.data_identity.empty() && data_identity.rfind(loaded.data_identity, 0) != 0)
     throw UserError(ckpt->string() + ": trained on " + loaded.data_identity + ", but the data is now " + data_identity +
                     ": its data position would mean other sequences (train on the same data, or start a new run)");
   loaded.optimizer_name = t.optimizer;
@@ -186,9 +188,9 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   const std::string config_yaml = to_yaml(cfg);
 
   const uint32_t tokenizer_crc = tokenizer_crc32(*tokenizer);
-  const std::string data = fmt::format("{} training sequences ({} tokens) of length {}, {} packing, tokenizer {:08x}",
-                                        corpus.train->size(), train_tokens, cfg.data.max_seq_len, cfg.data.packing,
-                                        tokenizer_crc);
+  const std::string data = fmt::format(
+      "{} training sequences ({} tokens) of length {}, {} packing, tokenizer {:08x}, order of train.seed {}",
+      corpus.train->size(), train_tokens, cfg.data.max_seq_len, cfg.data.packing, tokenizer_crc, t.seed);
   BertModel model = build_model(cfg.model, device);
   auto optimizer = make_optimizer(*model, t);
   const TrainState state =

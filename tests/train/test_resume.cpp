@@ -15,6 +15,7 @@
 #include "model/bert.h"
 #include "tiny_run.h"
 #include "train/checkpoint.h"
+#include "train/optim.h"
 #include "train/trainer.h"
 #include "util/errors.h"
 
@@ -141,8 +142,9 @@ TEST(ResumeRefusal, EveryCheckpointBrokenStopsAndKeepsTheMetrics) {
   EXPECT_EQ(file_text(run / "metrics.jsonl"), metrics);  // not rewritten from step 0
 }
 
-// The data position counts in the checkpoint's sequences: other data (another length, so other
-// sequences) would continue from a position that means others. Refused, naming both.
+// The data position counts in the checkpoint's sequences, in its seed's order: other data
+// (another length, so other sequences) or another order would continue from a position that
+// means others. Refused, naming both.
 TEST(ResumeRefusal, OtherDataThanTheCheckpointsIsRefused) {
   const fs::path run = test::fresh_dir("resume_other_data");
   pretrain(test::tiny_config({"train.max_steps=4", "train.save_every=2"}), run, {});
@@ -155,6 +157,13 @@ TEST(ResumeRefusal, OtherDataThanTheCheckpointsIsRefused) {
     EXPECT_NE(msg.find("step_00000004.pt: trained on "), std::string::npos) << msg;
     EXPECT_NE(msg.find("of length 24"), std::string::npos) << msg;
     EXPECT_NE(msg.find("its data position would mean other sequences"), std::string::npos) << msg;
+  }
+  // Another train.seed shuffles the same sequences into another order: refused as well.
+  try {
+    pretrain(test::tiny_config({"train.max_steps=6", "train.save_every=2", "train.seed=99"}), run, {.resume = true});
+    FAIL() << "resumed in another order";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("order of train.seed 99"), std::string::npos) << e.what();
   }
   pretrain(test::tiny_config({"train.max_steps=6", "train.save_every=2"}), run, {.resume = true});  // the same data
 }
@@ -241,6 +250,16 @@ TEST(NonFinite, StopsAfterTooManyInARowWithCheckpointKept) {
   EXPECT_EQ(stopped.cursor.position, five.cursor.position);
   EXPECT_EQ(stopped.tokens_seen, five.tokens_seen);
   EXPECT_EQ(stopped.nonfinite_in_a_row, 3);
+  // ... and step 5's random streams: step 6's forward pass drew dropout masks before the stop
+  // was noticed, and those draws are undone (a resume continues as the clean run would).
+  auto rng_of = [](const fs::path& f) {
+    const Config c = config_from_yaml(read_checkpoint_config(f), f.string());
+    BertModel model(c.model);
+    const auto optimizer = make_optimizer(*model, c.train);
+    load_checkpoint(f, *model, optimizer.get());  // sets the saved streams into torch's generators
+    return RandomStates::capture(torch::kCPU).cpu;
+  };
+  EXPECT_TRUE(torch::equal(rng_of(*latest_checkpoint(run)), rng_of(*latest_checkpoint(clean))));
 }
 
 }  // namespace
