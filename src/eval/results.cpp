@@ -17,7 +17,7 @@ json to_json(const ResultRow& r) {
               {"split", r.split},         {"seed", r.seed},
               {"metric", r.metric},       {"value", r.value},
               {"finetune_max_len", r.finetune_max_len}, {"examples", r.examples},
-              {"git_revision", r.git_revision}, {"time", r.time}};
+              {"select", r.select},       {"git_revision", r.git_revision}, {"time", r.time}};
 }
 
 ResultRow result_from_json(const json& j, const std::string& where) {
@@ -42,6 +42,7 @@ ResultRow result_from_json(const json& j, const std::string& where) {
   get("value", r.value);
   get("finetune_max_len", r.finetune_max_len);
   if (j.contains("examples")) get("examples", r.examples);
+  if (j.contains("select")) get("select", r.select);  // lines of before the field: the default, final
   if (j.contains("git_revision")) get("git_revision", r.git_revision);
   if (j.contains("time")) get("time", r.time);
   return r;

@@ -23,6 +23,7 @@ struct ResultRow {
   double value = 0.0;
   int64_t finetune_max_len = 0;  // finetune.max_seq_len
   int64_t examples = 0;        // evaluated examples
+  std::string select = "final";  // finetune.select: the weights scored, the last (final) or dev-best (best)
   std::string git_revision;
   std::string time;            // UTC, ISO 8601
 };

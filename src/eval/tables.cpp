@@ -38,7 +38,10 @@ struct GroupKey {
   std::string method;
   int64_t k, pretrain_len, finetune_len;
   std::string pretrain_run;
-  auto tie() const { return std::tie(method, k, pretrain_len, finetune_len, pretrain_run); }
+  std::string select;  // finetune.select: dev-best weights are another protocol than the final ones
+  auto tie() const { return std::tie(method, k, pretrain_len, finetune_len, pretrain_run, select); }
+  // The method cell: the protocol named where it is not the paper's (fixed epochs, final weights).
+  std::string label() const { return select == "final" ? method : method + " (select " + select + ")"; }
   bool operator<(const GroupKey& o) const { return tie() < o.tie(); }
 };
 
@@ -57,6 +60,10 @@ std::string cell(const std::optional<Stat>& s) {
   return fmt(s->mean) + " ± " + fmt(s->std) + " (n=" + std::to_string(s->n) + ")";
 }
 std::string paper_cell(const std::optional<double>& v) { return v ? fmt(*v) : "—"; }
+// The paper's Tables 2 and 3 compare the methods unclipped (its Table 4: m4 at k = 512 is Table
+// 2's row): a row clipped shorter is another experiment, with no paper number beside it.
+bool unclipped(const GroupKey& g) { return g.k == 0 || g.k >= g.pretrain_len - 1; }
+
 // k = 0: the method has no clipping distance (its registry entry is not `clipped`).
 std::string k_text(int64_t k, const char* none) { return k > 0 ? std::to_string(k) : none; }
 
@@ -70,10 +77,19 @@ struct Scored {
 // same run and seed replaces the earlier one.
 using Values = std::map<std::tuple<GroupKey, std::string, std::string, std::string>, std::map<std::string, Scored>>;
 
+// The pretraining run a row starts from, as the tables name it: its folder's name; for --init of
+// one checkpoint file of a run, "<run>/<file>" (another step of the same run is another model).
+std::string pretrain_label(const std::string& pretrain_run) {
+  const std::filesystem::path p = folder_path(pretrain_run);
+  if (p.filename() == "checkpoints") return p.parent_path().filename().string();  // stands for the run
+  if (p.parent_path().filename() == "checkpoints") return (p.parent_path().parent_path().filename() / p.filename()).string();
+  return p.filename().string();
+}
+
 Values collect(const std::vector<ResultRow>& rows) {
   Values v;
   for (const auto& r : rows) {
-    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, folder_path(r.pretrain_run).filename().string()};
+    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, pretrain_label(r.pretrain_run), r.select};
     v[{g, r.task, r.split, r.metric}][r.run_id + "#" + std::to_string(r.seed)] = {r.value, r.examples};
   }
   return v;
@@ -109,6 +125,7 @@ nlohmann::ordered_json json_row(const std::string& table, const GroupKey& g, con
   j["pretrain_max_len"] = g.pretrain_len;
   j["finetune_max_len"] = g.finetune_len;
   j["pretrain_run"] = g.pretrain_run;
+  j["select"] = g.select;
   j["column"] = column;
   j["mean"] = s ? nlohmann::ordered_json(s->mean) : nlohmann::ordered_json();
   j["std"] = s ? nlohmann::ordered_json(s->std) : nlohmann::ordered_json();
@@ -147,13 +164,14 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
   out.markdown += head + "\n" + rule + "\n";
   std::vector<std::string> left_out;
   for (const auto& g : groups) {
-    std::string line = "| " + g.method + " | " + k_text(g.k, "—") + " | " + std::to_string(g.pretrain_len) + " | " +
+    std::string line = "| " + g.label() + " | " + k_text(g.k, "—") + " | " + std::to_string(g.pretrain_len) + " | " +
                        std::to_string(g.finetune_len) + " | " + g.pretrain_run + " |";
     for (size_t i = 0; i < t.columns.size(); ++i) {
       const auto s = lookup(v, g, t.columns[i], left_out);
-      const auto p = t.paper(g, i);
+      // The paper's numbers are of its protocol: fixed epochs, the final weights.
+      const auto p = g.select == "final" ? t.paper(g, i) : std::nullopt;
       line.append(" ").append(cell(s)).append(" | ").append(paper_cell(p)).append(" |");
-      out.csv += t.name + "," + csv_field(g.method) + "," + k_text(g.k, "") + "," + std::to_string(g.pretrain_len) + "," +
+      out.csv += t.name + "," + csv_field(g.label()) + "," + k_text(g.k, "") + "," + std::to_string(g.pretrain_len) + "," +
                  std::to_string(g.finetune_len) + "," + csv_field(g.pretrain_run) + "," + csv_field(t.columns[i].title) + "," +
                  (s ? fmt(s->mean) + "," + fmt(s->std) + "," + std::to_string(s->n) : ",,0") + "," +
                  (p ? fmt(*p) : "") + "\n";
@@ -188,6 +206,8 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vect
   Table t2{"Table 2", "SQuAD 1.1 dev, EM/F1 by position method.",
            {{"EM", "squad_v1", "dev", "exact"}, {"F1", "squad_v1", "dev", "f1"}},
            [](const GroupKey& g, size_t c) -> std::optional<double> {
+             // The paper fine-tunes SQuAD at its pretraining length (512 both)
+             if (!unclipped(g) || g.finetune_len != g.pretrain_len) return std::nullopt;
              for (const auto& r : paper::kTable2)
                if (g.method == r.method) return c == 0 ? r.em : r.f1;
              return std::nullopt;
@@ -208,7 +228,7 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vect
             {"RTE", "rte", "dev", "accuracy"},
             {"WNLI", "wnli", "dev", "accuracy"}},
            [](const GroupKey& g, size_t c) -> std::optional<double> {
-             if (c > 4) return std::nullopt;
+             if (c > 4 || !unclipped(g)) return std::nullopt;
              for (const auto& r : paper::kTable3)
                if (g.method == r.method) {
                  const double vals[] = {r.mnli_m, r.mnli_mm, r.qqp_f1, r.sst2_acc, r.mrpc_f1};

@@ -80,6 +80,7 @@ eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::st
   r.pretrain_run = p.rc.pretrain_run;
   r.pretrain_max_len = p.rc.pretrain_max_len;
   r.seed = seed;
+  r.select = p.rc.cfg.finetune.select;
   r.finetune_max_len = p.rc.cfg.finetune.max_seq_len;
   r.git_revision = kGitRevision;
   r.time = eval::utc_now();

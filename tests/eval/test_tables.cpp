@@ -19,12 +19,22 @@ TEST(Tables, MeanStdAndPaperColumns) {
   std::vector<ResultRow> rows;
   for (int seed = 1; seed <= 3; ++seed)
     for (const char* metric : {"exact", "f1"})
-      rows.push_back(squad_row("ft/seed" + std::to_string(seed), "m4", 127, 384, seed, metric,
+      rows.push_back(squad_row("ft/seed" + std::to_string(seed), "m4", 127, 128, seed, metric,
                                std::string(metric) == "exact" ? 78.0 + 2 * seed : 90.0, "runs/tiny_m4"));
   const auto t = render_tables(rows);
-  EXPECT_NE(t.markdown.find("| m4 | 127 | 128 | 384 | tiny_m4 | 82.00 ± 2.00 (n=3) | 83.63 |"), std::string::npos)
+  EXPECT_NE(t.markdown.find("| m4 | 127 | 128 | 128 | tiny_m4 | 82.00 ± 2.00 (n=3) | 83.63 |"), std::string::npos)
       << t.markdown;
-  EXPECT_NE(t.csv.find("Table 2,m4,127,128,384,tiny_m4,F1,90.00,0.00,3,90.53"), std::string::npos) << t.csv;
+  EXPECT_NE(t.csv.find("Table 2,m4,127,128,128,tiny_m4,F1,90.00,0.00,3,90.53"), std::string::npos) << t.csv;
+  // The paper's Table 2 is unclipped and fine-tuned at the pretraining length: a row clipped
+  // shorter or fine-tuned longer is another experiment, shown without a paper number.
+  for (const auto& [k, ft] : std::vector<std::pair<int64_t, int64_t>>{{16, 128}, {127, 384}}) {
+    auto other = rows.front();
+    other.k = k;
+    other.finetune_max_len = ft;
+    const auto t2 = render_tables({other}, {"2"});
+    const std::string want = "Table 2,m4," + std::to_string(k) + ",128," + std::to_string(ft) + ",tiny_m4,EM,80.00,0.00,1,\n";
+    EXPECT_NE(t2.csv.find(want), std::string::npos) << t2.csv;
+  }
   EXPECT_NE(t.markdown.find("## Table 4"), std::string::npos);  // m4 SQuAD rows also fill Table 4
   // --only: just the named tables.
   const auto only2 = render_tables(rows, {"2"});
@@ -37,8 +47,9 @@ TEST(Tables, MeanStdAndPaperColumns) {
   abs_row.method = "absolute";
   abs_row.k = 0;
   const auto with_abs = render_tables({abs_row}, {"2"});
-  EXPECT_NE(with_abs.markdown.find("| absolute | — | 128 | 384 |"), std::string::npos) << with_abs.markdown;
-  EXPECT_NE(with_abs.csv.find("Table 2,absolute,,128,384,"), std::string::npos) << with_abs.csv;
+  EXPECT_NE(with_abs.markdown.find("| absolute | — | 128 | 128 |"), std::string::npos) << with_abs.markdown;
+  EXPECT_NE(with_abs.csv.find("Table 2,absolute,,128,128,tiny_m4,EM,80.00,0.00,1,81.58"), std::string::npos)
+      << with_abs.csv;
 }
 
 // Rows are the same experiment whatever the --init spelling ("runs/pre/" is "runs/pre"); an
@@ -57,6 +68,34 @@ TEST(Tables, OneRowPerRunOnlyWholeDevSetsAndTheUnclippedPaperRow) {
   EXPECT_NE(t.markdown.find("| m4 | 511 | 512 | 512 | pre | — | 83.63 | 89.50 ± 0.71 (n=2) | 90.53 |"),
             std::string::npos) << t.markdown;
   EXPECT_NE(t.markdown.find("- ft/seed3#3 (squad_v1 dev: 100 of 10570 examples)"), std::string::npos) << t.markdown;
+}
+
+// Dev-best weights (select: best) are another protocol than the paper's fixed epochs: their seeds
+// form a row of their own, named, with no paper number; and two steps of one pretraining run
+// (--init of a checkpoint file) are two models, two rows.
+TEST(Tables, ProtocolsAndCheckpointsAreRowsOfTheirOwn) {
+  std::vector<ResultRow> rows;
+  for (int seed = 1; seed <= 2; ++seed) {
+    rows.push_back(squad_row("final/seed" + std::to_string(seed), "m4", 127, 128, seed, "exact", 80.0 + seed));
+    auto best = squad_row("best/seed" + std::to_string(seed), "m4", 127, 128, seed, "exact", 90.0 + seed);
+    best.select = "best";
+    rows.push_back(best);
+  }
+  const auto t = render_tables(rows, {"2"});
+  EXPECT_NE(t.csv.find("Table 2,m4,127,128,128,pre,EM,81.50,0.71,2,83.63"), std::string::npos) << t.csv;
+  EXPECT_NE(t.csv.find("Table 2,m4 (select best),127,128,128,pre,EM,91.50,0.71,2,\n"), std::string::npos) << t.csv;
+  std::vector<ResultRow> steps;
+  for (const char* ck : {"runs/m4/checkpoints/step_00000100.pt", "runs/m4/checkpoints/step_00000200.pt"})
+    steps.push_back(squad_row("ft/seed1", "m4", 127, 128, 1, "exact", 70.0, ck));
+  steps[1].run_id = "ft2/seed1";
+  const auto s = render_tables(steps, {"2"});
+  EXPECT_NE(s.csv.find(",m4/step_00000100.pt,EM,70.00,0.00,1,"), std::string::npos) << s.csv;
+  EXPECT_NE(s.csv.find(",m4/step_00000200.pt,EM,70.00,0.00,1,"), std::string::npos) << s.csv;
+  // select survives the result line; lines written before the field read as final.
+  auto j = to_json(rows[1]);
+  EXPECT_EQ(result_from_json(j, "x").select, "best");
+  j.erase("select");
+  EXPECT_EQ(result_from_json(j, "x").select, "final");
 }
 
 TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
