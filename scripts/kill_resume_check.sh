@@ -4,7 +4,7 @@
 # that both runs end alike:
 #   - byte-identical final checkpoints (parameters, optimizer state, RNG, counters, checksum);
 #   - metrics.jsonl and summary.json equal except their timing and memory fields
-#     (elapsed_s, tokens_per_s; wall_s, peak_rss_bytes, peak_device_bytes).
+#     (elapsed_s, tokens_per_s; wall_s, train_s, peak_rss_bytes, peak_device_bytes).
 #
 # Usage: scripts/kill_resume_check.sh BINARY CONFIG WORKDIR KILLS [-- --set k=v ...]
 # Exit 0 when identical, 1 otherwise (the differing lines are printed).
@@ -49,7 +49,7 @@ done
 
 # Timing and memory values differ from run to run; everything else must not.
 untimed_metrics() { sed -E 's/"(elapsed_s|tokens_per_s)":[^,}]*/"\1":-/g' "$1"; }
-untimed_summary() { sed -E 's/^( *"(wall_s|peak_rss_bytes|peak_device_bytes)"): [^,]*/\1: -/' "$1"; }
+untimed_summary() { sed -E 's/^( *"(wall_s|train_s|peak_rss_bytes|peak_device_bytes)"): [^,]*/\1: -/' "$1"; }
 
 status=0
 a=$(cat "$work"/straight/checkpoints/latest); b=$(cat "$run"/checkpoints/latest)

@@ -95,7 +95,9 @@ RunCost read_run_cost(const fs::path& run_dir) {
   c.peak_device_bytes = static_cast<int64_t>(number_field(s, "peak_device_bytes", summary_file).value_or(0));
   c.peak_rss_bytes = static_cast<int64_t>(number_field(s, "peak_rss_bytes", summary_file).value_or(0));
   if (const auto steps = number_field(s, "steps", summary_file)) c.steps = static_cast<int64_t>(*steps);
-  c.wall_s = number_field(s, "wall_s", summary_file).value_or(0);
+  // A run resumed across processes: the training time of all of them (summaries of before the
+  // field give the last process's wall time).
+  c.wall_s = number_field(s, "train_s", summary_file).value_or(number_field(s, "wall_s", summary_file).value_or(0));
   c.valid_loss = number_field(s, "valid_loss", summary_file);
   return c;
 }
@@ -104,7 +106,7 @@ TextTable cost_table(const std::vector<RunCost>& runs) {
   TextTable t{"cost",
               "Cost per method (pretraining runs of this table)",
               {"method", "run", "position parameters", "total parameters", "tokens/s (median)", "peak memory", "steps",
-               "wall s", "held-out MLM loss"},
+               "train s", "held-out MLM loss"},
               {}};
   for (const auto& c : runs) {
     std::vector<Cell> row{c.method, c.run};

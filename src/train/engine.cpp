@@ -130,8 +130,13 @@ StepStats Engine::step(int64_t step) {
   return st;
 }
 
+double Engine::train_seconds() const {
+  return prior_seconds_ + std::chrono::duration<double>(Clock::now() - loop_start_).count();
+}
+
 fs::path Engine::save(TrainState& state) {
   state.cursor = consumed_;
+  state.train_seconds = train_seconds();
   // Every rank takes part (one small all-reduce per checkpoint, never in a step): a checkpoint
   // is written only while the replicas agree, so the newest one is always safe to resume from.
   if (const auto diff = dist::replica_difference(*s_.dp, model_); !diff.empty()) {
@@ -320,7 +325,7 @@ void Engine::log_window(LogWindow& w, TrainState& state, double lr, EngineResult
             format_duration(eta), w.skipped ? fmt::format(" | {} skipped", w.skipped) : std::string());
   nlohmann::json row = {{"step", state.step}, {"loss", mean_loss}, {"lr", lr}, {"grad_norm", mean_grad},
                         {"tokens_per_s", tok_s}, {"tokens_seen", state.tokens_seen}, {"skipped", w.skipped},
-                        {"elapsed_s", done_secs}};
+                        {"elapsed_s", train_seconds()}};  // the run's, across resumes (the ETA: this process's pace)
   if (!acc_name.empty()) row[acc_name] = acc;
   if (scaler_.enabled()) row["loss_scale"] = v[5];
   record(row, state.step);
@@ -344,6 +349,7 @@ EngineResult Engine::run(TrainState state) {
   w.restore(state.log_window);  // resumed between two log steps: the window so far
   loop_start_ = Clock::now();
   first_step_ = state.step;
+  prior_seconds_ = state.train_seconds;
   seen_tokens_ = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(s_.device));
 
   while (state.step < t.max_steps) {

@@ -220,6 +220,8 @@ class Engine {
   torch::Tensor seen_tokens_;       // 0-dim float64 on the device: not yet in state.tokens_seen
   std::chrono::steady_clock::time_point loop_start_;  // run()'s start, for the ETA
   int64_t first_step_ = 0;                            // run()'s first step (0 or resumed)
+  double prior_seconds_ = 0.0;                        // training time of the processes before (resumed)
+  double train_seconds() const;                       // the run's training time so far, resumes included
 };
 
 // The gradients of `params` that exist (a parameter outside the graph has none).

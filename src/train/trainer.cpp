@@ -87,7 +87,8 @@ void write_summary(const fs::path& run_dir, const Config& cfg, const PretrainRes
                             {"final_loss", r.final_loss},
                             {"valid_loss", r.valid_loss},
                             {"valid_accuracy", r.valid_accuracy},
-                            {"wall_s", r.seconds},
+                            {"wall_s", r.seconds},                    // this process, startup included
+                            {"train_s", e.state.train_seconds},       // the training loop, resumes added up
                             {"tokens_seen", e.state.tokens_seen},
                             {"nonfinite_skipped", e.state.nonfinite_total},
                             {"world_size", world},

@@ -153,7 +153,7 @@ TEST(ExtraTables, CostTableFromRunFolders) {
   const auto dir = temp_dir();
   std::filesystem::create_directories(dir / "m4" / "checkpoints");
   write_text(dir / "m4" / "summary.json",
-             R"({"method": "m4", "steps": 12, "wall_s": 33.6, "valid_loss": 6.12345, "peak_device_bytes": 0,
+             R"({"method": "m4", "steps": 12, "wall_s": 33.6, "train_s": 40.2, "valid_loss": 6.12345, "peak_device_bytes": 0,
                  "peak_rss_bytes": 1610612736})");
   // The first window (start-up) is dropped; held-out rows are not training speed.
   write_text(dir / "m4" / "metrics.jsonl",
@@ -169,10 +169,11 @@ TEST(ExtraTables, CostTableFromRunFolders) {
   const TextTable t = cost_table({read_run_cost(dir / "m4"), read_run_cost((dir / "abs_run").string() + "/")});
   // m4: median(12000, 13002) = 12501; 1610612736 B = 1536 MiB; the last parameter line counts.
   // abs_run: no method in summary.json -> the folder's name; 2 GiB on the device; no steps, no loss.
+  // Training time: train_s (every process of a resumed run), else (older summaries) wall_s.
   EXPECT_EQ(to_csv(t),
-            "method,run,position parameters,total parameters,tokens/s (median),peak memory,steps,wall s,"
+            "method,run,position parameters,total parameters,tokens/s (median),peak memory,steps,train s,"
             "held-out MLM loss\n"
-            "m4,m4,\"8,191\",1.10M,\"12,501\",\"1,536 MiB (process RSS)\",12,34,6.123\n"
+            "m4,m4,\"8,191\",1.10M,\"12,501\",\"1,536 MiB (process RSS)\",12,40,6.123\n"
             "abs_run,abs_run,—,—,\"2,500\",\"2,048 MiB (GPU)\",—,8,—\n");
   rpe::test::remove_tree(dir);
 }

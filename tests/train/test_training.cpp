@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/bert.h"
 #include "tiny_run.h"
 #include "toy_engine.h"
 #include "train/checkpoint.h"
@@ -185,7 +186,7 @@ TEST(Engine, GradNormAndClippingMatchTheDoubleReference) {
 nlohmann::json summary_without_timings(const fs::path& run) {
   std::ifstream in(run / "summary.json");
   auto j = nlohmann::json::parse(in);
-  for (const char* k : {"wall_s", "peak_rss_bytes", "peak_device_bytes"}) j.erase(k);
+  for (const char* k : {"wall_s", "train_s", "peak_rss_bytes", "peak_device_bytes"}) j.erase(k);
   return j;
 }
 
@@ -204,6 +205,38 @@ TEST(PretrainSummary, ResumedRunReportsTheSameSummary) {
   EXPECT_THROW(pretrain(cfg, b, {}, crash), Crash);
   pretrain(cfg, b, {.resume = true});
   EXPECT_EQ(summary_without_timings(a), summary_without_timings(b));
+}
+
+// The run's training time goes on across processes: a resume starts from the checkpoint's
+// (summary.json's train_s, metrics.jsonl's elapsed_s), where wall_s is this process's alone.
+TEST(PretrainSummary, TrainingTimeAddsUpAcrossResumes) {
+  const fs::path run = test::fresh_dir("train_seconds");
+  pretrain(test::tiny_config({"train.max_steps=4", "train.save_every=2"}), run, {});
+  const fs::path ck = *latest_checkpoint(run);
+  {  // as if the first process had trained for 1000 s
+    const Config c = config_from_yaml(read_checkpoint_config(ck), ck.string());
+    BertModel model(c.model);
+    const auto optimizer = make_optimizer(*model, c.train);
+    CheckpointContents saved = load_checkpoint(ck, *model, optimizer.get());
+    EXPECT_GT(saved.state.train_seconds, 0.0);
+    saved.state.train_seconds = 1000.0;
+    write_checkpoint(ck, *model, optimizer.get(), &saved.state, saved.config_yaml);
+  }
+  pretrain(test::tiny_config({"train.max_steps=8", "train.save_every=2"}), run, {.resume = true});
+  std::ifstream in(run / "summary.json");
+  const auto summary = nlohmann::json::parse(in);
+  EXPECT_GE(summary["train_s"].get<double>(), 1000.0);
+  EXPECT_LT(summary["wall_s"].get<double>(), 1000.0);
+  std::ifstream metrics(run / "metrics.jsonl");
+  int later = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    const auto row = nlohmann::json::parse(line);
+    if (row.contains("elapsed_s") && row["step"].get<int64_t>() > 4) {
+      EXPECT_GE(row["elapsed_s"].get<double>(), 1000.0) << line;
+      ++later;
+    }
+  }
+  EXPECT_GT(later, 0);
 }
 
 // A finished run resumed to train further is unfinished until it ends again: its old
