@@ -148,7 +148,6 @@ void write_checkpoint(const fs::path& file, torch::nn::Module& model, torch::opt
     archive.write("loader_epoch", c10::IValue(state->cursor.epoch));
     archive.write("loader_position", c10::IValue(state->cursor.position));
     archive.write("tokens_seen", c10::IValue(state->tokens_seen));
-    archive.write("train_seconds", c10::IValue(state->train_seconds));
     archive.write("nonfinite_total", c10::IValue(state->nonfinite_total));
     archive.write("nonfinite_in_a_row", c10::IValue(state->nonfinite_in_a_row));
     archive.write("loss_scale", c10::IValue(state->loss_scale));
@@ -245,7 +244,6 @@ CheckpointContents load_checkpoint(const fs::path& file, torch::nn::Module& mode
   read_int("nonfinite_in_a_row", out.state.nonfinite_in_a_row);
   read_int("loss_scale_streak", out.state.loss_scale_streak);
   if (archive.try_read("loss_scale", v) && v.isDouble()) out.state.loss_scale = v.toDouble();
-  if (archive.try_read("train_seconds", v) && v.isDouble()) out.state.train_seconds = v.toDouble();
   if (torch::Tensor w; archive.try_read("log_window", w) && w.dim() == 1 && w.scalar_type() == torch::kDouble) {
     const auto h = w.contiguous();
     out.state.log_window.assign(h.data_ptr<double>(), h.data_ptr<double>() + h.numel());

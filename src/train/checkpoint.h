@@ -3,8 +3,7 @@
 //   optim/<param>/<field>          optimizer state per parameter: step, exp_avg, exp_avg_sq
 //                                  (+ max_exp_avg_sq for AMSGrad); options come from the config
 //   optimizer_name, schedule       which optimizer/schedule wrote it (the lr is a function of step)
-//   step, loader_epoch, loader_position, tokens_seen, nonfinite_total, nonfinite_in_a_row,
-//   train_seconds
+//   step, loader_epoch, loader_position, tokens_seen, nonfinite_total, nonfinite_in_a_row
 //   rng_cpu, rng_device            torch's default CPU generator and, on a GPU, the training
 //                                  device's (dropout), restored into each rank's own device's
 //                                  (masking needs none: it is a function of (seed, epoch, index))
@@ -38,7 +37,9 @@ struct TrainState {
   double loss_scale = 0.0;         // fp16: the dynamic loss scale (0: none, another precision)
   int64_t loss_scale_streak = 0;   // fp16: overflow-free steps since the scale last changed
   std::vector<double> log_window;  // the log window up to `step` (LogWindow::snapshot); empty: none
-  double train_seconds = 0.0;      // training-loop time up to `step`, every process of the run (resumes add up)
+  // Training-loop time up to `step`, every process of the run (resumes add up). Not in the
+  // checkpoint (identical runs write identical files): a resume reads it from metrics.jsonl.
+  double train_seconds = 0.0;
   // What `cursor` counts in: the training sequences, their tokens, length, packing and the
   // tokenizer ("" in checkpoints older than the field). Resume refuses other data.
   std::string data_identity;

@@ -53,6 +53,7 @@ LoggedLosses logged_losses(const std::filesystem::path& file) {
     if (!row.contains("loss") || !row["loss"].is_number()) continue;
     out.last = row["loss"].get<double>();
     if (std::isnan(out.first)) out.first = out.last;
+    if (row.contains("elapsed_s") && row["elapsed_s"].is_number()) out.elapsed_s = row["elapsed_s"].get<double>();
   }
   return out;
 }

@@ -32,10 +32,12 @@ int64_t drop_metrics_after(const std::filesystem::path& file, int64_t step, bool
 
 // The losses of the first and the last training rows (no "split", no "event") with a numeric
 // loss, NaN if none: a resumed run reports its original first loss in summary.json, and one
-// resumed from its final checkpoint (no step left to log) the last loss it logged.
+// resumed from its final checkpoint (no step left to log) the last loss it logged. `elapsed_s`:
+// the last training row's, the training time a resumed run goes on from (0 if none).
 struct LoggedLosses {
   double first = std::nan("");
   double last = std::nan("");
+  double elapsed_s = 0.0;
 };
 LoggedLosses logged_losses(const std::filesystem::path& file);
 

@@ -67,9 +67,11 @@ TrainState restore(const fs::path& run_dir, bool resume, BertModel& model, torch
     throw UserError(ckpt->string() + ": written by optimizer '" + loaded.optimizer_name + "' but train.optimizer is '" +
                     t.optimizer + "'");
   // The data position is an index into these sequences, in the order train.seed shuffles them:
-  // in other data or another order it would mean others. (A checkpoint of before a field was
-  // added names fewer: its identity is a prefix of today's.)
-  if (!loaded.data_identity.empty() && data_identity.rfind(loaded.data_identity, 0) != 0)
+  // in other data or another order it would mean others. (A checkpoint of before the seed was
+  // part of it names the rest: compared on that.)
+  const std::string& was = loaded.data_identity;
+  const bool older = was.find(", order of train.seed ") == std::string::npos;
+  if (!was.empty() && was != data_identity && !(older && data_identity.rfind(was + ", ", 0) == 0))
     throw UserError(ckpt->string() + ": trained on " + loaded.data_identity + ", but the data is now " + data_identity +
                     ": its data position would mean other sequences (train on the same data, or start a new run)");
   loaded.optimizer_name = t.optimizer;
@@ -194,7 +196,7 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
       corpus.train->size(), train_tokens, cfg.data.max_seq_len, cfg.data.packing, tokenizer_crc, t.seed);
   BertModel model = build_model(cfg.model, device);
   auto optimizer = make_optimizer(*model, t);
-  const TrainState state =
+  TrainState state =
       dist::all_or_none(dp, "loading the checkpoint", [&] { return restore(run_dir, resume, model, *optimizer, t, data); });
   // Only once the checkpoint took this config: a refused --resume leaves the run's own.
   if (chief) write_file_atomic(run_dir / "config.yaml", config_yaml);
@@ -226,6 +228,7 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
       const LoggedLosses logged = logged_losses(metrics);
       setup.first_loss = logged.first;
       setup.last_loss = logged.last;
+      state.train_seconds = logged.elapsed_s;  // to the last row before the checkpoint (later rows were dropped)
     }
   }
   MlmTask task(model, corpus.train, corpus.valid, *tokenizer, cfg, micro_batch, dp.rank(), dp.world(), device);
