@@ -115,16 +115,25 @@ rp_lock_out() {
     rp_die "$OUT is in use by another reproduction script (it holds $OUT/.lock); wait for it or pass another --out"
 }
 
+# rp_portable TEXT: TEXT with the --out folder written <out> and the checkout <repo>, so a stamp
+# stays valid where the folders move (a run folder carried to another machine, a moved --out).
+rp_portable() {
+  local text="$1"
+  text="${text//"$OUT"/<out>}"
+  printf '%s' "${text//"$RP_ROOT"/<repo>}"
+}
+
 # rp_stamp_check DIR STAMP WHAT TEXT: reusing run DIR (finished or to be resumed) is allowed only
 # if STAMP holds TEXT, the settings asked for now. A run from before stamps is reused as is.
 rp_stamp_check() {
-  local dir="$1" stamp="$2" what="$3" text="$4" changes was now
+  local dir="$1" stamp="$2" what="$3" text changes was now
   [[ "$DRY_RUN" == 1 ]] && return 0
+  text="$(rp_portable "$4")"
   if [[ ! -f "$stamp" ]]; then rp_log "$what: $dir has no stamp (made before stamps): reused as is"; return 0; fi
   [[ "$(cat "$stamp")" == "$text" ]] && return 0
   changes="$(diff "$stamp" <(printf '%s\n' "$text") || true)"  # diff exits 1 when the files differ
-  was="$(sed -n 's/^< //p' <<<"$changes" | head -1)"
-  now="$(sed -n 's/^> //p' <<<"$changes" | head -1)"
+  was="$(sed -n '/^< /{s///p;q;}' <<<"$changes")"  # the first line each side (no head: no SIGPIPE)
+  now="$(sed -n '/^> /{s///p;q;}' <<<"$changes")"
   rp_die "$what: $dir was made with other settings (${was:-?} there, ${now:-?} now); remove it or pass another --out"
 }
 
@@ -132,7 +141,7 @@ rp_stamp_check() {
 rp_stamp_write() {
   [[ "$DRY_RUN" == 1 ]] && return 0
   mkdir -p "$(dirname "$1")"
-  printf '%s\n' "$2" >"$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"
+  printf '%s\n' "$(rp_portable "$2")" >"$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"
 }
 
 # rp_settings ARGS...: the resolved config `rpe-train dump-config --flat ARGS` prints, from the

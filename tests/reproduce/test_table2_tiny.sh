@@ -69,7 +69,13 @@ if grep -q 'finetune squad' "$OUT/second.log"; then fail "a finished fine-tuning
 # Runs are reused only for the settings they were made with (their stamps): another lr or another
 # number of epochs stops the script (exit 2) naming the key, before any work.
 grep -qx 'model.attention.method: m4' "$OUT/pretrain/m4.stamp" || fail "pretrain/m4.stamp lacks the method"
-grep -qx "init: $OUT/pretrain/m4" "$OUT/finetune/table2/m4_s1.stamp" || fail "finetune stamp lacks the init"
+grep -qx "init: <out>/pretrain/m4" "$OUT/finetune/table2/m4_s1.stamp" || fail "finetune stamp lacks the init"
+# Stamps name --out and the checkout as <out>/<repo>: a moved --out is reused as it is.
+cp -a "$OUT" "$OUT.moved"
+bash "$ROOT/scripts/reproduce/table2.sh" --scale tiny "${small[@]}" --out "$OUT.moved" >"$OUT/moved.log" 2>&1 ||
+  { rm -rf "$OUT.moved"; cat "$OUT/moved.log"; fail "a moved --out was not reused"; }
+rm -rf "$OUT.moved"
+[[ $(grep -c 'done, skipped' "$OUT/moved.log") == 6 ]] || { cat "$OUT/moved.log"; fail "a moved --out: expected 6 skipped runs"; }
 for change in "--pretrain-set train.lr=0.0007:pretrain absolute: .* was made with other settings [(]train.lr: " \
               "--finetune-set finetune.epochs=2:finetune table2/absolute_s1: .*[(]finetune.epochs: 1 there, finetune.epochs: 2 now[)]"; do
   opt="${change%%:*}"; want="${change#*:}"
