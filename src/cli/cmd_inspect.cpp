@@ -170,7 +170,7 @@ void write_attention(const InspectArgs& a, BertModel& bert, const Tokenizer& tok
   if (text.empty()) throw UserError("--attention needs --text or --text-file");
   if (a.attention_layer < 0 || a.attention_layer >= static_cast<int64_t>(bert->layers->size()))
     throw UserError("--attention-layer " + std::to_string(a.attention_layer) + ": out of range");
-  const auto enc = tok.encode(text);
+  const auto enc = tok.encode_corpus(text);  // the model read text as pretraining did
   std::vector<int64_t> ids{tok.special().cls};
   for (auto id : enc.ids) ids.push_back(id);
   ids.push_back(tok.special().sep);
