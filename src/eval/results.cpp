@@ -6,6 +6,7 @@
 
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/log.h"
 
 namespace rpe::eval {
 using nlohmann::json;
@@ -65,7 +66,13 @@ std::vector<ResultRow> read_results(const std::filesystem::path& file) {
     json j;
     try {
       j = json::parse(line);
-    } catch (const json::parse_error&) {
+    } catch (const json::parse_error& e) {
+      // A line that ends mid-value is a write a crash cut short (append_line_synced starts the
+      // next one on a line of its own): its evaluation is lost, the others stand.
+      if (e.byte >= line.size()) {
+        log::warn("results", "{}: a line cut short (an interrupted write) left out; rerun that evaluation", where);
+        continue;
+      }
       throw UserError(where + ": malformed JSON line");
     }
     if (!j.is_object()) throw UserError(where + ": expected a JSON object");

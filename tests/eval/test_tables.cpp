@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 
 #include "eval/results.h"
 #include "eval/table_fixture.h"
@@ -112,12 +113,23 @@ TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
   ASSERT_EQ(back.size(), 2u);
   EXPECT_EQ(back[1].metric, "f1");
   EXPECT_DOUBLE_EQ(back[1].value, 81.5);
-  rpe::append_line_synced(dir / "r.jsonl", "{\"run_id\": 3}");
-  try {
-    read_results(dir / "r.jsonl");
-    FAIL() << "expected a UserError";
-  } catch (const rpe::UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("r.jsonl:3"), std::string::npos) << e.what();
+  // A line a crash cut short is left out; the lines after it stand.
+  const std::string whole = to_json(r).dump();
+  {
+    std::ofstream(dir / "r.jsonl", std::ios::app) << whole.substr(0, whole.size() / 2);
+  }
+  append_results(dir / "r.jsonl", {r});
+  EXPECT_EQ(read_results(dir / "r.jsonl").size(), 3u);
+  // Anything else that is not a result line is refused, naming the line.
+  for (const std::string bad : {"{\"run_id\": 3}", "garbage}", "{\"run_id\": \"x\"} trailing"}) {
+    const std::string copy = (dir / "bad.jsonl").string();
+    std::ofstream(copy) << whole << "\n" << bad << "\n";
+    try {
+      read_results(copy);
+      FAIL() << "expected a UserError for " << bad;
+    } catch (const rpe::UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("bad.jsonl:2"), std::string::npos) << e.what();
+    }
   }
   rpe::test::remove_tree(dir);
 }
