@@ -150,6 +150,15 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
     for (const auto& c : t.columns)
       if (c.task == task && c.split == split && c.metric == metric && t.keep(g)) groups.insert(g);
   }
+  // Rows in the paper's order of methods (its Table 2: absolute, Shaw, methods 1-4), the methods
+  // it lacks after them; within a method by k, lengths, run.
+  auto paper_rank = [](const std::string& method) {
+    const auto& rows = paper::kTable2;
+    return std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return method == r.method; }) - rows.begin();
+  };
+  std::vector<GroupKey> ordered(groups.begin(), groups.end());
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [&](const GroupKey& a, const GroupKey& b) { return paper_rank(a.method) < paper_rank(b.method); });
   out.markdown += "## " + t.name + "\n\n" + t.caption + "\n\n";
   if (groups.empty()) {
     out.markdown += "(no results yet)\n\n";
@@ -163,7 +172,7 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
   }
   out.markdown += head + "\n" + rule + "\n";
   std::vector<std::string> left_out;
-  for (const auto& g : groups) {
+  for (const auto& g : ordered) {
     std::string line = "| " + g.label() + " | " + k_text(g.k, "—") + " | " + std::to_string(g.pretrain_len) + " | " +
                        std::to_string(g.finetune_len) + " | " + g.pretrain_run + " |";
     for (size_t i = 0; i < t.columns.size(); ++i) {

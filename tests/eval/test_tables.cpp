@@ -99,6 +99,18 @@ TEST(Tables, ProtocolsAndCheckpointsAreRowsOfTheirOwn) {
   EXPECT_EQ(result_from_json(j, "x").select, "final");
 }
 
+// Rows follow the paper's order of methods (absolute, Shaw, methods 1-4), then the methods it
+// lacks, alphabetically.
+TEST(Tables, RowsInThePapersOrderOfMethods) {
+  std::vector<ResultRow> rows;
+  for (const char* m : {"rope", "m4", "shaw", "alibi", "m1", "absolute"})
+    rows.push_back(squad_row(std::string(m) + "/seed1", m, 0, 128, 1, "exact", 70.0));
+  std::string order;
+  for (const auto& j : render_tables(rows, {"2"}).json)
+    if (j["column"] == "EM") order += j["method"].get<std::string>() + " ";
+  EXPECT_EQ(order, "absolute shaw m1 m4 alibi rope ");
+}
+
 TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
   const auto dir = rpe::test::temp_dir();
   ResultRow r;
