@@ -55,7 +55,8 @@ void append_results(const std::filesystem::path& file, const std::vector<ResultR
 }
 
 std::vector<ResultRow> read_results(const std::filesystem::path& file) {
-  std::istringstream in(read_file(file));
+  const std::string text = read_file(file);
+  std::istringstream in(text);
   std::vector<ResultRow> rows;
   std::string line;
   int64_t n = 0;
@@ -66,11 +67,11 @@ std::vector<ResultRow> read_results(const std::filesystem::path& file) {
     json j;
     try {
       j = json::parse(line);
-    } catch (const json::parse_error& e) {
-      // A line that ends mid-value is a write a crash cut short (append_line_synced starts the
-      // next one on a line of its own): its evaluation is lost, the others stand.
-      if (e.byte >= line.size()) {
-        log::warn("results", "{}: a line cut short (an interrupted write) left out; rerun that evaluation", where);
+    } catch (const json::parse_error&) {
+      // The file's last line without its newline is a write a crash cut short (the next append
+      // cuts it off): that evaluation is lost, the others stand. Anything else is an error.
+      if (in.eof() && !text.empty() && text.back() != '\n') {
+        log::warn("results", "{}: a line cut short by an interrupted write, left out; rerun that evaluation", where);
         continue;
       }
       throw UserError(where + ": malformed JSON line");

@@ -34,7 +34,8 @@ ResultRow result_from_json(const nlohmann::json& j, const std::string& where);
 
 // Appends one line per row (fsynced, so a crash loses nothing already reported).
 void append_results(const std::filesystem::path& file, const std::vector<ResultRow>& rows);
-// Reads all rows; a malformed line is a UserError naming file:line.
+// Reads all rows; a malformed line is a UserError naming file:line, except the file's last line
+// without its newline (a write a crash cut short), left out with a warning.
 std::vector<ResultRow> read_results(const std::filesystem::path& file);
 
 // "2026-11-22T07:30:00Z"

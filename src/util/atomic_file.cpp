@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -54,11 +55,28 @@ void append_line_synced(const fs::path& path, const std::string& line) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND, 0644);
   if (fd < 0) throw UserError("cannot open " + path.string() + ": " + std::strerror(errno));
   // A line whose write failed is cut back off (below); one torn by a crash has no newline at
-  // the end: the new line starts on a line of its own, so at most the torn one is lost.
-  const off_t before = ::lseek(fd, 0, SEEK_END);
+  // the end: it is cut off here, before the new line, so every line in the file is whole (the
+  // torn one was lost with the crash; readers skip it while it is the last).
+  off_t before = ::lseek(fd, 0, SEEK_END);
   char last = '\n';
   if (before > 0 && ::pread(fd, &last, 1, before - 1) != 1) last = '\n';
-  std::string buf = (last == '\n' ? "" : "\n") + line + "\n";
+  if (last != '\n') {
+    off_t end = before;  // back to just after the last newline (or the start of the file)
+    char chunk[4096];
+    while (end > 0) {
+      const off_t from = std::max<off_t>(0, end - static_cast<off_t>(sizeof chunk));
+      const ssize_t n = ::pread(fd, chunk, static_cast<size_t>(end - from), from);
+      if (n != end - from) break;
+      const void* nl = ::memrchr(chunk, '\n', static_cast<size_t>(n));
+      if (nl) {
+        end = from + (static_cast<const char*>(nl) - chunk) + 1;
+        break;
+      }
+      end = from;
+    }
+    if (::ftruncate(fd, end) == 0) before = end;
+  }
+  std::string buf = line + "\n";
   const char* p = buf.data();
   size_t left = buf.size();
   auto fail = [&](int error) {

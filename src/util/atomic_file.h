@@ -16,7 +16,8 @@ void write_atomic_with(const std::filesystem::path& path,
                        const std::function<void(const std::filesystem::path& tmp)>& writer);
 
 // Appends one line (plus '\n') to `path` and flushes it to disk (metrics.jsonl, results):
-// all of it or none (a failed write is cut back off), on a line of its own (after a torn one).
+// all of it or none (a failed write is cut back off; a line a crash tore, the file's last
+// without its newline, is cut off first), so every line before the end is whole.
 // Write errors as throw_write_error (atomic_writer.h): exit 1 for a full disk.
 void append_line_synced(const std::filesystem::path& path, const std::string& line);
 

@@ -125,15 +125,19 @@ TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
   ASSERT_EQ(back.size(), 2u);
   EXPECT_EQ(back[1].metric, "f1");
   EXPECT_DOUBLE_EQ(back[1].value, 81.5);
-  // A line a crash cut short is left out; the lines after it stand.
+  // A line a crash cut short (the last, without its newline) is left out; the next append cuts
+  // it off, so the lines after it stand and the file holds whole lines only.
   const std::string whole = to_json(r).dump();
   {
     std::ofstream(dir / "r.jsonl", std::ios::app) << whole.substr(0, whole.size() / 2);
   }
+  EXPECT_EQ(read_results(dir / "r.jsonl").size(), 2u);
   append_results(dir / "r.jsonl", {r});
   EXPECT_EQ(read_results(dir / "r.jsonl").size(), 3u);
-  // Anything else that is not a result line is refused, naming the line.
-  for (const std::string bad : {"{\"run_id\": 3}", "garbage}", "{\"run_id\": \"x\"} trailing"}) {
+  EXPECT_EQ(rpe::read_file(dir / "r.jsonl"), whole + "\n" + whole + "\n" + whole + "\n");
+  // Anything else that is not a result line is refused, naming the line: a line cut short
+  // that ends in a newline was not torn by a crash.
+  for (const std::string bad : {"{\"run_id\": 3}", "garbage}", "{\"run_id\": \"x\"} trailing", "{\"run_id\": "}) {
     const std::string copy = (dir / "bad.jsonl").string();
     std::ofstream(copy) << whole << "\n" << bad << "\n";
     try {

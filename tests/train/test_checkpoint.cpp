@@ -265,8 +265,8 @@ TEST(Checkpoint, AFailedWriteNamesTheFileAndKeepsThePreviousCheckpoint) {
 }
 
 // metrics.jsonl and results.jsonl: a line that does not fit (a full disk) is cut back off and
-// reported as the machine's failure (exit 1, like a checkpoint's); the file keeps whole lines,
-// and a line torn by a crash (no newline) does not swallow the next one.
+// reported as the machine's failure (exit 1, like a checkpoint's); the file keeps whole lines:
+// a line torn by a crash (the last, no newline) is cut off before the next one is appended.
 TEST(Checkpoint, AnAppendedLineIsWholeOrAbsent) {
   const fs::path file = test::fresh_dir("append") / "results.jsonl";
   append_line_synced(file, std::string(100, 'a'));
@@ -280,7 +280,16 @@ TEST(Checkpoint, AnAppendedLineIsWholeOrAbsent) {
   EXPECT_EQ(slurp(file), std::string(100, 'a') + "\n");
   std::ofstream(file, std::ios::app) << "{\"torn";  // what a kill mid-write leaves
   append_line_synced(file, "next");
-  EXPECT_EQ(slurp(file), std::string(100, 'a') + "\n{\"torn\nnext\n");
+  EXPECT_EQ(slurp(file), std::string(100, 'a') + "\nnext\n");
+  // A torn first line (no newline anywhere) and one longer than the backward scan's 4 KiB chunk.
+  for (const size_t torn : {size_t{5}, size_t{10000}}) {
+    std::ofstream(file, std::ios::trunc) << std::string(torn, 'x');
+    append_line_synced(file, "only");
+    EXPECT_EQ(slurp(file), "only\n") << torn;
+    std::ofstream(file, std::ios::app) << "kept\n" << std::string(torn, 'y');
+    append_line_synced(file, "last");
+    EXPECT_EQ(slurp(file), "only\nkept\nlast\n") << torn;
+  }
 }
 
 TEST(Checkpoint, RestoresModelOptimizerStepCursorAndRng) {
