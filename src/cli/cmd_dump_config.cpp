@@ -12,7 +12,6 @@
 #include "train/checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
-#include "util/log.h"
 
 namespace rpe::cli {
 namespace fs = std::filesystem;
@@ -25,8 +24,7 @@ struct DumpArgs {
 };
 
 int run_dump_config(const DumpArgs& a) {
-  // stdout is the config (scripts compare it): no log line in it (logs go to stdout, util/log.h).
-  spdlog::default_logger()->set_level(spdlog::level::off);
+  silence_logs();  // stdout is the config: scripts compare it
   if (a.shell) {
     if (!a.sets.empty()) throw UserError("dump-config --shell: --set does not apply to a settings file");
     std::cout << shell_assignments(a.file);

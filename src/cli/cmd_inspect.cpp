@@ -28,6 +28,7 @@
 #include "data/mlm_dataset.h"
 #include "data/packing.h"
 #include "data/tokenizer.h"
+#include "model/attention/registry.h"
 #include "model/bert.h"
 #include "train/checkpoint.h"
 #include "train/mlm_task.h"
@@ -215,16 +216,12 @@ void write_mlm_losses(const InspectArgs& a, BertModel& bert, const Tokenizer& to
 int run_inspect(const InspectArgs& a) {
   const std::vector<int64_t> lengths = check_inspect_args(a);
   const bool only_max_length = a.max_length && a.weights_out.empty() && a.attention_out.empty() && a.mlm_out.empty();
-  // Its stdout is one word that scripts read: no log line in it (logs go to stdout, util/log.h).
-  if (only_max_length) spdlog::default_logger()->set_level(spdlog::level::off);
+  if (only_max_length) silence_logs();  // stdout is one word scripts read
   const CheckpointSource source = resolve_checkpoint(a.run);
   const fs::path &checkpoint = source.checkpoint, &run_dir = source.run_dir;
   Config cfg = config_from_yaml(read_checkpoint_config(checkpoint), checkpoint.string() + " (embedded config)");
-  if (a.max_length) {  // the model's own answer (its position method), no weights or tokenizer needed
-    ModelOptions shape = cfg.model;
-    if (shape.vocab_size == 0) shape.vocab_size = 1;  // the vocabulary does not bear on lengths
-    const int64_t longest = BertModel(shape)->position->longest_input();
-    std::cout << (longest > 0 ? std::to_string(longest) : std::string("none")) << "\n";
+  if (a.max_length) {  // from the config alone: no weights or tokenizer needed
+    std::cout << (has_absolute_table(cfg.model) ? std::to_string(cfg.model.max_position) : std::string("none")) << "\n";
     if (only_max_length) return 0;
   }
   const fs::path tok_path = run_dir / "tokenizer.model";

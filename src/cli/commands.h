@@ -10,6 +10,9 @@ namespace rpe::cli {
 using Runner = std::function<int()>;
 // Prints versions and devices (rpe-train --version).
 int print_version();
+// For a command whose stdout is data scripts read (dump-config, inspect --max-length): no log
+// line goes there (logs go to stdout, util/log.h; the one-line error still goes to stderr).
+void silence_logs();
 void add_dump_config(CLI::App& app, Runner& run);
 void add_pretrain(CLI::App& app, Runner& run);
 void add_tokenize(CLI::App& app, Runner& run);

@@ -14,6 +14,8 @@
 #include "util/errors.h"
 #include "util/log.h"
 
+void rpe::cli::silence_logs() { spdlog::default_logger()->set_level(spdlog::level::off); }
+
 namespace {
 
 // Multi-line messages (LibTorch's, some library errors) folded into one line.

@@ -177,8 +177,7 @@ std::vector<HfTensorLink> hf_tensor_links(const ModelOptions& m) {
   };
   add("word_embeddings.weight", "bert.embeddings.word_embeddings.weight");
   const MethodInfo& method = method_info(m.attention.method);
-  if (method.learned_absolute || m.attention.add_absolute)
-    add("position.absolute", "bert.embeddings.position_embeddings.weight");
+  if (has_absolute_table(m)) add("position.absolute", "bert.embeddings.position_embeddings.weight");
   add("token_type_embeddings.weight", "bert.embeddings.token_type_embeddings.weight");
   add_wb("embeddings_norm", "bert.embeddings.LayerNorm");
   const std::string& table = method.hf_distance_table;

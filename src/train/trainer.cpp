@@ -117,7 +117,7 @@ void write_summary(const fs::path& run_dir, const Config& cfg, const PretrainRes
 // meant are warned about.
 void check_settings(const Config& cfg) {
   const MethodInfo& info = method_info(cfg.model.attention.method);
-  if ((info.learned_absolute || cfg.model.attention.add_absolute) && cfg.data.max_seq_len > cfg.model.max_position)
+  if (has_absolute_table(cfg.model) && cfg.data.max_seq_len > cfg.model.max_position)
     cfg.fail("data.max_seq_len", std::to_string(cfg.data.max_seq_len) + " exceeds model.max_position (" +
                                      std::to_string(cfg.model.max_position) + "), the rows of the learned absolute table");
   const auto& t = cfg.train;

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -60,20 +59,10 @@ void append_line_synced(const fs::path& path, const std::string& line) {
   off_t before = ::lseek(fd, 0, SEEK_END);
   char last = '\n';
   if (before > 0 && ::pread(fd, &last, 1, before - 1) != 1) last = '\n';
-  if (last != '\n') {
-    off_t end = before;  // back to just after the last newline (or the start of the file)
-    char chunk[4096];
-    while (end > 0) {
-      const off_t from = std::max<off_t>(0, end - static_cast<off_t>(sizeof chunk));
-      const ssize_t n = ::pread(fd, chunk, static_cast<size_t>(end - from), from);
-      if (n != end - from) break;
-      const void* nl = ::memrchr(chunk, '\n', static_cast<size_t>(n));
-      if (nl) {
-        end = from + (static_cast<const char*>(nl) - chunk) + 1;
-        break;
-      }
-      end = from;
-    }
+  if (last != '\n') {  // back to just after the last newline (or the start of the file)
+    const std::string text = read_file(path);
+    const size_t nl = text.rfind('\n');
+    const off_t end = nl == std::string::npos ? 0 : static_cast<off_t>(nl + 1);
     if (::ftruncate(fd, end) == 0) before = end;
   }
   std::string buf = line + "\n";

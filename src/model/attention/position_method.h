@@ -61,9 +61,6 @@ class PositionMethodImpl : public torch::nn::Module {
   // Added to the token embeddings: [L, D], or undefined when the method adds nothing.
   // Refuses (UserError naming both lengths) when L exceeds a learned absolute table.
   virtual torch::Tensor input_embeddings(int64_t length);
-  // The longest sequence input_embeddings takes: the learned absolute table's rows, or 0 when
-  // the method takes any length.
-  int64_t longest_input() const { return absolute_table.defined() ? options_.max_position : 0; }
 
   // Hooks for encoder layer `layer` (0-based), created once at model build.
   virtual std::shared_ptr<PositionTermImpl> make_layer_term(int64_t layer) = 0;

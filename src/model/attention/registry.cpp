@@ -201,6 +201,10 @@ const MethodInfo& method_info(const std::string& name) {
                   ")");
 }
 
+bool has_absolute_table(const ModelOptions& m) {
+  return method_info(m.attention.method).learned_absolute || m.attention.add_absolute;
+}
+
 std::vector<std::string> attention_method_names() {
   std::vector<std::string> names;
   for (const MethodInfo& m : position_methods()) names.push_back(m.name);

@@ -48,6 +48,10 @@ const MethodInfo* find_method(const std::string& name);
 // As find_method, but a UserError for model.attention.method naming the valid names.
 const MethodInfo& method_info(const std::string& name);
 
+// Whether a model of `m` keeps a learned absolute table (the method's own, or add_absolute):
+// model.max_position rows, so no longer sequence (and a tensor to export or swap).
+bool has_absolute_table(const ModelOptions& m);
+
 // Names in registry order; an unknown name in a config is an error listing these.
 std::vector<std::string> attention_method_names();
 
