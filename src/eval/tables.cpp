@@ -141,7 +141,26 @@ struct Table {
   std::vector<Column> columns;
   PaperFn paper;  // published value for (row, column) or nullopt
   std::function<bool(const GroupKey&)> keep = [](const GroupKey&) { return true; };
+  // The paper's "BERT (Devlin et al.)" row for a column, published numbers only (Tables 2, 3).
+  std::function<std::optional<double>(size_t column)> reference;
+  std::string reference_label = "BERT (Devlin et al., published)";
 };
+
+// The paper's reference row, last, with no result of ours: that BERT is not a run of this project.
+void render_reference(const Table& t, RenderedTables& out) {
+  const std::string& label = t.reference_label;
+  std::string line = "| " + label + " | — | — | — | — |";
+  for (size_t i = 0; i < t.columns.size(); ++i) {
+    const auto p = t.reference(i);
+    line.append(" — | ").append(paper_cell(p)).append(" |");
+    out.csv += t.name + "," + csv_field(label) + ",,,,," + csv_field(t.columns[i].title) + ",,,0," + (p ? fmt(*p) : "") + "\n";
+    // The same keys as a row of ours, null where that BERT has no value of this project.
+    auto j = json_row(t.name, GroupKey{label, 0, 0, 0, "", ""}, t.columns[i].title, std::nullopt, p);
+    for (const char* key : {"pretrain_max_len", "finetune_max_len", "pretrain_run", "select"}) j[key] = nullptr;
+    out.json.push_back(std::move(j));
+  }
+  out.markdown += line + "\n";
+}
 
 void render(const Table& t, const Values& v, RenderedTables& out) {
   std::set<GroupKey> groups;
@@ -188,6 +207,7 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
     }
     out.markdown += line + "\n";
   }
+  if (t.reference) render_reference(t, out);
   out.markdown += "\n";
   if (!left_out.empty()) {
     out.markdown += "Left out of the means above, as scored on part of a dev set only:\n";
@@ -221,6 +241,7 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vect
                if (g.method == r.method) return c == 0 ? r.em : r.f1;
              return std::nullopt;
            }};
+  t2.reference = [](size_t c) { return c == 0 ? paper::kTable2.front().em : paper::kTable2.front().f1; };
   if (want("2")) render(t2, v, out);
 
   Table t3{"Table 3", "GLUE dev by position method (MNLI/SST-2/QNLI/RTE/WNLI accuracy, QQP/MRPC F1, CoLA MCC, "
@@ -245,6 +266,12 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vect
                }
              return std::nullopt;
            }};
+  t3.reference = [](size_t c) -> std::optional<double> {
+    const auto& r = paper::kTable3.front();  // Devlin et al.'s row
+    const double vals[] = {r.mnli_m, r.mnli_mm, r.qqp_f1, r.sst2_acc, r.mrpc_f1};
+    return c < 5 ? std::optional<double>(vals[c]) : std::nullopt;
+  };
+  t3.reference_label = "BERT (Devlin et al., published; GLUE test)";  // as the paper's Table 3 prints it
   if (want("3")) render(t3, v, out);
 
   Table t4{"Table 4", "Method 4 on SQuAD 1.1 dev by clipping distance k and fine-tuning length; the paper column "

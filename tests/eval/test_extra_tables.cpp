@@ -106,6 +106,7 @@ TEST(ExtraTables, Table5AbsoluteFirstThenDropInByLength) {
   // Lengths are matched by position: 128 -> the paper's 512, 160 -> its 640.
   EXPECT_EQ(to_csv(t),
             "run,method,pretrain len,fine-tune len,EM,F1,seeds,paper EM,paper F1\n"
+            "\"BERT (Devlin et al., published)\",absolute,512,512,—,—,0,84.10,90.90\n"
             "absolute_ft128,absolute,128,128,61.00 ± 1.41,72.00 ± 2.83,2,86.91,93.15\n"
             "drop_in_m4_ft128,m4,128,128,65.00,75.50,1,87.51,93.55\n"
             "drop_in_m4_ft160,m4,128,160,66.00,77.00,1,87.57,93.49\n"

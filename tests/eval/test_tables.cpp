@@ -108,7 +108,7 @@ TEST(Tables, RowsInThePapersOrderOfMethods) {
   std::string order;
   for (const auto& j : render_tables(rows, {"2"}).json)
     if (j["column"] == "EM") order += j["method"].get<std::string>() + " ";
-  EXPECT_EQ(order, "absolute shaw m1 m4 alibi rope ");
+  EXPECT_EQ(order, "absolute shaw m1 m4 alibi rope BERT (Devlin et al., published) ");
 }
 
 TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
@@ -156,8 +156,9 @@ TEST(Tables, JsonMirrorsCsvRows) {
     rows.push_back(squad_row("ft/seed" + std::to_string(seed), "absolute", 0, 128, seed, "exact", 70.0 + 4 * seed,
                              "runs/tiny_absolute"));
   const auto t = render_tables(rows, {"2"});
-  // One object per CSV row: EM with the values, F1 without any (mean/std null, n 0).
-  ASSERT_EQ(t.json.size(), 2u) << t.json.dump();
+  // One object per CSV row: EM with the values, F1 without any (mean/std null, n 0), then the
+  // paper's reference row (Devlin et al.'s BERT, its published numbers only).
+  ASSERT_EQ(t.json.size(), 4u) << t.json.dump();
   const auto& em = t.json[0];
   EXPECT_EQ(em["table"], "Table 2");
   EXPECT_EQ(em["column"], "EM");
@@ -171,4 +172,28 @@ TEST(Tables, JsonMirrorsCsvRows) {
   EXPECT_TRUE(t.json[1]["mean"].is_null());
   EXPECT_EQ(t.json[1]["n"], 0);
   EXPECT_DOUBLE_EQ(t.json[1]["paper"].get<double>(), 88.59);
+  EXPECT_EQ(t.json[2]["method"], "BERT (Devlin et al., published)");
+  EXPECT_EQ(t.json[2].size(), em.size());  // the same keys
+  EXPECT_TRUE(t.json[2]["mean"].is_null());
+  EXPECT_TRUE(t.json[2]["pretrain_max_len"].is_null());
+  EXPECT_DOUBLE_EQ(t.json[2]["paper"].get<double>(), 80.8);
+  EXPECT_DOUBLE_EQ(t.json[3]["paper"].get<double>(), 88.5);
+}
+
+// Tables 2 and 3 end with the paper's "BERT (Devlin et al.)" row, its published numbers beside
+// no result of ours (Table 3: the five GLUE columns the paper has); no rows, no reference row.
+TEST(Tables, ThePapersBertReferenceRowsAfterOurs) {
+  auto glue = squad_row("g/seed1", "m4", 0, 128, 1, "accuracy", 84.0);
+  glue.task = "mnli";
+  glue.split = "dev_matched";
+  const auto t = render_tables({squad_row("s/seed1", "m4", 0, 128, 1, "exact", 80.0), glue}, {"2", "3"});
+  EXPECT_NE(t.markdown.find("| BERT (Devlin et al., published) | — | — | — | — | — | 80.80 | — | 88.50 |\n\n## Table 3"),
+            std::string::npos)
+      << t.markdown;
+  EXPECT_NE(t.markdown.find("| BERT (Devlin et al., published; GLUE test) | — | — | — | — | — | 84.60 | — | 83.40 | — | 71.20 | — "
+                            "| 93.50 | — | 88.90 | — | — |"),
+            std::string::npos)
+      << t.markdown;
+  EXPECT_NE(t.csv.find("Table 2,\"BERT (Devlin et al., published)\",,,,,EM,,,0,80.80\n"), std::string::npos) << t.csv;
+  EXPECT_EQ(render_tables({glue}, {"2"}).markdown.find("Devlin"), std::string::npos);
 }
