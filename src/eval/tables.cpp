@@ -141,6 +141,8 @@ struct Table {
   std::vector<Column> columns;
   PaperFn paper;  // published value for (row, column) or nullopt
   std::function<bool(const GroupKey&)> keep = [](const GroupKey&) { return true; };
+  // Row order within the paper's order of methods; nullptr: by k, lengths, run.
+  std::function<bool(const GroupKey&, const GroupKey&)> before;
   // The paper's "BERT (Devlin et al.)" row for a column, published numbers only (Tables 2, 3).
   std::function<std::optional<double>(size_t column)> reference;
   std::string reference_label = "BERT (Devlin et al., published)";
@@ -176,6 +178,7 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
     return std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return method == r.method; }) - rows.begin();
   };
   std::vector<GroupKey> ordered(groups.begin(), groups.end());
+  if (t.before) std::stable_sort(ordered.begin(), ordered.end(), t.before);
   std::stable_sort(ordered.begin(), ordered.end(),
                    [&](const GroupKey& a, const GroupKey& b) { return paper_rank(a.method) < paper_rank(b.method); });
   out.markdown += "## " + t.name + "\n\n" + t.caption + "\n\n";
@@ -285,6 +288,10 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vect
              return std::nullopt;
            }};
   t4.keep = [](const GroupKey& g) { return g.method == "m4"; };
+  // As the paper lists them: every k at the pretraining length, then the longer fine-tuning lengths.
+  t4.before = [](const GroupKey& a, const GroupKey& b) {
+    return std::tie(a.finetune_len, a.k) < std::tie(b.finetune_len, b.k);
+  };
   if (want("4")) render(t4, v, out);
 
   Table t2b{"SQuAD 2.0", "SQuAD 2.0 dev (not in the paper): EM/F1 at the configured null threshold and the best "

@@ -71,6 +71,21 @@ TEST(Tables, OneRowPerRunOnlyWholeDevSetsAndTheUnclippedPaperRow) {
   EXPECT_NE(t.markdown.find("- ft/seed3#3 (squad_v1 dev: 100 of 10570 examples)"), std::string::npos) << t.markdown;
 }
 
+// Table 4 lists its rows as the paper does: every k at the pretraining length first, then the
+// longer fine-tuning lengths (by k, then length, 576 would sit between k = 256 and k = 512).
+TEST(Tables, Table4RowsByFineTuneLengthThenK) {
+  std::vector<ResultRow> rows;
+  for (const auto& [k, ft] : std::vector<std::pair<int64_t, int64_t>>{{511, 512}, {256, 576}, {256, 512}, {2, 512}}) {
+    auto r = squad_row("k" + std::to_string(k) + "_" + std::to_string(ft) + "/seed1", "m4", k, ft, 1, "f1", 90.0);
+    r.pretrain_max_len = 512;
+    rows.push_back(r);
+  }
+  std::string order;
+  for (const auto& j : render_tables(rows, {"4"}).json)
+    if (j["column"] == "F1") order += std::to_string(j["k"].get<int64_t>()) + "/" + j["finetune_max_len"].dump() + " ";
+  EXPECT_EQ(order, "2/512 256/512 511/512 256/576 ");
+}
+
 // Dev-best weights (select: best) are another protocol than the paper's fixed epochs: their seeds
 // form a row of their own, named, with no paper number; and two steps of one pretraining run
 // (--init of a checkpoint file) are two models, two rows.
