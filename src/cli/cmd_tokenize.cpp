@@ -3,6 +3,7 @@
 // Used by the tokenizer parity test and for inspecting what the model sees.
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -14,7 +15,7 @@ namespace rpe::cli {
 
 namespace {
 struct TokenizeArgs {
-  std::string config, tokenizer = "wordpiece", model;
+  std::string config, tokenizer, model;  // tokenizer "": told by the model file's name
   std::vector<std::string> sets;
   bool cased = false;
 };
@@ -25,7 +26,11 @@ int run_tokenize(const TokenizeArgs& a) {
     d = load_config(a.config, a.sets).data;
   } else {
     if (a.model.empty()) throw UserError("tokenize: give --config or --model (vocab.txt or .model file)");
-    d.tokenizer = a.tokenizer;
+    // A sentencepiece model is a .model file (what train-tokenizer writes); anything else is
+    // read as a WordPiece vocab.txt unless --tokenizer says otherwise.
+    d.tokenizer = !a.tokenizer.empty()                                           ? a.tokenizer
+                  : std::filesystem::path(a.model).extension() == ".model" ? "sentencepiece"
+                                                                           : "wordpiece";
     d.tokenizer_model = a.model;
     d.lowercase = !a.cased;
   }
@@ -53,7 +58,7 @@ void add_tokenize(CLI::App& app, Runner& run) {
   auto a = std::make_shared<TokenizeArgs>();
   cmd->add_option("--config", a->config, "Experiment YAML file (its data.tokenizer* keys are used)");
   cmd->add_option("--set", a->sets, "Override a key: a.b.c=value (repeatable)");
-  cmd->add_option("--tokenizer", a->tokenizer, "Without --config: wordpiece or sentencepiece");
+  cmd->add_option("--tokenizer", a->tokenizer, "Without --config: wordpiece or sentencepiece (default: sentencepiece for a .model file, else wordpiece)");
   cmd->add_option("--model", a->model, "Without --config: vocab.txt (wordpiece) or .model (sentencepiece)");
   cmd->add_flag("--cased", a->cased, "Without --config: keep case and accents (cased vocabularies)");
   cmd->callback([&run, a] { run = [a] { return run_tokenize(*a); }; });

@@ -78,6 +78,10 @@ grep -q "held-out MLM loss" "$T/pretrain.log" || fail "pretrain from shards prin
 [[ -s $T/sp.model ]] || fail "no sentencepiece model written"
 "$BIN" prepare-data --config "$T/cfg.yaml" --set data.tokenizer=sentencepiece --set data.tokenizer_model="$T/sp.model" \
   --out "$T/sp_shards" > /dev/null 2>&1 || fail "prepare-data with sentencepiece failed"
+# A tokenizer file alone: a .model file is read as sentencepiece, vocab.txt as WordPiece.
+sp_tok=$(echo "The cat." | "$BIN" tokenize --model "$T/sp.model") || fail "tokenize --model sp.model failed"
+[[ $sp_tok == *'"pieces":["▁'* ]] || fail "tokenize --model sp.model printed $sp_tok"
+[[ $(echo "The cat." | "$BIN" tokenize --model "$T/vocab.txt") == "$tok" ]] || fail "tokenize --model vocab.txt differs from --config"
 
 # Bad input.
 printf 'good line\n\xff\xfe bad bytes\n' > "$T/bad.txt"
