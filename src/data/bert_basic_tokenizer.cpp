@@ -80,7 +80,10 @@ BertBasicTokenizer::Class BertBasicTokenizer::classify(char32_t cp) const {
   if (cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r') return kSpace;
   if (cp == 0 || cp == 0xFFFD) return kDrop;
   const auto c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
-  if (c == UTF8PROC_CATEGORY_CC || c == UTF8PROC_CATEGORY_CF) return kDrop;
+  // Every "other" category (Cc, Cf, Cs, Co private use, Cn unassigned), as Hugging Face's
+  // BertTokenizer drops them (Google's tokenization.py drops Cc and Cf only): a private-use icon
+  // inside a word would otherwise turn the whole word into [UNK].
+  if (c == UTF8PROC_CATEGORY_CN || (c >= UTF8PROC_CATEGORY_CC && c <= UTF8PROC_CATEGORY_CO)) return kDrop;
   if (c == UTF8PROC_CATEGORY_ZS || c == UTF8PROC_CATEGORY_ZL || c == UTF8PROC_CATEGORY_ZP) return kSpace;
   return is_punctuation(cp) ? kPunct : kRegular;
 }

@@ -1,7 +1,8 @@
 // BERT's "basic" pre-tokenization (Devlin et al. 2019, google-research/bert tokenization.py,
 // as in HF BertTokenizer): text -> words, before word pieces. In order:
 //   uncased: per-character lower-casing;
-//   cleaning: drop U+0000, U+FFFD and control/format characters (Cc, Cf except \t \n \r),
+//   cleaning: drop U+0000, U+FFFD and every "other" character (Cc, Cf, Cs, Co, Cn; \t \n \r
+//             excepted), as HF BertTokenizer (Google's tokenization.py: Cc and Cf only),
 //             whitespace (\t \n \r, Zs, and Zl/Zp which Python's split() also splits on) -> space;
 //   CJK ideographs become words of their own;
 //   cased: NFC per word; uncased: NFD per word with non-spacing marks (Mn) dropped;

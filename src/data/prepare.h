@@ -21,7 +21,9 @@
 
 namespace rpe {
 
-inline constexpr int kPreparedFormatVersion = 3;  // of the manifest + shard set (3: encode_corpus)
+// Of the manifest + shard set (3: encode_corpus; 4: Unicode blank lines end documents, private-use
+// and unassigned characters dropped as Hugging Face's BertTokenizer does).
+inline constexpr int kPreparedFormatVersion = 4;
 
 struct PrepareOptions {
   std::filesystem::path out_dir;

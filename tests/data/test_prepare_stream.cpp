@@ -15,6 +15,7 @@
 #include "data/packing.h"
 #include "data/prepare.h"
 #include "data/shard_sequences.h"
+#include "data/text_reader.h"
 #include "data/wordpiece_tokenizer.h"
 #include "data_test_util.h"
 #include "util/atomic_file.h"
@@ -149,6 +150,26 @@ TEST_F(StreamTest, OneDocumentPerLineAndGzipGiveTheSameShards) {
   EXPECT_NE(err.find("cut.txt.gz: truncated or corrupt gzip file"), std::string::npos) << err;
   d_.train_files = {(dir_ / "cut.txt.gz").string()};
   EXPECT_NE(test::user_error([&] { prepare("cut"); }).find("cut.txt.gz: truncated"), std::string::npos);
+}
+
+// A line of any whitespace ends a document, as in Google's create_pretraining_data.py (Python's
+// strip()): a form-feed page break, a no-break space, an ideographic space, \r\n line ends; a
+// zero-width space (not whitespace to Python) is text. The text path and the shards agree.
+TEST_F(StreamTest, LinesOfUnicodeWhitespaceEndDocuments) {
+  const std::string text =
+      "one a.\none b.\n\xc2\xa0\ntwo.\n\x0c\nthree.\r\n \t\xe3\x80\x80\xe2\x80\xa8\x0b\r\nfour.\n\xe2\x80\x8b\nfour b.\n";
+  test::write_text(dir_ / "ws.txt", text);
+  const auto docs = read_documents(dir_ / "ws.txt");
+  ASSERT_EQ(docs.size(), 4u);
+  EXPECT_EQ(docs[0].sentences, (std::vector<std::string>{"one a.", "one b."}));
+  EXPECT_EQ(docs[3].sentences, (std::vector<std::string>{"four.", "\xe2\x80\x8b", "four b."}));
+  d_.train_files = {(dir_ / "ws.txt").string()};
+  d_.valid_fraction = 0;
+  EXPECT_EQ(prepare("ws").documents, 4);
+  for (const char* s : {"", " \t\r", "\xc2\x85\xe2\x80\x80\xe2\x80\x8a\xe2\x80\xaf\xe2\x81\x9f\xe1\x9a\x80\xe2\x80\xa9\x1c\x1f"})
+    EXPECT_TRUE(is_blank_line(s)) << s;
+  for (const char* s : {"x", " \xe2\x80\x8b", "\xef\xbb\xbf", "\xc2", "\xe3\x80", "\xf0\x9f\x98\x80", "\xc2\xa0."})
+    EXPECT_FALSE(is_blank_line(s)) << s;
 }
 
 TEST_F(StreamTest, AFileInTheOtherFormatIsNamedInTheError) {

@@ -79,6 +79,9 @@ TEST_F(WordPieceTest, CjkWhitespaceControlAndSpecialStrings) {
   // NBSP (U+00A0) and U+2028 split words; a zero-width space (Cf) and a control char are dropped.
   EXPECT_EQ(tok.encode("a\xc2\xa0" "b\xe2\x80\xa8" "c").ids, (std::vector<int32_t>{id_of("a"), id_of("b"), id_of("c")}));
   EXPECT_EQ(tok.encode("c\xe2\x80\x8b" "a\x01t").ids, std::vector<int32_t>{id_of("cat")});
+  // So are private-use (U+E000, U+F8FF) and unassigned (U+0378) characters, as HF BertTokenizer
+  // drops them, instead of making their word [UNK].
+  EXPECT_EQ(tok.encode("c\xee\x80\x80" "a\xcd\xb8t \xef\xa3\xbf").ids, std::vector<int32_t>{id_of("cat")});
   // Literal special tokens stay whole; other bracket text is punctuation.
   const Encoding s = tok.encode("x[MASK]y [mask]");
   EXPECT_EQ(s.ids, (std::vector<int32_t>{id_of("x"), 4, id_of("y"), 1, id_of("m"), id_of("##a"), id_of("##s"),
