@@ -10,6 +10,7 @@ set(RPE_CORE_SOURCES
   src/util/device.cpp
   src/util/cpu_memory.cpp
   src/util/json_text.cpp
+  src/util/unicode_space.cpp
   # config: the only place that knows YAML
   src/config/config.cpp
   src/config/validate.cpp

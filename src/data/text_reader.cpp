@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "util/errors.h"
+#include "util/unicode_space.h"
 
 namespace rpe {
 namespace fs = std::filesystem;
@@ -18,33 +19,7 @@ DocumentFormat parse_document_format(const std::string& name) {
 
 const char* format_name(DocumentFormat f) { return f == DocumentFormat::kLine ? "line" : "blank_line"; }
 
-bool is_blank_line(std::string_view line) {
-  const auto* p = reinterpret_cast<const unsigned char*>(line.data());
-  for (size_t i = 0, n = line.size(); i < n;) {
-    const unsigned b = p[i];
-    if (b < 0x80) {  // the common case: one ASCII byte decides
-      if (b != ' ' && !(b >= 0x09 && b <= 0x0d) && !(b >= 0x1c && b <= 0x1f)) return false;
-      ++i;
-      continue;
-    }
-    // Every non-ASCII space is two bytes (U+0085, U+00A0) or three (U+1680 .. U+3000); bytes
-    // that are not one of those (or not UTF-8 at all) are text, left to the UTF-8 check.
-    char32_t cp;
-    if ((b & 0xE0) == 0xC0 && i + 1 < n && (p[i + 1] & 0xC0) == 0x80) {
-      cp = (static_cast<char32_t>(b & 0x1F) << 6) | (p[i + 1] & 0x3F);
-      i += 2;
-    } else if ((b & 0xF0) == 0xE0 && i + 2 < n && (p[i + 1] & 0xC0) == 0x80 && (p[i + 2] & 0xC0) == 0x80) {
-      cp = (static_cast<char32_t>(b & 0x0F) << 12) | (static_cast<char32_t>(p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F);
-      i += 3;
-    } else {
-      return false;
-    }
-    const bool space = cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
-                       cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
-    if (!space) return false;
-  }
-  return true;
-}
+bool is_blank_line(std::string_view line) { return is_all_space(line); }
 
 void split_documents(std::string_view text, DocumentFormat format,
                      const std::function<void(std::string_view)>& on_sentence,

@@ -20,10 +20,9 @@ enum class DocumentFormat { kBlankLine, kLine };
 DocumentFormat parse_document_format(const std::string& name);
 const char* format_name(DocumentFormat f);
 
-// True for a line of only whitespace as Python's str.isspace() knows it (what Google's
-// create_pretraining_data.py strips before its "an empty line ends a document" test): ASCII
-// space, \t \n \v \f \r, \x1c-\x1f, and U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029,
-// U+202F, U+205F, U+3000. So a form-feed page break or a no-break-space line separates documents.
+// True for a line of only whitespace as Python's str.isspace() knows it (util/unicode_space.h;
+// what Google's create_pretraining_data.py strips before its "an empty line ends a document"
+// test): a form-feed page break or a no-break-space line separates documents too.
 bool is_blank_line(std::string_view line);
 
 // Calls on_sentence(line) for each non-blank line of `text` and on_document_end() after the

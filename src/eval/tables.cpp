@@ -219,34 +219,8 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
   }
 }
 
-}  // namespace
-
-RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vector<std::string>& only) {
-  const std::vector<std::string> names{"2", "3", "4", "squad2"};
-  for (const auto& name : only)
-    require(std::find(names.begin(), names.end(), name) != names.end(),
-            "tables: unknown table '" + name + "' (valid: 2, 3, 4, squad2)");
-  auto want = [&](const std::string& name) {
-    return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
-  };
-  const Values v = collect(rows);
-  RenderedTables out;
-  out.markdown = "# Results\n\nOurs: mean ± sample std over seeds (n = seeds; one seed shows the value). "
-                 "Paper: Huang et al. 2020, BERT-base.\n\n";
-  out.csv = "table,method,k,pretrain_max_len,finetune_max_len,pretrain_run,column,mean,std,n,paper\n";
-
-  Table t2{"Table 2", "SQuAD 1.1 dev, EM/F1 by position method.",
-           {{"EM", "squad_v1", "dev", "exact"}, {"F1", "squad_v1", "dev", "f1"}},
-           [](const GroupKey& g, size_t c) -> std::optional<double> {
-             // The paper fine-tunes SQuAD at its pretraining length (512 both)
-             if (!unclipped(g) || g.finetune_len != g.pretrain_len) return std::nullopt;
-             for (const auto& r : paper::kTable2)
-               if (g.method == r.method) return c == 0 ? r.em : r.f1;
-             return std::nullopt;
-           }};
-  t2.reference = [](size_t c) { return c == 0 ? paper::kTable2.front().em : paper::kTable2.front().f1; };
-  if (want("2")) render(t2, v, out);
-
+// Table 3: GLUE dev; the paper's numbers for its five columns.
+Table glue_table() {
   Table t3{"Table 3", "GLUE dev by position method (MNLI/SST-2/QNLI/RTE/WNLI accuracy, QQP/MRPC F1, CoLA MCC, "
                       "STS-B Pearson/Spearman).",
            {{"MNLI-m", "mnli", "dev_matched", "accuracy"},
@@ -275,8 +249,11 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vect
     return c < 5 ? std::optional<double>(vals[c]) : std::nullopt;
   };
   t3.reference_label = "BERT (Devlin et al., published; GLUE test)";  // as the paper's Table 3 prints it
-  if (want("3")) render(t3, v, out);
+  return t3;
+}
 
+// Table 4: m4 by clipping distance k and fine-tuning length.
+Table k_table() {
   Table t4{"Table 4", "Method 4 on SQuAD 1.1 dev by clipping distance k and fine-tuning length; the paper column "
                       "is the paper's row with the same k and fine-tuning length (its pretraining length is 512).",
            {{"EM", "squad_v1", "dev", "exact"}, {"F1", "squad_v1", "dev", "f1"}},
@@ -292,6 +269,41 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vect
   t4.before = [](const GroupKey& a, const GroupKey& b) {
     return std::tie(a.finetune_len, a.k) < std::tie(b.finetune_len, b.k);
   };
+  return t4;
+}
+
+}  // namespace
+
+RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vector<std::string>& only) {
+  const std::vector<std::string> names{"2", "3", "4", "squad2"};
+  for (const auto& name : only)
+    require(std::find(names.begin(), names.end(), name) != names.end(),
+            "tables: unknown table '" + name + "' (valid: 2, 3, 4, squad2)");
+  auto want = [&](const std::string& name) {
+    return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+  };
+  const Values v = collect(rows);
+  RenderedTables out;
+  out.markdown = "# Results\n\nOurs: mean ± sample std over seeds (n = seeds; one seed shows the value). "
+                 "Paper: Huang et al. 2020, BERT-base.\n\n";
+  out.csv = "table,method,k,pretrain_max_len,finetune_max_len,pretrain_run,column,mean,std,n,paper\n";
+
+  Table t2{"Table 2", "SQuAD 1.1 dev, EM/F1 by position method.",
+           {{"EM", "squad_v1", "dev", "exact"}, {"F1", "squad_v1", "dev", "f1"}},
+           [](const GroupKey& g, size_t c) -> std::optional<double> {
+             // The paper fine-tunes SQuAD at its pretraining length (512 both)
+             if (!unclipped(g) || g.finetune_len != g.pretrain_len) return std::nullopt;
+             for (const auto& r : paper::kTable2)
+               if (g.method == r.method) return c == 0 ? r.em : r.f1;
+             return std::nullopt;
+           }};
+  t2.reference = [](size_t c) { return c == 0 ? paper::kTable2.front().em : paper::kTable2.front().f1; };
+  if (want("2")) render(t2, v, out);
+
+  const Table t3 = glue_table();
+  if (want("3")) render(t3, v, out);
+
+  const Table t4 = k_table();
   if (want("4")) render(t4, v, out);
 
   Table t2b{"SQuAD 2.0", "SQuAD 2.0 dev (not in the paper): EM/F1 at the configured null threshold and the best "

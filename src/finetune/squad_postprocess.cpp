@@ -5,6 +5,9 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <string_view>
+
+#include "util/unicode_space.h"
 
 namespace rpe::finetune {
 namespace {
@@ -20,12 +23,6 @@ std::vector<int64_t> top_indices(const std::vector<float>& v, int64_t n) {
   return idx;
 }
 
-std::string trim(const std::string& s) {
-  const char* ws = " \t\n\r\f\v";
-  const auto b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
 
 struct Candidate {
   double score;
@@ -75,7 +72,8 @@ std::map<std::string, SquadPrediction> squad_predictions(
     for (const auto& c : cands) {
       if (static_cast<int64_t>(p.nbest.size()) >= o.n_best) break;
       const int64_t b = offsets[e][c.start].first, end = offsets[e][c.end].second;
-      std::string text = trim(ctx.substr(b, end - b));
+      // Python's strip(): a sentencepiece span starts at its space, maybe a no-break one.
+      std::string text(strip_space(std::string_view(ctx).substr(b, end - b)));
       if (text.empty()) continue;
       if (std::any_of(p.nbest.begin(), p.nbest.end(), [&](const NBestEntry& n) { return n.text == text; })) continue;
       const auto& f = features[c.feature];

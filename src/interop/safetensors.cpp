@@ -145,8 +145,17 @@ SafetensorsFile read_safetensors(const fs::path& file) {
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   for (const auto& [name, e] : entries) spans.emplace_back(e.begin, e.end);
   std::sort(spans.begin(), spans.end());
-  for (size_t i = 1; i < spans.size(); ++i)
-    if (spans[i].first < spans[i - 1].second) fail("safetensors tensors overlap in the data buffer");
+  // The tensors tile the buffer exactly, as the safetensors library requires of what it loads:
+  // a gap or bytes past the last tensor mean a file that save_file did not write as it stands.
+  uint64_t covered = 0;
+  for (const auto& [b, e] : spans) {
+    if (b < covered) fail("safetensors tensors overlap in the data buffer");
+    if (b > covered) fail("safetensors data buffer has unused bytes [" + std::to_string(covered) + ", " +
+                          std::to_string(b) + ") between tensors");
+    covered = e;
+  }
+  if (covered != data_size)
+    fail("safetensors data buffer has " + std::to_string(data_size - covered) + " bytes after its last tensor");
 
   for (const auto& [name, e] : entries) {
     auto t = torch::empty(e.shape, torch::TensorOptions().dtype(e.type));

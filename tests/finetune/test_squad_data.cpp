@@ -8,6 +8,7 @@
 #include "finetune/squad_data.h"
 #include "finetune/squad_postprocess.h"
 #include "util/errors.h"
+#include "util/unicode_space.h"
 #include "test_paths.h"
 
 using namespace rpe;
@@ -167,4 +168,23 @@ TEST(SquadPostprocess, BestSpanAcrossWindowsAndNullScore) {
   EXPECT_EQ(p.at("q").text, "");
   o.null_threshold = 0.0;
   EXPECT_EQ(squad_predictions({ex}, f, offsets, s, e, o).at("q").text, "j k");
+  // A sentencepiece piece's span starts at the space before it; where that is a no-break space
+  // (U+00A0, two bytes), the answer text is stripped of it as Python's strip() would.
+  SquadExample nbsp = ex;
+  nbsp.context = ctx.substr(0, 17) + "\xc2\xa0" + ctx.substr(18);
+  auto shifted = offsets;
+  for (auto& [b, end] : shifted[0]) {
+    if (b >= 18) ++b;
+    if (end >= 18) ++end;
+  }
+  shifted[0][9].first = 17;  // "j" from its preceding space
+  EXPECT_EQ(squad_predictions({nbsp}, f, shifted, s, e, o).at("q").text, "j k");
+}
+
+TEST(UnicodeSpace, PythonsWhitespaceSet) {
+  EXPECT_EQ(rpe::strip_space("\xc2\xa0 \xe3\x80\x80j k\xe2\x80\xaf\t"), "j k");
+  EXPECT_EQ(rpe::strip_space("\xe2\x80\x8bj\xef\xbb\xbf"), "\xe2\x80\x8bj\xef\xbb\xbf");  // ZWSP, BOM: not spaces
+  EXPECT_EQ(rpe::strip_space(" \xc2\x85 "), "");
+  EXPECT_EQ(rpe::strip_space("\xf0\x9f\x98\x80 "), "\xf0\x9f\x98\x80");  // a 4-byte character kept whole
+  EXPECT_EQ(rpe::strip_space("a\xc2"), "a\xc2");                          // a cut character is text
 }

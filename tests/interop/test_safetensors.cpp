@@ -105,6 +105,12 @@ TEST(Safetensors, MalformedFilesGiveOneLineErrors) {
   write_raw(f, R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
             std::string(12, '\0'));
   expect_error(f, "overlap");
+  // The tensors must tile the data buffer, as the safetensors library requires: no gap, no tail.
+  write_raw(f, R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+            std::string(12, '\0'));
+  expect_error(f, "unused bytes [4, 8) between tensors");
+  write_raw(f, R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", std::string(11, '\0'));
+  expect_error(f, "3 bytes after its last tensor");
   // A header length pointing past the end of the file.
   {
     std::ofstream out(f, std::ios::binary);
