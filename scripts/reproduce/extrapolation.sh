@@ -22,7 +22,13 @@ for m in "${METHOD_LIST[@]}"; do
   rp_pretrain "$m" "$m"
   run="$RUN_DIR"
   f="$dir/mlm_${m}.json"
-  [[ -f "$f" ]] || rp_exec "$BIN" inspect "$run" --mlm-loss "$f" --eval-file "$eval_file" --lengths "$lens"
+  # Measured again when the run's model, the evaluation text or the lengths are not those of $f.
+  measured="run: $run"$'\n'"eval_file: $eval_file ($(stat -c %s "$eval_file") bytes)"$'\n'"lengths: $lens"
+  measured+=$'\n'"checkpoint: $(cat "$run/checkpoints/latest" 2>/dev/null || true)"
+  if [[ ! -f "$f" || "$(cat "$f.stamp" 2>/dev/null || true)" != "$(rp_portable "$measured")" ]]; then
+    rp_exec "$BIN" inspect "$run" --mlm-loss "$f" --eval-file "$eval_file" --lengths "$lens"
+    rp_stamp_write "$f.stamp" "$measured"
+  fi
   mlm+=("$f")
   # The model's own limit (a learned absolute table has n rows): longer fine-tuning is left out
   # ("n/a" in the table); any failure of a run that is made stops the script.

@@ -69,4 +69,11 @@ csv="$OUT/tables/extrapolation/extrapolation.csv"
 [[ $(rows '$1 == "absolute" && $2 == "SQuAD F1" && $4 > 128' "$csv") == 0 ]] || { cat "$csv"; fail "extrapolation: absolute beyond 128"; }
 [[ "$(head -c 8 "$OUT/tables/extrapolation/extrapolation.png" | od -An -tx1 | tr -d ' \n')" == 89504e470d0a1a0a ]] ||
   fail "extrapolation.png is not a PNG"
+# A rerun measures nothing again; another evaluation text is measured anew, not read from before.
+run extrapolation --methods absolute,m4
+! grep -q -- "--mlm-loss" "$OUT/extrapolation.log" || fail "extrapolation: a rerun measured the MLM losses again"
+head -c 20000 "$ROOT/data/sample/corpus.txt" >"$OUT/eval.txt"
+RPE_EVAL_FILE="$OUT/eval.txt" run extrapolation --methods absolute,m4
+grep -q '"eval_file": *"[^"]*/eval.txt"' "$OUT/tables/extrapolation/mlm_m4.json" ||
+  fail "extrapolation: mlm_m4.json was not measured on the new evaluation text"
 echo "reproduce tables 3/4/5 + extrapolation tiny: OK"
