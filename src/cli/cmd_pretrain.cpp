@@ -32,7 +32,12 @@ int run_pretrain(const PretrainArgs& a) {
   // Under torchrun/Slurm/mpirun only rank 0 logs at info level (and readies the run folder).
   const auto env = dist::detect_launch_env();
   if (env.rank != 0) log::set_rank(static_cast<int>(env.rank));
-  const PretrainResult r = pretrain(cfg, dir, RunDirRequest{a.resume, a.overwrite});
+  RunDirRequest folder{a.resume, a.overwrite};
+  for (const auto& files : {cfg.data.train_files, cfg.data.valid_files})  // --overwrite never deletes an input
+    folder.inputs.insert(folder.inputs.end(), files.begin(), files.end());
+  for (const std::string& input : {cfg.data.tokenizer_model, cfg.data.shards, cfg.init.checkpoint})
+    if (!input.empty()) folder.inputs.emplace_back(input);
+  const PretrainResult r = pretrain(cfg, dir, folder);
   if (env.rank != 0) return r.steps > 0 ? 0 : 1;
   const auto loss = [](double v) { return std::isnan(v) ? std::string("none") : fmt::format("{:g}", v); };
   std::cout << "run folder: " << r.run_dir.string() << "\n"

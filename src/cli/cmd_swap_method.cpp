@@ -35,7 +35,9 @@ int run_swap(const SwapArgs& a) {
   const fs::path& source_dir = src.run_dir;
   Config cfg = load_config_over(read_checkpoint_config(checkpoint), checkpoint.string(), {"model", "data"}, a.config, a.sets);
   const fs::path out(a.run_dir);
-  const RunDirRequest request{/*resume=*/false, a.overwrite, /*can_resume=*/false};
+  RunDirRequest request{/*resume=*/false, a.overwrite, /*can_resume=*/false};
+  request.inputs = {checkpoint, source_dir / "tokenizer.model"};  // --overwrite never deletes what it reads
+  if (!cfg.data.tokenizer_model.empty()) request.inputs.emplace_back(cfg.data.tokenizer_model);
   check_run_dir(out, request);  // refused before the work; created (or replaced) after it
   const fs::path tok = source_dir / "tokenizer.model";
   if (cfg.data.tokenizer_model.empty() && cfg.data.tokenizer == "sentencepiece" && !fs::exists(tok))

@@ -5,9 +5,14 @@
 // within train.dist_timeout_s).
 #include "finetune/finetune.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "dist/all_or_none.h"
 #include "dist/data_parallel.h"
@@ -91,10 +96,30 @@ void remove_tree(const fs::path& path) { rpe::remove_tree(path); }
 
 namespace {
 
-// Rank 0: refuses an existing run folder (unless --overwrite), creates it and stores the
-// resolved config.
-void create_run_folder(const fs::path& dir, const Config& cfg, bool overwrite) {
-  prepare_run_dir(dir, RunDirRequest{/*resume=*/false, overwrite, /*can_resume=*/false});
+// finetune.results_file gets a line after each evaluation: made ready now (its folder created,
+// the file opened for appending), so a path that cannot take one stops the run before it trains.
+void ready_results_file(const fs::path& file) {
+  const std::string name = "finetune.results_file " + file.string();
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) throw UserError(name + ": is a folder, not a file");
+  if (file.has_parent_path()) fs::create_directories(file.parent_path(), ec);
+  if (ec) throw UserError(name + ": cannot create its folder: " + ec.message());
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw UserError(name + ": cannot open it for appending: " + std::strerror(errno));
+  ::close(fd);
+}
+
+// Rank 0: refuses an existing run folder (unless --overwrite; never one holding an input),
+// creates it and stores the resolved config.
+void create_run_folder(const fs::path& dir, const Prepared& p, const FinetuneRequest& req) {
+  const Config& cfg = p.rc.cfg;
+  const auto& f = cfg.finetune;
+  RunDirRequest request{/*resume=*/false, req.overwrite, /*can_resume=*/false};
+  for (const std::string& input : {req.init, p.rc.checkpoint.string(), cfg.data.tokenizer_model, f.train_file, f.dev_file,
+                                   f.data_dir, f.glue_dir})
+    if (!input.empty()) request.inputs.emplace_back(input);
+  ready_results_file(f.results_file);
+  prepare_run_dir(dir, request);
   write_file_atomic(dir / "config.yaml", to_yaml(cfg));
 }
 
@@ -124,7 +149,7 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   const fs::path dir = folder_path(req.run_dir.empty() ? fs::path(cfg.run.root) / cfg.run.name : fs::path(req.run_dir));
   // Rank 0's refusal of an existing folder stops every rank at once.
   dist::all_or_none(dp, "creating the run folder", [&] {
-    if (dp.rank() == 0) create_run_folder(dir, cfg, req.overwrite);
+    if (dp.rank() == 0) create_run_folder(dir, p, req);
   });
   log::FileSink sink(dp.rank() == 0 ? dir / "finetune.log" : fs::path());  // rank 0 logs into it
   // Every rank read these by itself; across nodes they agree only on a shared file system.

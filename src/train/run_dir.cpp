@@ -1,12 +1,16 @@
 // Run folder and checkpoint resolution (see run_dir.h).
 #include "train/run_dir.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -74,6 +78,79 @@ CheckpointSource resolve_checkpoint(const std::string& what, const std::string& 
 }
 
 namespace {
+
+// What every rpe-train run folder holds: its config and a log, metrics or checkpoints.
+bool is_run_folder(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_regular_file(dir / "config.yaml", ec)) return false;
+  for (const char* entry : {"train.log", "finetune.log", "metrics.jsonl", "checkpoints"})
+    if (fs::exists(dir / entry, ec)) return true;
+  return false;
+}
+
+// True when `inner` is `outer` or lies inside it (both made absolute, symlinks resolved).
+bool inside(const fs::path& inner, const fs::path& outer) {
+  std::error_code ec;
+  const fs::path rel = fs::weakly_canonical(fs::absolute(inner), ec)
+                           .lexically_relative(fs::weakly_canonical(fs::absolute(outer), ec));
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+// --overwrite deletes `dir`: only a run folder, never one holding the working directory or
+// something the new run reads (an --init model, its vocabulary, the corpus).
+void check_overwrite(const fs::path& dir, const RunDirRequest& request) {
+  std::error_code ec;
+  if (inside(fs::current_path(ec), dir))
+    throw UserError("--overwrite: " + dir.string() + " holds the working directory; refusing to delete it");
+  for (const auto& input : request.inputs)
+    if (!input.empty() && inside(input, dir))
+      throw UserError("--overwrite: " + dir.string() + " holds " + input.string() +
+                      ", which this run reads; write the run elsewhere");
+  if (!is_run_folder(dir))
+    throw UserError("--overwrite: " + dir.string() +
+                    " is not an rpe-train run folder (no config.yaml beside a log, metrics or checkpoints); "
+                    "refusing to delete it");
+}
+
+// The run folders this process holds, by path: the folder's descriptor, flock'ed, kept open
+// until the process ends (a second pretrain/finetune on the same folder is refused at once).
+std::map<std::string, int>& held_locks() {
+  static std::map<std::string, int> held;
+  return held;
+}
+
+std::string lock_key(const fs::path& dir) {
+  std::error_code ec;
+  return fs::weakly_canonical(fs::absolute(dir), ec).string();
+}
+
+// Locks `dir` for this process (again after --overwrite made it anew); `keep` false only tests
+// that no other process holds it.
+void lock_run_dir(const fs::path& dir, bool keep) {
+  auto& held = held_locks();
+  const std::string key = lock_key(dir);
+  const auto it = held.find(key);
+  struct stat now {}, locked {};
+  if (it != held.end() && ::fstat(it->second, &locked) == 0 && ::stat(dir.c_str(), &now) == 0 &&
+      now.st_ino == locked.st_ino && now.st_dev == locked.st_dev)
+    return;  // this process holds this very folder already
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw UserError("cannot open run folder " + dir.string() + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK)
+      throw UserError("run folder " + dir.string() + " is in use by another rpe-train process; wait for it to end");
+    throw UserError("cannot lock run folder " + dir.string() + ": " + std::strerror(err));
+  }
+  if (!keep) {
+    ::close(fd);
+    return;
+  }
+  if (it != held.end()) ::close(it->second);  // the folder it locked is gone (--overwrite)
+  held[key] = fd;
+}
+
 // True when `dir` is a folder with content; UserError for the refusals of check_run_dir.
 bool existing_run(const fs::path& dir, const RunDirRequest& request) {
   if (request.resume && request.overwrite)
@@ -88,6 +165,8 @@ bool existing_run(const fs::path& dir, const RunDirRequest& request) {
     throw UserError("run folder " + dir.string() + " already exists: " +
                     (request.can_resume ? "pass --resume to continue it or --overwrite to replace it"
                                         : "pass --overwrite to replace it"));
+  if (exists && request.overwrite) check_overwrite(dir, request);
+  if (exists) lock_run_dir(dir, /*keep=*/false);
   return exists;
 }
 }  // namespace
@@ -96,12 +175,14 @@ void check_run_dir(const fs::path& dir, const RunDirRequest& request) { existing
 
 bool prepare_run_dir(const fs::path& dir, const RunDirRequest& request) {
   const bool exists = existing_run(dir, request);
+  if (exists) lock_run_dir(dir, /*keep=*/true);  // before deleting: not from under a running process
   if (exists && request.overwrite) remove_tree(dir);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw UserError("cannot create run folder " + dir.string() + ": " + ec.message());
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     throw UserError("run folder " + dir.string() + " is not writable: " + std::strerror(errno));
+  lock_run_dir(dir, /*keep=*/true);
   return exists && request.resume;
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace rpe {
 
@@ -26,12 +27,16 @@ struct RunDirRequest {
   bool resume = false;     // --resume: continue the run in an existing folder
   bool overwrite = false;  // --overwrite: delete an existing folder first
   bool can_resume = true;  // false for commands without --resume (the message then offers --overwrite only)
+  std::vector<std::filesystem::path> inputs = {};  // what the run reads: --overwrite never deletes one
 };
 
-// Readies `dir` for a run; true when an existing run is to be continued (--resume on a folder
-// with content). UserError for --resume with --overwrite, a path that is not a folder, an
-// existing non-empty folder without --resume/--overwrite, and a folder that cannot be created
-// or written. --overwrite deletes the old folder (remove_tree, not fs::remove_all).
+// Readies `dir` for a run and locks it for this process's lifetime (flock on the folder: a
+// second process on the same run stops at once); true when an existing run is to be continued
+// (--resume on a folder with content). UserError for --resume with --overwrite, a path that is
+// not a folder, an existing non-empty folder without --resume/--overwrite, a run in use by
+// another process, and a folder that cannot be created or written. --overwrite deletes the old
+// folder (remove_tree, not fs::remove_all) only when it is an rpe-train run folder (config.yaml
+// with a log, metrics or checkpoints) that holds neither the working directory nor an input.
 bool prepare_run_dir(const std::filesystem::path& dir, const RunDirRequest& request);
 
 // prepare_run_dir's refusals only, nothing created or deleted: for a command that checks its

@@ -30,14 +30,15 @@ import time
 CASES = []
 
 
-def case(name, expect=2, pattern="", xfail=None, absent=(), fsize=None, accept=None):
+def case(name, expect=2, pattern="", xfail=None, absent=(), fsize=None, accept=None, kept=()):
     """Registers a case. pattern: regex the stderr line must match (ignored for exit 0);
-    absent: paths (relative to the work folder) that must not exist afterwards;
+    absent: paths (relative to the work folder) that must not exist afterwards; kept: paths that
+    must still exist (what a refused --overwrite must not have deleted);
     fsize: RLIMIT_FSIZE in bytes (SIGXFSZ ignored: writes fail with EFBIG, as on a full
     disk); accept: other exit codes that also pass (generated mutations that may stay valid)."""
     def register(fn):
         CASES.append(dict(name=name, fn=fn, expect=expect, pattern=pattern, xfail=xfail, absent=absent,
-                          fsize=fsize, accept=accept or ()))
+                          fsize=fsize, accept=accept or (), kept=kept))
         return fn
     return register
 
@@ -676,6 +677,51 @@ def _(w):
             "--out", w.p("sh_out")]
 
 
+def fake_run(w, rel):
+    """A folder that looks like a run (config.yaml and train.log) holding keep.txt."""
+    for name in ("config.yaml", "train.log", "keep.txt"):
+        w.write(os.path.join(rel, name), "x\n")
+
+
+@case("pretrain: --overwrite of a folder that is no run", pattern=r"notes is not an rpe-train run folder",
+      kept=("notes/thesis.tex",))
+def _(w):
+    w.write("notes/thesis.tex", "years of work\n")
+    return ["pretrain", "--config", w.b("cfg.yaml"), "--run-dir", w.p("notes"), "--overwrite"]
+
+
+@case("pretrain: --overwrite of the working directory", pattern=r"holds the working directory", kept=("keep.txt",))
+def _(w):
+    fake_run(w, ".")
+    return ["pretrain", "--config", w.b("cfg.yaml"), "--run-dir", ".", "--overwrite"]
+
+
+@case("pretrain: --overwrite of the folder holding the corpus", pattern=r"run_in/corpus\.txt, which this run reads",
+      kept=("run_in/corpus.txt",))
+def _(w):
+    fake_run(w, "run_in")
+    shutil.copy(w.b("corpus.txt"), w.p("run_in/corpus.txt"))
+    return ["pretrain", "--config", w.b("cfg.yaml"), "--set", f"data.train_files=[{w.p('run_in/corpus.txt')}]",
+            "--run-dir", w.p("run_in"), "--overwrite"]
+
+
+@case("finetune: --overwrite of the model it starts from", pattern=r"ck_copy/model\.pt, which this run reads",
+      kept=("ck_copy/model.pt",))
+def _(w):
+    w.copy("ck_absolute", "ck_copy")
+    fake_run(w, "ck_copy")
+    args = ft_glue(w, "rte", w.b("glue", "RTE"))
+    args[args.index("--init") + 1] = w.p("ck_copy", "model.pt")
+    return args[:-1] + [w.p("ck_copy"), "--overwrite"]
+
+
+@case("finetune: finetune.results_file cannot take a line", pattern=r"finetune\.results_file .*afile/r\.jsonl: cannot",
+      absent=("ft_run",))
+def _(w):
+    w.write("afile", "x")
+    return ft_glue(w, "rte", w.b("glue", "RTE"), ["--set", f"finetune.results_file={w.p('afile/r.jsonl')}"])
+
+
 @case("pretrain: disk full while saving the checkpoint", expect=1, pattern=r"(No space|File too large)",
       fsize=200 * 1024)
 def _(w):
@@ -713,6 +759,9 @@ def run_case(w, c):
         for rel in c["absent"]:
             if os.path.exists(w.p(rel)):
                 return f"partial output left: {rel}"
+    for rel in c["kept"]:
+        if not os.path.exists(w.p(rel)):
+            return f"{rel} was deleted"
     for dirpath, _dirs, files in os.walk(w.dir):
         for f in files:
             if ".tmp." in f:

@@ -46,6 +46,16 @@ fresh; echo "{ broken" >"$work/hf/config.json"
 expect_error "config.json not JSON" "config.json: not valid JSON" "$bin" import-hf "$work/hf" --out "$work/x.pt"
 [[ -e "$work/x.pt" ]] && { echo "FAIL: a failed import left $work/x.pt"; fails=$((fails + 1)); }
 
+# An existing model, or another vocabulary beside --out, is replaced only with --overwrite.
+expect_error "existing --out" "model.pt: exists; pass --overwrite to replace it" \
+  "$bin" import-hf "$work/good" --out "$work/ok/model.pt"
+"$bin" import-hf "$work/good" --out "$work/ok/model.pt" --overwrite 2>/dev/null || { echo "FAIL: import-hf --overwrite"; fails=$((fails + 1)); }
+fresh; sed -i '10s/.*/zzzz/' "$work/hf/vocab.txt"
+expect_error "another vocabulary beside --out" "vocab.txt holds another vocabulary" \
+  "$bin" import-hf "$work/hf" --out "$work/ok/second.pt"
+[[ -e "$work/ok/second.pt" ]] && { echo "FAIL: a refused import wrote second.pt"; fails=$((fails + 1)); }
+"$bin" import-hf "$work/good" --out "$work/ok/same_vocab.pt" 2>/dev/null || { echo "FAIL: import beside the same vocabulary"; fails=$((fails + 1)); }
+
 expect_error "missing checkpoint" "checkpoint not found" "$bin" export-hf "$work/none.pt" --out "$work/o"
 "$probe" init absolute "$work/abs/model.pt" >/dev/null
 rm "$work/abs/vocab.txt"

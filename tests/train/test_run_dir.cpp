@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <fstream>
 
 #include "tiny_run.h"
@@ -139,6 +143,7 @@ TEST(RunDir, OverwriteRemovesTheTreeButNotWhatSymlinksPointTo) {
   std::ofstream(outside / "keep.txt") << "keep\n";
   std::ofstream(dir / "checkpoints" / "deep" / "x") << "x\n";
   fs::create_directory_symlink(outside, dir / "link");
+  std::ofstream(dir / "config.yaml") << "run: {}\n";  // a run folder (config.yaml and checkpoints/)
   EXPECT_FALSE(prepare_run_dir(dir, {false, /*overwrite=*/true}));
   EXPECT_TRUE(fs::is_directory(dir));
   EXPECT_TRUE(fs::is_empty(dir));
@@ -146,6 +151,59 @@ TEST(RunDir, OverwriteRemovesTheTreeButNotWhatSymlinksPointTo) {
   EXPECT_NO_THROW(remove_tree(base / "missing"));
   remove_tree(dir);
   EXPECT_FALSE(fs::exists(dir));
+}
+
+// --overwrite deletes only an rpe-train run folder, never one that holds the working directory
+// or something the new run reads; nothing is deleted by a refusal.
+TEST(RunDir, OverwriteDeletesOnlyARunFolderThatHoldsNoInput) {
+  const fs::path base = fs::absolute(test::fresh_dir("overwrite_safety"));
+  const fs::path notes = base / "notes";
+  fs::create_directories(notes);
+  std::ofstream(notes / "thesis.tex") << "years of work\n";
+  EXPECT_NE(error_of([&] { prepare_run_dir(notes, {false, true}); }).find("is not an rpe-train run folder"),
+            std::string::npos);
+  EXPECT_TRUE(fs::exists(notes / "thesis.tex"));
+
+  const fs::path run = base / "run";
+  fs::create_directories(run / "checkpoints");
+  std::ofstream(run / "config.yaml") << "run: {}\n";
+  std::ofstream(run / "train.log") << "x\n";
+  std::ofstream(run / "checkpoints" / "step_00000001.pt") << "x";
+  RunDirRequest reads_from_it{false, true};
+  reads_from_it.inputs = {base / "corpus.txt", run / "checkpoints" / "step_00000001.pt"};
+  EXPECT_EQ(error_of([&] { prepare_run_dir(run, reads_from_it); }),
+            "--overwrite: " + run.string() + " holds " + (run / "checkpoints" / "step_00000001.pt").string() +
+                ", which this run reads; write the run elsewhere");
+  const fs::path cwd = fs::current_path();
+  fs::current_path(run / "checkpoints");
+  const std::string held = error_of([&] { prepare_run_dir(run, {false, true}); });
+  fs::current_path(cwd);
+  EXPECT_NE(held.find("holds the working directory"), std::string::npos) << held;
+  EXPECT_TRUE(fs::exists(run / "checkpoints" / "step_00000001.pt"));
+  reads_from_it.inputs = {base / "corpus.txt", base / "runs2" / "run"};  // a prefix of the name is not inside
+  EXPECT_FALSE(prepare_run_dir(run, reads_from_it));
+  EXPECT_TRUE(fs::is_empty(run));
+}
+
+// A run folder in use by another process (its lock held through another open file) is refused
+// at once, for --resume and --overwrite alike; the same process may ready it again.
+TEST(RunDir, ARunInUseIsRefused) {
+  const fs::path dir = test::fresh_dir("in_use") / "run";
+  EXPECT_FALSE(prepare_run_dir(dir, {}));
+  std::ofstream(dir / "config.yaml") << "run: {}\n";
+  std::ofstream(dir / "train.log") << "x\n";
+  EXPECT_TRUE(prepare_run_dir(dir, {/*resume=*/true}));  // this process holds it already
+  const fs::path other = test::fresh_dir("in_use_other") / "run";
+  fs::create_directories(other);
+  std::ofstream(other / "train.log") << "x\n";
+  const int fd = ::open(other.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);  // "another process"
+  const std::string want = "run folder " + other.string() + " is in use by another rpe-train process; wait for it to end";
+  EXPECT_EQ(error_of([&] { prepare_run_dir(other, {/*resume=*/true}); }), want);
+  EXPECT_EQ(error_of([&] { check_run_dir(other, {/*resume=*/true}); }), want);
+  ::close(fd);
+  EXPECT_TRUE(prepare_run_dir(other, {/*resume=*/true}));
 }
 
 TEST(RunDir, ReplaceFolderSwapsInTheStagedFolderAndRemovesTheOld) {
