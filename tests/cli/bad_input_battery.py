@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
+import zlib
 
 CASES = []
 
@@ -347,6 +349,19 @@ def _(w):
 
 
 # --- output paths ------------------------------------------------------------------------
+@case("checkpoint: a zip of another program with a matching checksum", pattern=r"other\.pt: not a readable rpe-train checkpoint",
+      absent=("hf_x",))
+def _(w):
+    # LibTorch's reader refuses it with an exception; this case aborted (exit 134) while a symbol
+    # clash between libsentencepiece and libc10 made LibTorch's errors fatal (CMakeLists.txt).
+    with zipfile.ZipFile(w.p("other.pt"), "w") as z:
+        z.writestr("hello.txt", "hello\n")
+    with open(w.p("other.pt"), "rb") as f:
+        data = f.read()
+    w.write("other.pt.crc32", f"crc32 {zlib.crc32(data):08x} size {len(data)}\n")
+    return ["export-hf", w.p("other.pt"), "--out", w.p("hf_x")]
+
+
 @case("export-hf: --out is an existing file", pattern=r"--out .*out_file: exists and is not a folder")
 def _(w):
     return ["export-hf", w.b("ck_absolute", "model.pt"), "--out", w.write("out_file", "keep me")]
