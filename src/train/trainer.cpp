@@ -274,11 +274,12 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
   log::FileSink sink(chief ? run_dir / "train.log" : fs::path());
   try {
     return train_in_folder(cfg, run_dir, resume, hooks, dp, device, start);
-  } catch (const UserError&) {
-    // A new run that fails on its inputs (missing corpus, bad vocabulary, ...) before it trains
-    // leaves no folder behind, so the corrected command is not refused as "already exists". A
-    // resumed run, or one that has trained (metrics rows, checkpoints), keeps everything: its
-    // train.log says what went wrong (weights gone non-finite before the first checkpoint).
+  } catch (...) {
+    // A new run that fails before it trains, on its inputs (missing corpus, bad vocabulary, ...)
+    // or its machine (out of memory at the first step), leaves no folder behind, so the
+    // corrected command is not refused as "already exists". A resumed run, or one that has
+    // trained (metrics rows, checkpoints), keeps everything: its train.log says what went wrong
+    // (weights gone non-finite before the first checkpoint).
     std::error_code ec;
     const fs::path metrics = run_dir / "metrics.jsonl";
     const bool trained = fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0;

@@ -32,15 +32,16 @@ import zlib
 CASES = []
 
 
-def case(name, expect=2, pattern="", xfail=None, absent=(), fsize=None, accept=None, kept=()):
+def case(name, expect=2, pattern="", xfail=None, absent=(), fsize=None, accept=None, kept=(), vmem=None):
     """Registers a case. pattern: regex the stderr line must match (ignored for exit 0);
     absent: paths (relative to the work folder) that must not exist afterwards; kept: paths that
-    must still exist (what a refused --overwrite must not have deleted);
+    must still exist (what a refused --overwrite must not have deleted); vmem: RLIMIT_AS in bytes
+    (an allocation beyond it fails as on a machine without the memory);
     fsize: RLIMIT_FSIZE in bytes (SIGXFSZ ignored: writes fail with EFBIG, as on a full
     disk); accept: other exit codes that also pass (generated mutations that may stay valid)."""
     def register(fn):
         CASES.append(dict(name=name, fn=fn, expect=expect, pattern=pattern, xfail=xfail, absent=absent,
-                          fsize=fsize, accept=accept or (), kept=kept))
+                          fsize=fsize, accept=accept or (), kept=kept, vmem=vmem))
         return fn
     return register
 
@@ -737,6 +738,15 @@ def _(w):
     return ft_glue(w, "rte", w.b("glue", "RTE"), ["--set", f"finetune.results_file={w.p('afile/r.jsonl')}"])
 
 
+@case("pretrain: out of memory at the first step", expect=1, pattern=r"can't allocate memory", vmem=8 << 30,
+      absent=("run_oom",))
+def _(w):
+    # One line and exit 1 (an environment failure), no run folder left to refuse the next try.
+    return ["pretrain", "--config", w.b("cfg.yaml"), "--set", "data.max_seq_len=65536", "--set",
+            "model.max_position=65536", "--set", "data.packing=contiguous", "--set", "train.batch_size=2",
+            "--run-dir", w.p("run_oom")]
+
+
 @case("pretrain: disk full while saving the checkpoint", expect=1, pattern=r"(No space|File too large)",
       fsize=200 * 1024)
 def _(w):
@@ -751,6 +761,8 @@ def run_case(w, c):
 
     def limits():
         no_core()
+        if c["vmem"] is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (c["vmem"], resource.RLIM_INFINITY))
         if c["fsize"] is not None:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (c["fsize"], resource.RLIM_INFINITY))
