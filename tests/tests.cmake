@@ -78,6 +78,8 @@ set_tests_properties(gpu_check_cpu_smoke PROPERTIES TIMEOUT 600)
 # (scripts/without_system_libs.sh hides the system's copies); 77 = skipped (no namespace/network).
 add_test(NAME carried_deps COMMAND bash ${CMAKE_SOURCE_DIR}/tests/build/test_carried_deps.sh ${CMAKE_SOURCE_DIR} ${RPE_TEST_PYTHON})
 set_tests_properties(carried_deps PROPERTIES SKIP_RETURN_CODE 77)
+add_test(NAME symbol_clashes COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/build/symbol_clashes.py $<TARGET_FILE:rpe-train>)
+set_tests_properties(symbol_clashes PROPERTIES SKIP_RETURN_CODE 77)
 # Its second stage (scripts/gpu_table2.sh, mini Table 2 on real data) on a slice of ../shared/data
 # packed by scripts/pack_data.sh --sample; the plan's arithmetic against a hand-worked plan.
 add_test(NAME gpu_table2_cpu_smoke COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_gpu_table2.sh
