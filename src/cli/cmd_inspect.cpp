@@ -14,7 +14,6 @@
 // OUT ending in .npy gets a float32 NumPy array (format 1.0); anything else gets JSON with the
 // labels (distances or token pieces) beside the numbers.
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -164,9 +163,11 @@ void write_position_weights(const InspectArgs& a, BertModel& bert, const std::st
 void write_attention(const InspectArgs& a, BertModel& bert, const Tokenizer& tok, const Config& cfg) {
   std::string text = a.text;
   if (!a.text_file.empty()) {
-    std::ifstream in(a.text_file);
-    if (!in) throw UserError("--text-file " + a.text_file + ": cannot read");
-    text.assign(std::istreambuf_iterator<char>(in), {});
+    try {
+      text = read_file(a.text_file);  // a regular file only: a FIFO would wait for a writer
+    } catch (const UserError& e) {
+      throw UserError(std::string("--text-file: ") + e.what());
+    }
   }
   if (text.empty()) throw UserError("--attention needs --text or --text-file");
   if (a.attention_layer < 0 || a.attention_layer >= static_cast<int64_t>(bert->layers->size()))

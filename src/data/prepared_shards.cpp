@@ -10,6 +10,7 @@
 #include "data/prepare.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/input_file.h"
 #include "util/log.h"
 
 namespace rpe {
@@ -44,6 +45,7 @@ json file_identity(const std::string& f, bool missing_ok) {
     if (missing_ok) return {{"path", f}, {"missing", true}};
     throw UserError(f + ": file not found");
   }
+  require_regular_file(f);  // a FIFO has no size (filesystem_error below) and would block the reader
   return {{"path", f}, {"bytes", static_cast<int64_t>(fs::file_size(f))}, {"mtime_ns", mtime_ns(f)}};
 }
 }  // namespace

@@ -9,7 +9,9 @@
 #include "data/packing.h"
 #include "data/prepare.h"
 #include "data/wordpiece_tokenizer.h"
+#include "data/sp_tokenizer.h"
 #include "data_test_util.h"
+#include "fifo_guard.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 
@@ -263,6 +265,21 @@ TEST_F(PrepareTest, BadInputsNameTheFile) {
             (dir_ / "nope.txt").string() + ": file not found");
   EXPECT_NE(test::user_error([&] { open_prepared(dir_ / "nowhere", *tok_); }).find("no manifest.json"),
             std::string::npos);
+}
+
+// Non-regular inputs are refused by name before they are opened: a FIFO blocked every reader
+// below forever (the guard releases a reader that opens it anyway, so this fails, not hangs),
+// and read_file returned "" for a folder.
+TEST_F(PrepareTest, NonRegularInputsAreRefusedByName) {
+  test::FifoGuard fifo(dir_ / "pipe.txt");
+  const std::string want = "cannot read " + fifo.path().string() + ": a FIFO (named pipe), not a regular file";
+  EXPECT_EQ(test::user_error([&] { read_file(fifo.path()); }), want);
+  EXPECT_EQ(test::user_error([&] { read_documents(fifo.path()); }), want);
+  EXPECT_EQ(test::user_error([&] { WordPieceTokenizer(fifo.path(), true); }), want);
+  EXPECT_EQ(test::user_error([&] { SentencePieceTokenizer{fifo.path()}; }), want);
+  d_.train_files = {fifo.path().string()};
+  EXPECT_EQ(test::user_error([&] { prepare_data(d_, *tok_, {dir_ / "out", 2, false}); }), want);
+  EXPECT_EQ(test::user_error([&] { read_file(dir_); }), "cannot read " + dir_.string() + ": a folder, not a file");
 }
 
 }  // namespace
