@@ -11,6 +11,7 @@
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/input_file.h"
+#include "util/json_text.h"
 #include "util/log.h"
 
 namespace rpe {
@@ -91,7 +92,7 @@ std::string mismatch(const fs::path& dir, const json& settings, const json& inpu
   const fs::path m = dir / "manifest.json";
   if (!fs::exists(m)) return "no manifest.json";
   try {
-    const json manifest = json::parse(read_file(m));
+    const json manifest = read_json_file(m);
     if (out) *out = manifest;
     if (without_model_path(manifest.at("settings")) != without_model_path(settings)) return "settings or tokenizer changed";
     const json& old = manifest.at("inputs");
@@ -111,6 +112,8 @@ std::string mismatch(const fs::path& dir, const json& settings, const json& inpu
       }
     return "";
   } catch (const json::exception&) {
+    return "unreadable manifest.json";
+  } catch (const UserError&) {  // read_json_file: not JSON, or not a regular file
     return "unreadable manifest.json";
   }
 }
@@ -156,12 +159,7 @@ void verify_once(const MappedShard& shard, uint64_t checksum, bool force) {
 PreparedShards open_prepared(const fs::path& dir, const Tokenizer& tok, bool verify_all) {
   const fs::path m = dir / "manifest.json";
   if (!fs::exists(m)) throw UserError(dir.string() + ": no manifest.json (run rpe-train prepare-data first)");
-  json manifest;
-  try {
-    manifest = json::parse(read_file(m));
-  } catch (const json::exception& e) {
-    throw UserError(m.string() + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
+  const json manifest = read_json_file(m);
   PreparedShards p;
   try {
     const json& settings = manifest.at("settings");

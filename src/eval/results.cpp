@@ -6,6 +6,7 @@
 
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/json_text.h"
 #include "util/log.h"
 
 namespace rpe::eval {
@@ -66,15 +67,15 @@ std::vector<ResultRow> read_results(const std::filesystem::path& file) {
     const std::string where = file.string() + ":" + std::to_string(n);
     json j;
     try {
-      j = json::parse(line);
-    } catch (const json::parse_error&) {
+      j = parse_json_line(line, file, n);  // any nlohmann failure (1e400 too) names file:line
+    } catch (const UserError&) {
       // The file's last line without its newline is a write a crash cut short (the next append
       // cuts it off): that evaluation is lost, the others stand. Anything else is an error.
       if (in.eof() && !text.empty() && text.back() != '\n') {
         log::warn("results", "{}: a line cut short by an interrupted write, left out; rerun that evaluation", where);
         continue;
       }
-      throw UserError(where + ": malformed JSON line");
+      throw;
     }
     if (!j.is_object()) throw UserError(where + ": expected a JSON object");
     rows.push_back(result_from_json(j, where));

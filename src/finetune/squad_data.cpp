@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/json_text.h"
 
 namespace rpe::finetune {
 namespace fs = std::filesystem;
@@ -36,13 +36,7 @@ const json& field(const json& obj, const char* key, json::value_t type, const st
 }  // namespace
 
 std::vector<SquadExample> read_squad(const fs::path& file, bool answers_optional) {
-  const std::string text = read_file(file);
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw UserError(file.string() + ": malformed JSON at byte " + std::to_string(e.byte) + " (" + e.what() + ")");
-  }
+  const json doc = read_json_file(file);
   const std::string f = file.string();
   const auto& data = field(doc, "data", json::value_t::array, f);
   std::vector<SquadExample> out;

@@ -205,3 +205,22 @@ TEST(ExtraTables, BadInputsNameTheFile) {
   EXPECT_NE(user_error([&] { read_results(dir / "missing.jsonl"); }).find("missing.jsonl"), std::string::npos);
   rpe::test::remove_tree(dir);
 }
+
+// 1e400 overflows a double: nlohmann throws out_of_range (not parse_error) while parsing, which
+// must still be a UserError naming the file (and the line of a JSON-lines file).
+TEST(ExtraTables, NumberOverflowNamesTheFile) {
+  const auto dir = temp_dir();
+  std::filesystem::create_directories(dir / "run");
+  write_text(dir / "run" / "summary.json", "{\"steps\": 3, \"train_s\": 1e400}");
+  write_text(dir / "run" / "metrics.jsonl", "{\"tokens_per_s\": 1}\n");
+  EXPECT_EQ(user_error([&] { read_run_cost(dir / "run"); }),
+            (dir / "run" / "summary.json").string() + ": malformed JSON (number overflow parsing '1e400')");
+  write_text(dir / "run" / "summary.json", "{\"steps\": 3}");
+  write_text(dir / "run" / "metrics.jsonl", "{\"tokens_per_s\": 1}\n{\"tokens_per_s\": -1e400}\n");
+  EXPECT_EQ(user_error([&] { read_run_cost(dir / "run"); }),
+            (dir / "run" / "metrics.jsonl").string() + ":2: malformed JSON line (number overflow parsing '-1e400')");
+  write_text(dir / "mlm.json", "{\"method\": \"m4\", \"pretrain_max_len\": 128, \"mlm_loss\": [{\"length\": 1e999}]}");
+  EXPECT_EQ(user_error([&] { read_mlm_curve(dir / "mlm.json"); }),
+            (dir / "mlm.json").string() + ": malformed JSON (number overflow parsing '1e999')");
+  rpe::test::remove_tree(dir);
+}

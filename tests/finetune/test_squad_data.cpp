@@ -86,6 +86,17 @@ TEST(SquadData, BadInputNamesFileAndRecord) {
   EXPECT_NE(error_of(p).find("qas[1] (id d): an earlier question has the same id"), std::string::npos) << error_of(p);
 }
 
+// A number too large for a double anywhere in the file (here a field nobody reads) is nlohmann's
+// out_of_range, not a parse_error: it must still be one UserError naming the file.
+TEST(SquadData, NumberOverflowNamesTheFile) {
+  const auto p = write_temp("rpe_squad_overflow.json", R"({"data":[{"x":1e400,"paragraphs":[{"context":"a b",)"
+                                                       R"("qas":[{"id":"o","question":"q","answers":[{"text":"b",)"
+                                                       R"("answer_start":2}]}]}]}]})");
+  EXPECT_EQ(error_of(p), p.string() + ": malformed JSON (number overflow parsing '1e400')");
+  EXPECT_EQ(error_of(fs::temp_directory_path()), "cannot read " + fs::temp_directory_path().string() +
+                                                     ": a folder, not a file");
+}
+
 TEST(SquadData, UnanswerableQuestionsAreRefusedUnderSquad11) {
   const auto p = write_temp("rpe_squad_v2.json", R"({"data":[{"paragraphs":[{"context":"the red car","qas":[)"
                                                  R"({"id":"a","question":"q","answers":[{"text":"red","answer_start":4}]},)"
