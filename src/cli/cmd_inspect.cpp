@@ -34,6 +34,7 @@
 #include "train/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/json_text.h"
 #include "util/log.h"
 
 namespace rpe::cli {
@@ -107,7 +108,7 @@ void write_output(const std::string& out, const torch::Tensor& m, json meta, con
     write_file_atomic(out, to_npy(m));
   } else {
     meta[key] = matrix_json(m);
-    write_file_atomic(out, meta.dump() + "\n");
+    write_file_atomic(out, dump_json(meta) + "\n");  // the run's path, not always UTF-8
   }
   std::cout << "wrote " << out << " [" << m.size(0) << ", " << m.size(1) << "]\n";
 }
@@ -203,12 +204,11 @@ void write_mlm_losses(const InspectArgs& a, BertModel& bert, const Tokenizer& to
     std::cout << "MLM loss at length " << L << ": " << rows.back()["loss"].dump() << "\n";
   }
   if (fs::path(a.mlm_out).has_parent_path()) fs::create_directories(fs::path(a.mlm_out).parent_path());
-  write_file_atomic(a.mlm_out, json{{"run", a.run},
+  write_file_atomic(a.mlm_out, dump_json(json{{"run", a.run},
                                     {"method", cfg.model.attention.method},
                                     {"pretrain_max_len", cfg.data.max_seq_len},
                                     {"eval_file", a.eval_file},
-                                    {"mlm_loss", rows}}
-                                       .dump() +
+                                    {"mlm_loss", rows}}) +  // paths, not always UTF-8
                                    "\n");
 }
 

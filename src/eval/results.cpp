@@ -52,7 +52,7 @@ ResultRow result_from_json(const json& j, const std::string& where) {
 
 void append_results(const std::filesystem::path& file, const std::vector<ResultRow>& rows) {
   if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
-  for (const auto& r : rows) append_line_synced(file, to_json(r).dump());
+  for (const auto& r : rows) append_line_synced(file, dump_json(to_json(r)));  // run and pretrain_run come from paths
 }
 
 std::vector<ResultRow> read_results(const std::filesystem::path& file) {

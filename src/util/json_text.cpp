@@ -1,4 +1,4 @@
-// Bounded JSON parsing of user files (see json_text.h).
+// Bounded JSON parsing of user files and lossless-or-replaced dumping (see json_text.h).
 #include "util/json_text.h"
 
 #include "util/atomic_file.h"
@@ -45,6 +45,14 @@ nlohmann::json read_json_file(const std::filesystem::path& file, int max_depth) 
 nlohmann::json parse_json_line(const std::string& line, const std::filesystem::path& file, int64_t line_no,
                                int max_depth) {
   return parse_bounded(line, file.string() + ":" + std::to_string(line_no), "malformed JSON line", max_depth);
+}
+
+std::string dump_json(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string dump_json(const nlohmann::ordered_json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace rpe

@@ -3,7 +3,8 @@
 // hostile 100 MB header of '[' would cost gigabytes before failing. Real files nest a few levels
 // (a safetensors header 3, SQuAD 7). Every nlohmann exception of the parse (syntax, a number
 // too large for a double such as 1e400, bad UTF-8) becomes one UserError naming the file, so
-// no reader of user files parses with json::parse directly.
+// no reader of user files parses with json::parse directly. Writing: JSON of strings taken
+// from paths (not always UTF-8) is dumped through dump_json, which cannot throw on them.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -25,5 +26,10 @@ nlohmann::json read_json_file(const std::filesystem::path& file, int max_depth =
 // "<file>:<line_no>: malformed JSON line (<reason>)".
 nlohmann::json parse_json_line(const std::string& line, const std::filesystem::path& file, int64_t line_no,
                                int max_depth = 32);
+
+// j.dump(indent) with invalid UTF-8 in strings replaced by U+FFFD instead of a type_error: a
+// folder name with a Latin-1 byte is shown, not a crash after some outputs were written.
+std::string dump_json(const nlohmann::json& j, int indent = -1);
+std::string dump_json(const nlohmann::ordered_json& j, int indent = -1);
 
 }  // namespace rpe

@@ -8,6 +8,7 @@
 #include "eval/squad_tables.h"
 #include "eval/table_fixture.h"
 #include "eval/text_table.h"
+#include "util/atomic_file.h"
 #include "util/errors.h"
 
 using namespace rpe::eval;
@@ -222,5 +223,21 @@ TEST(ExtraTables, NumberOverflowNamesTheFile) {
   write_text(dir / "mlm.json", "{\"method\": \"m4\", \"pretrain_max_len\": 128, \"mlm_loss\": [{\"length\": 1e999}]}");
   EXPECT_EQ(user_error([&] { read_mlm_curve(dir / "mlm.json"); }),
             (dir / "mlm.json").string() + ": malformed JSON (number overflow parsing '1e999')");
+  rpe::test::remove_tree(dir);
+}
+
+// A run folder named with a Latin-1 byte: its name reaches cost.json, which nlohmann refuses to
+// dump as it is (type_error 316). All three files are written, the byte shown as U+FFFD.
+TEST(ExtraTables, NonUtf8RunNamesStillWriteAllThreeFiles) {
+  const auto dir = temp_dir();
+  RunCost c;
+  c.run = "run\xe9";
+  c.method = "m4";
+  c.tokens_per_s = {100};
+  write_table(dir / "out", cost_table({c}));
+  for (const char* ext : {".md", ".csv", ".json"})
+    EXPECT_TRUE(std::filesystem::is_regular_file(dir / "out" / (std::string("cost") + ext))) << ext;
+  const auto j = nlohmann::json::parse(rpe::read_file(dir / "out" / "cost.json"));
+  EXPECT_EQ(j["rows"][0]["run"], "run\xef\xbf\xbd");
   rpe::test::remove_tree(dir);
 }
