@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 
 #include "data/manifest.h"
 #include "data/prepare.h"
@@ -171,9 +172,18 @@ PreparedShards open_prepared(const fs::path& dir, const Tokenizer& tok, bool ver
     const std::string kind = settings.at("tokenizer").get<std::string>();
     if (kind != tok.kind())
       throw UserError(m.string() + ": shards were made with the " + kind + " tokenizer, the config uses " + tok.kind());
+    // A shard listed twice (in one split or in both) would be trained on twice, or be its own
+    // held-out set: refused, whatever the spelling ("a.bin", "./a.bin", a link to it).
+    std::set<fs::path> seen;
     for (const char* split : {"train", "valid"})
       for (const auto& f : manifest.at("shards").at(split)) {
-        auto shard = std::make_unique<MappedShard>(dir / f.at("file").get<std::string>());
+        const std::string name = f.at("file").get<std::string>();
+        std::error_code ec;
+        const fs::path same = fs::weakly_canonical(dir / name, ec);
+        if (!seen.insert(ec ? (dir / name).lexically_normal() : same).second)
+          throw UserError(m.string() + ": shard " + name + " is listed more than once (" + split +
+                          "); its sequences would be read twice (rerun prepare-data)");
+        auto shard = std::make_unique<MappedShard>(dir / name);
         if (shard->vocab_size() != tok.vocab_size())
           throw UserError(shard->file().string() + ": written for a vocabulary of " +
                           std::to_string(shard->vocab_size()) + ", the tokenizer has " +
