@@ -172,4 +172,17 @@ python3 -c 'import json,sys; p=sys.argv[1]; j=json.load(open(p)); j["outputs"]=9
   bad_model/task.json
 expect_exit2 "bad_model/task.json: outputs 99999999999, but task rte has 2" "$RPE" predict glue --model bad_model \
   --input rte_test.tsv --out pred/z.tsv
+# --out naming the --input file (however spelled) would overwrite the input with predictions:
+# refused before anything is read, the input untouched.
+cp data/full/squad/dev-v1.1.json same.json
+expect_exit2 "out \\./same.json: predict would write \\./same.json, which is the --input file same.json" \
+  "$RPE" predict squad --model "$MODEL" --input same.json --out ./same.json
+cmp -s same.json data/full/squad/dev-v1.1.json || fail "predict squad changed its --input"
+cp same.json pred/nbest_predictions.json
+expect_exit2 "which is the --input file pred/nbest_predictions.json" "$RPE" predict squad --model "$MODEL" \
+  --input pred/nbest_predictions.json --out pred/other.json
+cp rte_test.tsv same.tsv
+expect_exit2 "which is the --input file same.tsv" "$RPE" predict glue --model "$GLUE_DIR/model" --input same.tsv \
+  --out "$PWD/same.tsv"
+cmp -s same.tsv rte_test.tsv || fail "predict glue changed its --input"
 echo "saved model e2e: OK"
