@@ -185,4 +185,22 @@ cp rte_test.tsv same.tsv
 expect_exit2 "which is the --input file same.tsv" "$RPE" predict glue --model "$GLUE_DIR/model" --input same.tsv \
   --out "$PWD/same.tsv"
 cmp -s same.tsv rte_test.tsv || fail "predict glue changed its --input"
+# A tokenizer.model in the folder with more pieces than the model's vocabulary: refused naming
+# it, as finetune --init refuses it, not a LibTorch index error in the first batch.
+python3 - <<'PYEOF'
+import random
+random.seed(1)
+syl = "ka to ri mu se la no pi ve du zo fa gi he ju qo wy xi be co".split()
+with open("wide.txt", "w") as f:
+    for d in range(3000):
+        for s in range(3):
+            f.write(" ".join("".join(random.choice(syl) for _ in range(random.randint(1, 4))) for _ in range(12)) + "\n")
+        f.write("\n")
+PYEOF
+"$RPE" train-tokenizer --config tiny_method4.yaml --set data.tokenizer_vocab_size=1000 --set "data.train_files=[wide.txt]" \
+  --out big.model > /dev/null
+cp -r "$GLUE_DIR/model" big_tok_model
+cp big.model big_tok_model/tokenizer.model
+expect_exit2 "big_tok_model/tokenizer.model has 1000 pieces, more than the model's vocabulary" "$RPE" predict glue \
+  --model big_tok_model --input rte_test.tsv --out pred/big.tsv
 echo "saved model e2e: OK"
