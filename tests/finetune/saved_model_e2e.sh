@@ -185,6 +185,20 @@ cp rte_test.tsv same.tsv
 expect_exit2 "which is the --input file same.tsv" "$RPE" predict glue --model "$GLUE_DIR/model" --input same.tsv \
   --out "$PWD/same.tsv"
 cmp -s same.tsv rte_test.tsv || fail "predict glue changed its --input"
+# A labelled SQuAD file with a question whose answers are [] (no is_impossible): refused as
+# evaluate-squad refuses it, not scored without that question.
+python3 - data/full/squad/dev-v1.1.json <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+par = d["data"][0]["paragraphs"][0]
+par["qas"] = [par["qas"][0], {"id": "empty", "question": "what?", "answers": []}]
+d["data"] = [{"title": "t", "paragraphs": [par]}]
+json.dump(d, open("empty_answers.json", "w"))
+PYEOF
+expect_exit2 "empty_answers.json: data\\[0\\].paragraphs\\[0\\].qas\\[1\\] \\(id empty\\): no answers and not is_impossible" \
+  "$RPE" predict squad --model "$MODEL" --input empty_answers.json --out pred/empty.json
+expect_exit2 "qas\\[1\\] \\(id empty\\): no answers and not is_impossible" "$RPE" evaluate-squad \
+  --dataset empty_answers.json --predictions pred/predictions.json
 # A tokenizer.model in the folder with more pieces than the model's vocabulary: refused naming
 # it, as finetune --init refuses it, not a LibTorch index error in the first batch.
 python3 - <<'PYEOF'
