@@ -9,6 +9,7 @@ set(RPE_CORE_SOURCES
   src/util/file_tree.cpp
   src/util/device.cpp
   src/util/cpu_memory.cpp
+  src/util/input_file.cpp
   src/util/json_text.cpp
   src/util/unicode_space.cpp
   # config: the only place that knows YAML

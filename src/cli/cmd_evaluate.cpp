@@ -9,8 +9,8 @@
 #include "cli/commands.h"
 #include "eval/squad_metrics.h"
 #include "finetune/squad_data.h"
-#include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/json_text.h"
 
 namespace rpe::cli {
 namespace {
@@ -22,12 +22,7 @@ struct EvalArgs {
 };
 
 json read_json_object(const std::string& file) {
-  json j;
-  try {
-    j = json::parse(read_file(file));
-  } catch (const json::parse_error& e) {
-    throw UserError(file + ": malformed JSON at byte " + std::to_string(e.byte));
-  }
+  const json j = read_json_file(file);
   if (!j.is_object()) throw UserError(file + ": expected a JSON object {id: value}");
   return j;
 }

@@ -14,7 +14,6 @@
 // OUT ending in .npy gets a float32 NumPy array (format 1.0); anything else gets JSON with the
 // labels (distances or token pieces) beside the numbers.
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -35,6 +34,7 @@
 #include "train/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/json_text.h"
 #include "util/log.h"
 
 namespace rpe::cli {
@@ -108,7 +108,7 @@ void write_output(const std::string& out, const torch::Tensor& m, json meta, con
     write_file_atomic(out, to_npy(m));
   } else {
     meta[key] = matrix_json(m);
-    write_file_atomic(out, meta.dump() + "\n");
+    write_file_atomic(out, dump_json(meta) + "\n");  // the run's path, not always UTF-8
   }
   std::cout << "wrote " << out << " [" << m.size(0) << ", " << m.size(1) << "]\n";
 }
@@ -164,9 +164,11 @@ void write_position_weights(const InspectArgs& a, BertModel& bert, const std::st
 void write_attention(const InspectArgs& a, BertModel& bert, const Tokenizer& tok, const Config& cfg) {
   std::string text = a.text;
   if (!a.text_file.empty()) {
-    std::ifstream in(a.text_file);
-    if (!in) throw UserError("--text-file " + a.text_file + ": cannot read");
-    text.assign(std::istreambuf_iterator<char>(in), {});
+    try {
+      text = read_file(a.text_file);  // a regular file only: a FIFO would wait for a writer
+    } catch (const UserError& e) {
+      throw UserError(std::string("--text-file: ") + e.what());
+    }
   }
   if (text.empty()) throw UserError("--attention needs --text or --text-file");
   if (a.attention_layer < 0 || a.attention_layer >= static_cast<int64_t>(bert->layers->size()))
@@ -202,12 +204,11 @@ void write_mlm_losses(const InspectArgs& a, BertModel& bert, const Tokenizer& to
     std::cout << "MLM loss at length " << L << ": " << rows.back()["loss"].dump() << "\n";
   }
   if (fs::path(a.mlm_out).has_parent_path()) fs::create_directories(fs::path(a.mlm_out).parent_path());
-  write_file_atomic(a.mlm_out, json{{"run", a.run},
+  write_file_atomic(a.mlm_out, dump_json(json{{"run", a.run},
                                     {"method", cfg.model.attention.method},
                                     {"pretrain_max_len", cfg.data.max_seq_len},
                                     {"eval_file", a.eval_file},
-                                    {"mlm_loss", rows}}
-                                       .dump() +
+                                    {"mlm_loss", rows}}) +  // paths, not always UTF-8
                                    "\n");
 }
 

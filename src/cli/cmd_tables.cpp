@@ -15,6 +15,7 @@
 #include "eval/tables.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/json_text.h"
 
 namespace rpe::cli {
 namespace fs = std::filesystem;
@@ -46,10 +47,11 @@ int run_tables(const TablesArgs& a) {
   check_output_folder("--out", a.out);  // before reading: a bad --out fails fast, creates nothing
   const auto rows = read_all(a.results);
   const auto t = eval::render_tables(rows, a.only);
+  const std::string json = dump_json(t.json, 2) + "\n";  // before any file: all three or none
   fs::create_directories(a.out);
   write_file_atomic(fs::path(a.out) / "tables.md", t.markdown);
   write_file_atomic(fs::path(a.out) / "tables.csv", t.csv);
-  write_file_atomic(fs::path(a.out) / "tables.json", t.json.dump(2) + "\n");
+  write_file_atomic(fs::path(a.out) / "tables.json", json);
   std::cout << t.markdown;
   std::cout << "wrote " << (fs::path(a.out) / "tables.md").string() << ", tables.csv and tables.json ("
             << rows.size() << " result lines)\n";

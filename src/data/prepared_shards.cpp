@@ -5,11 +5,14 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 
 #include "data/manifest.h"
 #include "data/prepare.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/input_file.h"
+#include "util/json_text.h"
 #include "util/log.h"
 
 namespace rpe {
@@ -44,6 +47,7 @@ json file_identity(const std::string& f, bool missing_ok) {
     if (missing_ok) return {{"path", f}, {"missing", true}};
     throw UserError(f + ": file not found");
   }
+  require_regular_file(f);  // a FIFO has no size (filesystem_error below) and would block the reader
   return {{"path", f}, {"bytes", static_cast<int64_t>(fs::file_size(f))}, {"mtime_ns", mtime_ns(f)}};
 }
 }  // namespace
@@ -89,7 +93,7 @@ std::string mismatch(const fs::path& dir, const json& settings, const json& inpu
   const fs::path m = dir / "manifest.json";
   if (!fs::exists(m)) return "no manifest.json";
   try {
-    const json manifest = json::parse(read_file(m));
+    const json manifest = read_json_file(m);
     if (out) *out = manifest;
     if (without_model_path(manifest.at("settings")) != without_model_path(settings)) return "settings or tokenizer changed";
     const json& old = manifest.at("inputs");
@@ -109,6 +113,8 @@ std::string mismatch(const fs::path& dir, const json& settings, const json& inpu
       }
     return "";
   } catch (const json::exception&) {
+    return "unreadable manifest.json";
+  } catch (const UserError&) {  // read_json_file: not JSON, or not a regular file
     return "unreadable manifest.json";
   }
 }
@@ -154,12 +160,7 @@ void verify_once(const MappedShard& shard, uint64_t checksum, bool force) {
 PreparedShards open_prepared(const fs::path& dir, const Tokenizer& tok, bool verify_all) {
   const fs::path m = dir / "manifest.json";
   if (!fs::exists(m)) throw UserError(dir.string() + ": no manifest.json (run rpe-train prepare-data first)");
-  json manifest;
-  try {
-    manifest = json::parse(read_file(m));
-  } catch (const json::exception& e) {
-    throw UserError(m.string() + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
+  const json manifest = read_json_file(m);
   PreparedShards p;
   try {
     const json& settings = manifest.at("settings");
@@ -171,9 +172,18 @@ PreparedShards open_prepared(const fs::path& dir, const Tokenizer& tok, bool ver
     const std::string kind = settings.at("tokenizer").get<std::string>();
     if (kind != tok.kind())
       throw UserError(m.string() + ": shards were made with the " + kind + " tokenizer, the config uses " + tok.kind());
+    // A shard listed twice (in one split or in both) would be trained on twice, or be its own
+    // held-out set: refused, whatever the spelling ("a.bin", "./a.bin", a link to it).
+    std::set<fs::path> seen;
     for (const char* split : {"train", "valid"})
       for (const auto& f : manifest.at("shards").at(split)) {
-        auto shard = std::make_unique<MappedShard>(dir / f.at("file").get<std::string>());
+        const std::string name = f.at("file").get<std::string>();
+        std::error_code ec;
+        const fs::path same = fs::weakly_canonical(dir / name, ec);
+        if (!seen.insert(ec ? (dir / name).lexically_normal() : same).second)
+          throw UserError(m.string() + ": shard " + name + " is listed more than once (" + split +
+                          "); its sequences would be read twice (rerun prepare-data)");
+        auto shard = std::make_unique<MappedShard>(dir / name);
         if (shard->vocab_size() != tok.vocab_size())
           throw UserError(shard->file().string() + ": written for a vocabulary of " +
                           std::to_string(shard->vocab_size()) + ", the tokenizer has " +

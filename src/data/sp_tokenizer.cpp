@@ -11,6 +11,7 @@
 #include "data/text_reader.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/input_file.h"
 #include "util/log.h"
 
 namespace rpe {
@@ -20,6 +21,7 @@ constexpr unsigned int kTrainingSeed = 20200922;  // any fixed value
 
 SentencePieceTokenizer::SentencePieceTokenizer(const fs::path& model_file) {
   if (!fs::exists(model_file)) throw UserError(model_file.string() + ": sentencepiece model not found");
+  require_regular_file(model_file);  // Load() would block on a FIFO
   const auto status = processor_.Load(model_file.string());
   if (!status.ok()) throw UserError(model_file.string() + ": not a sentencepiece model (" + status.ToString() + ")");
   special_ = SpecialIds{processor_.PieceToId("[PAD]"), processor_.unk_id(), processor_.PieceToId("[CLS]"),

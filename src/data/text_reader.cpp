@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "util/errors.h"
+#include "util/input_file.h"
 #include "util/unicode_space.h"
 
 namespace rpe {
@@ -53,6 +54,7 @@ ChunkReader::ChunkReader(const fs::path& file, DocumentFormat format, size_t chu
   std::error_code ec;
   if (fs::is_directory(file, ec)) throw UserError(name + ": is a folder, not a text file (list the files in it)");
   if (!fs::exists(file, ec)) throw UserError(name + ": file not found");
+  require_regular_file(file);  // a FIFO would block gzopen (and fopen) until a writer came
   if (file.extension() == ".gz") {  // zlib would read a non-gzip file as plain text: refuse it
     unsigned char magic[2] = {0, 0};
     if (FILE* f = std::fopen(name.c_str(), "rb")) {

@@ -11,20 +11,13 @@
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/file_tree.h"
+#include "util/json_text.h"
 
 namespace rpe::eval {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-json parse_json_file(const fs::path& file) {
-  try {
-    return json::parse(read_file(file));
-  } catch (const json::parse_error&) {
-    throw UserError(file.string() + ": malformed JSON");
-  }
-}
 
 // A numeric field of summary.json: absent or null -> nullopt; anything else not a number is
 // a UserError naming the file and the key.
@@ -40,12 +33,7 @@ std::vector<double> training_speeds(const fs::path& file) {
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::parse_error&) {
-      throw UserError(file.string() + ":" + std::to_string(n) + ": malformed JSON line");
-    }
+    const json j = parse_json_line(line, file, n);
     if (!j.is_object() || !j.contains("tokens_per_s")) continue;
     if (j.contains("split") && j["split"] == "valid") continue;
     if (!j["tokens_per_s"].is_number())
@@ -85,7 +73,7 @@ RunCost read_run_cost(const fs::path& run_dir) {
   std::error_code ec;
   if (!fs::is_regular_file(summary_file, ec))
     throw UserError(summary_file.string() + ": missing (the pretraining run has not finished)");
-  const json s = parse_json_file(summary_file);
+  const json s = read_json_file(summary_file);
   if (!s.is_object()) throw UserError(summary_file.string() + ": expected a JSON object");
   RunCost c;
   c.run = dir.filename().string();

@@ -1,11 +1,15 @@
 // Result JSON lines (see results.h).
 #include "eval/results.h"
 
+#include <cmath>
+#include <cstdint>
 #include <ctime>
 #include <sstream>
+#include <type_traits>
 
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/json_text.h"
 #include "util/log.h"
 
 namespace rpe::eval {
@@ -21,11 +25,27 @@ json to_json(const ResultRow& r) {
               {"select", r.select},       {"git_revision", r.git_revision}, {"time", r.time}};
 }
 
+namespace {
+// nlohmann converts any number to an integer by truncation: a k of 8.5 would become 8 and be
+// matched to the paper's k=8 row. An integer field takes integers only (8.0, as some writers
+// spell them, included), within int64. `v` is a number.
+void require_integer(const json& v, const std::string& where, const char* key) {
+  const double d = v.get<double>();
+  const bool integral = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)
+                        : v.is_number_integer() ? true
+                                                : std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 0x1p63;
+  if (!integral) throw UserError(where + ": field '" + key + "' must be an integer, not " + v.dump());
+}
+}  // namespace
+
 ResultRow result_from_json(const json& j, const std::string& where) {
   auto get = [&](const char* key, auto& out) {
     if (!j.contains(key)) throw UserError(where + ": missing field '" + key + "'");
+    const json& v = j.at(key);
+    if constexpr (std::is_same_v<std::decay_t<decltype(out)>, int64_t>)
+      if (v.is_number()) require_integer(v, where, key);  // other types: "wrong type" below
     try {
-      j.at(key).get_to(out);
+      v.get_to(out);
     } catch (const json::exception&) {
       throw UserError(where + ": field '" + std::string(key) + "' has the wrong type");
     }
@@ -51,7 +71,7 @@ ResultRow result_from_json(const json& j, const std::string& where) {
 
 void append_results(const std::filesystem::path& file, const std::vector<ResultRow>& rows) {
   if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
-  for (const auto& r : rows) append_line_synced(file, to_json(r).dump());
+  for (const auto& r : rows) append_line_synced(file, dump_json(to_json(r)));  // run and pretrain_run come from paths
 }
 
 std::vector<ResultRow> read_results(const std::filesystem::path& file) {
@@ -66,15 +86,15 @@ std::vector<ResultRow> read_results(const std::filesystem::path& file) {
     const std::string where = file.string() + ":" + std::to_string(n);
     json j;
     try {
-      j = json::parse(line);
-    } catch (const json::parse_error&) {
+      j = parse_json_line(line, file, n);  // any nlohmann failure (1e400 too) names file:line
+    } catch (const UserError&) {
       // The file's last line without its newline is a write a crash cut short (the next append
       // cuts it off): that evaluation is lost, the others stand. Anything else is an error.
       if (in.eof() && !text.empty() && text.back() != '\n') {
         log::warn("results", "{}: a line cut short by an interrupted write, left out; rerun that evaluation", where);
         continue;
       }
-      throw UserError(where + ": malformed JSON line");
+      throw;
     }
     if (!j.is_object()) throw UserError(where + ": expected a JSON object");
     rows.push_back(result_from_json(j, where));

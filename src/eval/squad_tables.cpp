@@ -10,8 +10,8 @@
 #include <tuple>
 
 #include "eval/paper_numbers.h"
-#include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/json_text.h"
 
 namespace rpe::eval {
 namespace fs = std::filesystem;
@@ -146,12 +146,7 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
 }
 
 MlmCurve read_mlm_curve(const fs::path& file) {
-  json j;
-  try {
-    j = json::parse(read_file(file));
-  } catch (const json::parse_error&) {
-    throw UserError(file.string() + ": malformed JSON");
-  }
+  const json j = read_json_file(file);
   MlmCurve c;
   try {
     c.method = j.at("method").get<std::string>();

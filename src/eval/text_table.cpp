@@ -6,6 +6,7 @@
 
 #include "eval/tables.h"
 #include "util/atomic_file.h"
+#include "util/json_text.h"
 
 namespace rpe::eval {
 namespace fs = std::filesystem;
@@ -95,10 +96,13 @@ nlohmann::ordered_json to_json(const TextTable& t) {
 }
 
 void write_table(const fs::path& dir, const TextTable& t) {
+  // All three rendered before the first is written, so a failure leaves none of them new; run
+  // names come from folder names, not always UTF-8: dump_json shows such a byte as U+FFFD.
+  const std::string md = to_markdown(t), csv = to_csv(t), json = dump_json(to_json(t), 2) + "\n";
   fs::create_directories(dir);
-  write_file_atomic(dir / (t.name + ".md"), to_markdown(t));
-  write_file_atomic(dir / (t.name + ".csv"), to_csv(t));
-  write_file_atomic(dir / (t.name + ".json"), to_json(t).dump(2) + "\n");
+  write_file_atomic(dir / (t.name + ".md"), md);
+  write_file_atomic(dir / (t.name + ".csv"), csv);
+  write_file_atomic(dir / (t.name + ".json"), json);
 }
 
 }  // namespace rpe::eval

@@ -24,6 +24,8 @@ Prepared prepared_for(const SavedModel& saved, const std::string& device) {
   p.rc.cfg = saved.cfg;
   if (!device.empty()) p.rc.cfg.train.device = device;
   p.tok = make_tokenizer(p.rc.cfg.data, saved.cfg.data.tokenizer_model);
+  // A tokenizer.model swapped in the folder would fail in the first batch's embedding lookup.
+  require_tokenizer_fits(*p.tok, saved.cfg.data.tokenizer_model, p.rc.cfg.model.vocab_size);
   p.squad = saved.info.squad();
   return p;
 }

@@ -96,17 +96,19 @@ Prepared prepare(const FinetuneRequest& req) {
   return p;
 }
 
+void require_tokenizer_fits(const Tokenizer& tok, const std::string& tokenizer_file, int64_t vocab_size) {
+  if (tok.vocab_size() > vocab_size)
+    throw UserError("the tokenizer " + tokenizer_file + " has " + std::to_string(tok.vocab_size()) +
+                    " pieces, more than the model's vocabulary (model.vocab_size " + std::to_string(vocab_size) +
+                    "): it is not the one the model was trained with");
+}
+
 void read_inputs(Prepared& p, const FinetuneRequest& req) {
   auto& cfg = p.rc.cfg;
   const auto& f = cfg.finetune;
   p.tok = make_tokenizer(cfg.data, fs::path(cfg.run.root) / cfg.run.name / "tokenizer.model");
   if (cfg.model.vocab_size == 0) cfg.model.vocab_size = p.tok->vocab_size();
-  // Ids past the embedding table would fail deep in the first forward pass (or, on a GPU, as a
-  // device assert): a tokenizer larger than the model's vocabulary is not the model's.
-  if (p.tok->vocab_size() > cfg.model.vocab_size)
-    throw UserError("the tokenizer " + cfg.data.tokenizer_model + " has " + std::to_string(p.tok->vocab_size()) +
-                    " pieces, more than the model's vocabulary (model.vocab_size " +
-                    std::to_string(cfg.model.vocab_size) + "): it is not the one the model was pretrained with");
+  require_tokenizer_fits(*p.tok, cfg.data.tokenizer_model, cfg.model.vocab_size);
   p.squad = f.task == "squad";
   require(!f.token_types || cfg.model.type_vocab_size >= 2,
           "finetune.token_types: pairs need model.type_vocab_size >= 2 (got " +

@@ -40,6 +40,11 @@ Prepared prepare(const FinetuneRequest& req);
 // prepare()'s second half: the tokenizer and data for the config in p.rc (already resolved).
 void read_inputs(Prepared& p, const FinetuneRequest& req);
 
+// Ids past the embedding table fail deep in the first forward pass (or, on a GPU, as a device
+// assert): a tokenizer with more pieces than model.vocab_size is a UserError naming
+// `tokenizer_file`. Fine-tuning (read_inputs) and predict check with it.
+void require_tokenizer_fits(const Tokenizer& tok, const std::string& tokenizer_file, int64_t vocab_size);
+
 // A padded batch with the tokenizer's [PAD] and, unless finetune.token_types is off, token
 // types 1 after the first [SEP].
 Batch batch_of(const Prepared& p, const std::vector<const std::vector<int64_t>*>& seqs, const torch::Device& device);

@@ -14,6 +14,7 @@
 #include "train/checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/json_text.h"
 #include "util/file_tree.h"
 #include "util/log.h"
 
@@ -115,7 +116,7 @@ SavedModel read_saved_model(const fs::path& dir) {
   const fs::path task_file = dir / "task.json";
   json j;
   try {
-    j = json::parse(read_file(task_file));
+    j = read_json_file(task_file);  // UserError naming the file for malformed JSON
     if (j.at("format").get<int>() != kFormat)
       throw UserError(task_file.string() + ": format " + j.at("format").dump() + " is not supported (expected " +
                       std::to_string(kFormat) + ")");

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/json_text.h"
 
 namespace rpe::finetune {
 namespace fs = std::filesystem;
@@ -36,17 +36,13 @@ const json& field(const json& obj, const char* key, json::value_t type, const st
 }  // namespace
 
 std::vector<SquadExample> read_squad(const fs::path& file, bool answers_optional) {
-  const std::string text = read_file(file);
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw UserError(file.string() + ": malformed JSON at byte " + std::to_string(e.byte) + " (" + e.what() + ")");
-  }
+  const json doc = read_json_file(file);
   const std::string f = file.string();
   const auto& data = field(doc, "data", json::value_t::array, f);
   std::vector<SquadExample> out;
   std::unordered_set<std::string> ids;
+  bool labelled = false;    // some question has answers or is_impossible: the file will be scored
+  std::string unanswered;  // the first question with "answers": [] and not is_impossible
   for (size_t i = 0; i < data.size(); ++i) {
     const std::string wa = f + ": data[" + std::to_string(i) + "]";
     const auto& paragraphs = field(data[i], "paragraphs", json::value_t::array, wa);
@@ -88,14 +84,23 @@ std::vector<SquadExample> read_squad(const fs::path& file, bool answers_optional
                             context.substr(ans.begin, ans.end - ans.begin) + "' != '" + ans.text + "')");
           ex.answers.push_back(std::move(ans));
         }
-        if (!ex.impossible && ex.answers.empty() && !answers_optional)
-          throw UserError(wq + ": no answers and not is_impossible");
+        if (!ex.impossible && ex.answers.empty()) {
+          if (!answers_optional) throw UserError(wq + ": no answers and not is_impossible");
+          if (unanswered.empty()) unanswered = wq;
+        }
+        labelled = labelled || ex.impossible || !ex.answers.empty();
         if (ex.impossible) ex.answers.clear();
         out.push_back(std::move(ex));
       }
     }
   }
   if (out.empty()) throw UserError(f + ": no questions found");
+  // A scored file holds evaluate-squad's rule: an empty answers list asserts "no answer", which
+  // SQuAD 1.1 cannot score and 2.0 spells with is_impossible. A file without any answers is
+  // unlabelled (predictions only), whatever its questions carry.
+  if (labelled && !unanswered.empty())
+    throw UserError(unanswered + ": no answers and not is_impossible (other questions have answers, so the file is "
+                                 "scored; leave out \"answers\" for a question to predict only)");
   return out;
 }
 

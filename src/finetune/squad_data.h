@@ -31,7 +31,9 @@ struct SquadExample {
 // an earlier question has (predictions are keyed by id), or an answer whose answer_start does
 // not point at its text in the context is a UserError naming the file and the record
 // (data[i].paragraphs[j].qas[k], id). With answers_optional (questions to predict, not to train
-// or score on), a question may have no "answers" at all.
+// or score on), a question may have no "answers" at all, and "answers": [] without is_impossible
+// only in a file where no question has answers or is_impossible (an unlabelled file; in a
+// labelled one it is refused, as evaluate-squad refuses it).
 std::vector<SquadExample> read_squad(const std::filesystem::path& file, bool answers_optional = false);
 
 // SQuAD 2.0's unanswerable questions under the 1.1 protocol would be trained to [CLS], scored 0

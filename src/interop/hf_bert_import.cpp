@@ -14,6 +14,7 @@
 #include "model/bert.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/input_file.h"
 #include "util/json_text.h"
 #include "util/log.h"
 
@@ -51,6 +52,7 @@ std::string normalise_hf_name(std::string name) {
 }
 
 size_t count_lines(const fs::path& file) {
+  require_regular_file(file);  // the open below would block on a FIFO
   std::ifstream in(file);
   size_t n = 0;
   for (std::string line; std::getline(in, line);) ++n;

@@ -19,6 +19,7 @@
 #include "util/atomic_file.h"
 #include "util/atomic_writer.h"
 #include "util/errors.h"
+#include "util/input_file.h"
 #include "util/json_text.h"
 
 namespace rpe {
@@ -105,6 +106,7 @@ SafetensorsFile read_safetensors(const fs::path& file) {
   const std::string where = file.string();
   std::error_code ec;
   if (fs::is_directory(file, ec)) throw UserError(where + ": is a folder, not a safetensors file");
+  require_regular_file(file);  // the open below would block on a FIFO
   std::ifstream in(file, std::ios::binary);
   if (!in) throw UserError(where + ": cannot open safetensors file: " + std::strerror(errno));
   const uint64_t file_size = fs::file_size(file, ec);

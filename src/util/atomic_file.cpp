@@ -12,6 +12,7 @@
 #include "util/atomic_writer.h"
 #include "util/errors.h"
 #include "util/file_tree.h"
+#include "util/input_file.h"
 
 namespace rpe {
 namespace fs = std::filesystem;
@@ -87,6 +88,7 @@ void append_line_synced(const fs::path& path, const std::string& line) {
 }
 
 std::string read_file(const fs::path& path) {
+  require_regular_file(path);  // a FIFO would block in the open below, a folder read as ""
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError("cannot read " + path.string() + ": " + std::strerror(errno));
   std::ostringstream ss;

@@ -63,4 +63,17 @@ else
 fi
 # An existing run folder is never overwritten silently.
 expect_error "existing run folder" "already exists: pass --resume .* or --overwrite" "$BIN" pretrain --config $CFG --run-dir "$TMP/run"
+# Inputs that are FIFOs are refused by name, not opened (an open blocks until a writer comes;
+# `timeout` turns such a hang into a failure here).
+mkfifo "$TMP/fifo"
+expect_error "corpus FIFO" "cannot read $TMP/fifo: a FIFO \(named pipe\), not a regular file" timeout 60 "$BIN" pretrain \
+  --config $CFG --set "data.train_files=[$TMP/fifo]" --run-dir "$TMP/rf1"
+expect_error "tokenizer FIFO" "cannot read $TMP/fifo: a FIFO" timeout 60 "$BIN" pretrain --config $CFG \
+  --set "data.tokenizer_model=$TMP/fifo" --run-dir "$TMP/rf2"
+expect_error "wordpiece FIFO" "cannot read $TMP/fifo: a FIFO" timeout 60 "$BIN" pretrain --config $CFG \
+  --set data.tokenizer=wordpiece --set "data.tokenizer_model=$TMP/fifo" --run-dir "$TMP/rf3"
+expect_error "results FIFO" "cannot read $TMP/fifo: a FIFO" timeout 60 "$BIN" tables --results "$TMP/fifo" --out "$TMP/tf"
+expect_error "inspect --text-file FIFO" "--text-file: cannot read $TMP/fifo: a FIFO" timeout 60 "$BIN" inspect "$TMP/run" \
+  --attention "$TMP/att.json" --text-file "$TMP/fifo"
+[ ! -e "$TMP/tf" ] && [ ! -e "$TMP/att.json" ] || { echo "FAIL outputs written after a FIFO input"; fail=1; }
 exit $fail

@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "data/corpus.h"
 #include "data/packing.h"
 #include "data/prepare.h"
 #include "data/wordpiece_tokenizer.h"
+#include "data/sp_tokenizer.h"
 #include "data_test_util.h"
+#include "fifo_guard.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 
@@ -263,6 +266,49 @@ TEST_F(PrepareTest, BadInputsNameTheFile) {
             (dir_ / "nope.txt").string() + ": file not found");
   EXPECT_NE(test::user_error([&] { open_prepared(dir_ / "nowhere", *tok_); }).find("no manifest.json"),
             std::string::npos);
+}
+
+// A manifest listing one shard twice made training read it twice (542 sequences for 271), exit
+// 0: refused naming manifest.json, whatever the spelling of the second entry or its split.
+TEST_F(PrepareTest, AShardListedTwiceInTheManifestIsRefused) {
+  d_.train_files = {(dir_ / "b.txt").string()};
+  prepare_data(d_, *tok_, {dir_ / "out", 2, false});
+  const fs::path m = dir_ / "out" / "manifest.json";
+  const nlohmann::json good = nlohmann::json::parse(read_file(m));
+  const size_t shards = good["shards"]["train"].size();
+  ASSERT_GE(shards, 1u);
+  ASSERT_GE(good["shards"]["valid"].size(), 1u);
+  const std::string first = good["shards"]["train"][0]["file"].get<std::string>();
+  auto with_extra = [&](const char* split, const std::string& spelling) {
+    nlohmann::json j = good;
+    nlohmann::json entry = good["shards"]["train"][0];
+    entry["file"] = spelling;
+    j["shards"][split].push_back(entry);
+    write_file_atomic(m, j.dump(2));
+    return test::user_error([&] { open_prepared(dir_ / "out", *tok_); });
+  };
+  const std::string tail = "; its sequences would be read twice (rerun prepare-data)";
+  EXPECT_EQ(with_extra("train", first), m.string() + ": shard " + first + " is listed more than once (train)" + tail);
+  EXPECT_EQ(with_extra("train", "./" + first),
+            m.string() + ": shard ./" + first + " is listed more than once (train)" + tail);
+  EXPECT_EQ(with_extra("valid", first), m.string() + ": shard " + first + " is listed more than once (valid)" + tail);
+  write_file_atomic(m, good.dump(2));
+  EXPECT_EQ(open_prepared(dir_ / "out", *tok_).train.size(), shards);
+}
+
+// Non-regular inputs are refused by name before they are opened: a FIFO blocked every reader
+// below forever (the guard releases a reader that opens it anyway, so this fails, not hangs),
+// and read_file returned "" for a folder.
+TEST_F(PrepareTest, NonRegularInputsAreRefusedByName) {
+  test::FifoGuard fifo(dir_ / "pipe.txt");
+  const std::string want = "cannot read " + fifo.path().string() + ": a FIFO (named pipe), not a regular file";
+  EXPECT_EQ(test::user_error([&] { read_file(fifo.path()); }), want);
+  EXPECT_EQ(test::user_error([&] { read_documents(fifo.path()); }), want);
+  EXPECT_EQ(test::user_error([&] { WordPieceTokenizer(fifo.path(), true); }), want);
+  EXPECT_EQ(test::user_error([&] { SentencePieceTokenizer{fifo.path()}; }), want);
+  d_.train_files = {fifo.path().string()};
+  EXPECT_EQ(test::user_error([&] { prepare_data(d_, *tok_, {dir_ / "out", 2, false}); }), want);
+  EXPECT_EQ(test::user_error([&] { read_file(dir_); }), "cannot read " + dir_.string() + ": a folder, not a file");
 }
 
 }  // namespace

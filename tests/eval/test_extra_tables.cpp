@@ -8,6 +8,7 @@
 #include "eval/squad_tables.h"
 #include "eval/table_fixture.h"
 #include "eval/text_table.h"
+#include "util/atomic_file.h"
 #include "util/errors.h"
 
 using namespace rpe::eval;
@@ -203,5 +204,40 @@ TEST(ExtraTables, BadInputsNameTheFile) {
   write_text(dir / "mlm.json", "{\"method\": \"m4\", \"mlm_loss\": []}");
   EXPECT_NE(user_error([&] { read_mlm_curve(dir / "mlm.json"); }).find("mlm.json: expected {"), std::string::npos);
   EXPECT_NE(user_error([&] { read_results(dir / "missing.jsonl"); }).find("missing.jsonl"), std::string::npos);
+  rpe::test::remove_tree(dir);
+}
+
+// 1e400 overflows a double: nlohmann throws out_of_range (not parse_error) while parsing, which
+// must still be a UserError naming the file (and the line of a JSON-lines file).
+TEST(ExtraTables, NumberOverflowNamesTheFile) {
+  const auto dir = temp_dir();
+  std::filesystem::create_directories(dir / "run");
+  write_text(dir / "run" / "summary.json", "{\"steps\": 3, \"train_s\": 1e400}");
+  write_text(dir / "run" / "metrics.jsonl", "{\"tokens_per_s\": 1}\n");
+  EXPECT_EQ(user_error([&] { read_run_cost(dir / "run"); }),
+            (dir / "run" / "summary.json").string() + ": malformed JSON (number overflow parsing '1e400')");
+  write_text(dir / "run" / "summary.json", "{\"steps\": 3}");
+  write_text(dir / "run" / "metrics.jsonl", "{\"tokens_per_s\": 1}\n{\"tokens_per_s\": -1e400}\n");
+  EXPECT_EQ(user_error([&] { read_run_cost(dir / "run"); }),
+            (dir / "run" / "metrics.jsonl").string() + ":2: malformed JSON line (number overflow parsing '-1e400')");
+  write_text(dir / "mlm.json", "{\"method\": \"m4\", \"pretrain_max_len\": 128, \"mlm_loss\": [{\"length\": 1e999}]}");
+  EXPECT_EQ(user_error([&] { read_mlm_curve(dir / "mlm.json"); }),
+            (dir / "mlm.json").string() + ": malformed JSON (number overflow parsing '1e999')");
+  rpe::test::remove_tree(dir);
+}
+
+// A run folder named with a Latin-1 byte: its name reaches cost.json, which nlohmann refuses to
+// dump as it is (type_error 316). All three files are written, the byte shown as U+FFFD.
+TEST(ExtraTables, NonUtf8RunNamesStillWriteAllThreeFiles) {
+  const auto dir = temp_dir();
+  RunCost c;
+  c.run = "run\xe9";
+  c.method = "m4";
+  c.tokens_per_s = {100};
+  write_table(dir / "out", cost_table({c}));
+  for (const char* ext : {".md", ".csv", ".json"})
+    EXPECT_TRUE(std::filesystem::is_regular_file(dir / "out" / (std::string("cost") + ext))) << ext;
+  const auto j = nlohmann::json::parse(rpe::read_file(dir / "out" / "cost.json"));
+  EXPECT_EQ(j["rows"][0]["run"], "run\xef\xbf\xbd");
   rpe::test::remove_tree(dir);
 }

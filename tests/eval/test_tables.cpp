@@ -165,6 +165,39 @@ TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
   rpe::test::remove_tree(dir);
 }
 
+// Numbers nlohmann cannot hold (1e400: out_of_range, not parse_error) name file:line; integer
+// fields refuse fractions, which nlohmann would truncate (k 8.5 matched to the paper's k=8).
+TEST(Tables, ResultLinesRefuseOverflowAndFractionalIntegers) {
+  const auto dir = rpe::test::temp_dir();
+  const std::string line = to_json(squad_row("r/seed1", "m4", 8, 128, 1, "f1", 70.5)).dump();
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string l = line;
+    const size_t at = l.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    l.replace(at, from.size(), to);
+    std::ofstream(dir / "r.jsonl") << l << "\n";
+    return (dir / "r.jsonl").string();
+  };
+  auto error = [](const std::string& file) -> std::string {
+    try {
+      read_results(file);
+    } catch (const rpe::UserError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string f = (dir / "r.jsonl").string();
+  EXPECT_EQ(error(with("\"value\":70.5", "\"value\":1e400")), f + ":1: malformed JSON line (number overflow parsing '1e400')");
+  EXPECT_EQ(error(with("\"k\":8", "\"k\":8.5")), f + ":1: field 'k' must be an integer, not 8.5");
+  EXPECT_EQ(error(with("\"seed\":1", "\"seed\":1e300")), f + ":1: field 'seed' must be an integer, not 1e+300");
+  EXPECT_EQ(error(with("\"pretrain_max_len\":128", "\"pretrain_max_len\":9223372036854775808")),
+            f + ":1: field 'pretrain_max_len' must be an integer, not 9223372036854775808");
+  EXPECT_EQ(error(with("\"k\":8", "\"k\":\"8\"")), f + ":1: field 'k' has the wrong type");
+  // 8.0 is an integer written as a float: read as 8.
+  EXPECT_EQ(read_results(with("\"k\":8", "\"k\":8.0")).at(0).k, 8);
+  rpe::test::remove_tree(dir);
+}
+
 TEST(Tables, JsonMirrorsCsvRows) {
   std::vector<ResultRow> rows;
   for (int seed = 1; seed <= 2; ++seed)  // EM 74, 78: mean 76, sample std sqrt(8)

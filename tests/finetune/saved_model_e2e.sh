@@ -172,4 +172,49 @@ python3 -c 'import json,sys; p=sys.argv[1]; j=json.load(open(p)); j["outputs"]=9
   bad_model/task.json
 expect_exit2 "bad_model/task.json: outputs 99999999999, but task rte has 2" "$RPE" predict glue --model bad_model \
   --input rte_test.tsv --out pred/z.tsv
+# --out naming the --input file (however spelled) would overwrite the input with predictions:
+# refused before anything is read, the input untouched.
+cp data/full/squad/dev-v1.1.json same.json
+expect_exit2 "out \\./same.json: predict would write \\./same.json, which is the --input file same.json" \
+  "$RPE" predict squad --model "$MODEL" --input same.json --out ./same.json
+cmp -s same.json data/full/squad/dev-v1.1.json || fail "predict squad changed its --input"
+cp same.json pred/nbest_predictions.json
+expect_exit2 "which is the --input file pred/nbest_predictions.json" "$RPE" predict squad --model "$MODEL" \
+  --input pred/nbest_predictions.json --out pred/other.json
+cp rte_test.tsv same.tsv
+expect_exit2 "which is the --input file same.tsv" "$RPE" predict glue --model "$GLUE_DIR/model" --input same.tsv \
+  --out "$PWD/same.tsv"
+cmp -s same.tsv rte_test.tsv || fail "predict glue changed its --input"
+# A labelled SQuAD file with a question whose answers are [] (no is_impossible): refused as
+# evaluate-squad refuses it, not scored without that question.
+python3 - data/full/squad/dev-v1.1.json <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+par = d["data"][0]["paragraphs"][0]
+par["qas"] = [par["qas"][0], {"id": "empty", "question": "what?", "answers": []}]
+d["data"] = [{"title": "t", "paragraphs": [par]}]
+json.dump(d, open("empty_answers.json", "w"))
+PYEOF
+expect_exit2 "empty_answers.json: data\\[0\\].paragraphs\\[0\\].qas\\[1\\] \\(id empty\\): no answers and not is_impossible" \
+  "$RPE" predict squad --model "$MODEL" --input empty_answers.json --out pred/empty.json
+expect_exit2 "qas\\[1\\] \\(id empty\\): no answers and not is_impossible" "$RPE" evaluate-squad \
+  --dataset empty_answers.json --predictions pred/predictions.json
+# A tokenizer.model in the folder with more pieces than the model's vocabulary: refused naming
+# it, as finetune --init refuses it, not a LibTorch index error in the first batch.
+python3 - <<'PYEOF'
+import random
+random.seed(1)
+syl = "ka to ri mu se la no pi ve du zo fa gi he ju qo wy xi be co".split()
+with open("wide.txt", "w") as f:
+    for d in range(3000):
+        for s in range(3):
+            f.write(" ".join("".join(random.choice(syl) for _ in range(random.randint(1, 4))) for _ in range(12)) + "\n")
+        f.write("\n")
+PYEOF
+"$RPE" train-tokenizer --config tiny_method4.yaml --set data.tokenizer_vocab_size=1000 --set "data.train_files=[wide.txt]" \
+  --out big.model > /dev/null
+cp -r "$GLUE_DIR/model" big_tok_model
+cp big.model big_tok_model/tokenizer.model
+expect_exit2 "big_tok_model/tokenizer.model has 1000 pieces, more than the model's vocabulary" "$RPE" predict glue \
+  --model big_tok_model --input rte_test.tsv --out pred/big.tsv
 echo "saved model e2e: OK"

@@ -86,6 +86,44 @@ TEST(SquadData, BadInputNamesFileAndRecord) {
   EXPECT_NE(error_of(p).find("qas[1] (id d): an earlier question has the same id"), std::string::npos) << error_of(p);
 }
 
+// A number too large for a double anywhere in the file (here a field nobody reads) is nlohmann's
+// out_of_range, not a parse_error: it must still be one UserError naming the file.
+TEST(SquadData, NumberOverflowNamesTheFile) {
+  const auto p = write_temp("rpe_squad_overflow.json", R"({"data":[{"x":1e400,"paragraphs":[{"context":"a b",)"
+                                                       R"("qas":[{"id":"o","question":"q","answers":[{"text":"b",)"
+                                                       R"("answer_start":2}]}]}]}]})");
+  EXPECT_EQ(error_of(p), p.string() + ": malformed JSON (number overflow parsing '1e400')");
+  EXPECT_EQ(error_of(fs::temp_directory_path()), "cannot read " + fs::temp_directory_path().string() +
+                                                     ": a folder, not a file");
+}
+
+// Questions to predict (answers_optional) follow evaluate-squad's rule once the file is scored:
+// "answers": [] without is_impossible is refused when another question has answers; a file with
+// no answers anywhere is unlabelled and read; a question without "answers" stays unscored.
+TEST(SquadData, EmptyAnswersInAScoredFileAreRefusedAsEvaluateSquadDoes) {
+  const std::string head = R"({"data":[{"paragraphs":[{"context":"the red car","qas":[)";
+  const std::string answered = R"({"id":"a","question":"q","answers":[{"text":"red","answer_start":4}]})";
+  const auto mixed = write_temp("rpe_squad_empty1.json", head + answered + R"(,{"id":"e","question":"r","answers":[]}]}]}]})");
+  const std::string want = mixed.string() + ": data[0].paragraphs[0].qas[1] (id e): no answers and not is_impossible";
+  EXPECT_EQ(error_of(mixed).substr(0, want.size()), want) << error_of(mixed);
+  try {
+    read_squad(mixed, /*answers_optional=*/true);
+    ADD_FAILURE() << "a labelled file with answers: [] was read for scoring";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()).substr(0, want.size()), want) << e.what();
+  }
+  const auto unlabelled = write_temp("rpe_squad_empty2.json", head + R"({"id":"e","question":"r","answers":[]},)" +
+                                                              R"({"id":"f","question":"s"}]}]}]})");
+  const auto u = read_squad(unlabelled, /*answers_optional=*/true);
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_TRUE(u[0].answers.empty() && u[1].answers.empty());
+  const auto partly = write_temp("rpe_squad_empty3.json", head + answered + R"(,{"id":"f","question":"s"}]}]}]})");
+  const auto q = read_squad(partly, /*answers_optional=*/true);
+  ASSERT_EQ(q.size(), 2u);
+  EXPECT_EQ(q[0].answers.size(), 1u);
+  EXPECT_TRUE(q[1].answers.empty());
+}
+
 TEST(SquadData, UnanswerableQuestionsAreRefusedUnderSquad11) {
   const auto p = write_temp("rpe_squad_v2.json", R"({"data":[{"paragraphs":[{"context":"the red car","qas":[)"
                                                  R"({"id":"a","question":"q","answers":[{"text":"red","answer_start":4}]},)"

@@ -1,0 +1,32 @@
+// Regular-file check of inputs (see input_file.h).
+#include "util/input_file.h"
+
+#include <system_error>
+
+#include "util/errors.h"
+
+namespace rpe {
+namespace fs = std::filesystem;
+
+namespace {
+const char* kind_of(fs::file_type t) {
+  switch (t) {
+    case fs::file_type::directory: return "a folder, not a file";
+    case fs::file_type::fifo: return "a FIFO (named pipe), not a regular file";
+    case fs::file_type::socket: return "a socket, not a regular file";
+    case fs::file_type::block:
+    case fs::file_type::character: return "a device, not a regular file";
+    default: return "not a regular file";
+  }
+}
+}  // namespace
+
+void require_regular_file(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);  // follows links: a link to a file is a file
+  if (st.type() == fs::file_type::not_found) throw UserError("cannot read " + path.string() + ": file not found");
+  if (ec) throw UserError("cannot read " + path.string() + ": " + ec.message());
+  if (st.type() != fs::file_type::regular) throw UserError("cannot read " + path.string() + ": " + kind_of(st.type()));
+}
+
+}  // namespace rpe

@@ -1,0 +1,15 @@
+// Input files must be regular files (or links to one) before anything opens them: opening a
+// FIFO blocks until a writer comes (forever, for a path given by mistake), a character device
+// can stream without end, and a folder opens as an empty stream on Linux. Every reader of a
+// user's file (read_file, the corpus reader, the tokenizer loaders, --text-file) checks here
+// first, as the config reader does (config/yaml_tree.cpp).
+#pragma once
+#include <filesystem>
+
+namespace rpe {
+
+// UserError "cannot read <path>: <why>" when `path` is missing, a folder, or not a regular
+// file (a FIFO, a socket, a device); returns otherwise.
+void require_regular_file(const std::filesystem::path& path);
+
+}  // namespace rpe
