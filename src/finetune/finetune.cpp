@@ -118,8 +118,13 @@ void create_run_folder(const fs::path& dir, const Prepared& p, const FinetuneReq
   for (const std::string& input : {req.init, p.rc.checkpoint.string(), cfg.data.tokenizer_model, f.train_file, f.dev_file,
                                    f.data_dir, f.glue_dir})
     if (!input.empty()) request.inputs.emplace_back(input);
-  ready_results_file(f.results_file);
   prepare_run_dir(dir, request);
+  try {  // after the folder: the results file may be inside it (the reproduction scripts put it there)
+    ready_results_file(f.results_file);
+  } catch (const UserError&) {
+    remove_tree(dir);  // new and empty: nothing of a run is lost
+    throw;
+  }
   write_file_atomic(dir / "config.yaml", to_yaml(cfg));
 }
 

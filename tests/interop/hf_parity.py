@@ -100,7 +100,7 @@ def main():
         hf_dir = d / "hf"
         random_hf_model(pet, hf_dir, 20 + i)
         imported = d / "imported" / "model.pt"
-        run([args.rpe_train, "import-hf", hf_dir, "--out", imported])
+        run([args.rpe_train, "import-hf", hf_dir, "--out", imported, "--overwrite"])  # the folder outlives a run
         import_diff = (our_logits(args.probe, imported, ids) - hf_logits(hf_dir, ids)).abs().max().item()
         # round trip: import -> export keeps every tensor byte for byte
         run([args.rpe_train, "export-hf", imported, "--out", d / "roundtrip"])
