@@ -1,11 +1,15 @@
 // Loading YAML files with `extends:` composition and --set overrides.
 #include "config/yaml_tree.h"
 
+#include <algorithm>
+#include <fstream>
 #include <ios>
 #include <set>
+#include <sstream>
 #include <system_error>
 
 #include "util/errors.h"
+#include "util/utf8.h"
 
 namespace rpe::config_detail {
 namespace fs = std::filesystem;
@@ -25,6 +29,26 @@ void record_origins(const YAML::Node& node, const std::string& prefix, const std
     const std::string path = prefix.empty() ? key : prefix + "." + key;
     origins[path] = location(file, kv.first.Mark());
     record_origins(kv.second, path, file, origins);
+  }
+}
+
+// yaml-cpp keeps both pairs of a repeated key and merging applies them in turn, so the last
+// one would silently win: refused. `with_lines`: marks are lines of a file (not of a --set).
+void reject_duplicate_keys(const YAML::Node& node, const std::string& prefix, const std::string& name,
+                           bool with_lines) {
+  if (node.IsSequence())
+    for (const auto& item : node) reject_duplicate_keys(item, prefix, name, with_lines);
+  if (!node.IsMap()) return;
+  std::map<std::string, int> first_line;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    const auto [first, fresh] = first_line.emplace(key, kv.first.Mark().line + 1);
+    if (!fresh)
+      throw UserError((with_lines ? location(name, kv.first.Mark()) : name) + ": " + path + ": duplicate key" +
+                      (with_lines ? " (first set at line " + std::to_string(first->second) + ")" : "") +
+                      "; a key may appear once in a mapping");
+    reject_duplicate_keys(kv.second, path, name, with_lines);
   }
 }
 
@@ -53,19 +77,53 @@ void check_config_file(const fs::path& file, const std::string& what) {
     throw UserError(what + "config file " + file.string() + " is not a regular file");
 }
 
+// Config files are UTF-8: other bytes would pass through yaml-cpp untouched into run.name
+// and the like, and from there into folder names and JSON that no reader accepts.
+void check_utf8(const std::string& text, const std::string& name) {
+  const size_t bad = find_invalid_utf8(text);
+  if (bad == std::string::npos) return;
+  const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n');
+  throw UserError(name + ":" + std::to_string(line) + ": not UTF-8 text (byte offset " + std::to_string(bad) +
+                  "); save the file as UTF-8");
+}
+
+std::string read_config_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  if (!in || in.bad()) throw UserError("cannot read config file " + file.string());
+  return text.str();
+}
+
+// yaml-cpp's Load reads the first document only: whatever follows a `---` would be dropped
+// without a word. The message points at that `---` (the line before the document's first node).
+void reject_more_documents(const std::vector<YAML::Node>& docs, const std::string& text, const std::string& name) {
+  if (docs.size() < 2) return;
+  const int node_line = docs[1].Mark().line;  // 0-based
+  int marker = -1, line = 0;
+  for (size_t at = 0; at < text.size() && line <= node_line; ++line) {
+    if (text.compare(at, 3, "---") == 0) marker = line;
+    const size_t eol = text.find('\n', at);
+    at = eol == std::string::npos ? text.size() : eol + 1;
+  }
+  throw UserError(name + ":" + std::to_string((marker >= 0 ? marker : node_line) + 1) +
+                  ": a second YAML document (after ---): a config file holds one mapping; "
+                  "put its keys in the first, or in a file named by extends:");
+}
+
 YAML::Node parse_file(const fs::path& file) {
   check_config_file(file, "");
+  const std::string text = read_config_text(file);
+  check_utf8(text, file.string());
   try {
-    YAML::Node node = YAML::LoadFile(file.string());
-    if (node.IsNull()) return YAML::Node(YAML::NodeType::Map);
-    if (!node.IsMap()) throw UserError(file.string() + ": the top level must be a mapping of sections");
-    return node;
+    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    reject_more_documents(docs, text, file.string());
+    if (docs.empty() || docs[0].IsNull()) return YAML::Node(YAML::NodeType::Map);
+    if (!docs[0].IsMap()) throw UserError(file.string() + ": the top level must be a mapping of sections");
+    reject_duplicate_keys(docs[0], "", file.string(), true);
+    return docs[0];
   } catch (const YAML::ParserException& e) {
     throw UserError(location(file.string(), e.mark) + ": YAML syntax error: " + e.msg);
-  } catch (const YAML::BadFile&) {
-    throw UserError("cannot read config file " + file.string());
-  } catch (const std::ios_base::failure& e) {
-    throw UserError("cannot read config file " + file.string() + ": " + e.what());
   }
 }
 
@@ -135,6 +193,7 @@ YamlTree tree_from_text(const std::string& text, const std::string& name) {
   try {
     YAML::Node node = YAML::Load(text);
     if (!node.IsMap()) throw UserError(name + ": the top level must be a mapping of sections");
+    reject_duplicate_keys(node, "", name, true);
     merge_into(tree.root, node);
     record_origins(node, "", name, tree.origins);
   } catch (const YAML::ParserException& e) {

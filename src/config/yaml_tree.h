@@ -1,8 +1,9 @@
 // Internal to src/config: the raw YAML tree of an experiment before it is typed.
 // Files compose with `extends: other.yaml` (or a list); later files and keys win,
 // maps merge recursively, anything else is replaced; a file reached twice (a diamond of
-// extends) is merged once, where first reached; a key without a value is an error. Each key
-// path remembers where it was set ("configs/x.yaml:12" or "--set") so errors can point at it.
+// extends) is merged once, where first reached; a key without a value is an error, and so are
+// a repeated key, a second document and bytes that are not UTF-8. Each key path remembers
+// where it was set ("configs/x.yaml:12" or "--set") so errors can point at it.
 #pragma once
 #include <yaml-cpp/yaml.h>
 

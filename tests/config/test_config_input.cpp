@@ -1,5 +1,6 @@
-// What a config file or a --set may contain: integers with a leading zero are refused
-// (yaml-cpp read them as octal, silently).
+// What a config file may contain: integers with a leading zero, a second YAML document, a
+// repeated key and bytes that are not UTF-8 are refused (each was read silently, as
+// something else).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -46,6 +47,37 @@ TEST_F(ConfigInput, LeadingZeroIntegersAreRefusedNotReadAsOctal) {
   EXPECT_DOUBLE_EQ(c.train.lr, 0.5);
   EXPECT_DOUBLE_EQ(c.train.weight_decay, 0.0);
   EXPECT_EQ(c.model.hidden, 32);
+}
+
+TEST_F(ConfigInput, ASecondYamlDocumentIsRefused) {
+  // Before: the keys after `---` were dropped and the file loaded as its first document.
+  const auto f = write("two.yaml", "extends: cfg.yaml\nmodel:\n  hidden: 32\n---\nmodel:\n  hidden: 64\n");
+  EXPECT_EQ(error_of(f), f.string() +
+                             ":4: a second YAML document (after ---): a config file holds one mapping; put its keys "
+                             "in the first, or in a file named by extends:");
+  const auto g = write("trailing.yaml", "extends: cfg.yaml\n---\n# nothing here\n");
+  EXPECT_HAS(error_of(g), "trailing.yaml:2: a second YAML document");
+  // A `---` that opens the only document is plain YAML.
+  const auto h = write("opened.yaml", "---\nextends: cfg.yaml\nmodel:\n  hidden: 64\n");
+  EXPECT_EQ(load_config(h).model.hidden, 64);
+}
+
+TEST_F(ConfigInput, ARepeatedKeyIsRefused) {
+  // Before: the last of the two won.
+  const auto f = write("dup.yaml", "extends: cfg.yaml\nmodel:\n  hidden: 32\n  layers: 2\n  hidden: 64\n");
+  EXPECT_EQ(error_of(f), f.string() +
+                             ":5: model.hidden: duplicate key (first set at line 3); a key may appear once in a mapping");
+  const auto g = write("dup_section.yaml", "extends: cfg.yaml\ntrain: {lr: 1.0e-4}\ntrain: {seed: 3}\n");
+  EXPECT_HAS(error_of(g), "dup_section.yaml:3: train: duplicate key (first set at line 2)");
+}
+
+TEST_F(ConfigInput, ConfigTextMustBeUtf8) {
+  // Before: run.name "caf\xe9" (Latin-1) became a run folder whose name broke JSON output.
+  const auto f = write("latin1.yaml", "extends: cfg.yaml\nrun: {name: \"caf\xe9\"}\n");
+  EXPECT_EQ(error_of(f), f.string() + ":2: not UTF-8 text (byte offset 34); save the file as UTF-8");
+  // The same name in UTF-8 loads.
+  const auto g = write("utf8.yaml", "extends: cfg.yaml\nrun: {name: \"caf\xc3\xa9\"}\n");
+  EXPECT_EQ(load_config(g).run.name, "caf\xc3\xa9");
 }
 
 }  // namespace
