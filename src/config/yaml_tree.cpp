@@ -2,6 +2,7 @@
 #include "config/yaml_tree.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <ios>
 #include <set>
@@ -207,42 +208,91 @@ void merge_tree(YamlTree& dst, const YamlTree& src) {
   for (const auto& kv : src.origins) dst.origins[kv.first] = kv.second;
 }
 
-void apply_override(YamlTree& tree, const std::string& assignment) {
-  const auto eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw UserError("--set " + assignment + ": expected key.path=value");
-  const std::string path = assignment.substr(0, eq);
-  const std::string value_text = assignment.substr(eq + 1);
+namespace {
+
+// How a --set names itself in messages: as typed, control characters escaped (one line).
+std::string set_label(const std::string& assignment) {
+  std::string label = "--set ";
+  for (const unsigned char c : assignment) {
+    if (c >= 0x20 && c != 0x7f) {
+      label += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      label += hex;
+    }
+  }
+  return label;
+}
+
+// "a.b.c" -> {a, b, c}. An empty segment ("model..hidden", ".x", "x.") would create a key
+// named "" that no section has.
+std::vector<std::string> split_key_path(const std::string& path, const std::string& label) {
+  std::vector<std::string> keys;
+  size_t start = 0;
+  while (true) {
+    const auto dot = path.find('.', start);
+    keys.push_back(path.substr(start, dot - start));
+    if (keys.back().empty()) throw UserError(label + ": empty key segment in '" + path + "'");
+    if (dot == std::string::npos) return keys;
+    start = dot + 1;
+  }
+}
+
+// `path` and everything below it now come from `label`: origins that the files recorded there
+// would blame the file for what the --set wrote.
+void set_origin(std::map<std::string, std::string>& origins, const std::string& path, const std::string& label) {
+  const std::string below = path + ".";
+  for (auto it = origins.lower_bound(below); it != origins.end() && it->first.compare(0, below.size(), below) == 0;)
+    it = origins.erase(it);
+  origins[path] = label;
+}
+
+// The value of a --set, parsed as YAML (so 3, 1e-4, true, [a, b] work).
+YAML::Node parse_set_value(const std::string& value_text, const std::string& path, const std::string& label) {
   // `key=` (what a shell makes of key="") is the empty string: a string key takes it, any other
   // key refuses it by type. An explicit null or ~ would read as the default: refused.
   YAML::Node value(value_text);
   try {
     if (value_text.find_first_not_of(" \t") != std::string::npos) value = YAML::Load(value_text);
   } catch (const YAML::ParserException& e) {
-    throw UserError("--set " + assignment + ": cannot parse the value: " + e.msg);
+    throw UserError(label + ": cannot parse the value: " + e.msg);
   }
-  if (value.IsNull()) throw UserError("--set " + assignment + ": no value (null reads as the default)");
+  if (value.IsNull()) throw UserError(label + ": no value (null reads as the default)");
+  reject_duplicate_keys(value, path, label, false);
+  return value;
+}
+
+}  // namespace
+
+void apply_override(YamlTree& tree, const std::string& assignment) {
+  // Checked before the label is built: the label would carry the bad bytes into the message.
+  if (const size_t bad = find_invalid_utf8(assignment); bad != std::string::npos)
+    throw UserError(set_label(assignment.substr(0, bad)) + "...: not UTF-8 text (byte offset " +
+                    std::to_string(bad) + " of the assignment)");
+  const std::string label = set_label(assignment);
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) throw UserError(label + ": expected key.path=value");
+  const std::string path = assignment.substr(0, eq);
+  const std::vector<std::string> keys = split_key_path(path, label);
+  const YAML::Node value = parse_set_value(assignment.substr(eq + 1), path, label);
   // Walk/create the parent maps. yaml-cpp nodes are handles, so assigning to `node`
   // rebinds rather than writes; keep a vector of handles instead.
-  std::vector<std::string> keys;
-  size_t start = 0;
-  while (true) {
-    const auto dot = path.find('.', start);
-    keys.push_back(path.substr(start, dot - start));
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
   std::vector<YAML::Node> chain{tree.root};
+  std::string prefix;
   for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    prefix += (i ? "." : "") + keys[i];
     YAML::Node next = chain.back()[keys[i]];
     if (!next || !next.IsMap()) {
+      // A new section, or a value replaced by a mapping (model.hidden.x=3): this --set's doing.
       chain.back()[keys[i]] = YAML::Node(YAML::NodeType::Map);
       next = chain.back()[keys[i]];
+      set_origin(tree.origins, prefix, label);
     }
     chain.push_back(next);
   }
   chain.back()[keys.back()] = value;
-  tree.origins[path] = "--set";
+  set_origin(tree.origins, path, label);
 }
 
 }  // namespace rpe::config_detail

@@ -55,7 +55,7 @@ TEST_F(ConfigLimits, OptimizerAndNumericsKeysAreRangeChecked) {
   };
   for (const auto& [set, expected] : cases) {
     const std::string e = error_of_set(set);
-    EXPECT_NE(e.find("--set: " + expected), std::string::npos) << set << " -> " << e;
+    EXPECT_NE(e.find("--set " + set + ": " + expected), std::string::npos) << set << " -> " << e;
   }
   // The values just inside the ranges load.
   EXPECT_EQ(error_of(dir_ / "exp.yaml", {"train.adam_beta1=0", "train.adam_beta2=0.999999", "train.adam_eps=1e-30",
