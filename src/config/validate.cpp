@@ -83,6 +83,8 @@ void validate_sizes(const Config& cfg) {
   at_most("data.max_seq_len", cfg.data.max_seq_len, int64_t{1} << 20);
   at_most("data.shard_tokens", cfg.data.shard_tokens, int64_t{1} << 34);
   at_most("train.batch_size", cfg.train.batch_size, int64_t{1} << 24);
+  // LibTorch starts that many threads (1000 took 25 s to start; 100000 never finished).
+  at_most("train.threads", cfg.train.threads, 1024);
   at_most("finetune.max_seq_len", cfg.finetune.max_seq_len, int64_t{1} << 20);
   at_most("finetune.eval_batch_size", cfg.finetune.eval_batch_size, int64_t{1} << 24);
   at_most("finetune.pad_to_multiple", cfg.finetune.pad_to_multiple, int64_t{1} << 20);
