@@ -12,6 +12,7 @@ set(RPE_CORE_SOURCES
   src/util/input_file.cpp
   src/util/json_text.cpp
   src/util/unicode_space.cpp
+  src/util/utf8.cpp
   # config: the only place that knows YAML
   src/config/config.cpp
   src/config/validate.cpp

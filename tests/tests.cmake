@@ -6,6 +6,7 @@ set(RPE_TEST_SOURCES
   tests/test_models.cpp
   tests/config/test_config.cpp
   tests/config/test_config_limits.cpp
+  tests/config/test_config_input.cpp
   tests/data/test_masking.cpp
   tests/data/test_wordpiece.cpp
   tests/data/test_sp_training.cpp

@@ -64,7 +64,7 @@ void add_prepare_data(CLI::App& app, Runner& run) {
   cmd->add_option("--config", a->config, "Experiment YAML file")->required();
   cmd->add_option("--set", a->sets, "Override a key: a.b.c=value (repeatable)");
   cmd->add_option("--out", a->out, "Output folder (default: data.shards)");
-  cmd->add_option("--threads", a->threads, "Tokenizer threads (default: all cores)");
+  cmd->add_option("--threads", a->threads, "Tokenizer threads (default: all cores; at most 1024)");
   cmd->add_flag("--force", a->force, "Rebuild even if the manifest says the shards are up to date");
   cmd->add_flag("--verify", a->verify,
                 "Re-read every shard against the manifest's checksums, up to date or not (new shards always are)");

@@ -27,10 +27,11 @@ std::string one_line(std::string text) {
 }
 
 // Errors the user cannot fix by changing the command: the disk, memory or the device.
+// EAGAIN: the system refused a thread (std::thread's resource_unavailable_try_again).
 bool environment_error(const std::error_code& ec) {
   if (ec.category() != std::generic_category() && ec.category() != std::system_category()) return false;
   switch (ec.value()) {
-    case ENOSPC: case EDQUOT: case EIO: case ENOMEM: case EMFILE: case ENFILE: case EFBIG:
+    case ENOSPC: case EDQUOT: case EIO: case ENOMEM: case EMFILE: case ENFILE: case EFBIG: case EAGAIN:
       return true;
     default:
       return false;

@@ -89,9 +89,23 @@ class Reader {
         // yaml-cpp happily truncates "1.5" to 1; integers must look like integers.
         ok = ok && text.find_first_of(".eE") == std::string::npos;
       }
+      if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) reject_leading_zero(path, text);
       if (!ok) cfg_.fail(path, std::string("expected ") + type_name<T>() + ", got '" + text + "'");
       field = parsed;
     }
+  }
+
+  // yaml-cpp reads an integer with a leading zero as octal (032 = 26, as YAML 1.1 does), a
+  // double as decimal (032 = 32.0) and 09 as no integer at all: one text, several answers,
+  // none announced. Refused: a sign, a 0, then only digits. 0, 0.5, 0e0 and 0x20 still read.
+  void reject_leading_zero(const std::string& path, const std::string& text) const {
+    const size_t digits = text.find_first_not_of("+-") == 1 ? 1 : 0;
+    if (text.size() < digits + 2 || text[digits] != '0') return;
+    if (text.find_first_not_of("0123456789", digits) != std::string::npos) return;
+    const size_t first = text.find_first_not_of('0', digits);
+    const std::string sign = text[0] == '-' ? "-" : "";
+    const std::string plain = first == std::string::npos ? "0" : sign + text.substr(first);
+    cfg_.fail(path, text + ": a leading zero is ambiguous (octal in YAML 1.1); write " + plain);
   }
 
   const YAML::Node& node_;

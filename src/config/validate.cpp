@@ -83,6 +83,8 @@ void validate_sizes(const Config& cfg) {
   at_most("data.max_seq_len", cfg.data.max_seq_len, int64_t{1} << 20);
   at_most("data.shard_tokens", cfg.data.shard_tokens, int64_t{1} << 34);
   at_most("train.batch_size", cfg.train.batch_size, int64_t{1} << 24);
+  // LibTorch starts that many threads (1000 took 25 s to start; 100000 never finished).
+  at_most("train.threads", cfg.train.threads, 1024);
   at_most("finetune.max_seq_len", cfg.finetune.max_seq_len, int64_t{1} << 20);
   at_most("finetune.eval_batch_size", cfg.finetune.eval_batch_size, int64_t{1} << 24);
   at_most("finetune.pad_to_multiple", cfg.finetune.pad_to_multiple, int64_t{1} << 20);
@@ -149,6 +151,10 @@ void validate_model(const Config& cfg) {
 void validate_data(const Config& cfg) {
   const auto& d = cfg.data;
   if (d.train_files.empty()) cfg.fail("data.train_files", "missing required key (no training files)");
+  // An empty name (`--set data.train_files=`) would surface later as ": file not found", naming nothing.
+  for (const auto& [key, files] : {std::pair{"data.train_files", &d.train_files}, {"data.valid_files", &d.valid_files}})
+    for (size_t i = 0; i < files->size(); ++i)
+      if ((*files)[i].empty()) cfg.fail(key, "entry " + std::to_string(i + 1) + " is an empty file name");
   if (d.tokenizer != "sentencepiece" && d.tokenizer != "wordpiece")
     cfg.fail("data.tokenizer", "must be sentencepiece or wordpiece, got '" + d.tokenizer + "'");
   if (d.max_seq_len < 8) cfg.fail("data.max_seq_len", "must be at least 8");
@@ -182,8 +188,12 @@ void validate_train_loop(const Config& cfg) {
   if (t.warmup_steps < 0) cfg.fail("train.warmup_steps", "must be >= 0");
   if (t.weight_decay < 0.0) cfg.fail("train.weight_decay", "must be >= 0");
   if (t.clip_norm < 0.0) cfg.fail("train.clip_norm", "must be >= 0 (0 = off)");
-  if (t.eval_every < 0 || t.save_every < 0) cfg.fail("train.eval_every", "eval_every/save_every must be >= 0");
-  if (t.threads < 0) cfg.fail("train.threads", "must be >= 0");
+  // Each key checked on its own: an error names the key (and the file or --set) that is wrong.
+  if (t.eval_every < 0)
+    cfg.fail("train.eval_every", "must be >= 0 (0 = only at the end), got " + std::to_string(t.eval_every));
+  if (t.save_every < 0)
+    cfg.fail("train.save_every", "must be >= 0 (0 = only at the end), got " + std::to_string(t.save_every));
+  if (t.threads < 0) cfg.fail("train.threads", "must be >= 0 (0 = LibTorch's default)");
   if (cfg.init.new_position_params != "identity" && cfg.init.new_position_params != "random")
     cfg.fail("init.new_position_params", "must be identity or random, got '" + cfg.init.new_position_params + "'");
 }
@@ -215,8 +225,8 @@ void validate_finetune(const Config& cfg) {
     cfg.fail("finetune.select", "best needs dev evaluations to choose among: set finetune.eval_each_epoch: true or "
                                 "finetune.eval_every > 0");
   if (!(f.warmup_fraction >= 0.0 && f.warmup_fraction < 1.0)) cfg.fail("finetune.warmup_fraction", "must be in [0, 1)");
-  if (f.max_train_examples < 0 || f.max_eval_examples < 0)
-    cfg.fail("finetune.max_train_examples", "max_train_examples/max_eval_examples must be >= 0 (0 = all)");
+  if (f.max_train_examples < 0) cfg.fail("finetune.max_train_examples", "must be >= 0 (0 = all)");
+  if (f.max_eval_examples < 0) cfg.fail("finetune.max_eval_examples", "must be >= 0 (0 = all)");
 }
 
 // Optimizer, schedule, precision and distributed settings.

@@ -1,11 +1,16 @@
 // Loading YAML files with `extends:` composition and --set overrides.
 #include "config/yaml_tree.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <ios>
 #include <set>
+#include <sstream>
 #include <system_error>
 
 #include "util/errors.h"
+#include "util/utf8.h"
 
 namespace rpe::config_detail {
 namespace fs = std::filesystem;
@@ -25,6 +30,26 @@ void record_origins(const YAML::Node& node, const std::string& prefix, const std
     const std::string path = prefix.empty() ? key : prefix + "." + key;
     origins[path] = location(file, kv.first.Mark());
     record_origins(kv.second, path, file, origins);
+  }
+}
+
+// yaml-cpp keeps both pairs of a repeated key and merging applies them in turn, so the last
+// one would silently win: refused. `with_lines`: marks are lines of a file (not of a --set).
+void reject_duplicate_keys(const YAML::Node& node, const std::string& prefix, const std::string& name,
+                           bool with_lines) {
+  if (node.IsSequence())
+    for (const auto& item : node) reject_duplicate_keys(item, prefix, name, with_lines);
+  if (!node.IsMap()) return;
+  std::map<std::string, int> first_line;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    const auto [first, fresh] = first_line.emplace(key, kv.first.Mark().line + 1);
+    if (!fresh)
+      throw UserError((with_lines ? location(name, kv.first.Mark()) : name) + ": " + path + ": duplicate key" +
+                      (with_lines ? " (first set at line " + std::to_string(first->second) + ")" : "") +
+                      "; a key may appear once in a mapping");
+    reject_duplicate_keys(kv.second, path, name, with_lines);
   }
 }
 
@@ -53,19 +78,53 @@ void check_config_file(const fs::path& file, const std::string& what) {
     throw UserError(what + "config file " + file.string() + " is not a regular file");
 }
 
+// Config files are UTF-8: other bytes would pass through yaml-cpp untouched into run.name
+// and the like, and from there into folder names and JSON that no reader accepts.
+void check_utf8(const std::string& text, const std::string& name) {
+  const size_t bad = find_invalid_utf8(text);
+  if (bad == std::string::npos) return;
+  const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n');
+  throw UserError(name + ":" + std::to_string(line) + ": not UTF-8 text (byte offset " + std::to_string(bad) +
+                  "); save the file as UTF-8");
+}
+
+std::string read_config_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  if (!in || in.bad()) throw UserError("cannot read config file " + file.string());
+  return text.str();
+}
+
+// yaml-cpp's Load reads the first document only: whatever follows a `---` would be dropped
+// without a word. The message points at that `---` (the line before the document's first node).
+void reject_more_documents(const std::vector<YAML::Node>& docs, const std::string& text, const std::string& name) {
+  if (docs.size() < 2) return;
+  const int node_line = docs[1].Mark().line;  // 0-based
+  int marker = -1, line = 0;
+  for (size_t at = 0; at < text.size() && line <= node_line; ++line) {
+    if (text.compare(at, 3, "---") == 0) marker = line;
+    const size_t eol = text.find('\n', at);
+    at = eol == std::string::npos ? text.size() : eol + 1;
+  }
+  throw UserError(name + ":" + std::to_string((marker >= 0 ? marker : node_line) + 1) +
+                  ": a second YAML document (after ---): a config file holds one mapping; "
+                  "put its keys in the first, or in a file named by extends:");
+}
+
 YAML::Node parse_file(const fs::path& file) {
   check_config_file(file, "");
+  const std::string text = read_config_text(file);
+  check_utf8(text, file.string());
   try {
-    YAML::Node node = YAML::LoadFile(file.string());
-    if (node.IsNull()) return YAML::Node(YAML::NodeType::Map);
-    if (!node.IsMap()) throw UserError(file.string() + ": the top level must be a mapping of sections");
-    return node;
+    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    reject_more_documents(docs, text, file.string());
+    if (docs.empty() || docs[0].IsNull()) return YAML::Node(YAML::NodeType::Map);
+    if (!docs[0].IsMap()) throw UserError(file.string() + ": the top level must be a mapping of sections");
+    reject_duplicate_keys(docs[0], "", file.string(), true);
+    return docs[0];
   } catch (const YAML::ParserException& e) {
     throw UserError(location(file.string(), e.mark) + ": YAML syntax error: " + e.msg);
-  } catch (const YAML::BadFile&) {
-    throw UserError("cannot read config file " + file.string());
-  } catch (const std::ios_base::failure& e) {
-    throw UserError("cannot read config file " + file.string() + ": " + e.what());
   }
 }
 
@@ -135,6 +194,7 @@ YamlTree tree_from_text(const std::string& text, const std::string& name) {
   try {
     YAML::Node node = YAML::Load(text);
     if (!node.IsMap()) throw UserError(name + ": the top level must be a mapping of sections");
+    reject_duplicate_keys(node, "", name, true);
     merge_into(tree.root, node);
     record_origins(node, "", name, tree.origins);
   } catch (const YAML::ParserException& e) {
@@ -148,42 +208,91 @@ void merge_tree(YamlTree& dst, const YamlTree& src) {
   for (const auto& kv : src.origins) dst.origins[kv.first] = kv.second;
 }
 
-void apply_override(YamlTree& tree, const std::string& assignment) {
-  const auto eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw UserError("--set " + assignment + ": expected key.path=value");
-  const std::string path = assignment.substr(0, eq);
-  const std::string value_text = assignment.substr(eq + 1);
+namespace {
+
+// How a --set names itself in messages: as typed, control characters escaped (one line).
+std::string set_label(const std::string& assignment) {
+  std::string label = "--set ";
+  for (const unsigned char c : assignment) {
+    if (c >= 0x20 && c != 0x7f) {
+      label += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      label += hex;
+    }
+  }
+  return label;
+}
+
+// "a.b.c" -> {a, b, c}. An empty segment ("model..hidden", ".x", "x.") would create a key
+// named "" that no section has.
+std::vector<std::string> split_key_path(const std::string& path, const std::string& label) {
+  std::vector<std::string> keys;
+  size_t start = 0;
+  while (true) {
+    const auto dot = path.find('.', start);
+    keys.push_back(path.substr(start, dot - start));
+    if (keys.back().empty()) throw UserError(label + ": empty key segment in '" + path + "'");
+    if (dot == std::string::npos) return keys;
+    start = dot + 1;
+  }
+}
+
+// `path` and everything below it now come from `label`: origins that the files recorded there
+// would blame the file for what the --set wrote.
+void set_origin(std::map<std::string, std::string>& origins, const std::string& path, const std::string& label) {
+  const std::string below = path + ".";
+  for (auto it = origins.lower_bound(below); it != origins.end() && it->first.compare(0, below.size(), below) == 0;)
+    it = origins.erase(it);
+  origins[path] = label;
+}
+
+// The value of a --set, parsed as YAML (so 3, 1e-4, true, [a, b] work).
+YAML::Node parse_set_value(const std::string& value_text, const std::string& path, const std::string& label) {
   // `key=` (what a shell makes of key="") is the empty string: a string key takes it, any other
   // key refuses it by type. An explicit null or ~ would read as the default: refused.
   YAML::Node value(value_text);
   try {
     if (value_text.find_first_not_of(" \t") != std::string::npos) value = YAML::Load(value_text);
   } catch (const YAML::ParserException& e) {
-    throw UserError("--set " + assignment + ": cannot parse the value: " + e.msg);
+    throw UserError(label + ": cannot parse the value: " + e.msg);
   }
-  if (value.IsNull()) throw UserError("--set " + assignment + ": no value (null reads as the default)");
+  if (value.IsNull()) throw UserError(label + ": no value (null reads as the default)");
+  reject_duplicate_keys(value, path, label, false);
+  return value;
+}
+
+}  // namespace
+
+void apply_override(YamlTree& tree, const std::string& assignment) {
+  // Checked before the label is built: the label would carry the bad bytes into the message.
+  if (const size_t bad = find_invalid_utf8(assignment); bad != std::string::npos)
+    throw UserError(set_label(assignment.substr(0, bad)) + "...: not UTF-8 text (byte offset " +
+                    std::to_string(bad) + " of the assignment)");
+  const std::string label = set_label(assignment);
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) throw UserError(label + ": expected key.path=value");
+  const std::string path = assignment.substr(0, eq);
+  const std::vector<std::string> keys = split_key_path(path, label);
+  const YAML::Node value = parse_set_value(assignment.substr(eq + 1), path, label);
   // Walk/create the parent maps. yaml-cpp nodes are handles, so assigning to `node`
   // rebinds rather than writes; keep a vector of handles instead.
-  std::vector<std::string> keys;
-  size_t start = 0;
-  while (true) {
-    const auto dot = path.find('.', start);
-    keys.push_back(path.substr(start, dot - start));
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
   std::vector<YAML::Node> chain{tree.root};
+  std::string prefix;
   for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    prefix += (i ? "." : "") + keys[i];
     YAML::Node next = chain.back()[keys[i]];
     if (!next || !next.IsMap()) {
+      // A new section, or a value replaced by a mapping (model.hidden.x=3): this --set's doing.
       chain.back()[keys[i]] = YAML::Node(YAML::NodeType::Map);
       next = chain.back()[keys[i]];
+      set_origin(tree.origins, prefix, label);
     }
     chain.push_back(next);
   }
   chain.back()[keys.back()] = value;
-  tree.origins[path] = "--set";
+  set_origin(tree.origins, path, label);
 }
 
 }  // namespace rpe::config_detail

@@ -6,6 +6,8 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 
 namespace rpe {
@@ -45,7 +47,17 @@ class Pipeline {
     const int threads = std::max(1, p_.threads);
     std::vector<PipelineTimes> times(static_cast<size_t>(threads));
     std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) pool.emplace_back([this, &times, t] { work(times[static_cast<size_t>(t)]); });
+    try {
+      for (int t = 1; t < threads; ++t) pool.emplace_back([this, &times, t] { work(times[static_cast<size_t>(t)]); });
+    } catch (const std::system_error& e) {
+      // The system refused a thread (EAGAIN): the ones started must stop and be joined, as a
+      // joinable std::thread destroyed is std::terminate. Their partial work is dropped.
+      stop(std::make_exception_ptr(std::system_error(
+          e.code(), "cannot start tokenizer thread " + std::to_string(pool.size() + 2) + " of " +
+                        std::to_string(threads) + " (use fewer threads)")));
+      for (auto& t : pool) t.join();
+      std::rethrow_exception(error_);
+    }
     work(times[0]);
     for (auto& t : pool) t.join();
     if (error_) std::rethrow_exception(error_);
@@ -56,6 +68,15 @@ class Pipeline {
 
  private:
   Slot& slot(uint64_t k) { return slots_[k % window_]; }
+
+  // Makes every thread leave its loop, with `error` thrown by run() unless one came first.
+  void stop(std::exception_ptr error) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::move(error);
+    }
+    changed_.notify_all();
+  }
 
   // One thread's loop (see the header for the order of preference). `lock` guards the
   // counters and flags; the work itself runs unlocked.

@@ -1,8 +1,6 @@
 // Corpus reading with strict UTF-8 validation, and the held-out rule.
 #include "data/corpus.h"
 
-#include <utf8proc.h>
-
 #include <cmath>
 
 #include "data/text_reader.h"
@@ -10,23 +8,6 @@
 
 namespace rpe {
 namespace fs = std::filesystem;
-
-size_t find_invalid_utf8(std::string_view text) {
-  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
-  size_t i = 0;
-  const size_t n = text.size();
-  while (i < n) {
-    if (p[i] < 0x80) {  // ASCII fast path
-      ++i;
-      continue;
-    }
-    utf8proc_int32_t cp;
-    const auto len = utf8proc_iterate(p + i, static_cast<utf8proc_ssize_t>(n - i), &cp);
-    if (len < 0) return i;
-    i += static_cast<size_t>(len);
-  }
-  return std::string::npos;
-}
 
 std::vector<Document> read_documents(const fs::path& file, const std::string& format_name) {
   const DocumentFormat format = parse_document_format(format_name);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "util/utf8.h"  // find_invalid_utf8, used with every corpus reader
 
 namespace rpe {
 
@@ -18,9 +19,6 @@ struct Document {
 // Reads one file (.gz too). UserError naming the file (and byte offset) for a missing or
 // empty file, a folder, and bytes that are not valid UTF-8. `format`: "blank_line" | "line".
 std::vector<Document> read_documents(const std::filesystem::path& file, const std::string& format = "blank_line");
-
-// Byte offset of the first invalid UTF-8 sequence in `text`, or npos if it is valid.
-size_t find_invalid_utf8(std::string_view text);
 
 // The held-out rule, shared by prepare-data and the text path: with no data.valid_files,
 // training document i (numbered across the training files, in order) is held out when

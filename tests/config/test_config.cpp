@@ -92,7 +92,7 @@ TEST_F(ConfigTest, OverridesAreTypedAndWinOverFiles) {
   EXPECT_DOUBLE_EQ(c.train.lr, 1e-3);
   EXPECT_TRUE(c.model.pre_ln);
   EXPECT_EQ(c.data.train_files, (std::vector<std::string>{"p.txt", "q.txt"}));
-  EXPECT_EQ(c.where("train.max_steps"), "--set");
+  EXPECT_EQ(c.where("train.max_steps"), "--set train.max_steps=50");  // the --set as typed
 }
 
 TEST_F(ConfigTest, UnknownKeyNamesFileLineAndPath) {

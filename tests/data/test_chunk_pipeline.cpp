@@ -3,11 +3,16 @@
 // the tokenizing threads finish; the first error in file order is the one thrown, and nothing
 // after it is committed.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <random>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "data/chunk_pipeline.h"
@@ -111,6 +116,43 @@ TEST(ChunkPipeline, TheFirstErrorInFileOrderWinsAndNothingAfterItIsCommitted) {
       throw std::runtime_error("commit");
   };
   EXPECT_THROW(run_chunk_pipeline(reader, p), std::runtime_error);
+}
+
+// prepare-data --threads 100000 ended in "terminate called without an active exception": the
+// system refused a thread and the vector of started, joinable ones was destroyed. Now the
+// started threads are joined and the refusal is a std::system_error (main() exits 1). Run in
+// a child whose address space leaves room for a few thread stacks only.
+TEST(ChunkPipeline, AThreadTheSystemRefusesIsAnErrorNotATerminate) {
+  const fs::path dir = test::temp_dir();
+  test::write_text(dir / "a.txt", corpus(3000));
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlimit limit{static_cast<rlim_t>(pages * ::sysconf(_SC_PAGESIZE) + (64 << 20)), RLIM_INFINITY};
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(10);
+    int code = 11;  // no error: the limit let 1000 threads start
+    try {
+      ChunkReader reader(dir / "a.txt", DocumentFormat::kBlankLine, 2048);
+      ChunkPipeline p;
+      p.threads = 1000;
+      p.window = 4000;
+      p.tokenize = slow_copy;
+      p.commit = [](const ChunkResult&, uint64_t) {};
+      run_chunk_pipeline(reader, p);
+    } catch (const std::system_error& e) {
+      const bool named = std::string(e.what()).rfind("cannot start tokenizer thread ", 0) == 0;
+      code = e.code() == std::errc::resource_unavailable_try_again && named ? 0 : 12;
+    } catch (...) {
+      code = 13;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);  // 11: no refusal, 12: another error, 13: not a system_error
 }
 
 }  // namespace

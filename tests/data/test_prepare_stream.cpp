@@ -218,6 +218,18 @@ TEST_F(StreamTest, InterruptedRunLeavesNothingTrusted) {
   EXPECT_TRUE(prepare("out").up_to_date);
 }
 
+// --threads 100000 spent ~18 s starting threads, then died and left the output folder empty.
+// Out-of-range counts are refused before the output is touched.
+TEST_F(StreamTest, AbsurdThreadCountsAreRefusedBeforeTheOutputIsCleared) {
+  test::write_text(dir_ / "a.txt", test::random_corpus(200, 1));
+  d_.train_files = {(dir_ / "a.txt").string()};
+  prepare("out");
+  for (const int threads : {100000, 1025, -1})
+    EXPECT_EQ(test::user_error([&] { prepare_data(d_, *tok_, {dir_ / "out", threads, true}); }),
+              "prepare-data: --threads " + std::to_string(threads) + " is out of range (0 = all cores, at most 1024)");
+  EXPECT_TRUE(prepare("out").up_to_date);  // the manifest and shards are still there
+}
+
 // Training reads the shards: the text may be deleted once prepared (docs/data.md), and the
 // tokenizer is its vocabulary's content, not the path it was read from. A changed text file
 // (another size) still makes the shards out of date.
