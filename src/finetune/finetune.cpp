@@ -122,7 +122,11 @@ void create_run_folder(const fs::path& dir, const Prepared& p, const FinetuneReq
   try {  // after the folder: the results file may be inside it (the reproduction scripts put it there)
     ready_results_file(f.results_file);
   } catch (const UserError&) {
-    remove_tree(dir);  // new and empty: nothing of a run is lost
+    try {
+      remove_tree(dir);  // new and empty: nothing of a run is lost
+    } catch (const UserError& e) {  // the results file's error is the one to report
+      log::warn("run", "{}", e.what());
+    }
     throw;
   }
   write_file_atomic(dir / "config.yaml", to_yaml(cfg));

@@ -79,11 +79,14 @@ CheckpointSource resolve_checkpoint(const std::string& what, const std::string& 
 
 namespace {
 
-// What every rpe-train run folder holds: its config and a log, metrics or checkpoints.
+// What an rpe-train run folder holds: its log (written first, so a run stopped before its
+// config.yaml has it), or its config with metrics or checkpoints.
 bool is_run_folder(const fs::path& dir) {
   std::error_code ec;
+  for (const char* log : {"train.log", "finetune.log"})
+    if (fs::is_regular_file(dir / log, ec)) return true;
   if (!fs::is_regular_file(dir / "config.yaml", ec)) return false;
-  for (const char* entry : {"train.log", "finetune.log", "metrics.jsonl", "checkpoints"})
+  for (const char* entry : {"metrics.jsonl", "checkpoints"})
     if (fs::exists(dir / entry, ec)) return true;
   return false;
 }
@@ -108,8 +111,8 @@ void check_overwrite(const fs::path& dir, const RunDirRequest& request) {
                       ", which this run reads; write the run elsewhere");
   if (!is_run_folder(dir))
     throw UserError("--overwrite: " + dir.string() +
-                    " is not an rpe-train run folder (no config.yaml beside a log, metrics or checkpoints); "
-                    "refusing to delete it");
+                    " is not an rpe-train run folder (no train.log or finetune.log, no config.yaml beside "
+                    "metrics or checkpoints); refusing to delete it");
 }
 
 // The run folders this process holds, by path: the folder's descriptor, flock'ed, kept open

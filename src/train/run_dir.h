@@ -35,8 +35,8 @@ struct RunDirRequest {
 // (--resume on a folder with content). UserError for --resume with --overwrite, a path that is
 // not a folder, an existing non-empty folder without --resume/--overwrite, a run in use by
 // another process, and a folder that cannot be created or written. --overwrite deletes the old
-// folder (remove_tree, not fs::remove_all) only when it is an rpe-train run folder (config.yaml
-// with a log, metrics or checkpoints) that holds neither the working directory nor an input.
+// folder (remove_tree, not fs::remove_all) only when it is an rpe-train run folder (its log, or
+// config.yaml with metrics or checkpoints) that holds neither the working directory nor an input.
 bool prepare_run_dir(const std::filesystem::path& dir, const RunDirRequest& request);
 
 // prepare_run_dir's refusals only, nothing created or deleted: for a command that checks its

@@ -274,18 +274,22 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
   log::FileSink sink(chief ? run_dir / "train.log" : fs::path());
   try {
     return train_in_folder(cfg, run_dir, resume, hooks, dp, device, start);
-  } catch (...) {
-    // A new run that fails before it trains, on its inputs (missing corpus, bad vocabulary, ...)
-    // or its machine (out of memory at the first step), leaves no folder behind, so the
-    // corrected command is not refused as "already exists". A resumed run, or one that has
-    // trained (metrics rows, checkpoints), keeps everything: its train.log says what went wrong
-    // (weights gone non-finite before the first checkpoint).
+  } catch (const UserError&) {
+    // A new run that fails on its inputs (missing corpus, bad vocabulary, ...) before it trains
+    // leaves no folder behind, so the corrected command is not refused as "already exists". A
+    // resumed run, one that has trained (metrics rows, checkpoints), and one its machine stopped
+    // (out of memory, a device error: its tokenizer.model may have cost hours) keep everything,
+    // and train.log says what went wrong; --resume continues them.
     std::error_code ec;
     const fs::path metrics = run_dir / "metrics.jsonl";
     const bool trained = fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0;
     if (chief && !resume && !trained && list_checkpoints(run_dir).empty()) {
       sink.close();
-      remove_tree(run_dir);
+      try {
+        remove_tree(run_dir);
+      } catch (const UserError& e) {  // the input error is the one to report
+        log::warn("run", "{}", e.what());
+      }
     }
     throw;
   }

@@ -183,6 +183,13 @@ TEST(RunDir, OverwriteDeletesOnlyARunFolderThatHoldsNoInput) {
   reads_from_it.inputs = {base / "corpus.txt", base / "runs2" / "run"};  // a prefix of the name is not inside
   EXPECT_FALSE(prepare_run_dir(run, reads_from_it));
   EXPECT_TRUE(fs::is_empty(run));
+  // A run stopped before it wrote config.yaml (while training its tokenizer) has its log.
+  const fs::path stopped = base / "stopped";
+  fs::create_directories(stopped);
+  std::ofstream(stopped / "train.log") << "x\n";
+  std::ofstream(stopped / "tokenizer.model") << "x";
+  EXPECT_FALSE(prepare_run_dir(stopped, {false, true}));
+  EXPECT_TRUE(fs::is_empty(stopped));
 }
 
 // A run folder in use by another process (its lock held through another open file) is refused
