@@ -7,6 +7,7 @@
 #include <ios>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <system_error>
 
 #include "util/errors.h"
@@ -97,19 +98,53 @@ std::string read_config_text(const fs::path& file) {
 }
 
 // yaml-cpp's Load reads the first document only: whatever follows a `---` would be dropped
-// without a word. The message points at that `---` (the line before the document's first node).
-void reject_more_documents(const std::vector<YAML::Node>& docs, const std::string& text, const std::string& name) {
-  if (docs.size() < 2) return;
-  const int node_line = docs[1].Mark().line;  // 0-based
-  int marker = -1, line = 0;
-  for (size_t at = 0; at < text.size() && line <= node_line; ++line) {
-    if (text.compare(at, 3, "---") == 0) marker = line;
-    const size_t eol = text.find('\n', at);
-    at = eol == std::string::npos ? text.size() : eol + 1;
+// without a word; its LoadAll never returns on some malformed inputs (the fuzzer found one). So
+// the documents are told apart in the text: `---` (a document start) and `...` (an end) stand at
+// column 0 and YAML forbids them inside scalars. A document with content (not blank lines,
+// comments or markers) after the first is refused at its `---`; an empty one (a trailing `---`)
+// holds nothing to drop.
+void reject_more_documents(const std::string& text, const std::string& name) {
+  int doc = 0, line = 0, marker_line = 0;
+  bool opened = false, has_content = false, ended = false;
+  auto content = [&] {
+    if (ended) {  // a bare document after `...`
+      ++doc;
+      marker_line = line;
+      ended = false;
+    }
+    if (doc > 0)
+      throw UserError(name + ":" + std::to_string(marker_line + 1) +
+                      ": a second YAML document (after ---): a config file holds one mapping; "
+                      "put its keys in the first, or in a file named by extends:");
+    has_content = true;
+  };
+  auto is_content = [](std::string_view rest) {
+    const size_t first = rest.find_first_not_of(" \t");
+    return first != std::string_view::npos && rest[first] != '#';
+  };
+  for (size_t at = 0; at < text.size(); ++line) {
+    const size_t eol = std::min(text.find('\n', at), text.size());
+    std::string_view l(text.data() + at, eol - at);
+    at = eol + 1;
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    const bool marker = l.size() >= 3 && (l.substr(0, 3) == "---" || l.substr(0, 3) == "...") &&
+                        (l.size() == 3 || l[3] == ' ' || l[3] == '\t');
+    if (marker && l[0] == '.') {
+      ended = true;
+      continue;
+    }
+    if (marker) {
+      if (opened || has_content || ended) {
+        ++doc;
+        marker_line = line;
+        has_content = ended = false;
+      }
+      opened = true;
+      if (is_content(l.substr(3))) content();  // "--- {model: ...}"
+      continue;
+    }
+    if (is_content(l)) content();
   }
-  throw UserError(name + ":" + std::to_string((marker >= 0 ? marker : node_line) + 1) +
-                  ": a second YAML document (after ---): a config file holds one mapping; "
-                  "put its keys in the first, or in a file named by extends:");
 }
 
 YAML::Node parse_file(const fs::path& file) {
@@ -117,12 +152,12 @@ YAML::Node parse_file(const fs::path& file) {
   const std::string text = read_config_text(file);
   check_utf8(text, file.string());
   try {
-    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
-    reject_more_documents(docs, text, file.string());
-    if (docs.empty() || docs[0].IsNull()) return YAML::Node(YAML::NodeType::Map);
-    if (!docs[0].IsMap()) throw UserError(file.string() + ": the top level must be a mapping of sections");
-    reject_duplicate_keys(docs[0], "", file.string(), true);
-    return docs[0];
+    reject_more_documents(text, file.string());
+    const YAML::Node doc = YAML::Load(text);
+    if (doc.IsNull()) return YAML::Node(YAML::NodeType::Map);
+    if (!doc.IsMap()) throw UserError(file.string() + ": the top level must be a mapping of sections");
+    reject_duplicate_keys(doc, "", file.string(), true);
+    return doc;
   } catch (const YAML::ParserException& e) {
     throw UserError(location(file.string(), e.mark) + ": YAML syntax error: " + e.msg);
   }

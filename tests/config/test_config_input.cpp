@@ -57,11 +57,28 @@ TEST_F(ConfigInput, ASecondYamlDocumentIsRefused) {
   EXPECT_EQ(error_of(f), f.string() +
                              ":4: a second YAML document (after ---): a config file holds one mapping; put its keys "
                              "in the first, or in a file named by extends:");
-  const auto g = write("trailing.yaml", "extends: cfg.yaml\n---\n# nothing here\n");
-  EXPECT_HAS(error_of(g), "trailing.yaml:2: a second YAML document");
+  // An empty document after a trailing `---` holds nothing to drop.
+  const auto g = write("trailing.yaml", "extends: cfg.yaml\nmodel:\n  hidden: 64\n---\n# nothing here\n");
+  EXPECT_EQ(load_config(g).model.hidden, 64);
+  const auto e = write("empty_then.yaml", "extends: cfg.yaml\n---\n---\nmodel:\n  hidden: 64\n");
+  EXPECT_HAS(error_of(e), "empty_then.yaml:3: a second YAML document");
   // A `---` that opens the only document is plain YAML.
   const auto h = write("opened.yaml", "---\nextends: cfg.yaml\nmodel:\n  hidden: 64\n");
   EXPECT_EQ(load_config(h).model.hidden, 64);
+}
+
+// yaml-cpp's LoadAll never returned on this input (found by scripts/fuzz_readers.sh); the
+// documents are told apart in the text instead, and it is one error like any other.
+TEST_F(ConfigInput, AnInputThatHungYamlCppLoadAllIsAnError) {
+  const auto f = write("hang.yaml",
+                       "# Huang et al. 2020 method 2 (eq. 13): headse_ij = (q_      # clipping distance k (2k + 1 "
+                       "scalars); 0 = max_position - 1hare_acrosmodel.attention.madx_rs_heads: false # true: one table "
+                       "per layer instead of one per head\n   !add_absolute: ,alngs to the input\n");
+  EXPECT_HAS(error_of(f), "hang.yaml: the top level must be a mapping of sections");
+  // "--- {...}" puts a document's content on its marker line; "..." ends a document.
+  EXPECT_HAS(error_of(write("inline.yaml", "extends: cfg.yaml\n--- {model: {hidden: 64}}\n")), "inline.yaml:2: a second");
+  EXPECT_HAS(error_of(write("ended.yaml", "extends: cfg.yaml\n...\nmodel:\n  hidden: 64\n")), "ended.yaml:3: a second");
+  EXPECT_HAS(error_of(write("empty_first.yaml", "---\n---\nextends: cfg.yaml\n")), "empty_first.yaml:2: a second");
 }
 
 TEST_F(ConfigInput, ARepeatedKeyIsRefused) {
