@@ -3,19 +3,20 @@
 # reader needs, so the sanitizer build stays small (only safetensors links LibTorch).
 # With clang they are libFuzzer targets; with another compiler the driver's own main()
 # mutates the seeds (RPE_FUZZ_STANDALONE).
-set(_fuzz_common src/util/errors.cpp src/util/atomic_file.cpp src/util/atomic_writer.cpp)
+set(_fuzz_common src/util/errors.cpp src/util/atomic_file.cpp src/util/atomic_writer.cpp src/util/file_tree.cpp src/util/input_file.cpp
+                 src/util/json_text.cpp src/util/unicode_space.cpp src/util/utf8.cpp)
 set(RPE_FUZZ_yaml_SOURCES src/config/config.cpp src/config/validate.cpp src/config/yaml_tree.cpp src/config/config_names.cpp src/config/model_size.cpp)
-set(RPE_FUZZ_yaml_LIBS yaml-cpp)
+set(RPE_FUZZ_yaml_LIBS yaml-cpp PkgConfig::UTF8PROC)
 set(RPE_FUZZ_corpus_SOURCES src/data/corpus.cpp src/data/text_reader.cpp)
 set(RPE_FUZZ_corpus_LIBS PkgConfig::UTF8PROC ZLIB::ZLIB)
 set(RPE_FUZZ_glue_SOURCES src/finetune/glue_data.cpp src/data/corpus.cpp src/data/text_reader.cpp)
 set(RPE_FUZZ_glue_LIBS PkgConfig::UTF8PROC ZLIB::ZLIB)
 set(RPE_FUZZ_squad_SOURCES src/finetune/squad_data.cpp)
-set(RPE_FUZZ_squad_LIBS nlohmann_json::nlohmann_json)
+set(RPE_FUZZ_squad_LIBS nlohmann_json::nlohmann_json PkgConfig::UTF8PROC)
 set(RPE_FUZZ_shard_SOURCES src/data/shard.cpp)
-set(RPE_FUZZ_shard_LIBS)
+set(RPE_FUZZ_shard_LIBS PkgConfig::UTF8PROC)
 set(RPE_FUZZ_safetensors_SOURCES src/interop/safetensors.cpp)
-set(RPE_FUZZ_safetensors_LIBS ${TORCH_LIBRARIES} nlohmann_json::nlohmann_json)
+set(RPE_FUZZ_safetensors_LIBS ${TORCH_LIBRARIES} nlohmann_json::nlohmann_json PkgConfig::UTF8PROC)
 set(RPE_FUZZ_READERS yaml corpus glue squad shard safetensors)
 
 foreach(reader IN LISTS RPE_FUZZ_READERS)
