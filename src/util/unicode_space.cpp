@@ -1,63 +1,48 @@
 // Python's whitespace on UTF-8 bytes (see unicode_space.h).
 #include "util/unicode_space.h"
 
+#include <utf8proc.h>
+
+#include <algorithm>
 #include <cstddef>
 
 namespace rpe {
 
 namespace {
 
-// Bytes of the whitespace character that starts at s[i], or 0 when none does. Every non-ASCII
-// space is two bytes (U+0085, U+00A0) or three (U+1680 .. U+3000).
-size_t space_at(std::string_view s, size_t i) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const unsigned b = p[i];
-  if (b < 0x80) return (b == ' ' || (b >= 0x09 && b <= 0x0d) || (b >= 0x1c && b <= 0x1f)) ? 1 : 0;
-  const size_t n = s.size();
-  if ((b & 0xE0) == 0xC0 && i + 1 < n && (p[i + 1] & 0xC0) == 0x80) {
-    const char32_t cp = (static_cast<char32_t>(b & 0x1F) << 6) | (p[i + 1] & 0x3F);
-    return cp == 0x85 || cp == 0xA0 ? 2 : 0;
-  }
-  if ((b & 0xF0) == 0xE0 && i + 2 < n && (p[i + 1] & 0xC0) == 0x80 && (p[i + 2] & 0xC0) == 0x80) {
-    const char32_t cp = (static_cast<char32_t>(b & 0x0F) << 12) | (static_cast<char32_t>(p[i + 1] & 0x3F) << 6) |
-                        (p[i + 2] & 0x3F);
-    const bool space = cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
-                       cp == 0x202F || cp == 0x205F || cp == 0x3000;
-    return space ? 3 : 0;
-  }
-  return 0;
+bool is_space(utf8proc_int32_t cp) {
+  return cp == ' ' || (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x1f) || cp == 0x85 || cp == 0xA0 ||
+         cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
+         cp == 0x205F || cp == 0x3000;
 }
 
-// Bytes of the character that starts at s[i] (1 for a byte that starts none).
-size_t char_bytes_at(std::string_view s, size_t i) {
-  const unsigned b = static_cast<unsigned char>(s[i]);
-  const size_t want = b < 0xC0 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-  size_t k = 1;
-  while (k < want && i + k < s.size() && (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80) ++k;
-  return k;
+// The character at s[i]: its bytes, and whether it is whitespace. A byte that starts no UTF-8
+// character is one byte of text (the readers' UTF-8 checks name it).
+size_t char_at(std::string_view s, size_t i, bool& space) {
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data()) + i;
+  utf8proc_int32_t cp = -1;
+  const auto len = utf8proc_iterate(p, static_cast<utf8proc_ssize_t>(s.size() - i), &cp);
+  space = len > 0 && is_space(cp);
+  return len > 0 ? static_cast<size_t>(len) : 1;
 }
 
 }  // namespace
 
 bool is_all_space(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const size_t k = space_at(s, i);
-    if (k == 0) return false;
-    i += k;
-  }
-  return true;
+  bool space = true;
+  for (size_t i = 0; i < s.size() && space;) i += char_at(s, i, space);
+  return space;
 }
 
 std::string_view strip_space(std::string_view s) {
   size_t begin = s.size(), end = 0;  // of the first and past the last non-space character
   for (size_t i = 0; i < s.size();) {
-    if (const size_t k = space_at(s, i)) {
-      i += k;
-      continue;
+    bool space = false;
+    const size_t k = char_at(s, i, space);
+    if (!space) {
+      begin = std::min(begin, i);
+      end = i + k;
     }
-    const size_t k = char_bytes_at(s, i);
-    if (begin == s.size()) begin = i;
-    end = i + k;
     i += k;
   }
   return begin < end ? s.substr(begin, end - begin) : std::string_view();
