@@ -209,8 +209,9 @@ size_t syncs_of_a_run(const torch::Device& device, const std::string& optimizer,
 
 // AdamW (the presets' optimizer) and LAMB (both DeviceSkippableStep), in bf16 and in fp16 (the
 // loss scale is unscaled, tested and updated on the device): nothing read per step; the end of
-// a run reads the log line's sums (fp16: with the scale) and the token count (twice: the last
-// window, the run's total).
+// a run reads the token count twice (the last window, the run's total) and, on CUDA only (a
+// copy to the host waits there, on the CPU it is no wait), copies the log line's sums (fp16:
+// with the scale) and the window for the checkpoint (LogWindow::snapshot).
 TEST(HostSync, EngineStepsReadTheDeviceOnlyToLog) {
   for (const auto& device : devices_to_test())
     for (const std::string optimizer : {"adamw", "lamb"})
@@ -220,7 +221,7 @@ TEST(HostSync, EngineStepsReadTheDeviceOnlyToLog) {
         const size_t three = syncs_of_a_run(device, optimizer, precision, 3, &list),
                      six = syncs_of_a_run(device, optimizer, precision, 6);
         EXPECT_EQ(six, three) << "reads that grow with the steps; 3 steps read " << list;
-        EXPECT_LE(three, 3u) << "more reads than the end of a run needs: " << list;
+        EXPECT_LE(three, device.is_cpu() ? 2u : 4u) << "more reads than the end of a run needs: " << list;
       }
 }
 
