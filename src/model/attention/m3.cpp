@@ -15,7 +15,8 @@
 //     one gate w_{+-k}, so there the scores are plain matmuls (q * w_{+-k}) k^T under a mask;
 //     the band |r| < k (all of it when unclipped) is computed by groups of diagonals: for
 //     slots s..s+g the window k_{i+r} is a strided view ([B, H, L, d, g], no copy), so the
-//     live temporaries are O(B H L d g) with g ~ L / 2d, about half an [L, L] score tensor;
+//     live temporaries are O(B H L d g), g ~ L / 2d on the CPU (about half an [L, L] score
+//     tensor), up to 1 GiB a group on a GPU (group_size);
 //     the band scores [B, H, L, 2m+1] are then gathered into [B, H, L, L]. Elementwise
 //     kernels over a group at a time, memory-bound: one BERT-base layer at L = 512 takes 10x
 //     absolute's time on CPU with it, 1.5x with the loop kernel (bench/results/attention_cpu.md).
@@ -40,9 +41,19 @@ struct Band {
 };
 Band band_for(int64_t k, int64_t L) { return k >= L ? Band{L - 1, false} : Band{k - 1, true}; }
 
-// Diagonals per group: keeps B H L d g near half of B H L L.
-int64_t group_size(int64_t L, int64_t d, int64_t slots) {
-  return std::clamp<int64_t>(L / (2 * d), 1, std::max<int64_t>(slots, 1));
+// Diagonals per group (forced > 0: that many, for tests). On the CPU, where only tests run
+// the band, the live temporaries stay near half of a [B, H, L, L] score tensor (g ~ L / 2d).
+// A GPU has the memory to take larger groups, and needs them: the CPU's rule makes one
+// diagonal a group at L = 128, d = 64, so a BERT-base layer launched ~255 groups of small
+// kernels per pass (1.8 s a training step on an H200, 40x the other methods). There a group's
+// product [B, H, L, d, g] may take up to kDeviceGroupBytes.
+constexpr int64_t kDeviceGroupBytes = int64_t{1} << 30;
+int64_t group_size(const Tensor& a, int64_t slots, int64_t forced) {
+  slots = std::max<int64_t>(slots, 1);
+  if (forced > 0) return std::min(forced, slots);
+  if (a.is_cpu()) return std::clamp<int64_t>(a.size(2) / (2 * a.size(3)), 1, slots);
+  const int64_t slot_bytes = std::max<int64_t>(a.numel() * static_cast<int64_t>(a.element_size()), 1);
+  return std::clamp<int64_t>(kDeviceGroupBytes / slot_bytes, 1, slots);
 }
 
 // [B, H, L, d, g] view: win[..., i, t, s'] = c[i + s0 + s' - m, t] (0 outside), c_pad = c
@@ -53,8 +64,8 @@ Tensor windows(const Tensor& c_pad, int64_t L, int64_t s0, int64_t g) {
 
 // x[..., i, s] = sum_t a_it c_{i+r, t} w_{s, t}, r = s - m: band scores in diagonal-major
 // layout [B, H, L, 2m+1]. a, c: [B, H, L, d]; w_band: [H|1, 2m+1, d].
-Tensor band_scores(const Tensor& a, const Tensor& c, const Tensor& w_band, int64_t m) {
-  const int64_t L = a.size(2), R = 2 * m + 1, g = group_size(L, a.size(3), R);
+Tensor band_scores(const Tensor& a, const Tensor& c, const Tensor& w_band, int64_t m, int64_t forced_group) {
+  const int64_t L = a.size(2), R = 2 * m + 1, g = group_size(a, R, forced_group);
   auto c_pad = torch::constant_pad_nd(c, {0, 0, m, m});  // [B, H, L+2m, d]
   auto x = torch::empty({a.size(0), a.size(1), L, R}, a.options());
   auto a_col = a.unsqueeze(-1);  // [B, H, L, d, 1]
@@ -70,8 +81,8 @@ Tensor band_scores(const Tensor& a, const Tensor& c, const Tensor& w_band, int64
 // Gradients of band_scores given y = dL/dx [B, H, L, 2m+1]:
 //   ga_it = sum_s y_is c_{i+r,t} w_st;  gw_st = sum_{b,i} y_is a_it c_{i+r,t}  (when gw is defined).
 Tensor band_backward(const Tensor& y, const Tensor& a, const Tensor& c, const Tensor& w_band, int64_t m,
-                     Tensor* gw) {
-  const int64_t L = a.size(2), R = 2 * m + 1, g = group_size(L, a.size(3), R);
+                     Tensor* gw, int64_t forced_group) {
+  const int64_t L = a.size(2), R = 2 * m + 1, g = group_size(a, R, forced_group);
   auto c_pad = torch::constant_pad_nd(c, {0, 0, m, m});
   auto ga = torch::zeros_like(a);
   auto a_col = a.unsqueeze(-1);
@@ -106,13 +117,13 @@ std::vector<std::pair<int64_t, Tensor>> clipped_regions(const Tensor& rel, int64
   return {{2 * clip, plus}, {0, (rel <= -clip) & ~plus}};
 }
 
-Tensor band_forward(const Tensor& q, const Tensor& k, const Tensor& w, int64_t clip) {
+Tensor band_forward(const Tensor& q, const Tensor& k, const Tensor& w, int64_t clip, int64_t group) {
   const int64_t L = q.size(2);
   const auto band = band_for(clip, L);
   auto rel = relative_index(L, L, q.device()) - L;  // [L, L], j - i
   Tensor e;
   if (band.m >= 0) {
-    auto x = band_scores(q, k, w.narrow(1, clip - band.m, 2 * band.m + 1), band.m);  // [B, H, L, 2m+1]
+    auto x = band_scores(q, k, w.narrow(1, clip - band.m, 2 * band.m + 1), band.m, group);  // [B, H, L, 2m+1]
     e = gather_relative(x, (rel + band.m).clamp(0, 2 * band.m));                     // [B, H, L, L]
     if (band.clipped) e.mul_((rel.abs() <= band.m).to(e.dtype()));
   } else {
@@ -128,16 +139,17 @@ Tensor band_forward(const Tensor& q, const Tensor& k, const Tensor& w, int64_t c
 }
 
 // Gradients {gq, gk, gw} of band_forward given g = dL/de [B, H, L, L].
-std::array<Tensor, 3> band_grads(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& w, int64_t clip) {
+std::array<Tensor, 3> band_grads(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& w, int64_t clip,
+                                 int64_t group) {
   const int64_t L = q.size(2);
   const auto band = band_for(clip, L);
   Tensor gq = torch::zeros_like(q), gk = torch::zeros_like(k), gw = torch::zeros_like(w);
   if (band.m >= 0) {
     auto w_band = w.narrow(1, clip - band.m, 2 * band.m + 1);  // [H|1, 2m+1, d]
     auto gw_band = gw.narrow(1, clip - band.m, 2 * band.m + 1);
-    gq.add_(band_backward(to_diagonals(g, band.m), q, k, w_band, band.m, &gw_band));
+    gq.add_(band_backward(to_diagonals(g, band.m), q, k, w_band, band.m, &gw_band, group));
     // Keys see the band transposed: e_ij as a function of k_j runs over r' = i - j = -r.
-    gk.add_(band_backward(to_diagonals(g.transpose(-2, -1), band.m), k, q, w_band.flip(1), band.m, nullptr));
+    gk.add_(band_backward(to_diagonals(g.transpose(-2, -1), band.m), k, q, w_band.flip(1), band.m, nullptr, group));
   }
   if (band.clipped) {
     auto rel = relative_index(L, L, q.device()) - L;
@@ -277,20 +289,22 @@ std::array<Tensor, 3> loop_grads(const Tensor& g, const Tensor& q, const Tensor&
 struct M3Scores : public torch::autograd::Function<M3Scores> {
   // q, k: [B, H, L, d]; w: [H|1, 2k+1, d]. Returns unscaled scores [B, H, L, L].
   static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& w,
-                        int64_t clip, bool loop) {
+                        int64_t clip, bool loop, int64_t group) {
     ctx->save_for_backward({q, k, w});
     ctx->saved_data["clip"] = clip;
     ctx->saved_data["loop"] = loop;
-    return loop ? loop_forward(q, k, w, clip) : band_forward(q, k, w, clip);
+    ctx->saved_data["group"] = group;
+    return loop ? loop_forward(q, k, w, clip) : band_forward(q, k, w, clip, group);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    const int64_t clip = ctx->saved_data["clip"].toInt();
-    auto [gq, gk, gw] = ctx->saved_data["loop"].toBool() ? loop_grads(grads[0], saved[0], saved[1], saved[2], clip)
-                                                          : band_grads(grads[0], saved[0], saved[1], saved[2], clip);
-    return {gq, gk, gw, Tensor(), Tensor()};
+    const int64_t clip = ctx->saved_data["clip"].toInt(), group = ctx->saved_data["group"].toInt();
+    auto [gq, gk, gw] = ctx->saved_data["loop"].toBool()
+                            ? loop_grads(grads[0], saved[0], saved[1], saved[2], clip)
+                            : band_grads(grads[0], saved[0], saved[1], saved[2], clip, group);
+    return {gq, gk, gw, Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -315,10 +329,10 @@ class M3Term : public PositionTermImpl {
 }  // namespace
 
 torch::Tensor m3_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w, int64_t clip,
-                        M3Kernel kernel) {
+                        M3Kernel kernel, int64_t band_group) {
   TORCH_CHECK(kernel != M3Kernel::loop || q.is_cpu(), "m3's loop kernel runs on the CPU only, not on ", q.device());
   const bool loop = kernel == M3Kernel::loop || (kernel == M3Kernel::automatic && q.is_cpu());
-  return M3Scores::apply(q, k, w, clip, loop);
+  return M3Scores::apply(q, k, w, clip, loop, band_group);
 }
 
 std::shared_ptr<PositionMethodImpl> make_position_method_m3(const ModelOptions& o) {

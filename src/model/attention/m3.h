@@ -11,8 +11,9 @@ namespace rpe {
 enum class M3Kernel { automatic, loop, band };
 
 // Unscaled scores [B, H, L, L] with a hand-written backward that saves only q, k, w.
-// q, k: [B, H, L, d]; w: [H|1, 2k+1, d]; clip = k.
+// q, k: [B, H, L, d]; w: [H|1, 2k+1, d]; clip = k. band_group > 0 sets the band's diagonals
+// per group (tests); 0 sizes them by device (m3.cpp's group_size).
 torch::Tensor m3_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w, int64_t clip,
-                        M3Kernel kernel = M3Kernel::automatic);
+                        M3Kernel kernel = M3Kernel::automatic, int64_t band_group = 0);
 
 }  // namespace rpe

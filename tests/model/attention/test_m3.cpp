@@ -52,10 +52,15 @@ torch::Tensor naive_m3(const torch::Tensor& q, const torch::Tensor& k, const tor
 
 // Both kernels, called directly in fp64: forward and every gradient equal the naive product's,
 // for clipped, unclipped and zero-clip tables, per head and shared, including lengths where
-// the band's groups hold several diagonals (L = 70 > 2d).
+// the band's groups hold several diagonals (L = 70 > 2d). The band also with its groups
+// forced: one diagonal each, 4 (the last group partial), every diagonal in one (as a GPU's
+// budget makes them).
 TEST(M3, BothKernelsMatchTheNaiveProduct) {
   torch::manual_seed(3);
-  for (auto kernel : {rpe::M3Kernel::loop, rpe::M3Kernel::band})
+  const std::vector<std::pair<rpe::M3Kernel, int64_t>> kernels = {
+      {rpe::M3Kernel::loop, 0}, {rpe::M3Kernel::band, 0}, {rpe::M3Kernel::band, 1},
+      {rpe::M3Kernel::band, 4}, {rpe::M3Kernel::band, 1000}};
+  for (const auto& [kernel, group] : kernels)
     for (int64_t L : {1, 5, 70})
       for (int64_t kk : {0, 2, 69, 100})
         for (int64_t Hw : {3, 1}) {
@@ -64,12 +69,12 @@ TEST(M3, BothKernelsMatchTheNaiveProduct) {
           auto k = torch::randn({2, 3, L, 16}, opts).requires_grad_();
           auto w = torch::randn({Hw, 2 * kk + 1, 16}, opts).requires_grad_();
           auto up = torch::randn({2, 3, L, L}, opts);
-          auto got = rpe::m3_scores(q, k, w, kk, kernel);
+          auto got = rpe::m3_scores(q, k, w, kk, kernel, group);
           auto got_grads = torch::autograd::grad({(got * up).sum()}, {q, k, w});
           auto want = naive_m3(q, k, w, kk);
           auto want_grads = torch::autograd::grad({(want * up).sum()}, {q, k, w});
-          const std::string what = std::string(kernel == rpe::M3Kernel::loop ? "loop" : "band") +
-                                   " L=" + std::to_string(L) + " k=" + std::to_string(kk) + " Hw=" + std::to_string(Hw);
+          const std::string what = std::string(kernel == rpe::M3Kernel::loop ? "loop" : "band") + " group=" +
+                                   std::to_string(group) + " L=" + std::to_string(L) + " k=" + std::to_string(kk) + " Hw=" + std::to_string(Hw);
           EXPECT_LT((got - want).abs().max().item<double>(), 1e-10) << what;
           for (int g = 0; g < 3; ++g)
             EXPECT_LT((got_grads[g] - want_grads[g]).abs().max().item<double>(), 1e-9) << what << " grad " << g;
