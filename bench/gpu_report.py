@@ -126,6 +126,57 @@ def optimizer_section(rows):
     return out + [""]
 
 
+# Kernel families by name, first match wins (CUDA kernels as Kineto names them; a CPU
+# profile names ATen ops). Attention before GEMM: fused attention kernels are CUTLASS too.
+KERNEL_FAMILIES = (
+    ("attention (fused)", r"flash|fmha|sdpa|attention"),
+    ("matmul (GEMM)", r"gemm|cutlass|xmma|nvjet|cublas|aten::(mm|bmm|addmm|matmul|linear)\b"),
+    ("softmax", r"softmax"),
+    ("layer norm", r"layer_?norm"),
+    ("dropout", r"dropout|bernoulli"),
+    ("optimizer", r"adam|lamb|multi_tensor|foreach"),
+    ("copy / cast", r"memcpy|memset|copy|cast"),
+    ("reduction", r"reduce"),
+    ("elementwise", r"elementwise|vectorized|unrolled|aten::"),
+)
+
+
+def family(name):
+    return next((f for f, pattern in KERNEL_FAMILIES if re.search(pattern, name, re.IGNORECASE)), "other")
+
+
+def profile_section(rows, top=8):
+    """Where a profiled case's step time goes (rpe-bench-model --profile-steps): the device's
+    busy time against the wall time, the kernel families' shares, the largest kernels."""
+    profiled = [r for r in rows if r.get("profile")]
+    if not profiled:
+        return []
+    out = ["## Where the step's time goes", "",
+           "Kineto profile of the steps after the timed ones (bench/profile_steps.h), per step. Busy: the "
+           "union of the device's kernels; a busy time well under the wall time means the host does not "
+           "launch work fast enough. On a CPU the ops are ATen's with inclusive times (callers hold their "
+           "callees), so the shares overlap.", ""]
+    for r in profiled:
+        p = r["profile"]
+        busy = p["busy_ms"]
+        out += [f"### {r['impl']} {r['method']}, L = {r['length']} (batch {r['batch']}, {p['steps']} steps)", "",
+                f"Wall {p['wall_ms']:.2f} ms, busy {busy:.2f} ms ({100 * busy / max(p['wall_ms'], 1e-9):.0f}%).", "",
+                "| kernel family | ms | share of busy | calls |", "|---|---:|---:|---:|"]
+        fams = {}
+        for op in p["ops"]:
+            f = fams.setdefault(family(op["name"]), [0.0, 0.0])
+            f[0] += op["ms"]
+            f[1] += op["calls"]
+        for name, (ms, calls) in sorted(fams.items(), key=lambda kv: -kv[1][0]):
+            out.append(f"| {name} | {ms:.2f} | {100 * ms / max(busy, 1e-9):.0f}% | {calls:.0f} |")
+        out += ["", "| largest kernels | family | ms | calls |", "|---|---|---:|---:|"]
+        for op in p["ops"][:top]:
+            name = op["name"].replace("|", "\\|")
+            out.append(f"| `{name[:90]}` | {family(op['name'])} | {op['ms']:.2f} | {op['calls']:.0f} |")
+        out.append("")
+    return out
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--device-name", required=True)
@@ -196,6 +247,7 @@ def main():
         out += targets_section(rows, peak)
     if optim:
         out += optimizer_section(optim)
+    out += profile_section(rows)
     write_atomic(a.out, "\n".join(out))
     print(f"gpu_report: wrote {a.out}")
     return 0

@@ -3,7 +3,8 @@
 
 Same step as rpe-bench-model (bench/model_bench.cpp): random packed batches of
 --batch-tokens tokens, MLM loss on 15% of positions, backward, AdamW, bf16 autocast,
-dropout 0.1, median of --steps timed steps after --warmup. One JSON line per
+dropout 0.1, median of --steps timed steps after --warmup (--max-seconds caps them, at
+least 3). One JSON line per
 (position type, length):
   {"impl": "hf", "method": "absolute-sdpa" | "relative_key" | "relative_key_query", ...}
 absolute runs with attn_implementation="sdpa"; the relative types only exist in eager
@@ -66,7 +67,9 @@ def measure(args, torch, transformers, kind, length, head):
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     times = []
-    for _ in range(args.steps):
+    for i in range(args.steps):
+        if args.max_seconds > 0 and i >= 3 and sum(times) > args.max_seconds:
+            break  # as rpe-bench-model: a slow case stops after --max-seconds (at least 3 steps)
         t0 = time.perf_counter()
         step()
         sync()
@@ -77,7 +80,8 @@ def measure(args, torch, transformers, kind, length, head):
     return {"impl": "hf", "method": kind, "head": head, "length": length, "batch": batch,
             "tokens_per_s": batch * length / med, "peak_mib": peak, "step_ms": med * 1000,
             "hidden": args.hidden, "layers": args.layers, "heads": args.heads, "ffn": args.ffn,
-            "vocab": args.vocab, "bf16": not args.fp32, "transformers": transformers.__version__}
+            "vocab": args.vocab, "bf16": not args.fp32, "transformers": transformers.__version__,
+            "steps": len(times)}
 
 
 def main():
@@ -93,6 +97,7 @@ def main():
     p.add_argument("--vocab", type=int, default=30522)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--max-seconds", type=float, default=0, help="cap a case's timed steps (at least 3); 0: none")
     p.add_argument("--fp32", action="store_true")
     p.add_argument("--head", default="masked", help="masked | all | masked,all (see above)")
     args = p.parse_args()

@@ -5,8 +5,13 @@
 //   {"impl": "rpe", "method", "length", "batch", "tokens_per_s", "peak_mib", "step_ms"}
 // bench/hf_bench.py prints the same for Hugging Face BertForMaskedLM, and
 // scripts/gpu_check.sh turns both into bench/results/gpu_<device>.md (MFU included).
-// Time: median of --steps timed steps after --warmup steps, each ended by a device sync.
+// Time: median of --steps timed steps after --warmup steps, each ended by a device sync;
+// --max-seconds caps a case's timed steps (at least 3), so one slow method cannot spend a
+// lent GPU's minutes (the row's "steps" says how many were timed).
 // Peak memory: the CUDA caching allocator's peak allocated bytes (0 on CPU).
+// --profile-steps N (for --profile-methods): N more steps under the Kineto profiler, summed
+// per kernel into the row's "profile" (bench/profile_steps.h; the report's "Where the step's
+// time goes").
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -17,6 +22,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "profile_steps.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
 #include "train/foreach_adamw.h"
@@ -31,10 +37,11 @@
 namespace {
 
 struct Options {
-  std::string methods = "all", lengths = "128,512", device = "cuda";
+  std::string methods = "all", lengths = "128,512", device = "cuda", profile_methods = "absolute,m4";
   rpe::bench::ModelSize size;
   int64_t batch_tokens = 16384;
-  int steps = 20, warmup = 3;
+  int steps = 20, warmup = 3, profile_steps = 0;
+  double max_seconds = 0;  // 0: no cap
   bool bf16 = true;
 };
 
@@ -81,11 +88,14 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L) {
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
 #endif
   std::vector<double> ms;
+  double spent_ms = 0;
   for (int i = 0; i < a.steps; ++i) {
+    if (a.max_seconds > 0 && i >= 3 && spent_ms > a.max_seconds * 1000) break;
     const auto t0 = std::chrono::steady_clock::now();
     step();
     sync(device);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    spent_ms += ms.back();
   }
   std::sort(ms.begin(), ms.end());
   const double med = ms[ms.size() / 2];
@@ -96,13 +106,18 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L) {
     peak = static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
   }
 #endif
-  return {{"impl", "rpe"},          {"method", method},
+  nlohmann::json row = {{"impl", "rpe"},          {"method", method},
           {"length", L},            {"batch", B},
           {"tokens_per_s", static_cast<double>(B * L) / (med / 1000.0)},
           {"peak_mib", peak},       {"step_ms", med},
           {"hidden", a.size.hidden}, {"layers", a.size.layers},
           {"heads", a.size.heads},   {"ffn", a.size.ffn},
-          {"vocab", a.size.vocab},   {"bf16", a.bf16}};
+          {"vocab", a.size.vocab},   {"bf16", a.bf16},
+          {"steps", ms.size()}};
+  const auto profiled = split(a.profile_methods);
+  if (a.profile_steps > 0 && std::find(profiled.begin(), profiled.end(), method) != profiled.end())
+    row["profile"] = rpe::bench::profile_steps(device, a.profile_steps, step, [&] { sync(device); });
+  return row;
 }
 
 }  // namespace
@@ -117,6 +132,9 @@ int main(int argc, char** argv) {
   rpe::bench::add_size_options(app, a.size);
   app.add_option("--steps", a.steps, "timed steps");
   app.add_option("--warmup", a.warmup, "untimed steps first");
+  app.add_option("--max-seconds", a.max_seconds, "stop a case's timed steps after this many seconds (at least 3 steps)");
+  app.add_option("--profile-steps", a.profile_steps, "profile this many more steps of each --profile-methods case");
+  app.add_option("--profile-methods", a.profile_methods, "comma-separated methods to profile");
   app.add_flag("!--fp32", a.bf16, "fp32 instead of bf16 autocast");
   CLI11_PARSE(app, argc, argv);
   if (!rpe::bench::device_available(a.device, "rpe-bench-model")) return 2;

@@ -111,12 +111,15 @@ run_training() {
           --set train.log_every=$((STEPS / 4)) --set train.eval_every=0 --set train.eval_batches=2
           --set train.warmup_steps=$((STEPS / 10)) --set train.lr=3e-4 --set train.save_every=0)
   local m tok=()
-  for m in $METHODS; do
+  for m in $(grep -vx m3 <<<"$METHODS"); do
     train_one "$m" bf16
     # one tokenizer for all methods: trained by the first run, reused after
     ((${#tok[@]})) || tok=(--set "data.tokenizer_model=$OUT/train_$m/tokenizer.model")
   done
   train_one m4 fp16  # fp16 with its dynamic loss scale (V100-class GPUs): the paper's favourite
+  # m3 last: the slowest on a GPU so far (4 m 48 s of 300 steps on the H200, its band kernel
+  # then one diagonal a group), so that a call cut at its limit has trained the others
+  if grep -qx m3 <<<"$METHODS"; then train_one m3 bf16; fi
 }
 
 # train_one METHOD PRECISION: one run (kept when an earlier call finished it) and its checks: the
@@ -154,15 +157,18 @@ PY
 
 # ---- 4. benchmark beside Hugging Face ------------------------------------------------------
 run_bench() {
-  local size=() bench=() optim=()
+  local size=() bench=() optim=() profile=()
   if ((SMOKE)); then
     size=(--hidden 32 --layers 2 --heads 2 --ffn 64 --vocab 200 --steps 2 --warmup 1)
     bench=(--device cpu --lengths 32 --batch-tokens 256 "${size[@]}")
     optim=(--device cpu "${size[@]}")
+    profile=(--profile-steps 1)
     REPORT=$OUT/gpu_cpu_smoke.md
   else
-    bench=(--device cuda --lengths 128,512 --batch-tokens 16384 --steps 20 --warmup 3)
+    # --max-seconds: a slow case (m3 took 5 s a step on the H200) times 3 steps, not 20
+    bench=(--device cuda --lengths 128,512 --batch-tokens 16384 --steps 20 --warmup 3 --max-seconds 8)
     optim=(--device cuda --steps 20 --warmup 3)  # BERT-base
+    profile=(--profile-steps 3)
     REPORT=bench/results/gpu_$SLUG.md
   fi
   # An unknown peak would fail the report after minutes of benchmark: refuse it first.
@@ -183,19 +189,38 @@ sys.exit(0 if transformers.__version__.startswith("4.") else "transformers " + t
     say "Hugging Face baseline skipped: $(tail -1 "$OUT/hf_probe.log")"
     hf=0
   fi
-  say "benchmark: rpe-bench-model"
-  "$BUILD/rpe-bench-model" "${bench[@]}" >"$OUT/rpe.jsonl" 2>"$OUT/rpe_bench.log" || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model"; }
-  say "benchmark: one optimizer step (rpe-bench-optim)"
-  "$BUILD/rpe-bench-optim" "${optim[@]}" >"$OUT/optim.jsonl" 2>"$OUT/optim_bench.log" || { tail "$OUT/optim_bench.log"; fail "rpe-bench-optim"; }
-  local code=0
+  # What the targets need first (our peers of Hugging Face's types, absolute and m4 profiled,
+  # then the baseline), the other methods and the optimizer step after: a call cut at its
+  # limit keeps the rows that matter most (the JSON lines are written as each case ends).
+  local peers others note  # peers: our methods that have a Hugging Face peer (gpu_report.py's HF_PEER)
+  peers=$("$PY" -c 'import sys; sys.path.insert(0, "bench"); from gpu_report import HF_PEER; print(",".join(HF_PEER))')
+  note=$(((SMOKE)) && echo 'CPU smoke run at tiny size: the numbers mean nothing.' || echo "rpe-train $("$BUILD/rpe-train" --version | head -1)")
   : >"$OUT/hf.jsonl"
+  : >"$OUT/optim.jsonl"
+  report() {  # after each stage, so that a call cut at its limit still brings a report back
+    "$PY" bench/gpu_report.py --device-name "$DEVNAME" "${PEAK[@]}" --out "$REPORT" "$OUT/rpe.jsonl" "$OUT/hf.jsonl" \
+      "$OUT/optim.jsonl" --note "$note" >/dev/null || fail "bench/gpu_report.py"
+  }
+  others=$("$BUILD/rpe-train" methods --names | grep -vxF -f <(tr , '\n' <<<"$peers") | paste -sd, -)
+  say "benchmark: rpe-bench-model ($peers; profiled: rpe-bench-model's --profile-methods)"
+  "$BUILD/rpe-bench-model" "${bench[@]}" --methods "$peers" "${profile[@]}" >"$OUT/rpe.jsonl" 2>"$OUT/rpe_bench.log" \
+    || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model"; }
+  report
+  local code=0
   if ((hf)); then
     say "benchmark: Hugging Face (bench/hf_bench.py)"
     "${hf_env[@]}" "$PY" bench/hf_bench.py "${bench[@]}" >"$OUT/hf.jsonl" 2>"$OUT/hf_bench.log" || code=$?
+    report  # whatever became of the baseline (its rows are the ones that finished)
   fi
-  # The report is written whatever became of the baseline (its rows are the ones that finished).
-  "$PY" bench/gpu_report.py --device-name "$DEVNAME" "${PEAK[@]}" --out "$REPORT" "$OUT/rpe.jsonl" "$OUT/hf.jsonl" "$OUT/optim.jsonl" \
-    --note "$(((SMOKE)) && echo 'CPU smoke run at tiny size: the numbers mean nothing.' || echo "rpe-train $("$BUILD/rpe-train" --version | head -1)")"
+  say "benchmark: rpe-bench-model (the other methods)"
+  "$BUILD/rpe-bench-model" "${bench[@]}" --methods "$others" >>"$OUT/rpe.jsonl" 2>>"$OUT/rpe_bench.log" \
+    || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model"; }
+  report
+  say "benchmark: one optimizer step (rpe-bench-optim)"
+  "$BUILD/rpe-bench-optim" "${optim[@]}" >"$OUT/optim.jsonl" 2>"$OUT/optim_bench.log" || { tail "$OUT/optim_bench.log"; fail "rpe-bench-optim"; }
+  report
+  grep -q "^### rpe m4" "$REPORT" || fail "$REPORT has no profile of m4's step"
+  say "report: $REPORT"
   ((code == 0)) || { tail "$OUT/hf_bench.log"; fail "hf_bench.py (exit $code; the report has the rows that finished)"; }
   local missed
   missed=$(grep -c '| FAIL |' "$REPORT" || true)
