@@ -16,6 +16,13 @@ namespace rpe {
 
 namespace {
 
+// A rule between two keys, reported at `key` (the one its message tells how to fix) with
+// where `other` came from too: either may be the one to change.
+[[noreturn]] void fail_pair(const Config& cfg, const std::string& key, const std::string& other,
+                            const std::string& message) {
+  cfg.fail(key, message + " (" + other + " from " + cfg.where(other) + ")");
+}
+
 std::string number_text(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -135,8 +142,8 @@ void validate_model(const Config& cfg) {
   positive(cfg, "model.type_vocab_size", m.type_vocab_size);
   if (m.vocab_size < 0) cfg.fail("model.vocab_size", "must be 0 (from the tokenizer) or positive");
   if (m.hidden % m.heads != 0)
-    cfg.fail("model.heads", "hidden (" + std::to_string(m.hidden) + ") is not divisible by heads (" +
-                                std::to_string(m.heads) + ")");
+    fail_pair(cfg, "model.heads", "model.hidden",
+              "hidden (" + std::to_string(m.hidden) + ") is not divisible by heads (" + std::to_string(m.heads) + ")");
   dropout_rate(cfg, "model.dropout", m.dropout);
   dropout_rate(cfg, "model.attention_dropout", m.attention_dropout);
 
@@ -166,7 +173,8 @@ void validate_data(const Config& cfg) {
   probability(cfg, "data.mask_token_prob", d.mask_token_prob);
   probability(cfg, "data.random_token_prob", d.random_token_prob);
   if (d.mask_token_prob + d.random_token_prob > 1.0 + 1e-9)
-    cfg.fail("data.random_token_prob", "mask_token_prob + random_token_prob must not exceed 1");
+    fail_pair(cfg, "data.random_token_prob", "data.mask_token_prob",
+              "mask_token_prob + random_token_prob must not exceed 1");
   if (!(d.valid_fraction >= 0.0 && d.valid_fraction < 0.5)) cfg.fail("data.valid_fraction", "must be in [0, 0.5)");
   if (d.tokenizer_vocab_size < 16) cfg.fail("data.tokenizer_vocab_size", "must be at least 16");
   // A wordpiece tokenizer's vocab.txt is checked where the tokenizer is built
@@ -183,7 +191,8 @@ void validate_train_loop(const Config& cfg) {
   positive(cfg, "train.max_steps", t.max_steps);
   positive(cfg, "train.log_every", t.log_every);
   if (t.batch_size % t.grad_accum != 0)
-    cfg.fail("train.grad_accum", "batch_size (" + std::to_string(t.batch_size) + ") is not divisible by grad_accum");
+    fail_pair(cfg, "train.grad_accum", "train.batch_size",
+              "batch_size (" + std::to_string(t.batch_size) + ") is not divisible by grad_accum");
   if (!(t.lr > 0.0)) cfg.fail("train.lr", "must be positive");
   if (t.warmup_steps < 0) cfg.fail("train.warmup_steps", "must be >= 0");
   if (t.weight_decay < 0.0) cfg.fail("train.weight_decay", "must be >= 0");
@@ -212,7 +221,8 @@ void validate_finetune(const Config& cfg) {
   positive(cfg, "finetune.eval_batch_size", f.eval_batch_size);
   positive(cfg, "finetune.pad_to_multiple", f.pad_to_multiple);
   if (f.task == "squad" && f.max_query_len + 8 > f.max_seq_len)
-    cfg.fail("finetune.max_query_len", "leaves no room for context within finetune.max_seq_len");
+    fail_pair(cfg, "finetune.max_query_len", "finetune.max_seq_len",
+              "leaves no room for context within finetune.max_seq_len");
   if (!(f.epochs > 0.0)) cfg.fail("finetune.epochs", "must be positive");
   if (f.select != "final" && f.select != "best")
     cfg.fail("finetune.select", "must be final (the paper's protocol) or best (the best dev evaluation), got '" +
@@ -220,7 +230,8 @@ void validate_finetune(const Config& cfg) {
   if (f.eval_every < 0) cfg.fail("finetune.eval_every", "must be >= 0 (0: evaluate at each epoch's end only)");
   if (f.early_stopping < 0) cfg.fail("finetune.early_stopping", "must be >= 0 (0: never stop early)");
   if (f.early_stopping > 0 && f.select != "best")
-    cfg.fail("finetune.early_stopping", "needs finetune.select: best (the paper's protocol trains fixed epochs)");
+    fail_pair(cfg, "finetune.early_stopping", "finetune.select",
+              "needs finetune.select: best (the paper's protocol trains fixed epochs)");
   if (f.select == "best" && !f.eval_each_epoch && f.eval_every == 0)
     cfg.fail("finetune.select", "best needs dev evaluations to choose among: set finetune.eval_each_epoch: true or "
                                 "finetune.eval_every > 0");
@@ -247,7 +258,8 @@ void validate_train_settings(const Config& cfg) {
   if (t.fp16_scale_window > std::numeric_limits<int32_t>::max())  // ATen's streak is an int32
     cfg.fail("train.fp16_scale_window", "must be at most 2147483647");
   if (!(t.min_loss_scale > 0.0 && t.min_loss_scale <= t.fp16_init_scale))
-    cfg.fail("train.min_loss_scale", "must be positive and at most train.fp16_init_scale");
+    fail_pair(cfg, "train.min_loss_scale", "train.fp16_init_scale",
+              "must be positive and at most train.fp16_init_scale");
   if (!(t.dist_timeout_s > 0.0)) cfg.fail("train.dist_timeout_s", "must be positive");
   if (!(t.bucket_mb > 0.0)) cfg.fail("train.bucket_mb", "must be positive");
 }

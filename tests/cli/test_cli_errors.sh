@@ -27,7 +27,10 @@ expect_error "typo in a key" "train.max_stpes: unknown key" "$BIN" pretrain --co
 expect_error "wrong type" "model.hidden: expected an integer, got 'big'" "$BIN" pretrain --config $CFG --set model.hidden=big
 expect_error "missing config file" "config file not found: nope.yaml" "$BIN" pretrain --config nope.yaml
 expect_error "unknown method" "unknown method 'm7' \(valid: .*absolute.*m4" "$BIN" pretrain --config $CFG --set model.attention.method=m7
-expect_error "heads do not divide hidden" "model.heads: hidden \(128\) is not divisible by heads \(3\)" "$BIN" dump-config --config $CFG --set model.heads=3
+expect_error "heads do not divide hidden" "^error: --set model.heads=3: model.heads: hidden \(128\) is not divisible by heads \(3\) \(model.hidden from configs/[a-z_./]+\.yaml:[0-9]+\)$" "$BIN" dump-config --config $CFG --set model.heads=3
+# A rule between two keys names where each came from: here both from --set.
+expect_error "two keys, two origins" "^error: --set train.grad_accum=3: train.grad_accum: batch_size \(8\) is not divisible by grad_accum \(train.batch_size from --set train.batch_size=8\)$" \
+  "$BIN" dump-config --config $CFG --set train.batch_size=8 --set train.grad_accum=3
 expect_error "missing corpus file" "missing.txt: file not found" "$BIN" pretrain --config $CFG --set "data.train_files=[$TMP/missing.txt]" --run-dir "$TMP/r0"
 printf 'ok\n\xff\xfe bad\n' > "$TMP/bad.txt"
 expect_error "invalid UTF-8" "bad.txt: invalid UTF-8 at byte offset 3" "$BIN" pretrain --config $CFG --set "data.train_files=[$TMP/bad.txt]" --run-dir "$TMP/r1"
