@@ -7,11 +7,14 @@
 // Written as in eq. 15 the trilinear product is an [B, H, L, L, d] tensor (the paper fitted
 // 2 sequences per GPU against 20 for the other methods). No product of three operands is
 // a matmul, so here it is a custom autograd function that saves only q, k, w, recomputes in
-// backward and never holds more than O(B H L^2), with two kernels (m3.h):
+// backward and never holds more than O(B H L^2), with three kernels (m3.h):
 //   * loop (CPU): fused loops over (i, j, t) on the expanded table wx[j - i + L - 1] (clipping
 //     applied), one vectorised line over contiguous rows; temporaries: the [H|1, 2L-1, d]
 //     table and transposed copies of k (and, in backward, of the incoming gradient).
-//   * band (any device, what CUDA runs): diagonals r = j - i with |r| >= k (clipped) share
+//   * cuda (CUDA, where built): one thread per element of the scores and of each gradient,
+//     the element functions of m3_kernels.h (m3_cuda.cu; m3_cuda_tensors.cpp checks them
+//     against the equation on each device before its first use, else the band runs there).
+//   * band (any device): diagonals r = j - i with |r| >= k (clipped) share
 //     one gate w_{+-k}, so there the scores are plain matmuls (q * w_{+-k}) k^T under a mask;
 //     the band |r| < k (all of it when unclipped) is computed by groups of diagonals: for
 //     slots s..s+g the window k_{i+r} is a strided view ([B, H, L, d, g], no copy), so the
@@ -27,6 +30,7 @@
 #include <array>
 
 #include "model/attention/clipped_table_method.h"
+#include "model/attention/m3_cuda_tensors.h"
 
 namespace rpe {
 namespace {
@@ -287,23 +291,29 @@ std::array<Tensor, 3> loop_grads(const Tensor& g, const Tensor& q, const Tensor&
 }
 
 struct M3Scores : public torch::autograd::Function<M3Scores> {
-  // q, k: [B, H, L, d]; w: [H|1, 2k+1, d]. Returns unscaled scores [B, H, L, L].
+  // q, k: [B, H, L, d]; w: [H|1, 2k+1, d]; kernel: loop, band or cuda (never automatic).
+  // Returns unscaled scores [B, H, L, L].
   static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& w,
-                        int64_t clip, bool loop, int64_t group) {
+                        int64_t clip, int64_t kernel, int64_t group) {
     ctx->save_for_backward({q, k, w});
     ctx->saved_data["clip"] = clip;
-    ctx->saved_data["loop"] = loop;
+    ctx->saved_data["kernel"] = kernel;
     ctx->saved_data["group"] = group;
-    return loop ? loop_forward(q, k, w, clip) : band_forward(q, k, w, clip, group);
+    switch (static_cast<M3Kernel>(kernel)) {
+      case M3Kernel::loop: return loop_forward(q, k, w, clip);
+      case M3Kernel::cuda: return m3_cuda_forward(q, k, w, clip);
+      default: return band_forward(q, k, w, clip, group);
+    }
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    auto saved = ctx->get_saved_variables();
+    auto s = ctx->get_saved_variables();
     const int64_t clip = ctx->saved_data["clip"].toInt(), group = ctx->saved_data["group"].toInt();
-    auto [gq, gk, gw] = ctx->saved_data["loop"].toBool()
-                            ? loop_grads(grads[0], saved[0], saved[1], saved[2], clip)
-                            : band_grads(grads[0], saved[0], saved[1], saved[2], clip, group);
+    const auto kernel = static_cast<M3Kernel>(ctx->saved_data["kernel"].toInt());
+    auto [gq, gk, gw] = kernel == M3Kernel::loop   ? loop_grads(grads[0], s[0], s[1], s[2], clip)
+                        : kernel == M3Kernel::cuda ? m3_cuda_grads(grads[0], s[0], s[1], s[2], clip)
+                                                   : band_grads(grads[0], s[0], s[1], s[2], clip, group);
     return {gq, gk, gw, Tensor(), Tensor(), Tensor()};
   }
 };
@@ -331,8 +341,11 @@ class M3Term : public PositionTermImpl {
 torch::Tensor m3_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w, int64_t clip,
                         M3Kernel kernel, int64_t band_group) {
   TORCH_CHECK(kernel != M3Kernel::loop || q.is_cpu(), "m3's loop kernel runs on the CPU only, not on ", q.device());
-  const bool loop = kernel == M3Kernel::loop || (kernel == M3Kernel::automatic && q.is_cpu());
-  return M3Scores::apply(q, k, w, clip, loop, band_group);
+  TORCH_CHECK(kernel != M3Kernel::cuda || (q.is_cuda() && m3_cuda_kernel_built()),
+              "m3's CUDA kernel runs on CUDA devices, in builds that have it (", q.device(), ")");
+  if (kernel == M3Kernel::automatic)
+    kernel = q.is_cpu() ? M3Kernel::loop : m3_cuda_usable(q.device()) ? M3Kernel::cuda : M3Kernel::band;
+  return M3Scores::apply(q, k, w, clip, static_cast<int64_t>(kernel), band_group);
 }
 
 std::shared_ptr<PositionMethodImpl> make_position_method_m3(const ModelOptions& o) {

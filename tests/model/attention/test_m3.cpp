@@ -4,6 +4,8 @@
 // reference is the equation itself with autograd, so both forwards and backwards are
 // checked, each kernel on its own. Also: the gate starts near 1.
 #include "model/attention/m3.h"
+#include "model/attention/m3_cuda_tensors.h"
+#include "model/attention/m3_kernels.h"
 #include "reference.h"
 
 namespace rpe::test {
@@ -21,8 +23,9 @@ TEST(M3, MatchesNaiveEquation) {
         return (t.q.select(2, i) * t.k.select(2, j) * a).sum(-1) / 2.0;
       };
       for (int64_t L : kLengths)
-        expect_matches_reference(layer, L, spec, "m3 k=" + std::to_string(k) + " shared=" + std::to_string(shared) +
-                                                     " L=" + std::to_string(L));
+        expect_matches_reference(
+            layer, L, spec,
+            "m3 k=" + std::to_string(k) + " shared=" + std::to_string(shared) + " L=" + std::to_string(L));
     }
 }
 
@@ -57,9 +60,11 @@ torch::Tensor naive_m3(const torch::Tensor& q, const torch::Tensor& k, const tor
 // budget makes them).
 TEST(M3, BothKernelsMatchTheNaiveProduct) {
   torch::manual_seed(3);
-  const std::vector<std::pair<rpe::M3Kernel, int64_t>> kernels = {
-      {rpe::M3Kernel::loop, 0}, {rpe::M3Kernel::band, 0}, {rpe::M3Kernel::band, 1},
-      {rpe::M3Kernel::band, 4}, {rpe::M3Kernel::band, 1000}};
+  const std::vector<std::pair<rpe::M3Kernel, int64_t>> kernels = {{rpe::M3Kernel::loop, 0},
+                                                                  {rpe::M3Kernel::band, 0},
+                                                                  {rpe::M3Kernel::band, 1},
+                                                                  {rpe::M3Kernel::band, 4},
+                                                                  {rpe::M3Kernel::band, 1000}};
   for (const auto& [kernel, group] : kernels)
     for (int64_t L : {1, 5, 70})
       for (int64_t kk : {0, 2, 69, 100})
@@ -73,12 +78,94 @@ TEST(M3, BothKernelsMatchTheNaiveProduct) {
           auto got_grads = torch::autograd::grad({(got * up).sum()}, {q, k, w});
           auto want = naive_m3(q, k, w, kk);
           auto want_grads = torch::autograd::grad({(want * up).sum()}, {q, k, w});
-          const std::string what = std::string(kernel == rpe::M3Kernel::loop ? "loop" : "band") + " group=" +
-                                   std::to_string(group) + " L=" + std::to_string(L) + " k=" + std::to_string(kk) + " Hw=" + std::to_string(Hw);
+          const std::string what = std::string(kernel == rpe::M3Kernel::loop ? "loop" : "band") +
+                                   " group=" + std::to_string(group) + " L=" + std::to_string(L) +
+                                   " k=" + std::to_string(kk) + " Hw=" + std::to_string(Hw);
           EXPECT_LT((got - want).abs().max().item<double>(), 1e-10) << what;
           for (int g = 0; g < 3; ++g)
             EXPECT_LT((got_grads[g] - want_grads[g]).abs().max().item<double>(), 1e-9) << what << " grad " << g;
         }
+}
+
+// The CUDA kernels' element functions (m3_kernels.h: what each CUDA thread computes), called
+// here in plain loops on the CPU in fp64 on the layouts m3_cuda_tensors.cpp gives them, then
+// summed and folded into the table as it does: scores and every gradient equal the naive
+// product's, clipped and not, per-head and shared tables. So the index arithmetic the GPU runs
+// is checked where no GPU is.
+TEST(M3, CudaKernelElementFunctionsMatchTheNaiveProduct) {
+  torch::manual_seed(5);
+  for (int64_t L : {1, 5, 13})
+    for (int64_t kk : {0, 2, 12, 30})
+      for (int64_t Hw : {3, 1}) {
+        const int64_t B = 2, H = 3, d = 4, W = 2 * L - 1;
+        auto opts = torch::TensorOptions().dtype(torch::kDouble);
+        auto q = torch::randn({B, H, L, d}, opts).requires_grad_(),
+             k = torch::randn({B, H, L, d}, opts).requires_grad_();
+        auto w = torch::randn({Hw, 2 * kk + 1, d}, opts).requires_grad_();
+        auto g = torch::randn({B, H, L, L}, opts);
+        auto want = naive_m3(q, k, w, kk);
+        auto want_grads = torch::autograd::grad({(want * g).sum()}, {q, k, w});
+
+        auto rows = (torch::arange(W, torch::kLong) - (L - 1)).clamp(-kk, kk) + kk;
+        auto qc = q.detach().contiguous(), kc = k.detach().contiguous(), kt = kc.transpose(-2, -1).contiguous();
+        auto wx = w.detach().index_select(1, rows).contiguous(), wxt = wx.transpose(1, 2).contiguous();
+        const rpe::m3k::Dims n{B * H, H, Hw, L, d};
+        auto e = torch::empty({B, H, L, L}, opts), gq = torch::empty({B, H, L, d}, opts), gk = torch::empty_like(gq);
+        auto gwx = torch::empty({B * H, W, d}, opts);
+        const double *pq = qc.data_ptr<double>(), *pk = kc.data_ptr<double>(), *pkt = kt.data_ptr<double>(),
+                     *pwx = wx.data_ptr<double>(), *pwxt = wxt.data_ptr<double>(), *pg = g.data_ptr<double>();
+        for (int64_t bh = 0; bh < B * H; ++bh) {
+          for (int64_t i = 0; i < L; ++i)
+            for (int64_t j = 0; j < L; ++j)
+              e.data_ptr<double>()[(bh * L + i) * L + j] = rpe::m3k::score(n, pq, pkt, pwxt, bh, i, j);
+          for (int64_t row = 0; row < L; ++row)
+            for (int64_t t = 0; t < d; ++t) {
+              gq.data_ptr<double>()[(bh * L + row) * d + t] = rpe::m3k::grad_q(n, pg, pk, pwx, bh, row, t);
+              gk.data_ptr<double>()[(bh * L + row) * d + t] = rpe::m3k::grad_k(n, pg, pq, pwx, bh, row, t);
+            }
+          for (int64_t s = 0; s < W; ++s)
+            for (int64_t t = 0; t < d; ++t)
+              gwx.data_ptr<double>()[(bh * W + s) * d + t] = rpe::m3k::grad_wx(n, pg, pq, pk, bh, s, t);
+        }
+        auto gw_rows = gwx.view({B, H, W, d}).sum(0);
+        if (Hw == 1) gw_rows = gw_rows.sum(0, /*keepdim=*/true);
+        auto gw = torch::zeros({Hw, 2 * kk + 1, d}, opts).index_add_(1, rows, gw_rows);
+        const std::string what = "L=" + std::to_string(L) + " k=" + std::to_string(kk) + " Hw=" + std::to_string(Hw);
+        EXPECT_LT((e - want).abs().max().item<double>(), 1e-10) << what;
+        EXPECT_LT((gq - want_grads[0]).abs().max().item<double>(), 1e-10) << what << " dq";
+        EXPECT_LT((gk - want_grads[1]).abs().max().item<double>(), 1e-10) << what << " dk";
+        EXPECT_LT((gw - want_grads[2]).abs().max().item<double>(), 1e-10) << what << " dw";
+      }
+}
+
+// The CUDA kernel itself (where a GPU and the kernel are): fp64 and fp32 scores and gradients
+// against the naive product on the CPU, at a length past one warp and a block.
+TEST(M3, CudaKernelMatchesTheNaiveProductOnCuda) {
+  if (!torch::cuda::is_available() || !rpe::m3_cuda_kernel_built()) GTEST_SKIP() << "no CUDA device or no CUDA kernel";
+  torch::manual_seed(6);
+  const torch::Device cuda(torch::kCUDA);
+  for (auto dt : {torch::kDouble, torch::kFloat})
+    for (int64_t kk : {7, 300})
+      for (int64_t Hw : {2, 1}) {
+        auto opts = torch::TensorOptions().dtype(torch::kDouble);
+        auto q = torch::randn({2, 2, 300, 16}, opts).requires_grad_(),
+             k = torch::randn({2, 2, 300, 16}, opts).requires_grad_();
+        auto w = torch::randn({Hw, 2 * kk + 1, 16}, opts).requires_grad_();
+        auto g = torch::randn({2, 2, 300, 300}, opts);
+        auto want = naive_m3(q, k, w, kk);
+        auto want_grads = torch::autograd::grad({(want * g).sum()}, {q, k, w});
+        auto qd = q.detach().to(cuda, dt).requires_grad_(), kd = k.detach().to(cuda, dt).requires_grad_();
+        auto wd = w.detach().to(cuda, dt).requires_grad_();
+        auto got = rpe::m3_scores(qd, kd, wd, kk, rpe::M3Kernel::cuda);
+        auto got_grads = torch::autograd::grad({(got * g.to(cuda, dt)).sum()}, {qd, kd, wd});
+        const double tol = dt == torch::kDouble ? 1e-9 : 2e-3;  // fp32: relative to values of ~10-100
+        const std::string what = std::string(dt == torch::kDouble ? "fp64" : "fp32") + " k=" + std::to_string(kk);
+        const auto rel = [](const torch::Tensor& a, const torch::Tensor& b) {
+          return ((a.cpu().to(torch::kDouble) - b).abs().max() / b.abs().max().clamp_min(1)).item<double>();
+        };
+        EXPECT_LT(rel(got, want), tol) << what;
+        for (int i = 0; i < 3; ++i) EXPECT_LT(rel(got_grads[i], want_grads[i]), tol) << what << " grad " << i;
+      }
 }
 
 // Under bf16 (what autocast hands the term) each kernel stays within bf16's rounding of the
