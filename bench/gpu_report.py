@@ -134,7 +134,7 @@ KERNEL_FAMILIES = (
     ("softmax", r"softmax"),
     ("layer norm", r"layer_?norm"),
     ("dropout", r"dropout|bernoulli"),
-    ("optimizer", r"adam|lamb|multi_tensor|foreach"),
+    ("optimizer", r"adam|lamb(?!da)|multi_tensor|foreach"),  # not ATen's {lambda()#N}
     ("copy / cast", r"memcpy|memset|copy|cast"),
     ("reduction", r"reduce"),
     ("elementwise", r"elementwise|vectorized|unrolled|aten::"),

@@ -27,6 +27,21 @@ namespace rpe::bench {
 
 namespace profiler = torch::autograd::profiler;
 
+// An event's start and length in ns: LibTorch 2.x before the nanosecond accessors had the
+// microsecond ones (startUs, durationUs).
+template <class E> uint64_t start_ns(const E& e) {
+  if constexpr (requires { e.startNs(); })
+    return e.startNs();
+  else
+    return e.startUs() * 1000;
+}
+template <class E> uint64_t duration_ns(const E& e) {
+  if constexpr (requires { e.durationNs(); })
+    return e.durationNs();
+  else
+    return e.durationUs() * 1000;
+}
+
 // Total length of the union of [start, end) intervals, in ns.
 inline double union_ns(std::vector<std::pair<uint64_t, uint64_t>> spans) {
   std::sort(spans.begin(), spans.end());
@@ -64,11 +79,12 @@ inline nlohmann::json profile_steps(const torch::Device& device, int steps, cons
   std::map<std::string, std::pair<double, int64_t>> by_name;  // name -> (ns, calls)
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   for (const auto& e : result->events()) {
-    if (e.deviceType() != want || e.endNs() <= e.startNs()) continue;
+    const uint64_t start = start_ns(e), length = duration_ns(e);
+    if (e.deviceType() != want || length == 0) continue;
     auto& slot = by_name[e.name().substr(0, 120)];
-    slot.first += static_cast<double>(e.durationNs());
+    slot.first += static_cast<double>(length);
     ++slot.second;
-    spans.emplace_back(e.startNs(), e.endNs());
+    spans.emplace_back(start, start + length);
   }
   std::vector<std::pair<std::string, std::pair<double, int64_t>>> ops(by_name.begin(), by_name.end());
   std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });

@@ -75,6 +75,8 @@ else
 fi
 gpu_same_torch "$PY" "$BUILD"
 "$BUILD/rpe-train" --version
+((SMOKE)) || "$BUILD/rpe-train" --version | grep -qx "m3 CUDA kernel: built" \
+  || say "warning: this build has no m3 CUDA kernel (nvcc was not found when it was configured): m3 runs its band kernel"
 source scripts/device_name.sh
 device_name "$PY" "$( ((SMOKE)) && echo cpu || echo cuda)"  # DEVNAME, SLUG
 OUT=${OUT:-$( ((SMOKE)) && mktemp -d || echo "bench/results/gpu_run_$SLUG")}

@@ -2,9 +2,9 @@
 # Packs this machine's build for a GPU machine whose time is too short to build there
 # (docs/gpu.md): the four programs the GPU check runs -- rpe-train, rpe_tests, rpe-bench-model,
 # rpe-bench-optim -- and built_with.txt (the LibTorch version and the git revision). A build
-# against a CUDA LibTorch runs on a GPU as it is: rpe-train compiles no CUDA code of its own
-# (every kernel is LibTorch's), so only the torch versions must agree, which scripts/gpu_env.sh
-# checks there. Carry it with deps/ (scripts/pack_deps.sh) and pass --build-dir DEST.
+# against a CUDA LibTorch runs on a GPU as it is: its one CUDA source (m3's kernels) is
+# compiled by nvcc for sm_80 and sm_90 with PTX for newer GPUs, every other kernel is
+# LibTorch's, so only the torch versions must agree, which scripts/gpu_env.sh checks there. Carry it with deps/ (scripts/pack_deps.sh) and pass --build-dir DEST.
 # Usage: scripts/pack_build.sh [DEST] [--build-dir DIR] [--python PY]   (default gpu-build,
 # build, .venv/bin/python: the Python whose torch the build used). Exit 2 on a bad request.
 set -euo pipefail

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "dist/data_parallel.h"
+#include "model/attention/m3_cuda_tensors.h"
 #include "model/attention/registry.h"
 #include "rpe/version.h"
 #include "util/device.h"
@@ -25,6 +26,8 @@ int print_version() {
     std::cout << "CUDA runtime: none (CPU-only LibTorch or no CUDA libraries)\n";
   }
   std::cout << "NCCL: " << dist::nccl_version() << "\n";
+  std::cout << "m3 CUDA kernel: "
+            << (m3_cuda_kernel_built() ? "built" : "not built (m3 runs its band kernel on CUDA devices)") << "\n";
   std::cout << "devices: cpu";
   for (int i = 0; i < hooks.getNumGPUs(); ++i) std::cout << ", cuda:" << i;
   std::cout << "\nposition methods: " << join(attention_method_names()) << "\n";

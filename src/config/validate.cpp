@@ -20,7 +20,14 @@ namespace {
 // where `other` came from too: either may be the one to change.
 [[noreturn]] void fail_pair(const Config& cfg, const std::string& key, const std::string& other,
                             const std::string& message) {
-  cfg.fail(key, message + " (" + other + " from " + cfg.where(other) + ")");
+  // Given where it is, or inside a section a --set replaced whole; else it kept its default.
+  bool set = cfg.origins.count(other) > 0;
+  for (auto path = other; !set && path.rfind('.') != std::string::npos;) {
+    path.resize(path.rfind('.'));
+    const auto it = cfg.origins.find(path);
+    set = it != cfg.origins.end() && it->second.rfind("--set", 0) == 0;
+  }
+  cfg.fail(key, message + " (" + other + (set ? " from " + cfg.where(other) : std::string(" at its default")) + ")");
 }
 
 std::string number_text(double v) {

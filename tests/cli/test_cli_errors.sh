@@ -31,6 +31,9 @@ expect_error "heads do not divide hidden" "^error: --set model.heads=3: model.he
 # A rule between two keys names where each came from: here both from --set.
 expect_error "two keys, two origins" "^error: --set train.grad_accum=3: train.grad_accum: batch_size \(8\) is not divisible by grad_accum \(train.batch_size from --set train.batch_size=8\)$" \
   "$BIN" dump-config --config $CFG --set train.batch_size=8 --set train.grad_accum=3
+# ... and says so when the other key kept its default (fp16_init_scale is in no preset).
+expect_error "the other key at its default" "^error: --set train.min_loss_scale=1e9: train.min_loss_scale: must be positive and at most train.fp16_init_scale \(train.fp16_init_scale at its default\)$" \
+  "$BIN" dump-config --config $CFG --set train.min_loss_scale=1e9
 expect_error "missing corpus file" "missing.txt: file not found" "$BIN" pretrain --config $CFG --set "data.train_files=[$TMP/missing.txt]" --run-dir "$TMP/r0"
 printf 'ok\n\xff\xfe bad\n' > "$TMP/bad.txt"
 expect_error "invalid UTF-8" "bad.txt: invalid UTF-8 at byte offset 3" "$BIN" pretrain --config $CFG --set "data.train_files=[$TMP/bad.txt]" --run-dir "$TMP/r1"

@@ -42,7 +42,8 @@ TEST(LossScaler, FollowsTheDynamicScalingRule) {
     LossScaler s(fp16_options(8.0, 2), device);
     ASSERT_TRUE(s.enabled());
     EXPECT_EQ(value(s.scale()), 8.0);
-    EXPECT_EQ(s.scale().device().type(), device.type());  // "cuda" asked for, "cuda:0" made
+    EXPECT_EQ(s.scale().device().type(), device.type());  // "cuda" asked for, "cuda:<current>" made
+    EXPECT_EQ(s.scale().device(), torch::zeros({}, torch::TensorOptions().device(device)).device());  // the index too
     const std::vector<std::pair<double, std::array<double, 2>>> steps = {
         // overflow?  (S, streak) after the update, worked by hand
         {0, {8, 1}}, {0, {16, 0}}, {1, {8, 0}}, {0, {8, 1}}, {0, {16, 0}}, {0, {16, 1}}, {1, {8, 0}}, {1, {4, 0}},

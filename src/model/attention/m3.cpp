@@ -19,7 +19,7 @@
 //     the band |r| < k (all of it when unclipped) is computed by groups of diagonals: for
 //     slots s..s+g the window k_{i+r} is a strided view ([B, H, L, d, g], no copy), so the
 //     live temporaries are O(B H L d g), g ~ L / 2d on the CPU (about half an [L, L] score
-//     tensor), up to 1 GiB a group on a GPU (group_size);
+//     tensor), up to 1 GiB a group on a GPU (group_size; backward holds two);
 //     the band scores [B, H, L, 2m+1] are then gathered into [B, H, L, L]. Elementwise
 //     kernels over a group at a time, memory-bound: one BERT-base layer at L = 512 takes 10x
 //     absolute's time on CPU with it, 1.5x with the loop kernel (bench/results/attention_cpu.md).

@@ -170,7 +170,7 @@ TEST(M3, CudaKernelMatchesTheNaiveProductOnCuda) {
 
 // Under bf16 (what autocast hands the term) each kernel stays within bf16's rounding of the
 // fp32 result, scores and gradients, in bf16's dtype: the loop kernel computes in fp32 and
-// rounds once; the band kernel (CUDA's; the layer tests on CPU run the loop) multiplies in
+// rounds once; the band kernel (CUDA's fallback; the layer tests on CPU run the loop) multiplies in
 // bf16 and sums in fp32. 40 positions, k = 10: clipped regions, band and several groups.
 TEST(M3, EachKernelInBf16StaysWithinRoundingOfFp32) {
   torch::manual_seed(4);
