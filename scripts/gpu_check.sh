@@ -22,7 +22,9 @@
 # version): then leave out the build step.
 # --cpu-smoke: the same four steps at tiny sizes on the CPU against an existing build (no
 # build step, results under --out), so the command cannot rot: ctest runs it (gpu_check_cpu_smoke).
-# Exit 0 = every check passed; the first failing step prints why and exits 1.
+# Exit 0 = every check passed. A failed check prints why and the steps after it still run
+# (a failed test does not cost the benchmark), then exit 1 listing every failure; a step that
+# leaves nothing to run after it (no build, no CUDA device) exits 1 at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SMOKE=0 BUILD=build-gpu DEPS=deps OUT="" STEPS=300 PY=.venv/bin/python ONLY=build,tests,train,bench
@@ -49,6 +51,11 @@ while (($#)); do
 done
 say() { echo "[gpu_check] $*"; }
 fail() { echo "[gpu_check] FAILED: $*" >&2; exit 1; }
+# A check that failed while the steps after it can still run: they do (a GPU lent by the minute
+# should not lose its benchmark to a failed test: the H200 run did), and the command exits 1 at
+# its end, listing every one. fail() is for what leaves nothing to run after it.
+FAILED=()
+failed() { echo "[gpu_check] FAILED: $*" >&2; FAILED+=("$*"); }
 command -v "$PY" >/dev/null || fail "no Python at $PY (the one with torch; --python)"
 PY=$(command -v "$PY")
 for s in ${ONLY//,/ }; do [[ $s =~ ^(build|tests|train|bench)$ ]] || { echo "$0: --only: unknown step '$s'" >&2; exit 2; }; done
@@ -90,7 +97,8 @@ run_tests() {
     FILTER='*Cuda*:AttentionDispatch.*:FusedAttention.*:Bf16Autocast.*:Fp16Autocast.*:LossScaler.*:HostSync.*'
   fi
   say "tests: $FILTER"
-  "$BUILD/rpe_tests" --gtest_filter="$FILTER" >"$OUT/tests.log" 2>&1 || { tail -40 "$OUT/tests.log"; fail "tests ($OUT/tests.log)"; }
+  "$BUILD/rpe_tests" --gtest_filter="$FILTER" >"$OUT/tests.log" 2>&1 \
+    || { tail -40 "$OUT/tests.log"; failed "tests ($OUT/tests.log)"; }
   grep -E "^\[  (PASSED|SKIPPED) " "$OUT/tests.log" || true
 }
 
@@ -135,9 +143,9 @@ train_one() {
   else
     say "train $m: $STEPS $precision steps"
     "$BUILD/rpe-train" pretrain --config "$cfg" --run-dir "$run" --overwrite "${size[@]}" "${common[@]}" \
-      --set "train.precision=$precision" "${tok[@]}" >"$run.log" 2>&1 || { tail -20 "$run.log"; fail "training $m"; }
+      --set "train.precision=$precision" "${tok[@]}" >"$run.log" 2>&1 || { tail -20 "$run.log"; failed "training $m"; return 0; }
   fi
-  "$PY" - "$run" "$m $precision" <<'PY' || fail "training $m ($precision): see above"
+  "$PY" - "$run" "$m $precision" <<'PY' || failed "training $m ($precision): see above"
 import json, math, sys
 run, name = sys.argv[1], sys.argv[2]
 s = json.load(open(run + "/summary.json"))
@@ -223,7 +231,7 @@ sys.exit(0 if transformers.__version__.startswith("4.") else "transformers " + t
   report
   grep -q "^### rpe m4" "$REPORT" || fail "$REPORT has no profile of m4's step"
   say "report: $REPORT"
-  ((code == 0)) || { tail "$OUT/hf_bench.log"; fail "hf_bench.py (exit $code; the report has the rows that finished)"; }
+  ((code == 0)) || { tail "$OUT/hf_bench.log"; failed "hf_bench.py (exit $code; the report has the rows that finished)"; }
   local missed
   missed=$(grep -c '| FAIL |' "$REPORT" || true)
   ((missed == 0)) || say "targets missed: $missed (the report's Targets section; benchmarks, not checks)"
@@ -236,6 +244,11 @@ if ((TABLE2)); then
   say "second stage: Table 2 at mini scale on real data (scripts/gpu_table2.sh)"
   table2=(--data "$DATA" --minutes "$MINUTES" --build-dir "$BUILD" --deps "$DEPS" --python "$PY")
   ((SMOKE)) && table2+=(--cpu-smoke --out "$OUT/table2")
-  scripts/gpu_table2.sh "${table2[@]}" || fail "second stage (scripts/gpu_table2.sh)"
+  scripts/gpu_table2.sh "${table2[@]}" || failed "second stage (scripts/gpu_table2.sh)"
+fi
+if ((${#FAILED[@]})); then
+  echo "[gpu_check] ${#FAILED[@]} check(s) failed${REPORT:+ (report: $REPORT)}:" >&2
+  for f in "${FAILED[@]}"; do echo "[gpu_check]   $f" >&2; done
+  exit 1
 fi
 say "all checks passed${REPORT:+; report: $REPORT}"

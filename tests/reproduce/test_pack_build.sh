@@ -2,7 +2,7 @@
 # ctest pack_build: a build carried to another machine (scripts/pack_build.sh, docs/gpu.md).
 # Packs this build, runs the GPU check's test step from the packed copy (scripts/gpu_env.sh
 # finds LibTorch through the Python's torch and the repository through RPE_SOURCE_DIR), and
-# checks the refusals: a missing program, a build older than the checkout or an existing
+# checks that a failed check lets the next steps run, and the refusals: a missing program, a build older than the checkout or an existing
 # destination (exit 2), a carried build
 # whose torch version is not the Python's, and a build step asked of a carried build (exit 1).
 # Usage: test_pack_build.sh REPO BUILD_DIR PYTHON
@@ -49,6 +49,16 @@ scripts/gpu_check.sh --cpu-smoke --build-dir "$work/carried" --python "$py" --on
   || { cat "$work/log"; fail "gpu_check.sh from the carried build"; }
 grep -q "using the build carried in $work/carried" "$work/log" || fail "the carried build was not reported: $(cat "$work/log")"
 grep -q "^\[  PASSED  \]" "$work/run/tests.log" || fail "no passed tests in $work/run/tests.log"
+
+# A failed check does not stop the steps after it (a GPU lent by the minute keeps its
+# benchmark): a test program that fails, then the benchmark still runs and writes its report,
+# and the command exits 1 listing the failure.
+cp -a "$work/carried" "$work/failing"
+printf '#!/bin/sh\necho "[  FAILED  ] Fake.Test"\nexit 1\n' >"$work/failing/rpe_tests"
+expect 1 "[gpu_check]   tests ($work/fail_run/tests.log)" \
+  scripts/gpu_check.sh --cpu-smoke --build-dir "$work/failing" --python "$py" --only tests,bench --out "$work/fail_run"
+grep -q "^### rpe m4" "$work/fail_run/gpu_cpu_smoke.md" || fail "no benchmark report after a failed test step: $(cat "$work/err")"
+grep -q "1 check(s) failed" "$work/err" || fail "the failures were not listed: $(cat "$work/err")"
 
 # Another torch than the one it was built against: refused before anything runs.
 sed -i "s/^torch .*/torch 0.0.0/" "$work/carried/built_with.txt"
