@@ -7,7 +7,7 @@
 
 #include "cli/commands.h"
 #include "dist/data_parallel.h"
-#include "model/attention/m3_cuda_tensors.h"
+#include "model/attention/m3.h"
 #include "model/attention/registry.h"
 #include "rpe/version.h"
 #include "util/device.h"

@@ -14,7 +14,7 @@
 #include "dist/data_parallel.h"
 #include "finetune/heads.h"
 #include "host_sync.h"
-#include "model/attention/m3_cuda_tensors.h"
+#include "model/attention/m3.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
 #include "test_models.h"

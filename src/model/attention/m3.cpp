@@ -30,7 +30,6 @@
 #include <array>
 
 #include "model/attention/clipped_table_method.h"
-#include "model/attention/m3_cuda_tensors.h"
 
 namespace rpe {
 namespace {

@@ -1,6 +1,9 @@
-// m3's trilinear scores, exposed so tests can check both of its kernels against the equation.
+// m3's trilinear scores, exposed so tests can check each of its kernels against the equation,
+// and its CUDA kernel on LibTorch tensors (m3_cuda_tensors.cpp; m3_cuda.cu).
 #pragma once
 #include <torch/torch.h>
+
+#include <array>
 
 namespace rpe {
 
@@ -17,5 +20,24 @@ enum class M3Kernel { automatic, loop, band, cuda };
 // per group (tests); 0 sizes them by device (m3.cpp's group_size).
 torch::Tensor m3_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w, int64_t clip,
                         M3Kernel kernel = M3Kernel::automatic, int64_t band_group = 0);
+
+// --- the CUDA kernel (m3_cuda_tensors.cpp): declared in every build; with a CUDA LibTorch
+// and nvcc (RPE_WITH_M3_CUDA) it runs, elsewhere m3_cuda_usable is false.
+
+// Whether this build has the kernel.
+bool m3_cuda_kernel_built();
+
+// True when the kernel is built and, on this device, agrees with the equation (small fp64 and
+// fp32 problems against the [B, H, L, L, d] product, checked once per device and process; a
+// disagreement or a failure to run is logged once and m3 keeps its band kernel there).
+bool m3_cuda_usable(const torch::Device& device);
+
+// Unscaled scores [B, H, L, L] from q, k [B, H, L, d] (on a CUDA device) and w [H|1, 2k+1, d],
+// clip = k; fp64 stays fp64, other dtypes compute in fp32 and round once.
+torch::Tensor m3_cuda_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w, int64_t clip);
+
+// {dq, dk, dw} given g = dL/de [B, H, L, L].
+std::array<torch::Tensor, 3> m3_cuda_grads(const torch::Tensor& g, const torch::Tensor& q, const torch::Tensor& k,
+                                           const torch::Tensor& w, int64_t clip);
 
 }  // namespace rpe

@@ -2,10 +2,10 @@
 // element function of m3_kernels.h (checked on the CPU by test_m3.cpp) in registers. Threads
 // next to each other take neighbouring elements along the output's last axis, so a warp's
 // loads of q, k and the table coalesce or broadcast; the d- or L-long sums run in T (float
-// for every dtype but fp64). Plain CUDA, no LibTorch headers: m3.cpp does the tensor work.
+// for every dtype but fp64). Plain CUDA, no LibTorch headers: m3_cuda_tensors.cpp does the tensor work.
 #include <cuda_runtime.h>
 
-#include "model/attention/m3_cuda.h"
+#include "model/attention/m3_kernels.h"
 
 namespace rpe::m3k {
 namespace {

@@ -1,6 +1,6 @@
 // m3's CUDA kernels on LibTorch tensors: layouts and dtypes for m3_cuda.cu, the stream, and a
-// check against the equation before a device first uses them (see m3_cuda_tensors.h).
-#include "model/attention/m3_cuda_tensors.h"
+// check against the equation before a device first uses them (declared in m3.h).
+#include "model/attention/m3.h"
 
 #ifdef RPE_WITH_M3_CUDA
 #include <ATen/CPUGeneratorImpl.h>
@@ -11,7 +11,7 @@
 #include <map>
 #include <mutex>
 
-#include "model/attention/m3_cuda.h"
+#include "model/attention/m3_kernels.h"
 #include "util/log.h"
 #endif
 

@@ -13,6 +13,7 @@
 // along the last axis: j for the score, t for the gradients), so a warp's loads coalesce.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #ifdef __CUDACC__
 #define RPE_HD __host__ __device__ __forceinline__
@@ -74,5 +75,16 @@ RPE_HD T grad_wx(const Dims& n, const T* g, const T* q, const T* k, int64_t bh, 
   for (int64_t i = lo; i < hi; ++i) acc += gb[i * n.L + i + r] * qt[i * n.d] * kt[(i + r) * n.d];
   return acc;
 }
+
+// The CUDA kernels (m3_cuda.cu): one thread per output element, each the function above, on
+// float or double device buffers in these layouts, launched on `stream` (a cudaStream_t).
+// Each returns "" or the CUDA error of its launch (read, so cleared).
+// e [BH, L, L] from q, kt, wxt:
+template <class T>
+std::string cuda_scores(const Dims& n, const T* q, const T* kt, const T* wxt, T* e, void* stream);
+// gq, gk [BH, L, d] and gwx [BH, W, d] (per batch and head; the caller sums) from g:
+template <class T>
+std::string cuda_grads(const Dims& n, const T* g, const T* q, const T* k, const T* wx, T* gq, T* gk, T* gwx,
+                       void* stream);
 
 }  // namespace rpe::m3k

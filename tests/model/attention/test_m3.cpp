@@ -4,7 +4,6 @@
 // reference is the equation itself with autograd, so both forwards and backwards are
 // checked, each kernel on its own. Also: the gate starts near 1.
 #include "model/attention/m3.h"
-#include "model/attention/m3_cuda_tensors.h"
 #include "model/attention/m3_kernels.h"
 #include "reference.h"
 
