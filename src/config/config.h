@@ -265,7 +265,8 @@ struct Config {
   InitOptions init;
   FinetuneOptions finetune;
 
-  // Where each key came from ("configs/x.yaml:12", "--set"), for error messages.
+  // Where each key came from ("configs/x.yaml:12", "--set a.b=c"), for error messages; a key
+  // with no entry kept its default (or sits in a section a --set replaced whole).
   std::map<std::string, std::string> origins;
 
   template <class V> void visit(V& v) {
