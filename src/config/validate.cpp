@@ -21,13 +21,9 @@ namespace {
 [[noreturn]] void fail_pair(const Config& cfg, const std::string& key, const std::string& other,
                             const std::string& message) {
   // Given where it is, or inside a section a --set replaced whole; else it kept its default.
-  bool set = cfg.origins.count(other) > 0;
-  for (auto path = other; !set && path.rfind('.') != std::string::npos;) {
-    path.resize(path.rfind('.'));
-    const auto it = cfg.origins.find(path);
-    set = it != cfg.origins.end() && it->second.rfind("--set", 0) == 0;
-  }
-  cfg.fail(key, message + " (" + other + (set ? " from " + cfg.where(other) : std::string(" at its default")) + ")");
+  const std::string from = cfg.where(other);
+  const bool set = cfg.origins.count(other) > 0 || from.rfind("--set", 0) == 0;
+  cfg.fail(key, message + " (" + other + (set ? " from " + from : std::string(" at its default")) + ")");
 }
 
 std::string number_text(double v) {

@@ -122,11 +122,7 @@ void create_run_folder(const fs::path& dir, const Prepared& p, const FinetuneReq
   try {  // after the folder: the results file may be inside it (the reproduction scripts put it there)
     ready_results_file(f.results_file);
   } catch (const UserError&) {
-    try {
-      remove_tree(dir);  // new and empty: nothing of a run is lost
-    } catch (const UserError& e) {  // the results file's error is the one to report
-      log::warn("run", "{}", e.what());
-    }
+    discard_new_run_folder(dir);  // new and empty: nothing of a run is lost
     throw;
   }
   write_file_atomic(dir / "config.yaml", to_yaml(cfg));

@@ -176,6 +176,14 @@ bool existing_run(const fs::path& dir, const RunDirRequest& request) {
 
 void check_run_dir(const fs::path& dir, const RunDirRequest& request) { existing_run(dir, request); }
 
+void discard_new_run_folder(const fs::path& dir) {
+  try {
+    remove_tree(dir);
+  } catch (const UserError& e) {
+    log::warn("run", "{}", e.what());
+  }
+}
+
 bool prepare_run_dir(const fs::path& dir, const RunDirRequest& request) {
   const bool exists = existing_run(dir, request);
   if (exists) lock_run_dir(dir, /*keep=*/true);  // before deleting: not from under a running process

@@ -43,6 +43,11 @@ bool prepare_run_dir(const std::filesystem::path& dir, const RunDirRequest& requ
 // output before long work and creates the folder after it.
 void check_run_dir(const std::filesystem::path& dir, const RunDirRequest& request);
 
+// Removes the folder of a new run that failed on its inputs, so the corrected command is not
+// refused as "already exists". A failure to remove it is logged, not thrown: the input error
+// being handled is the one to report.
+void discard_new_run_folder(const std::filesystem::path& dir);
+
 // The checkpoint that --resume continues from: the newest one that verifies (newer broken ones
 // are skipped with a warning). nullopt when the run never wrote one (stopped before its first
 // save): it starts again from step 0, redoing the metrics rows up to that point. UserError when

@@ -20,7 +20,6 @@
 #include "util/atomic_file.h"
 #include "util/atomic_writer.h"
 #include "util/device.h"
-#include "util/file_tree.h"
 #include "util/errors.h"
 #include "util/log.h"
 
@@ -285,11 +284,7 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
     const bool trained = fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0;
     if (chief && !resume && !trained && list_checkpoints(run_dir).empty()) {
       sink.close();
-      try {
-        remove_tree(run_dir);
-      } catch (const UserError& e) {  // the input error is the one to report
-        log::warn("run", "{}", e.what());
-      }
+      discard_new_run_folder(run_dir);
     }
     throw;
   }

@@ -32,8 +32,24 @@
 #include "model/attention/clipped_table_method.h"
 
 namespace rpe {
+
+namespace m3_detail {
+
+torch::Tensor offset_rows(int64_t L, int64_t clip, const torch::Device& device) {
+  auto opts = torch::TensorOptions().dtype(torch::kLong).device(device);
+  return (torch::arange(2 * L - 1, opts) - (L - 1)).clamp(-clip, clip) + clip;
+}
+
+torch::ScalarType compute_dtype(const torch::Tensor& q) {
+  return q.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+}
+
+}  // namespace m3_detail
+
 namespace {
 
+using m3_detail::compute_dtype;
+using m3_detail::offset_rows;
 using torch::Tensor;
 
 // Band geometry at length L: half-width m (slots s = r + m for r in [-m, m]) and whether
@@ -172,12 +188,7 @@ std::array<Tensor, 3> band_grads(const Tensor& g, const Tensor& q, const Tensor&
 
 // ---- loop kernel (CPU) ----------------------------------------------------------------
 // The gate of every offset r = j - i in [-(L-1), L-1] gets its own row (r + L - 1) of an
-// expanded table, clipping already applied, so the loops never branch. offset_rows: the
-// table row of each offset, clip(r, k) + k, [2L-1] int64.
-Tensor offset_rows(int64_t L, int64_t clip, const torch::Device& device) {
-  auto opts = torch::TensorOptions().dtype(torch::kLong).device(device);
-  return (torch::arange(2 * L - 1, opts) - (L - 1)).clamp(-clip, clip) + clip;
-}
+// expanded table, clipping already applied, so the loops never branch (offset_rows).
 
 // The expanded table transposed so that offsets run along rows: [H|1, d, 2L-1].
 Tensor expanded_table_t(const Tensor& w, const Tensor& rows) {
@@ -228,8 +239,6 @@ template <class T> RPE_CPU_CLONES void loop_backward_one(const BackwardArgs<T>& 
     for (int64_t t = 0; t < d; ++t) axpy3(L, a.k[j * d + t], a.gt + j * L, a.wrt + t * W + L - 1 - j, a.gqt + t * L);
 }
 
-// fp64 stays fp64 (exact tests); every other dtype computes in fp32.
-torch::ScalarType loop_dtype(const Tensor& q) { return q.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat; }
 
 template <class T> Tensor loop_forward_typed(const Tensor& q, const Tensor& k, const Tensor& w, int64_t clip) {
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), d = q.size(3), Hw = w.size(0);
@@ -276,14 +285,14 @@ std::array<Tensor, 3> loop_grads_typed(const Tensor& g, const Tensor& q, const T
 }
 
 Tensor loop_forward(const Tensor& q, const Tensor& k, const Tensor& w, int64_t clip) {
-  const auto dt = loop_dtype(q);
+  const auto dt = compute_dtype(q);
   auto e = dt == torch::kDouble ? loop_forward_typed<double>(q, k, w, clip)
                                 : loop_forward_typed<float>(q.to(dt), k.to(dt), w.to(dt), clip);
   return e.to(q.scalar_type());
 }
 
 std::array<Tensor, 3> loop_grads(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& w, int64_t clip) {
-  const auto dt = loop_dtype(q);
+  const auto dt = compute_dtype(q);
   auto grads = dt == torch::kDouble ? loop_grads_typed<double>(g, q, k, w, clip)
                                     : loop_grads_typed<float>(g.to(dt), q.to(dt), k.to(dt), w.to(dt), clip);
   return {grads[0].to(q.scalar_type()), grads[1].to(k.scalar_type()), grads[2].to(w.scalar_type())};

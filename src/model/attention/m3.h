@@ -21,6 +21,14 @@ enum class M3Kernel { automatic, loop, band, cuda };
 torch::Tensor m3_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w, int64_t clip,
                         M3Kernel kernel = M3Kernel::automatic, int64_t band_group = 0);
 
+// --- shared by m3's kernels (m3.cpp, m3_cuda_tensors.cpp)
+namespace m3_detail {
+// The expanded table's row of every offset r = j - i in [-(L-1), L-1]: clip(r, k) + k, [2L-1].
+torch::Tensor offset_rows(int64_t L, int64_t clip, const torch::Device& device);
+// fp64 stays fp64 (exact tests); every other dtype computes in fp32 and rounds once.
+torch::ScalarType compute_dtype(const torch::Tensor& q);
+}  // namespace m3_detail
+
 // --- the CUDA kernel (m3_cuda_tensors.cpp): declared in every build; with a CUDA LibTorch
 // and nvcc (RPE_WITH_M3_CUDA) it runs, elsewhere m3_cuda_usable is false.
 

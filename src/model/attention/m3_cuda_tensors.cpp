@@ -20,17 +20,9 @@ namespace rpe {
 #ifdef RPE_WITH_M3_CUDA
 namespace {
 
+using m3_detail::compute_dtype;
+using m3_detail::offset_rows;
 using torch::Tensor;
-
-// The table row of every offset j - i in [-(L-1), L-1]: clip(r, k) + k, [2L-1] int64.
-Tensor offset_rows(int64_t L, int64_t clip, const torch::Device& device) {
-  return (torch::arange(2 * L - 1, torch::TensorOptions(torch::kLong).device(device)) - (L - 1)).clamp(-clip, clip) +
-         clip;
-}
-
-torch::ScalarType compute_dtype(const Tensor& q) {
-  return q.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
-}
 
 m3k::Dims dims(const Tensor& q, const Tensor& w) {
   return {q.size(0) * q.size(1), q.size(1), w.size(0), q.size(2), q.size(3)};
