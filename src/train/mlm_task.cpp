@@ -67,7 +67,7 @@ nlohmann::json MlmTask::evaluate() {
   constexpr int64_t kChunk = 8;
   const int64_t wanted =
       std::min(cfg_.train.eval_batches * (cfg_.train.batch_size / cfg_.train.grad_accum), valid_->size());
-  const int64_t batches = std::max<int64_t>(1, wanted / kChunk);
+  const int64_t batches = (wanted + kChunk - 1) / kChunk;  // the last one narrowed to what is left
   MlmLoader loader(valid_, tokenizer_,
                    LoaderOptions{MaskingOptions::from(cfg_.data), kChunk, static_cast<uint64_t>(cfg_.train.seed) + 1,
                                  /*shuffle=*/true});
@@ -75,7 +75,9 @@ nlohmann::json MlmTask::evaluate() {
   auto sums = torch::zeros({2}, dopt);  // [loss, correct] on the device until the end
   int64_t total = 0;
   for (int64_t i = 0; i < batches; ++i) {
-    const MlmBatch b = loader.next();
+    MlmBatch b = loader.next();
+    const int64_t rows = std::min(kChunk, wanted - i * kChunk);
+    if (rows < kChunk) b = {b.ids.narrow(0, 0, rows), b.labels.narrow(0, 0, rows), b.padding.narrow(0, 0, rows), 0};
     const auto sel = mlm_selection(b.labels);
     const auto padding = b.padding.any().item<bool>() ? b.padding.to(device_) : torch::Tensor();  // none: no mask
     const MlmSums s = mlm_loss(model_, b.ids.to(device_), padding, sel.index.to(device_),

@@ -1,0 +1,70 @@
+// The held-out MLM evaluation covers exactly the sequences it promises: eval_batches batches
+// of one process's micro-batch, or the whole held-out set when that is smaller, even when the
+// count is not a multiple of the evaluation's internal chunk of 8 sequences.
+#include <gtest/gtest.h>
+
+#include "data/mlm_dataset.h"
+#include "data/packing.h"
+#include "data/wordpiece_tokenizer.h"
+#include "data/data_test_util.h"
+#include "test_models.h"
+#include "train/mlm_task.h"
+
+namespace rpe {
+namespace {
+
+// `rows` packed sequences of length 16 from a small synthetic corpus.
+std::shared_ptr<PackedSequences> held_out(const Tokenizer& tok, int64_t rows) {
+  std::vector<Document> docs;
+  for (int d = 0; d < 30; ++d) {
+    Document doc;
+    for (int s = 0; s < 3; ++s)
+      doc.sentences.push_back("the dog plays " + std::string(1, 'a' + (d * 7 + s) % 26) + "x hello world runs");
+    docs.push_back(doc);
+  }
+  auto seqs = std::make_shared<PackedSequences>(pack_documents(docs, tok, 16, Packing::full_sentences));
+  EXPECT_GE(seqs->size(), rows);
+  seqs->tokens.resize(rows * 16);
+  seqs->word_start.resize(rows * 16);
+  return seqs;
+}
+
+// The reference: every wanted sequence in one batch (masks depend on (seed, epoch, index) only,
+// and the permutation does not depend on the batch size), summed in double.
+double one_batch_loss(BertModel& model, std::shared_ptr<const SequenceSource> data, const Tokenizer& tok,
+                      const Config& cfg, int64_t wanted) {
+  MlmLoader loader(data, tok, {MaskingOptions::from(cfg.data), wanted, static_cast<uint64_t>(cfg.train.seed) + 1,
+                               /*shuffle=*/true});
+  const MlmBatch b = loader.next();
+  const auto sel = mlm_selection(b.labels);
+  torch::NoGradGuard no_grad;
+  const auto s = mlm_loss(model, b.ids, b.padding, sel.index, sel.targets);
+  return s.loss.item<double>() / static_cast<double>(sel.index.size(0));
+}
+
+TEST(MlmEvaluation, CoversEveryWantedSequenceWhenTheyAreNotAMultipleOfItsChunk) {
+  WordPieceTokenizer tok(test::write_tiny_vocab(test::temp_dir()), true);
+  Config cfg;
+  cfg.model = test::small_model_options("absolute", {.vocab = tok.vocab_size(), .dropout = 0.0});
+  cfg.train.seed = 5;
+  cfg.train.batch_size = 6;
+  cfg.train.grad_accum = 1;
+  torch::manual_seed(3);
+  BertModel model(cfg.model);
+  model->eval();
+  // wanted = min(eval_batches x 6, 13): 12 (one full chunk + 4) and 13 (all, one chunk + 5).
+  for (const int64_t eval_batches : {2, 3}) {
+    cfg.train.eval_batches = eval_batches;
+    auto data = held_out(tok, 13);
+    const int64_t wanted = std::min<int64_t>(eval_batches * 6, 13);
+    MlmTask task(model, data, data, tok, cfg, /*micro_batch=*/6, /*rank=*/0, /*world=*/1, torch::kCPU);
+    torch::NoGradGuard no_grad;
+    const double loss = task.evaluate()["loss"].get<double>();
+    EXPECT_NEAR(loss, one_batch_loss(model, data, tok, cfg, wanted), 1e-5) << "eval_batches " << eval_batches;
+    // and not the first 8 only (what a whole-chunks-only evaluation would give)
+    EXPECT_GT(std::abs(loss - one_batch_loss(model, data, tok, cfg, 8)), 1e-4) << "eval_batches " << eval_batches;
+  }
+}
+
+}  // namespace
+}  // namespace rpe
