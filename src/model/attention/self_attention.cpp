@@ -20,9 +20,15 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
                                          const torch::Tensor& shared_bias) {
   const int64_t B = x.size(0), L = x.size(1);
   auto split = [&](const torch::Tensor& t) { return t.view({B, L, heads_, head_size_}).transpose(1, 2); };
-  auto q = split(query->forward(x));  // [B, H, L, d]
-  auto k = split(key->forward(x));    // [B, H, L, d]
-  auto v = split(value->forward(x));  // [B, H, L, d]
+  // One GEMM for q, k and v against the three weights stacked ([3D, D]): x is read (and, under
+  // autocast, cast to bf16) once instead of three times, and backward's three input-gradient
+  // GEMMs and their two sums become one GEMM. The parameters stay three (checkpoints, HF names).
+  const auto qkv = torch::linear(x, torch::cat({query->weight, key->weight, value->weight}),
+                                 torch::cat({query->bias, key->bias, value->bias}))
+                       .chunk(3, -1);  // 3 x [B, L, D], views with row stride 3D
+  auto q = split(qkv[0]);             // [B, H, L, d]
+  auto k = split(qkv[1]);             // [B, H, L, d]
+  auto v = split(qkv[2]);             // [B, H, L, d]
   position->transform_qk(q, k);
 
   const double scale = position->scale(head_size_);
