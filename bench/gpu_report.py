@@ -204,7 +204,8 @@ def main():
         with open(path) as f:
             rows += [json.loads(line) for line in f if line.startswith("{")]
     optim = [r for r in rows if r["impl"] == "optim"]  # rpe-bench-optim: one optimizer step
-    rows, runs = median_rows(label_heads([r for r in rows if r["impl"] != "optim"]))
+    failed = [r for r in rows if "error" in r]  # e.g. an rpe-graph case whose capture failed
+    rows, runs = median_rows(label_heads([r for r in rows if r["impl"] != "optim" and "error" not in r]))
     if not rows:
         print(f"gpu_report: no results in {a.inputs}", file=sys.stderr)
         return 2
@@ -215,7 +216,9 @@ def main():
            f"{precision}, dropout 0.1, random packed batches; median step. "
            "rpe = rpe-train (bench/model_bench.cpp), hf = Hugging Face BertForMaskedLM "
            "(bench/hf_bench.py) in the same run on the same shapes, its MLM head on the masked tokens "
-           "as ours (rows marked" + STOCK + ": the stock model, head on every token). MFU against "
+           "as ours (rows marked" + STOCK + ": the stock model, head on every token); rpe-graph = rpe-train's "
+           "same step captured as one CUDA graph and replayed (bench/cuda_graph_step.h: what the host's kernel "
+           "launches cost the eager step). MFU against "
            + (f"{peak:g} TFLOP/s peak dense bf16." if peak else "no peak (a CPU, or --peak-tflops 0): no MFU."),
            ""]
     if runs > 1:
@@ -230,15 +233,19 @@ def main():
         out += [f"## L = {length}", "", "| impl | method | batch | tokens/s | peak memory (MiB) | MFU | vs hf |",
                 "|---|---|---:|---:|---:|---:|---|"]
         hf = {r["method"]: r for r in rows if r["impl"] == "hf" and r["length"] == length}
+        eager = {r["method"]: r for r in rows if r["impl"] == "rpe" and r["length"] == length}
         for r in (r for r in rows if r["length"] == length):
             mfu = r["tokens_per_s"] * flops_per_token(r) / (peak * 1e12) if peak else None
             vs = ""
-            if r["impl"] == "rpe":
+            if r["impl"] in ("rpe", "rpe-graph"):
                 ref = hf.get(HF_PEER.get(r["method"], ""))
                 if ref:
                     vs = (f"{r['tokens_per_s'] / ref['tokens_per_s']:.2f}x tokens/s, "
                           f"{r['peak_mib'] / ref['peak_mib']:.2f}x memory of {ref['method']}"
                           if ref["peak_mib"] else f"{r['tokens_per_s'] / ref['tokens_per_s']:.2f}x tokens/s of {ref['method']}")
+                if r["impl"] == "rpe-graph" and r["method"] in eager:
+                    vs = "; ".join(v for v in (f"{r['tokens_per_s'] / eager[r['method']]['tokens_per_s']:.2f}x "
+                                               "tokens/s of rpe eager", vs) if v)
             memory = f"{r['peak_mib']:.0f}" if r["peak_mib"] else "—"  # 0: not measured (CPU)
             out.append(f"| {r['impl']} | {r['method']} | {r['batch']} | {r['tokens_per_s']:.0f} | "
                        f"{memory} | {'' if mfu is None else f'{100 * mfu:.1f}%'} | {vs} |")
@@ -248,6 +255,9 @@ def main():
     if optim:
         out += optimizer_section(optim)
     out += profile_section(rows)
+    if failed:
+        out += ["## Cases that failed", ""] + [f"- {r['impl']} {r['method']}, L = {r.get('length', '?')}: "
+                                                f"{' '.join(str(r['error']).split())}" for r in failed] + [""]
     write_atomic(a.out, "\n".join(out))
     print(f"gpu_report: wrote {a.out}")
     return 0

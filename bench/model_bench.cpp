@@ -12,9 +12,13 @@
 // --profile-steps N (for --profile-methods): N more steps under the Kineto profiler, summed
 // per kernel into the row's "profile" (bench/profile_steps.h; the report's "Where the step's
 // time goes").
+// --graph-methods (CUDA): those methods also as "rpe-graph" rows, the same step captured as one
+// CUDA graph and replayed (bench/cuda_graph_step.h): the share of the eager step that is the
+// host launching kernels. A case whose capture fails prints {"impl": "rpe-graph", "error"}.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "cuda_graph_step.h"
 #include "profile_steps.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
@@ -37,7 +42,7 @@
 namespace {
 
 struct Options {
-  std::string methods = "all", lengths = "128,512", device = "cuda", profile_methods = "absolute,m4";
+  std::string methods = "all", lengths = "128,512", device = "cuda", profile_methods = "absolute,m4", graph_methods;
   rpe::bench::ModelSize size;
   int64_t batch_tokens = 16384;
   int steps = 20, warmup = 3, profile_steps = 0;
@@ -55,7 +60,8 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-nlohmann::json measure(const Options& a, const std::string& method, int64_t L) {
+// One case; `graph`: time replays of the step captured as a CUDA graph instead of eager steps.
+nlohmann::json measure(const Options& a, const std::string& method, int64_t L, bool graph) {
   const torch::Device device(a.device);
   torch::manual_seed(0);
   rpe::ModelOptions o = rpe::bench::model_options(a.size);
@@ -72,8 +78,8 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L) {
   const int64_t n = std::max<int64_t>(1, B * L * 15 / 100);  // masked positions
   auto index = torch::randperm(B * L, lopt).narrow(0, 0, n);
   auto targets = torch::randint(5, a.size.vocab, {n}, lopt);
-  auto step = [&] {
-    opt.zero_grad();
+  auto zero_grad = [&] { opt.zero_grad(); };
+  auto body = [&] {
     torch::Tensor loss;
     {
       rpe::AutocastGuard autocast(device, a.bf16 ? at::kBFloat16 : at::kFloat);
@@ -82,7 +88,13 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L) {
     loss.backward();
     opt.step_if(torch::isfinite(loss));  // the training loop's update (no host read)
   };
-  for (int i = 0; i < a.warmup; ++i) step();
+  std::function<void()> step = [&] {
+    zero_grad();
+    body();
+  };
+  if (graph) step = rpe::bench::capture_step(device, step, zero_grad, body, a.warmup);
+  else
+    for (int i = 0; i < a.warmup; ++i) step();
   sync(device);
 #ifdef RPE_BENCH_CUDA
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
@@ -106,7 +118,7 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L) {
     peak = static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
   }
 #endif
-  nlohmann::json row = {{"impl", "rpe"},          {"method", method},
+  nlohmann::json row = {{"impl", graph ? "rpe-graph" : "rpe"}, {"method", method},
           {"length", L},            {"batch", B},
           {"tokens_per_s", static_cast<double>(B * L) / (med / 1000.0)},
           {"peak_mib", peak},       {"step_ms", med},
@@ -115,7 +127,7 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L) {
           {"vocab", a.size.vocab},   {"bf16", a.bf16},
           {"steps", ms.size()}};
   const auto profiled = split(a.profile_methods);
-  if (a.profile_steps > 0 && std::find(profiled.begin(), profiled.end(), method) != profiled.end())
+  if (!graph && a.profile_steps > 0 && std::find(profiled.begin(), profiled.end(), method) != profiled.end())
     row["profile"] = rpe::bench::profile_steps(device, a.profile_steps, step, [&] { sync(device); });
   return row;
 }
@@ -135,11 +147,26 @@ int main(int argc, char** argv) {
   app.add_option("--max-seconds", a.max_seconds, "stop a case's timed steps after this many seconds (at least 3 steps)");
   app.add_option("--profile-steps", a.profile_steps, "profile this many more steps of each --profile-methods case");
   app.add_option("--profile-methods", a.profile_methods, "comma-separated methods to profile");
+  app.add_option("--graph-methods", a.graph_methods, "comma-separated methods also timed as one CUDA graph per step (CUDA)");
   app.add_flag("!--fp32", a.bf16, "fp32 instead of bf16 autocast");
   CLI11_PARSE(app, argc, argv);
   if (!rpe::bench::device_available(a.device, "rpe-bench-model")) return 2;
   const auto methods = a.methods == "all" ? rpe::attention_method_names() : split(a.methods);
+  const auto graphed = split(a.graph_methods);
+  if (!graphed.empty() && (!torch::Device(a.device).is_cuda() || !rpe::bench::cuda_graphs_built())) {
+    std::cerr << "rpe-bench-model: --graph-methods needs a CUDA device and a CUDA LibTorch\n";
+    return 2;
+  }
   for (const auto& L : split(a.lengths))
-    for (const auto& m : methods) std::cout << measure(a, m, std::stoll(L)).dump() << std::endl;
+    for (const auto& m : methods) {
+      std::cout << measure(a, m, std::stoll(L), false).dump() << std::endl;
+      if (std::find(graphed.begin(), graphed.end(), m) == graphed.end()) continue;
+      try {
+        std::cout << measure(a, m, std::stoll(L), true).dump() << std::endl;
+      } catch (const std::exception& e) {  // c10::Error included: the report lists the failure
+        std::cout << nlohmann::json{{"impl", "rpe-graph"}, {"method", m}, {"length", std::stoll(L)},
+                                    {"error", std::string(e.what()).substr(0, 400)}}.dump() << std::endl;
+      }
+    }
   return 0;
 }

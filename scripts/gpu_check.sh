@@ -178,7 +178,8 @@ run_bench() {
     # --max-seconds: a slow case (m3 took 5 s a step on the H200) times 3 steps, not 20
     bench=(--device cuda --lengths 128,512 --batch-tokens 16384 --steps 20 --warmup 3 --max-seconds 8)
     optim=(--device cuda --steps 20 --warmup 3)  # BERT-base
-    profile=(--profile-steps 3)
+    # and absolute, m4 once more as one CUDA graph a step: the eager step's launch overhead
+    profile=(--profile-steps 3 --graph-methods absolute,m4)
     REPORT=bench/results/gpu_$SLUG.md
   fi
   # An unknown peak would fail the report after minutes of benchmark: refuse it first.

@@ -15,7 +15,8 @@ FAIL), on GPU reports only.
 Peaks by device name: each H100 part its own (SXM 989.4, PCIe 756.5, NVL 835.5), A10G not
 taken for an A10 nor a MIG slice for its GPU; an unknown name is refused (exit 2, one line)
 unless --peak-tflops gives the peak. A profiled row gets its "where the time goes" section,
-kernel families and their shares worked out by hand.
+kernel families and their shares worked out by hand. rpe-graph rows (the step as one CUDA
+graph) are set beside the eager row and the peer; failed cases are listed, not tabled.
 """
 import json
 import os
@@ -164,6 +165,21 @@ with tempfile.TemporaryDirectory() as tmp:
     gemm, attention = "| matmul (GEMM) | 6.00 | 60% | 72 |", "| attention (fused) | 2.00 | 20% | 12 |"
     if gemm in lines and attention in lines and lines.index(gemm) > lines.index(attention):
         failures.append("kernel families not in order of time")
+# rpe-graph rows (the step as one CUDA graph): beside the eager row (150 / 100 = 1.50x) and the
+# same peer (150 / 150 = 1.00x, 40 / 80 = 0.50x memory); a failed case (an "error" row) is listed,
+# not tabled; the targets stay on the eager rows (100 / 150 = 0.67x).
+with tempfile.TemporaryDirectory() as tmp:
+    err = json.dumps({"impl": "rpe-graph", "method": "m4", "length": 4, "error": "CUDA error:\n  capture failed"})
+    text = report(Path(tmp), [[row("rpe", "absolute", 100, 40), row("rpe-graph", "absolute", 150, 40), err,
+                               row("hf", "absolute-sdpa", 150, 80)]], "--peak-tflops", "1.2384e-7")
+    want = ["| rpe-graph | absolute | 1 | 150 | 40 | 37.5% | 1.50x tokens/s of rpe eager; 1.00x tokens/s, "
+            "0.50x memory of absolute-sdpa |", "- rpe-graph m4, L = 4: CUDA error: capture failed",
+            "| absolute tokens/s >= 1.2x absolute-sdpa | 4 | 0.67x | FAIL |"]
+    for w in want:
+        if w not in text.splitlines():
+            failures.append(f"rpe-graph report lacks {w!r}")
+    if "| rpe-graph | m4 |" in text:
+        failures.append("a failed case was tabled")
 if failures:
     sys.exit("gpu_report: " + "; ".join(failures))
 print("gpu_report: hand-computed report matches")
