@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "config/config.h"
@@ -59,8 +60,56 @@ size_t count_lines(const fs::path& file) {
   return n;
 }
 
+// One text-normalisation setting of BertTokenizer as the folder states it: `key` of `obj`, a
+// boolean (or null where `nullable`: "follow do_lower_case"); nullopt when absent or null.
+std::optional<bool> bool_setting(const json& obj, const std::string& key, const fs::path& file, bool nullable) {
+  if (!obj.contains(key) || (nullable && obj[key].is_null())) return std::nullopt;
+  if (!obj[key].is_boolean())
+    throw UserError(file.string() + ": " + key + ": expected true or false" + (nullable ? " or null" : ""));
+  return obj[key].get<bool>();
+}
+
+// Whether the folder's tokenizer lower-cases, as transformers would load it: tokenizer_config.json's
+// keys first (they override a fast tokenizer's normalizer), then tokenizer.json's BertNormalizer
+// (a folder saved with a fast tokenizer only), then BertTokenizer's defaults. rpe-train's BERT
+// tokenizer strips accents exactly when it lower-cases and always splits CJK characters apart, so
+// a folder asking otherwise is refused: importing it would tokenize text differently, silently.
+bool hf_lowercase(const fs::path& dir) {
+  const fs::path config_file = dir / "tokenizer_config.json", fast_file = dir / "tokenizer.json";
+  std::optional<bool> lower, strip, chinese;
+  fs::path strip_file = config_file, chinese_file = config_file;  // where each was read, for the messages
+  if (fs::exists(config_file)) {
+    const json t = read_json_object(config_file);
+    lower = bool_setting(t, "do_lower_case", config_file, false);
+    strip = bool_setting(t, "strip_accents", config_file, true);
+    chinese = bool_setting(t, "tokenize_chinese_chars", config_file, false);
+  }
+  if (!lower && fs::exists(fast_file)) {
+    const json t = read_json_object(fast_file);
+    const json normalizer = t.contains("normalizer") ? t["normalizer"] : json();
+    if (!normalizer.is_object() || normalizer.value("type", "") != "BertNormalizer")
+      throw UserError(fast_file.string() + ": normalizer: expected a BertNormalizer (rpe-train tokenizes as "
+                                           "BertTokenizer), got " + (normalizer.is_object() ? normalizer.value("type", "?") : normalizer.dump()));
+    lower = bool_setting(normalizer, "lowercase", fast_file, false);
+    if (!strip) strip = bool_setting(normalizer, "strip_accents", fast_file, true), strip_file = fast_file;
+    if (!chinese) chinese = bool_setting(normalizer, "handle_chinese_chars", fast_file, false), chinese_file = fast_file;
+  }
+  if (!lower)
+    log::warn("import", "{} and {} do not say: assuming do_lower_case = true (BertTokenizer's default)",
+              config_file.string(), fast_file.string());
+  const bool lowercase = lower.value_or(true);
+  if (strip && *strip != lowercase)
+    throw UserError(strip_file.string() + ": strip_accents " + (*strip ? "true" : "false") + " with lower-casing " +
+                    (lowercase ? "on" : "off") + " is not supported (rpe-train's BERT tokenizer strips accents "
+                    "exactly when it lower-cases)");
+  if (chinese && !*chinese)
+    throw UserError(chinese_file.string() + ": CJK characters not split apart (tokenize_chinese_chars / handle_chinese_chars "
+                                    "false) is not supported (rpe-train's BERT tokenizer always splits them)");
+  return lowercase;
+}
+
 // The folder's files besides the weights: config.json's model, vocab.txt's size against it,
-// tokenizer_config.json's do_lower_case; and that model.safetensors is there.
+// the tokenizer's lower-casing (hf_lowercase); and that model.safetensors is there.
 ImportSummary read_hf_folder(const fs::path& dir) {
   if (!fs::is_directory(dir)) throw UserError(dir.string() + ": not a directory (expected a Hugging Face BERT folder)");
   const fs::path weights = dir / "model.safetensors", vocab = dir / "vocab.txt";
@@ -80,15 +129,7 @@ ImportSummary read_hf_folder(const fs::path& dir) {
   if (static_cast<int64_t>(vocab_lines) > summary.model.vocab_size)
     throw UserError(vocab.string() + ": " + std::to_string(vocab_lines) + " entries but config.json vocab_size is " +
                     std::to_string(summary.model.vocab_size));
-  const fs::path tok_config = dir / "tokenizer_config.json";
-  if (fs::exists(tok_config)) {
-    const json t = read_json_object(tok_config);
-    if (t.contains("do_lower_case") && !t["do_lower_case"].is_boolean())
-      throw UserError(tok_config.string() + ": do_lower_case: expected true or false");
-    summary.lowercase = t.value("do_lower_case", true);
-  } else {
-    log::warn("import", "{} not found: assuming do_lower_case = true (BertTokenizer's default)", tok_config.string());
-  }
+  summary.lowercase = hf_lowercase(dir);
   return summary;
 }
 

@@ -338,3 +338,51 @@ TEST(HfBert, BadInputNamesTheProblem) {
   EXPECT_NE(import_error().find("config.json: file not found"), std::string::npos);
   EXPECT_FALSE(fs::exists(out));
 }
+
+// The tokenizer's lower-casing as transformers would load the folder: tokenizer_config.json's
+// do_lower_case, else tokenizer.json's BertNormalizer (a fast-tokenizer-only save of a cased
+// model must not be lower-cased), else true; settings our tokenizer cannot follow are refused.
+TEST(HfBert, ImportReadsTheTokenizersLowerCasing) {
+  const fs::path dir = temp_dir("lowercase");
+  const fs::path hf = dir / "hf", out = dir / "x.pt";
+  export_hf_bert(random_checkpoint(tiny_config("absolute"), dir, 4), hf, dir / "vocab.txt");
+  auto lowercase = [&] {
+    import_hf_bert(hf, out);
+    const bool l = load_model_file(out).config.data.lowercase;
+    fs::remove(out);
+    return l;
+  };
+  auto error = [&] { return error_of([&] { import_hf_bert(hf, out); }); };
+  auto fast = [&](const json& normalizer) {
+    write_file_atomic(hf / "tokenizer.json", json{{"version", "1.0"}, {"normalizer", normalizer}}.dump());
+  };
+  const json bert_normalizer{{"type", "BertNormalizer"}, {"clean_text", true}, {"handle_chinese_chars", true},
+                             {"strip_accents", nullptr}, {"lowercase", false}};
+  write_file_atomic(hf / "tokenizer_config.json", R"({"do_lower_case": false})");
+  EXPECT_FALSE(lowercase());
+  fs::remove(hf / "tokenizer_config.json");
+  fast(bert_normalizer);
+  EXPECT_FALSE(lowercase());  // cased, said by tokenizer.json alone
+  write_file_atomic(hf / "tokenizer_config.json", R"({"do_lower_case": true, "model_max_length": 512})");
+  EXPECT_TRUE(lowercase());  // tokenizer_config.json overrides the fast tokenizer's normalizer
+  fs::remove(hf / "tokenizer.json");
+  write_file_atomic(hf / "tokenizer_config.json", "{}");
+  EXPECT_TRUE(lowercase());  // BertTokenizer's default
+
+  write_file_atomic(hf / "tokenizer_config.json", R"({"do_lower_case": true, "strip_accents": false})");
+  EXPECT_NE(error().find("tokenizer_config.json: strip_accents false with lower-casing on is not supported"),
+            std::string::npos) << error();
+  write_file_atomic(hf / "tokenizer_config.json", R"({"do_lower_case": true, "tokenize_chinese_chars": false})");
+  EXPECT_NE(error().find("tokenizer_config.json: CJK characters not split apart"), std::string::npos) << error();
+  write_file_atomic(hf / "tokenizer_config.json", R"({"do_lower_case": "yes"})");
+  EXPECT_NE(error().find("tokenizer_config.json: do_lower_case: expected true or false"), std::string::npos) << error();
+  fs::remove(hf / "tokenizer_config.json");
+  json accents = bert_normalizer;
+  accents["strip_accents"] = true;
+  fast(accents);
+  EXPECT_NE(error().find("tokenizer.json: strip_accents true with lower-casing off is not supported"),
+            std::string::npos) << error();
+  fast(json{{"type", "Sequence"}, {"normalizers", json::array()}});
+  EXPECT_NE(error().find("tokenizer.json: normalizer: expected a BertNormalizer"), std::string::npos) << error();
+  EXPECT_FALSE(fs::exists(out));
+}
