@@ -124,14 +124,37 @@ rp_portable() {
 }
 
 # rp_stamp_check DIR STAMP WHAT TEXT: reusing run DIR (finished or to be resumed) is allowed only
-# if STAMP holds TEXT, the settings asked for now. A run from before stamps is reused as is.
+# if STAMP holds TEXT, the settings asked for now. A run from before stamps is reused as is; one
+# stamped before stamps named input files has its settings compared and its inputs recorded now.
+# An input the stamp names that is gone now (a finished run's start checkpoint deleted to save
+# space, or not carried along) cannot be compared: it is left out, with a log line.
 rp_stamp_check() {
-  local dir="$1" stamp="$2" what="$3" text changes was now
+  local dir="$1" stamp="$2" what="$3" text recorded="" line path changes was now
   [[ "$DRY_RUN" == 1 ]] && return 0
   text="$(rp_portable "$4")"
   if [[ ! -f "$stamp" ]]; then rp_log "$what: $dir has no stamp (made before stamps): reused as is"; return 0; fi
-  [[ "$(cat "$stamp")" == "$text" ]] && return 0
-  changes="$(diff "$stamp" <(printf '%s\n' "$text") || true)"  # diff exits 1 when the files differ
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    if [[ "$line" == "input: "* ]]; then
+      path="${line#input: }" path="${path% * *}" path="${path//<out>/$OUT}" path="${path//<repo>/$RP_ROOT}"
+      if [[ ! -f "$path" ]]; then
+        rp_log "$what: its input $path is gone: not compared"
+        text="$(grep -vxF "$line" <<<"$text" || true)"
+        continue
+      fi
+    fi
+    recorded+="${recorded:+$'\n'}$line"
+  done <"$stamp"
+  if ! grep -q '^input: ' "$stamp" && grep -q '^input: ' <<<"$text"; then
+    text="$(grep -v '^input: ' <<<"$text")"
+    if [[ "$recorded" == "$text" ]]; then
+      rp_log "$what: $dir's stamp predates input files: inputs recorded now"
+      rp_stamp_write "$stamp" "$4"
+      return 0
+    fi
+  fi
+  [[ "$recorded" == "$text" ]] && return 0
+  # diff exits 1 when the texts differ
+  changes="$(diff <(printf '%s\n' "$recorded") <(printf '%s\n' "$text") || true)"
   was="$(sed -n '/^< /{s///p;q;}' <<<"$changes")"  # the first line each side (no head: no SIGPIPE)
   now="$(sed -n '/^> /{s///p;q;}' <<<"$changes")"
   rp_die "$what: $dir was made with other settings (${was:-?} there, ${now:-?} now); remove it or pass another --out"
@@ -142,6 +165,57 @@ rp_stamp_write() {
   [[ "$DRY_RUN" == 1 ]] && return 0
   mkdir -p "$(dirname "$1")"
   printf '%s\n' "$(rp_portable "$2")" >"$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"
+}
+
+# rp_file_id FILE: "<bytes> <hash>", the hash (sha256, 16 digits) over the file's first and last
+# MiB: all of a small file, both ends of a corpus of gigabytes (read in milliseconds; an edit that
+# keeps the size and both ends goes unseen).
+rp_file_id() {
+  printf '%s %s' "$(stat -c %s -- "$1")" "$({ head -c 1048576 -- "$1"; tail -c 1048576 -- "$1"; } | sha256sum | cut -c1-16)"
+}
+
+# rp_inputs SETTINGS [INIT TASK]: the files a run reads, by content, one "input: <path> <id>"
+# line each (rp_file_id): the corpus, held-out and tokenizer files SETTINGS (dump-config --flat)
+# names, fine-tuning's SQuAD files or its GLUE task's folder (TASK glue:<task>), and the start
+# checkpoint INIT resolves to. Added to a run's stamp, so that another corpus, vocabulary, data
+# set or a redone pretraining run at the same path counts as other settings, as a changed key does.
+# Absent files are left out (a key naming a file the run itself would make: none does).
+rp_inputs() {
+  [[ "$DRY_RUN" == 1 ]] && return 0
+  local settings="$1" init="${2:-}" task="${3:-}" line key value part f d
+  local files=() parts=()
+  while IFS= read -r line; do
+    key="${line%%: *}" value="${line#*: }"
+    case "$key" in
+      data.train_files | data.valid_files | data.tokenizer_model | finetune.train_file | finetune.dev_file) ;;
+      finetune.glue_dir)  # the task's folder (SST-2/ for glue:sst2): its files
+        [[ "$task" == glue:* ]] || continue
+        value="${value#\"}" value="${value%\"}"
+        [[ "$value" == /* ]] || value="$RP_ROOT/$value"
+        for d in "$value"/*/; do
+          part="$(basename "$d" | tr -d - | tr '[:upper:]' '[:lower:]')"
+          [[ -d "$d" && "$part" == "${task#glue:}" ]] || continue
+          for f in "$d"*; do [[ -f "$f" ]] && files+=("$f"); done
+        done
+        continue ;;
+      *) continue ;;
+    esac
+    value="${value#[}" value="${value%]}"
+    IFS=, read -r -a parts <<<"$value"
+    for part in "${parts[@]+"${parts[@]}"}"; do
+      part="${part# }" part="${part#\"}" part="${part%\"}"
+      [[ -n "$part" ]] && files+=("$part")
+    done
+  done <<<"$settings"
+  if [[ -n "$init" ]]; then  # a run folder starts from its newest checkpoint (checkpoints/latest)
+    if [[ -d "$init" && -f "$init/checkpoints/latest" ]]; then files+=("$init/checkpoints/$(cat "$init/checkpoints/latest")")
+    else files+=("$init"); fi
+  fi
+  for f in "${files[@]+"${files[@]}"}"; do
+    [[ "$f" == /* ]] || f="$RP_ROOT/$f"
+    [[ -f "$f" ]] || continue
+    printf 'input: %s %s\n' "$f" "$(rp_file_id "$f")"
+  done
 }
 
 # rp_settings ARGS...: the resolved config `rpe-train dump-config --flat ARGS` prints, from the
@@ -250,9 +324,11 @@ rp_pretrain() {
   local preset="configs/pretrain/${PRESET_PREFIX}_${method}.yaml"
   [[ -f "$RP_ROOT/configs/pretrain/$PRESET_PREFIX.yaml" ]] || rp_die "no scale file configs/pretrain/$PRESET_PREFIX.yaml"
   RUN_DIR="$OUT/pretrain/$name"
-  local sets=() settings stamp="$OUT/pretrain/$name.stamp"
+  local sets=() settings inputs stamp="$OUT/pretrain/$name.stamp"
   mapfile -t sets < <(rp_sets "${PRE_SETS[@]+"${PRE_SETS[@]}"}" "run.name=$name" "$@" "${PRE_EXTRA[@]+"${PRE_EXTRA[@]}"}")
   settings="$(rp_settings --config "$preset" "${sets[@]}")"
+  inputs="$(rp_inputs "$settings")"
+  settings+="${inputs:+$'\n'$inputs}"
   if [[ -f "$RUN_DIR/summary.json" ]]; then
     rp_stamp_check "$RUN_DIR" "$stamp" "pretrain $name" "$settings"
     rp_log "pretrain $name: done, skipped"; return 0
@@ -274,7 +350,7 @@ rp_pretrain() {
 rp_finetune() {
   local kind="$1" exp="$2" name="$3" init="$4" seed="$5"; shift 5
   local dir="$OUT/finetune/$exp/${name}_s${seed}"
-  local sets=() cmd=() config settings stamp="$dir.stamp"
+  local sets=() cmd=() config settings inputs stamp="$dir.stamp"
   if [[ "$kind" == squad ]]; then
     mapfile -t sets < <(rp_sets "${SQUAD_SETS[@]}" "finetune.results_file=$dir/results.jsonl" "run.name=${name}_s$seed" "$@" "${FT_EXTRA[@]+"${FT_EXTRA[@]}"}")
     config="$SQUAD_CONFIG"; cmd=(finetune squad --config "$config")
@@ -284,6 +360,8 @@ rp_finetune() {
   fi
   # The start model's config is part of the settings (--init resolves over it), and so is its path.
   settings="$(rp_settings --config "$config" --init "$init" "${sets[@]}")"$'\n'"init: $init"$'\n'"task: ${kind}"
+  inputs="$(rp_inputs "$settings" "$init" "$kind")"
+  settings+="${inputs:+$'\n'$inputs}"
   if [[ -f "$dir/seed${seed}/results.json" ]]; then
     rp_stamp_check "$dir" "$stamp" "finetune $exp/${name}_s$seed" "$settings"
     rp_log "finetune $exp/${name}_s$seed: done, skipped"; return 0

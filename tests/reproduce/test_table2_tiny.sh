@@ -3,7 +3,7 @@
 # pretraining steps, a small SQuAD sample) must render Table 2 with both methods, n = 2 seeds
 # and the paper's numbers, and the cost table; a second call must skip every finished run; a
 # pretraining run without summary.json must be continued with --resume, and other settings
-# over the same runs must be refused (their stamps). Then `rpe-train
+# over the same runs, or input files changed in place, must be refused (their stamps). Then `rpe-train
 # inspect` output is checked against the checkpoint (check_inspect.py) and Figures 4/5 render.
 # Dry runs first: Figure 4's before its pretraining run exists, and paper scale's SQuAD length.
 # usage: test_table2_tiny.sh RPE_TRAIN PYTHON
@@ -12,10 +12,12 @@ BIN="$(realpath "$1")"
 PY="$2"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 OUT="$(mktemp -d)"
-trap 'rm -rf "$OUT"' EXIT
+SQ="$(mktemp -d)"  # a copy of the sample SQuAD, changed at the end (outside --out: not moved with it)
+trap 'rm -rf "$OUT" "$SQ"' EXIT
+cp "$ROOT"/data/sample/squad/*-v1.1.json "$SQ/"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-small=(--methods absolute,m4 --seeds 1,2 --out "$OUT" --rpe-train "$BIN" --python "$PY"
+small=(--methods absolute,m4 --seeds 1,2 --out "$OUT" --rpe-train "$BIN" --python "$PY" --squad-dir "$SQ"
   --pretrain-set train.max_steps=12 --pretrain-set train.batch_size=8 --pretrain-set train.warmup_steps=2
   --pretrain-set train.log_every=4 --pretrain-set train.eval_every=0 --pretrain-set train.save_every=6
   --finetune-set finetune.max_train_examples=32 --finetune-set finetune.max_eval_examples=48
@@ -71,6 +73,11 @@ if grep -q 'finetune squad' "$OUT/second.log"; then fail "a finished fine-tuning
 # number of epochs stops the script (exit 2) naming the key, before any work.
 grep -qx 'model.attention.method: m4' "$OUT/pretrain/m4.stamp" || fail "pretrain/m4.stamp lacks the method"
 grep -qx "init: <out>/pretrain/m4" "$OUT/finetune/table2/m4_s1.stamp" || fail "finetune stamp lacks the init"
+# ... and the files they read, by content: the corpus, the start checkpoint, SQuAD's files.
+grep -qE '^input: <repo>/data/sample/corpus.txt [0-9]+ [0-9a-f]{16}$' "$OUT/pretrain/m4.stamp" || fail "pretrain stamp lacks the corpus"
+for f in '<out>/pretrain/m4/checkpoints/step_[0-9]+.pt' "$SQ/train-v1.1.json" "$SQ/dev-v1.1.json"; do
+  grep -qE "^input: $f [0-9]+ [0-9a-f]{16}\$" "$OUT/finetune/table2/m4_s1.stamp" || { cat "$OUT/finetune/table2/m4_s1.stamp"; fail "finetune stamp lacks input $f"; }
+done
 # Stamps name --out and the checkout as <out>/<repo>: a moved --out is reused as it is.
 cp -a "$OUT" "$OUT.moved"
 bash "$ROOT/scripts/reproduce/table2.sh" --scale tiny "${small[@]}" --out "$OUT.moved" >"$OUT/moved.log" 2>&1 ||
@@ -87,6 +94,16 @@ for change in "--pretrain-set train.lr=0.0007:pretrain absolute: .* was made wit
   [[ $rc == 2 ]] && grep -q "^error: $want" "$OUT/third.log" || { cat "$OUT/third.log"; fail "$opt: expected exit 2 and /$want/"; }
   if grep -q -- '--config configs' "$OUT/third.log"; then cat "$OUT/third.log"; fail "$opt: a run was started"; fi
 done
+# So does an input file changed in place: SQuAD's dev file, one byte longer (the same JSON).
+size=$(stat -c %s "$SQ/dev-v1.1.json")
+echo >>"$SQ/dev-v1.1.json"
+set +e
+bash "$ROOT/scripts/reproduce/table2.sh" --scale tiny "${small[@]}" >"$OUT/edited.log" 2>&1
+rc=$?
+set -e
+want="finetune table2/absolute_s1: .*[(]input: $SQ/dev-v1.1.json $size [0-9a-f]+ there, input: $SQ/dev-v1.1.json $((size + 1)) [0-9a-f]+ now[)]"
+[[ $rc == 2 ]] && grep -qE "^error: $want" "$OUT/edited.log" || { cat "$OUT/edited.log"; fail "an edited SQuAD file: expected exit 2 and /$want/"; }
+truncate -s "$size" "$SQ/dev-v1.1.json"
 # The longest input a model takes: a learned absolute table's rows, or none.
 [[ "$("$BIN" inspect "$OUT/pretrain/absolute" --max-length)" == 128 ]] || fail "inspect --max-length: absolute is not 128"
 [[ "$("$BIN" inspect "$OUT/pretrain/m4" --max-length)" == none ]] || fail "inspect --max-length: m4 is not none"
