@@ -348,6 +348,14 @@ class M3Term : public PositionTermImpl {
 
 torch::Tensor m3_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w, int64_t clip,
                         M3Kernel kernel, int64_t band_group) {
+  // The kernels index q, k and the table by these shapes (the CUDA one without bounds checks: a
+  // mismatch there would be an illegal address that ends the process's CUDA context).
+  TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes(), "m3: q and k must both be [B, H, L, d], got ", q.sizes(), " and ",
+              k.sizes());
+  TORCH_CHECK(clip >= 0 && w.dim() == 3 && w.size(1) == 2 * clip + 1 && w.size(2) == q.size(3) &&
+                  (w.size(0) == 1 || w.size(0) == q.size(1)),
+              "m3: the table must be [1 or H, 2k+1, d] = [1 or ", q.size(1), ", ", 2 * clip + 1, ", ", q.size(3),
+              "], got ", w.sizes());
   TORCH_CHECK(kernel != M3Kernel::loop || q.is_cpu(), "m3's loop kernel runs on the CPU only, not on ", q.device());
   TORCH_CHECK(kernel != M3Kernel::cuda || (q.is_cuda() && m3_cuda_kernel_built()),
               "m3's CUDA kernel runs on CUDA devices, in builds that have it (", q.device(), ")");

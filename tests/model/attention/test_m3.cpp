@@ -201,3 +201,17 @@ TEST(M3, GateStartsNearOne) {
 }
 
 }  // namespace rpe::test
+
+// Shapes the kernels would index out of bounds are refused up front, on every kernel.
+TEST(M3, MismatchedShapesAreRefused) {
+  auto q = torch::randn({2, 3, 5, 4}, torch::kDouble);
+  auto w = torch::randn({3, 5, 4}, torch::kDouble);  // k = 2: 2k+1 = 5 rows
+  EXPECT_NO_THROW(rpe::m3_scores(q, q, w, 2, rpe::M3Kernel::band));
+  const std::vector<std::pair<torch::Tensor, torch::Tensor>> bad = {
+      {torch::randn({2, 3, 6, 4}, torch::kDouble), w},         // k of another length
+      {q, torch::randn({3, 7, 4}, torch::kDouble)},            // 2k+1 + 2 rows
+      {q, torch::randn({3, 5, 8}, torch::kDouble)},            // another head size
+      {q, torch::randn({2, 5, 4}, torch::kDouble)}};           // neither 1 table nor H
+  for (const auto& kernel : {rpe::M3Kernel::loop, rpe::M3Kernel::band})
+    for (const auto& [k, table] : bad) EXPECT_THROW(rpe::m3_scores(q, k, table, 2, kernel), c10::Error) << table.sizes();
+}
