@@ -32,12 +32,18 @@ inline bool cuda_graphs_built() {
 #endif
 }
 
-// Captures `body` (one step that neither zeroes nor reads back anything) after `warmup` eager
-// runs of `eager_step` (the same step with its zero_grad), and returns the replay. `zero_grad`
-// sets the gradients to none just before the capture. Throws c10::Error where capture fails.
+// Captures `body` (one step that neither zeroes nor reads back anything) after `warmup` >= 1
+// eager runs of `eager_step` (the same step with its zero_grad: they create the optimizer's
+// state, which a capture would otherwise re-create at every replay), and returns the replay.
+// `zero_grad` sets the gradients to none just before the capture, and `before_capture` runs
+// right before it (e.g. resetting the peak-memory count: replays allocate nothing, the capture
+// allocates the step's memory in the graph's pool). Throws c10::Error where capture fails; the
+// CUDA state may then be unusable for more capture or dropout in this process (PyTorch leaves
+// its generator in capture mode), so a caller runs no CUDA work after a failure.
 inline std::function<void()> capture_step(const torch::Device& device, const std::function<void()>& eager_step,
-                                          const std::function<void()>& zero_grad,
-                                          const std::function<void()>& body, int warmup) {
+                                          const std::function<void()>& zero_grad, const std::function<void()>& body,
+                                          int warmup, const std::function<void()>& before_capture) {
+  TORCH_CHECK(warmup >= 1, "capture_step: at least one eager warm-up step (it creates the optimizer's state)");
 #ifdef RPE_BENCH_CUDA_GRAPH
   const auto index = device.has_index() ? device.index() : c10::cuda::current_device();
   auto graph = std::make_shared<at::cuda::CUDAGraph>();
@@ -49,6 +55,10 @@ inline std::function<void()> capture_step(const torch::Device& device, const std
     for (int i = 0; i < warmup; ++i) eager_step();
     zero_grad();
     torch::cuda::synchronize(index);
+    // As torch.cuda.graph does: during a capture the allocator cannot hand cached blocks back to
+    // make room, so the eager steps' cache goes first.
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    before_capture();
     graph->capture_begin();
     try {
       body();
@@ -64,7 +74,7 @@ inline std::function<void()> capture_step(const torch::Device& device, const std
   }
   return [graph] { graph->replay(); };
 #else
-  (void)device, (void)eager_step, (void)zero_grad, (void)body, (void)warmup;
+  (void)device, (void)eager_step, (void)zero_grad, (void)body, (void)before_capture;
   TORCH_CHECK(false, "this build has no CUDA graphs (a CPU LibTorch)");
 #endif
 }

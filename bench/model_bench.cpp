@@ -92,13 +92,17 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L, b
     zero_grad();
     body();
   };
-  if (graph) step = rpe::bench::capture_step(device, step, zero_grad, body, a.warmup);
+  auto reset_peak = [&] {
+#ifdef RPE_BENCH_CUDA
+    if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
+#endif
+  };
+  // A graph's peak is its capture's (the step's memory, allocated once in the graph's pool).
+  if (graph) step = rpe::bench::capture_step(device, step, zero_grad, body, std::max(1, a.warmup), reset_peak);
   else
     for (int i = 0; i < a.warmup; ++i) step();
   sync(device);
-#ifdef RPE_BENCH_CUDA
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
-#endif
+  if (!graph) reset_peak();
   std::vector<double> ms;
   double spent_ms = 0;
   for (int i = 0; i < a.steps; ++i) {
@@ -158,15 +162,22 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const auto& L : split(a.lengths))
+    for (const auto& m : methods) std::cout << measure(a, m, std::stoll(L), false).dump() << std::endl;
+  // The graph cases after every eager one, and none after a failed capture: PyTorch may leave the
+  // process's CUDA state unusable then (bench/cuda_graph_step.h), and the eager rows must not be lost.
+  std::string failed;
+  for (const auto& L : split(a.lengths))
     for (const auto& m : methods) {
-      std::cout << measure(a, m, std::stoll(L), false).dump() << std::endl;
       if (std::find(graphed.begin(), graphed.end(), m) == graphed.end()) continue;
+      nlohmann::json row = {{"impl", "rpe-graph"}, {"method", m}, {"length", std::stoll(L)}};
       try {
-        std::cout << measure(a, m, std::stoll(L), true).dump() << std::endl;
+        if (failed.empty()) row = measure(a, m, std::stoll(L), true);
+        else row["error"] = "not run: an earlier capture failed (" + failed + ")";
       } catch (const std::exception& e) {  // c10::Error included: the report lists the failure
-        std::cout << nlohmann::json{{"impl", "rpe-graph"}, {"method", m}, {"length", std::stoll(L)},
-                                    {"error", std::string(e.what()).substr(0, 400)}}.dump() << std::endl;
+        row["error"] = std::string(e.what()).substr(0, 400);
+        failed = m + " at L = " + L;
       }
+      std::cout << row.dump() << std::endl;
     }
   return 0;
 }
