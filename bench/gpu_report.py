@@ -217,7 +217,7 @@ def main():
            "rpe = rpe-train (bench/model_bench.cpp), hf = Hugging Face BertForMaskedLM "
            "(bench/hf_bench.py) in the same run on the same shapes, its MLM head on the masked tokens "
            "as ours (rows marked" + STOCK + ": the stock model, head on every token); rpe-graph = rpe-train's "
-           "same step captured as one CUDA graph and replayed (bench/cuda_graph_step.h: what the host's kernel "
+           "same step captured as one CUDA graph and replayed (train/cuda_graph.h: what the host's kernel "
            "launches cost the eager step). MFU against "
            + (f"{peak:g} TFLOP/s peak dense bf16." if peak else "no peak (a CPU, or --peak-tflops 0): no MFU."),
            ""]

@@ -13,7 +13,7 @@
 // per kernel into the row's "profile" (bench/profile_steps.h; the report's "Where the step's
 // time goes").
 // --graph-methods (CUDA): those methods also as "rpe-graph" rows, the same step captured as one
-// CUDA graph and replayed (bench/cuda_graph_step.h): the share of the eager step that is the
+// CUDA graph and replayed (train/cuda_graph.h, as train.cuda_graphs does per micro-batch): the share of the eager step that is the
 // host launching kernels. A case whose capture fails prints {"impl": "rpe-graph", "error"}.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -26,10 +26,10 @@
 #include <vector>
 
 #include "bench_common.h"
-#include "cuda_graph_step.h"
 #include "profile_steps.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
+#include "train/cuda_graph.h"
 #include "train/foreach_adamw.h"
 #include "train/mlm_task.h"
 #include "train/precision.h"
@@ -98,8 +98,12 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L, b
 #endif
   };
   // A graph's peak is its capture's (the step's memory, allocated once in the graph's pool).
-  if (graph) step = rpe::bench::capture_step(device, step, zero_grad, body, std::max(1, a.warmup), reset_peak);
-  else
+  // Captured after the warm-up steps (they create the optimizer's state) with the gradients set
+  // to none: the captured backward allocates them in the graph's pool, each replay writes them anew.
+  if (graph) {
+    auto g = std::make_shared<rpe::CudaGraph>(device, step, std::max(1, a.warmup), zero_grad, body, reset_peak);
+    step = [g] { g->replay(); };
+  } else
     for (int i = 0; i < a.warmup; ++i) step();
   sync(device);
   if (!graph) reset_peak();
@@ -157,14 +161,14 @@ int main(int argc, char** argv) {
   if (!rpe::bench::device_available(a.device, "rpe-bench-model")) return 2;
   const auto methods = a.methods == "all" ? rpe::attention_method_names() : split(a.methods);
   const auto graphed = split(a.graph_methods);
-  if (!graphed.empty() && (!torch::Device(a.device).is_cuda() || !rpe::bench::cuda_graphs_built())) {
+  if (!graphed.empty() && (!torch::Device(a.device).is_cuda() || !rpe::CudaGraph::built())) {
     std::cerr << "rpe-bench-model: --graph-methods needs a CUDA device and a CUDA LibTorch\n";
     return 2;
   }
   for (const auto& L : split(a.lengths))
     for (const auto& m : methods) std::cout << measure(a, m, std::stoll(L), false).dump() << std::endl;
   // The graph cases after every eager one, and none after a failed capture: PyTorch may leave the
-  // process's CUDA state unusable then (bench/cuda_graph_step.h), and the eager rows must not be lost.
+  // process's CUDA state unusable then (train/cuda_graph.h), and the eager rows must not be lost.
   std::string failed;
   for (const auto& L : split(a.lengths))
     for (const auto& m : methods) {

@@ -127,25 +127,32 @@ run_training() {
     ((${#tok[@]})) || tok=(--set "data.tokenizer_model=$OUT/train_$m/tokenizer.model")
   done
   train_one m4 fp16  # fp16 with its dynamic loss scale (V100-class GPUs): the paper's favourite
+  # train.cuda_graphs: absolute again, each micro-batch replayed as one CUDA graph (tokens/s
+  # beside the eager run's above; CudaGraphs.* in the tests compares the two step by step)
+  ((SMOKE)) || train_one absolute bf16 graphs
   # m3 last: the slowest on a GPU so far (4 m 48 s of 300 steps on the H200, its band kernel
   # then one diagonal a group), so that a call cut at its limit has trained the others
   if grep -qx m3 <<<"$METHODS"; then train_one m3 bf16; fi
 }
 
-# train_one METHOD PRECISION: one run (kept when an earlier call finished it) and its checks: the
-# loss falls and no step diverged; fp16 may skip a few steps while its loss scale settles.
+# train_one METHOD PRECISION [graphs]: one run (kept when an earlier call finished it) and its
+# checks: the loss falls and no step diverged; fp16 may skip a few steps while its loss scale
+# settles. "graphs": with train.cuda_graphs.
 train_one() {
   local m=$1 precision=$2 run=$OUT/train_$1 cfg=base_$1.yaml  # composed from configs/pretrain/base.yaml + the method
+  local graphs=()
   [[ $precision == bf16 ]] || run=${run}_$precision
+  [[ ${3:-} != graphs ]] || { run=${run}_graphs; graphs=(--set train.cuda_graphs=true); }
   if "$PY" -c "import json, sys; sys.exit(json.load(open(sys.argv[1]))['steps'] != int(sys.argv[2]))" \
        "$run/summary.json" "$STEPS" 2>/dev/null; then
     say "train $m: finished by an earlier call (kept; checked again)"  # a rerun after a time limit
   else
     say "train $m: $STEPS $precision steps"
     "$BUILD/rpe-train" pretrain --config "$cfg" --run-dir "$run" --overwrite "${size[@]}" "${common[@]}" \
-      --set "train.precision=$precision" "${tok[@]}" >"$run.log" 2>&1 || { tail -20 "$run.log"; failed "training $m"; return 0; }
+      --set "train.precision=$precision" "${tok[@]}" "${graphs[@]}" >"$run.log" 2>&1 ||
+      { tail -20 "$run.log"; failed "training $m${3:+ ($3)}"; return 0; }
   fi
-  "$PY" - "$run" "$m $precision" <<'PY' || failed "training $m ($precision): see above"
+  "$PY" - "$run" "$m $precision${3:+ $3}" <<'PY' || failed "training $m ($precision${3:+ $3}): see above"
 import json, math, sys
 run, name = sys.argv[1], sys.argv[2]
 s = json.load(open(run + "/summary.json"))
@@ -155,7 +162,7 @@ overflows = events.count("overflow_skip")
 if first is None or final is None:  # summary.json's null: no logged window had an update
     sys.exit(f"{name}: every step was skipped ({skipped} non-finite or overflowing), none updated the weights")
 print(f"[gpu_check]   {name}: loss {first:.3f} -> {final:.3f}, non-finite steps {skipped - overflows}, "
-      f"fp16 overflows {overflows}")
+      f"fp16 overflows {overflows}, {s['tokens_seen'] / max(s['train_s'], 1e-9):,.0f} tokens/s")
 if not (math.isfinite(first) and math.isfinite(final)) or skipped != overflows:
     sys.exit("non-finite loss or skipped steps")
 if overflows > 20:

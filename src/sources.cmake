@@ -56,6 +56,9 @@ set(RPE_CORE_SOURCES
   src/train/metrics.cpp
   src/train/loss_scaler.cpp
   src/train/engine.cpp
+  src/train/gradients.cpp
+  src/train/cuda_graph.cpp
+  src/train/micro_step_graph.cpp
   src/train/mlm_task.cpp
   src/train/trainer.cpp
   # interop: Hugging Face BERT (safetensors, config and name mapping), method swap

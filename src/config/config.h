@@ -142,6 +142,7 @@ struct TrainOptions {
   double bucket_mb = 25.0;        // multi-process: gradient all-reduce bucket size in MiB
   std::string device = "auto";    // auto | cpu | cuda | cuda:N (cuda:LOCAL_RANK under torchrun)
   int64_t threads = 0;            // CPU intra-op threads; 0 = LibTorch's default
+  bool cuda_graphs = false;       // pretraining on one GPU: each micro-batch's forward + backward replayed as a CUDA graph
 
   template <class V> void visit(V& v) {
     v("batch_size", batch_size);
@@ -172,6 +173,7 @@ struct TrainOptions {
     v("bucket_mb", bucket_mb);
     v("device", device);
     v("threads", threads);
+    v("cuda_graphs", cuda_graphs);
   }
 };
 

@@ -265,6 +265,9 @@ void validate_train_settings(const Config& cfg) {
               "must be positive and at most train.fp16_init_scale");
   if (!(t.dist_timeout_s > 0.0)) cfg.fail("train.dist_timeout_s", "must be positive");
   if (!(t.bucket_mb > 0.0)) cfg.fail("train.bucket_mb", "must be positive");
+  if (t.cuda_graphs && t.device == "cpu") fail_pair(cfg, "train.cuda_graphs", "train.device", "needs a CUDA device");
+  if (t.cuda_graphs && t.precision == "fp16")
+    fail_pair(cfg, "train.cuda_graphs", "train.precision", "needs precision fp32 or bf16 (not fp16's loss scaling)");
 }
 
 }  // namespace

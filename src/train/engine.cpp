@@ -8,6 +8,7 @@
 
 #include "dist/all_or_none.h"
 #include "dist/replica_check.h"
+#include "train/micro_step_graph.h"
 #include "train/optim.h"
 #include "train/precision.h"
 #include "util/errors.h"
@@ -18,38 +19,6 @@ namespace rpe {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-std::vector<torch::Tensor> defined_grads(const std::vector<torch::Tensor>& params) {
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : params)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  return grads;
-}
-
-torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& params) {
-  const auto grads = defined_grads(params);
-  if (grads.empty()) {  // on the parameters' device, where the step's other statistics are
-    return torch::zeros({}, torch::TensorOptions(torch::kFloat).device(params.empty() ? torch::Device(torch::kCPU)
-                                                                                       : params.front().device()));
-  }
-  auto norms = at::_foreach_norm(grads, 2);               // one [ ] per tensor
-  return torch::stack(norms).to(torch::kFloat).norm();   // [ ] = sqrt(sum of squares)
-}
-
-void clip_gradients(const std::vector<torch::Tensor>& params, const torch::Tensor& norm, double max_norm) {
-  const auto grads = defined_grads(params);
-  if (grads.empty()) return;
-  // clamp to 1: no scaling below max_norm (multiplying by exactly 1 changes nothing)
-  const auto coef = (max_norm / (norm + 1e-6)).clamp_max(1.0);  // [ ] float32
-  at::_foreach_mul_(grads, coef);
-}
-
-bool all_finite(const std::vector<torch::Tensor>& params) {
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> flags;
-  for (const auto& p : params) flags.push_back(torch::isfinite(p).all());
-  return flags.empty() || torch::stack(flags).all().item<bool>();
-}
-
 Engine::Engine(EngineSetup setup, torch::nn::Module& model, torch::optim::Optimizer& optimizer, Task& task)
     : s_(std::move(setup)), model_(model), optimizer_(optimizer), task_(task), params_(model.parameters()),
       scaler_(s_.train, s_.device) {
@@ -59,7 +28,19 @@ Engine::Engine(EngineSetup setup, torch::nn::Module& model, torch::optim::Optimi
     if (auto* o = dynamic_cast<const torch::optim::AdamWOptions*>(&group.options()); o && o->amsgrad())
       device_update_ = nullptr;
   s_.dp->attach_gradient_hooks(params_);  // multi-process: all-reduce overlapped with backward
+  if (s_.train.cuda_graphs || s_.emulate_cuda_graphs) {
+    auto no = [](const std::string& why) { throw UserError("train.cuda_graphs: " + why + " (set it to false)"); };
+    if (!task_.fixed_shapes()) no("pretraining only (these batches change shape)");
+    if (s_.dp->world() > 1) no("one process only for now, got " + std::to_string(s_.dp->world()));
+    if (!s_.emulate_cuda_graphs && !s_.device.is_cuda()) no("needs a CUDA device, got " + s_.device.str());
+    if (!s_.emulate_cuda_graphs && !CudaGraph::built()) no("this build's LibTorch has no CUDA");
+    if (s_.hooks.on_loss) no("the on_loss hook cannot see inside a graph");
+    graphs_ = std::make_unique<MicroStepGraphs>(task_, params_, s_.device, autocast_dtype(s_.train.precision),
+                                                s_.dp->world(), s_.emulate_cuda_graphs);
+  }
 }
+
+Engine::~Engine() = default;
 
 MicroBatch Engine::to_device(MicroBatch b) const {
   if (s_.device.is_cpu()) return b;
@@ -85,7 +66,8 @@ StepStats Engine::step(int64_t step) {
   const auto& t = s_.train;
   auto& dp = *s_.dp;
   const auto dopt = torch::TensorOptions(torch::kDouble).device(s_.device);
-  optimizer_.zero_grad();
+  if (graphs_) graphs_->zero_grad();  // in place: the graphs accumulate into these tensors
+  else optimizer_.zero_grad();
   std::vector<MicroBatch> batches;
   auto local_count = torch::zeros({}, dopt);
   for (int64_t m = 0; m < t.grad_accum; ++m) {
@@ -100,6 +82,11 @@ StepStats Engine::step(int64_t step) {
   const auto autocast_type = autocast_dtype(t.precision);
   for (size_t i = 0; i < batches.size(); ++i) {
     const auto& batch = batches[i];
+    if (graphs_) {  // forward and backward replayed (one process: no gradient sync to arm)
+      local += graphs_->run(batch, scale);
+      consumed_ = batch.cursor;
+      continue;
+    }
     // The last micro-batch's backward all-reduces each gradient bucket as soon as it is final.
     if (i + 1 == batches.size()) dp.arm_gradient_sync();
     BatchSums sums;

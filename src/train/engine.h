@@ -13,6 +13,9 @@
 //            DataParallel::attach_gradient_hooks)
 // so the gradient is that of the item-mean loss over the global batch whatever W and A are.
 //
+// train.cuda_graphs (one GPU, pretraining): each micro-batch's forward and backward is one
+// replayed CUDA graph instead of ~2,000 launches (train/micro_step_graph.h); the rest as above.
+//
 // Host synchronisation: the step keeps loss, counts, accuracy and gradient norm on the device
 // and accumulates them over the log window; they reach the host once per log interval. The
 // non-finite guard (isfinite(loss) && isfinite(grad norm)) is decided on the device by the
@@ -41,12 +44,15 @@
 #include "dist/data_parallel.h"
 #include "train/checkpoint.h"
 #include "train/device_update.h"
+#include "train/gradients.h"
 #include "train/log_window.h"
 #include "train/loss_scaler.h"
 #include "train/metrics.h"
 #include "util/errors.h"
 
 namespace rpe {
+
+class MicroStepGraphs;  // train/micro_step_graph.h
 
 // Items per rank and micro-batch: batch_size split evenly over grad_accum micro-batches on each
 // of `world` ranks. UserError when it does not divide: a floored share would train on a smaller
@@ -87,6 +93,9 @@ class Task {
   virtual void restore(const LoaderCursor& /*cursor*/) {}
   // metrics.jsonl name of the training accuracy (correct / count); "" = the task reports none.
   virtual std::string accuracy_name() const { return ""; }
+  // Whether every micro-batch has the same tensor shapes (up to a padding mask being there or
+  // not), so that train.cuda_graphs can replay one captured graph for them (train/micro_step_graph.h).
+  virtual bool fixed_shapes() const { return false; }
   // Periodic held-out evaluation (rank 0, no grad, eval mode): metric name -> value.
   virtual nlohmann::json evaluate() { return nlohmann::json::object(); }
   // Besides every train.eval_every steps, evaluate also after optimizer step `step` (1-based)?
@@ -119,6 +128,9 @@ struct EngineSetup {
   double first_loss = std::nan("");  // a resumed run's first and last logged losses (from its
   double last_loss = std::nan("");   // metrics.jsonl): the summary reads as if never interrupted
   EngineHooks hooks;
+  // Tests: train.cuda_graphs's static-buffer path with the graph's body run directly (no capture:
+  // a CPU can show that path equals the plain one).
+  bool emulate_cuda_graphs = false;
 };
 
 // On-device results of one optimizer step (all ranks together), for logging and tests.
@@ -142,7 +154,10 @@ struct EngineResult {
 
 class Engine {
  public:
+  // UserError when train.cuda_graphs cannot apply (a task of changing shapes, several processes,
+  // no CUDA device).
   Engine(EngineSetup setup, torch::nn::Module& model, torch::optim::Optimizer& optimizer, Task& task);
+  ~Engine();
   // Trains from `state` (step 0 or a resumed checkpoint's) to train.max_steps; saves the final
   // checkpoint when run_dir is set. UserError after max_nonfinite_in_a_row skipped steps, or
   // (fp16) when overflows push the loss scale below train.min_loss_scale.
@@ -222,17 +237,7 @@ class Engine {
   int64_t first_step_ = 0;                            // run()'s first step (0 or resumed)
   double prior_seconds_ = 0.0;                        // training time of the processes before (resumed)
   double train_seconds() const;                       // the run's training time so far, resumes included
+  std::unique_ptr<MicroStepGraphs> graphs_;           // train.cuda_graphs (or its emulation); null: eager
 };
-
-// The gradients of `params` that exist (a parameter outside the graph has none).
-std::vector<torch::Tensor> defined_grads(const std::vector<torch::Tensor>& params);
-// L2 norm of all gradients together (0-dim float32, on their device): per-tensor norms with
-// _foreach_norm, stacked, one more norm; no host read.
-torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& params);
-// Scales the gradients by min(1, max_norm / (norm + 1e-6)) on the device (clip_grad_norm_'s
-// rule, without its host read of the norm).
-void clip_gradients(const std::vector<torch::Tensor>& params, const torch::Tensor& norm, double max_norm);
-// True when every parameter is finite (one host read).
-bool all_finite(const std::vector<torch::Tensor>& params);
 
 }  // namespace rpe

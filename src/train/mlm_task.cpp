@@ -1,7 +1,10 @@
 // The MLM task and loss (see mlm_task.h).
 #include "train/mlm_task.h"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace rpe {
 
@@ -9,6 +12,15 @@ MlmSelection mlm_selection(const torch::Tensor& labels) {
   auto flat = labels.reshape({-1});                          // [B*L], host
   auto index = flat.ne(kIgnoreLabel).nonzero().view({-1});   // [N]
   return {index, flat.index_select(0, index)};
+}
+
+MlmSelection pad_selection(const MlmSelection& sel, int64_t capacity) {
+  const int64_t n = sel.index.size(0);
+  if (n > capacity)  // masking selects at most the capacity (mlm_task.h): a broken bound, not bad input
+    throw std::logic_error("pad_selection: " + std::to_string(n) + " selected tokens exceed the capacity " +
+                           std::to_string(capacity));
+  return {torch::cat({sel.index, torch::zeros({capacity - n}, sel.index.options())}),
+          torch::cat({sel.targets, torch::full({capacity - n}, kIgnoreLabel, sel.targets.options())})};
 }
 
 MlmSums mlm_loss(BertModel& model, const torch::Tensor& ids, const torch::Tensor& padding, const torch::Tensor& index,
@@ -38,19 +50,23 @@ MlmTask::MlmTask(BertModel model, std::shared_ptr<const SequenceSource> train,
 MicroBatch MlmTask::next_batch() {
   MlmBatch b = loader_.next();
   auto sel = mlm_selection(b.labels);
+  const int64_t selected = sel.index.size(0);
+  if (fixed_) {
+    const auto per_sequence = std::max<int64_t>(1, std::llround(static_cast<double>(b.ids.size(1)) * cfg_.data.mask_prob));
+    sel = pad_selection(sel, b.ids.size(0) * per_sequence);
+  }
   MicroBatch out;
   // A batch without padding (packed pretraining sequences) carries no mask at all, so
   // attention can take SDPA's fastest kernel (checked on the host batch: no device sync).
   auto padding = b.padding.any().item<bool>() ? b.padding : torch::Tensor();
-  out.tensors = {b.ids, padding, sel.index, sel.targets, torch::full({}, static_cast<double>(b.tokens), torch::kDouble)};
+  out.tensors = {b.ids, padding, sel.index, sel.targets, torch::full({}, static_cast<double>(b.tokens), torch::kDouble),
+                 torch::full({}, static_cast<double>(selected), torch::kDouble)};
   out.cursor = loader_.cursor();
   return out;
 }
 
 torch::Tensor MlmTask::count(const MicroBatch& batch) {
-  // N is a shape, known on the host: a fill on the batch's device, nothing read back
-  return torch::full({}, static_cast<double>(batch.tensors[2].size(0)),
-                     torch::TensorOptions(torch::kDouble).device(batch.tensors[2].device()));
+  return batch.tensors[5];  // N, counted on the host and copied with the batch: nothing read back
 }
 
 BatchSums MlmTask::forward(const MicroBatch& b) {

@@ -231,6 +231,7 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
     }
   }
   MlmTask task(model, corpus.train, corpus.valid, *tokenizer, cfg, micro_batch, dp.rank(), dp.world(), device);
+  task.set_fixed_shapes(t.cuda_graphs);  // a graph replays one set of shapes
   Engine engine(std::move(setup), *model, *optimizer, task);
   const EngineResult e = engine.run(state);
 

@@ -1,0 +1,72 @@
+// CUDA graph capture and replay (see cuda_graph.h); a CPU LibTorch build gets the refusal.
+#include "train/cuda_graph.h"
+
+#if __has_include(<ATen/cuda/CUDAGraph.h>)
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#define RPE_CUDA_GRAPHS 1
+#endif
+
+namespace rpe {
+
+#ifdef RPE_CUDA_GRAPHS
+struct CudaGraph::Impl {
+  at::cuda::CUDAGraph graph;
+};
+
+bool CudaGraph::built() { return true; }
+
+CudaGraph::CudaGraph(const torch::Device& device, const std::function<void()>& warm, int warmup,
+                     const std::function<void()>& prepare, const std::function<void()>& body,
+                     const std::function<void()>& before_capture, const CudaGraph* share_pool_with)
+    : impl_(std::make_unique<Impl>()) {
+  TORCH_CHECK(device.is_cuda(), "CUDA graphs need a CUDA device, not ", device);
+  TORCH_CHECK(warmup >= 1, "CudaGraph: at least one warm-up run");
+  const auto index = device.has_index() ? device.index() : c10::cuda::current_device();
+  const c10::cuda::CUDAGuard guard(index);
+  torch::cuda::synchronize(index);  // the side stream must not overtake work queued before
+  {
+    // Capture needs a stream other than the legacy default one; warming up there too keeps
+    // lazily created per-stream state (cuBLAS workspaces) out of the capture.
+    c10::cuda::CUDAStreamGuard side(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, index));
+    for (int i = 0; i < warmup; ++i) warm();
+    prepare();
+    torch::cuda::synchronize(index);
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    before_capture();
+    if (share_pool_with) impl_->graph.capture_begin(share_pool_with->impl_->graph.pool());
+    else impl_->graph.capture_begin();
+    try {
+      body();
+    } catch (...) {  // end the stream's capture, or every later CUDA call on it fails too
+      try {
+        impl_->graph.capture_end();
+      } catch (...) {
+      }
+      throw;
+    }
+    impl_->graph.capture_end();
+    torch::cuda::synchronize(index);
+  }
+}
+
+void CudaGraph::replay() { impl_->graph.replay(); }
+
+#else
+struct CudaGraph::Impl {};
+
+bool CudaGraph::built() { return false; }
+
+CudaGraph::CudaGraph(const torch::Device&, const std::function<void()>&, int, const std::function<void()>&,
+                     const std::function<void()>&, const std::function<void()>&, const CudaGraph*) {
+  TORCH_CHECK(false, "this build has no CUDA graphs (a CPU LibTorch)");
+}
+
+void CudaGraph::replay() {}
+#endif
+
+CudaGraph::~CudaGraph() = default;
+
+}  // namespace rpe
