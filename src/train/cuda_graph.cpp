@@ -9,12 +9,28 @@
 #define RPE_CUDA_GRAPHS 1
 #endif
 
+#include <map>
+#include <mutex>
+
 namespace rpe {
 
 #ifdef RPE_CUDA_GRAPHS
 struct CudaGraph::Impl {
   at::cuda::CUDAGraph graph;
 };
+
+namespace {
+// One capture stream per device, as torch.cuda.graph keeps: the allocator reuses a pool's free
+// blocks only on the stream that freed them, so graphs sharing a pool must be captured on one.
+c10::cuda::CUDAStream capture_stream(c10::DeviceIndex index) {
+  static std::mutex mutex;
+  static std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = streams.find(index);
+  if (it == streams.end()) it = streams.emplace(index, c10::cuda::getStreamFromPool(false, index)).first;
+  return it->second;
+}
+}  // namespace
 
 bool CudaGraph::built() { return true; }
 
@@ -30,14 +46,16 @@ CudaGraph::CudaGraph(const torch::Device& device, const std::function<void()>& w
   {
     // Capture needs a stream other than the legacy default one; warming up there too keeps
     // lazily created per-stream state (cuBLAS workspaces) out of the capture.
-    c10::cuda::CUDAStreamGuard side(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, index));
+    c10::cuda::CUDAStreamGuard side(capture_stream(index));
     for (int i = 0; i < warmup; ++i) warm();
     prepare();
     torch::cuda::synchronize(index);
     c10::cuda::CUDACachingAllocator::emptyCache();
     before_capture();
-    if (share_pool_with) impl_->graph.capture_begin(share_pool_with->impl_->graph.pool());
-    else impl_->graph.capture_begin();
+    // Thread-local: CUDA calls of other threads (the data loader's pinned buffers) stay legal
+    // meanwhile; the autograd engine's backward thread still records onto the captured stream.
+    impl_->graph.capture_begin(share_pool_with ? share_pool_with->impl_->graph.pool() : c10::MempoolId_t{0, 0},
+                               cudaStreamCaptureModeThreadLocal);
     try {
       body();
     } catch (...) {  // end the stream's capture, or every later CUDA call on it fails too

@@ -159,6 +159,12 @@ TEST_F(ConfigTest, InvalidValuesNameTheKey) {
   EXPECT_NE(min_scale.find("train.min_loss_scale: must be positive and at most train.fp16_init_scale"),
             std::string::npos) << min_scale;
   EXPECT_NO_THROW(load_config(dir_ / "exp.yaml", {"train.precision=fp16", "train.fp16_init_scale=128"}));
+  // CUDA graphs: a GPU, fp32 or bf16
+  const std::string graphs_cpu = error_of(dir_ / "exp.yaml", {"train.cuda_graphs=true", "train.device=cpu"});
+  EXPECT_NE(graphs_cpu.find("train.cuda_graphs: needs a CUDA device"), std::string::npos) << graphs_cpu;
+  const std::string graphs_fp16 = error_of(dir_ / "exp.yaml", {"train.cuda_graphs=true", "train.precision=fp16"});
+  EXPECT_NE(graphs_fp16.find("train.cuda_graphs: needs precision fp32 or bf16"), std::string::npos) << graphs_fp16;
+  EXPECT_NO_THROW(load_config(dir_ / "exp.yaml", {"train.cuda_graphs=true", "train.precision=bf16"}));
   // a dropout of 1 zeroes every output
   EXPECT_NE(error_of(dir_ / "exp.yaml", {"model.dropout=1"}).find("model.dropout: must be in [0, 1)"),
             std::string::npos);

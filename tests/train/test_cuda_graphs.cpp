@@ -55,6 +55,7 @@ struct MlmRun {
     torch::manual_seed(11);
     model = BertModel(cfg.model);
     model->to(device);
+    model->set_fused_attention(device.is_cuda());  // as pretraining runs it: SDPA under capture
     opt = make_optimizer(*model, cfg.train);
     task = std::make_unique<MlmTask>(model, data, nullptr, tok, cfg, 8 / accum, 0, 1, device);
     task->set_fixed_shapes(graphs || fixed);
@@ -140,24 +141,36 @@ TEST(CudaGraphs, WhereTheyCannotApplyTheEngineSaysWhy) {
   EngineSetup s;
   s.train = cfg.train;
   s.dp = &dp;
+  EngineSetup fp16 = s;
   EXPECT_NE(test::user_error([&] { Engine(std::move(s), *model, *opt, task); })
                 .find("train.cuda_graphs: needs a CUDA device, got cpu"),
             std::string::npos);
+  fp16.train.precision = "fp16";  // its loss scale: not in the graph
+  fp16.emulate_cuda_graphs = true;
+  EXPECT_NE(test::user_error([&] { Engine(std::move(fp16), *model, *opt, task); })
+                .find("train.cuda_graphs: needs precision fp32 or bf16"),
+            std::string::npos);
 }
 
-// On a GPU: captured and replayed (two micro-batches a step, padded and unpadded data) against
-// the eager step, fp32 without dropout so that the two differ by rounding only.
+// On a GPU: captured and replayed (two micro-batches a step, padded and unpadded data, fused
+// attention) against the eager step in fp32, without dropout (the two differ by rounding only)
+// and with it (the graph draws the masks the eager step draws: the same generator offsets).
 TEST(CudaGraphs, CapturedGraphsTrainAsTheEagerStepOnCuda) {
   if (!torch::cuda::is_available() || !CudaGraph::built()) GTEST_SKIP() << "no CUDA device";
   WordPieceTokenizer tok(test::write_tiny_vocab(test::temp_dir()), true);
-  for (const auto packing : {Packing::full_sentences, Packing::contiguous}) {
-    auto data = sequences(tok, packing);
-    MlmRun eager(tok, data, torch::kCUDA, false, false, 6, 2, 0.0);
-    MlmRun graphs(tok, data, torch::kCUDA, true, false, 6, 2, 0.0);
-    ASSERT_EQ(graphs.losses.size(), 6u);
-    for (size_t i = 0; i < 6; ++i)
-      EXPECT_NEAR(graphs.losses[i], eager.losses[i], 1e-4 * std::abs(eager.losses[i])) << "step " << i;
-  }
+  for (const double dropout : {0.0, 0.1})
+    for (const auto packing : {Packing::full_sentences, Packing::contiguous}) {
+      auto data = sequences(tok, packing);
+      MlmRun eager(tok, data, torch::kCUDA, false, false, 6, 2, dropout);
+      MlmRun graphs(tok, data, torch::kCUDA, true, false, 6, 2, dropout);
+      ASSERT_EQ(graphs.losses.size(), 6u);
+      for (size_t i = 0; i < 6; ++i)
+        EXPECT_NEAR(graphs.losses[i], eager.losses[i], 1e-4 * std::abs(eager.losses[i]))
+            << "step " << i << ", dropout " << dropout;
+      auto p = graphs.model->named_parameters();
+      for (const auto& q : eager.model->named_parameters())
+        EXPECT_TRUE(torch::allclose(p[q.key()], q.value(), 1e-4, 1e-5)) << q.key() << ", dropout " << dropout;
+    }
 }
 
 }  // namespace
