@@ -55,8 +55,9 @@ grep -q "^\[  PASSED  \]" "$work/run/tests.log" || fail "no passed tests in $wor
 # and the command exits 1 listing the failure.
 cp -a "$work/carried" "$work/failing"
 printf '#!/bin/sh\necho "[  FAILED  ] Fake.Test"\nexit 1\n' >"$work/failing/rpe_tests"
-expect 1 "[gpu_check]   tests ($work/fail_run/tests.log)" \
+expect 1 "[gpu_check]   tests ($work/fail_run/tests_graphs.log)" \
   scripts/gpu_check.sh --cpu-smoke --build-dir "$work/failing" --python "$py" --only tests,bench --out "$work/fail_run"
+grep -qxF "[gpu_check]   tests ($work/fail_run/tests.log)" "$work/err" || fail "the first test process's failure is not listed: $(cat "$work/err")"
 grep -q "^### rpe m4" "$work/fail_run/gpu_cpu_smoke.md" || fail "no benchmark report after a failed test step: $(cat "$work/err")"
 grep -q "1 check(s) failed" "$work/err" || fail "the failures were not listed: $(cat "$work/err")"
 
