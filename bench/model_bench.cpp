@@ -48,6 +48,7 @@ struct Options {
   int steps = 20, warmup = 3, profile_steps = 0;
   double max_seconds = 0;  // 0: no cap
   bool bf16 = true;
+  bool graphs_only = false;  // only the --graph-methods cases, as graphs (no eager rows)
 };
 
 using rpe::bench::sync;
@@ -156,6 +157,7 @@ int main(int argc, char** argv) {
   app.add_option("--profile-steps", a.profile_steps, "profile this many more steps of each --profile-methods case");
   app.add_option("--profile-methods", a.profile_methods, "comma-separated methods to profile");
   app.add_option("--graph-methods", a.graph_methods, "comma-separated methods also timed as one CUDA graph per step (CUDA)");
+  app.add_flag("--graphs-only", a.graphs_only, "only the --graph-methods cases, as CUDA graphs");
   app.add_flag("!--fp32", a.bf16, "fp32 instead of bf16 autocast");
   CLI11_PARSE(app, argc, argv);
   if (!rpe::bench::device_available(a.device, "rpe-bench-model")) return 2;
@@ -166,7 +168,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const auto& L : split(a.lengths))
-    for (const auto& m : methods) std::cout << measure(a, m, std::stoll(L), false).dump() << std::endl;
+    for (const auto& m : methods)
+      if (!a.graphs_only) std::cout << measure(a, m, std::stoll(L), false).dump() << std::endl;
   // The graph cases after every eager one, and none after a failed capture: PyTorch may leave the
   // process's CUDA state unusable then (train/cuda_graph.h), and the eager rows must not be lost.
   std::string failed;
@@ -178,7 +181,8 @@ int main(int argc, char** argv) {
         if (failed.empty()) row = measure(a, m, std::stoll(L), true);
         else row["error"] = "not run: an earlier capture failed (" + failed + ")";
       } catch (const std::exception& e) {  // c10::Error included: the report lists the failure
-        row["error"] = std::string(e.what()).substr(0, 400);
+        const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+        row["error"] = std::string(c10 ? c10->what_without_backtrace() : e.what()).substr(0, 400);
         failed = m + " at L = " + L;
       }
       std::cout << row.dump() << std::endl;

@@ -135,7 +135,7 @@ rp_stamp_check() {
   if [[ ! -f "$stamp" ]]; then rp_log "$what: $dir has no stamp (made before stamps): reused as is"; return 0; fi
   while IFS= read -r line || [[ -n "$line" ]]; do
     if [[ "$line" == "input: "* ]]; then
-      path="${line#input: }" path="${path% * *}" path="${path//<out>/$OUT}" path="${path//<repo>/$RP_ROOT}"
+      path="${line#input: }" path="${path% * *}" path="${path//<out>/"$OUT"}" path="${path//<repo>/"$RP_ROOT"}"
       if [[ ! -f "$path" ]]; then
         rp_log "$what: its input $path is gone: not compared"
         text="$(grep -vxF "$line" <<<"$text" || true)"

@@ -52,7 +52,7 @@ struct ImportSummary {
   bool lowercase = true;
 };
 
-// import-hf: reads DIR/{config.json, model.safetensors, vocab.txt, tokenizer_config.json or tokenizer.json}
+// import-hf: reads DIR/{config.json, model.safetensors, vocab.txt, tokenizer_config.json}
 // and writes `out_checkpoint` (config embedded: data.tokenizer wordpiece) plus vocab.txt
 // next to it. Every problem is a one-line UserError naming the file and tensor.
 ImportSummary import_hf_bert(const std::filesystem::path& dir, const std::filesystem::path& out_checkpoint);

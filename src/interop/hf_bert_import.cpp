@@ -69,42 +69,42 @@ std::optional<bool> bool_setting(const json& obj, const std::string& key, const 
   return obj[key].get<bool>();
 }
 
-// Whether the folder's tokenizer lower-cases, as transformers would load it: tokenizer_config.json's
-// keys first (they override a fast tokenizer's normalizer), then tokenizer.json's BertNormalizer
-// (a folder saved with a fast tokenizer only), then BertTokenizer's defaults. rpe-train's BERT
-// tokenizer strips accents exactly when it lower-cases and always splits CJK characters apart, so
-// a folder asking otherwise is refused: importing it would tokenize text differently, silently.
+// Whether the folder's tokenizer lower-cases, as transformers 4.x loads it: BertTokenizer and
+// BertTokenizerFast take tokenizer_config.json's do_lower_case / strip_accents /
+// tokenize_chinese_chars (defaults true / null = follow lower-casing / true), and the fast one
+// rebuilds tokenizer.json's normalizer when it says otherwise. So tokenizer.json only gets a
+// warning where it disagrees. rpe-train's BERT tokenizer strips accents exactly when it
+// lower-cases and always splits CJK characters apart: a folder asking otherwise is refused,
+// since importing it would tokenize text differently, silently.
 bool hf_lowercase(const fs::path& dir) {
   const fs::path config_file = dir / "tokenizer_config.json", fast_file = dir / "tokenizer.json";
   std::optional<bool> lower, strip, chinese;
-  fs::path strip_file = config_file, chinese_file = config_file;  // where each was read, for the messages
   if (fs::exists(config_file)) {
     const json t = read_json_object(config_file);
     lower = bool_setting(t, "do_lower_case", config_file, false);
     strip = bool_setting(t, "strip_accents", config_file, true);
     chinese = bool_setting(t, "tokenize_chinese_chars", config_file, false);
   }
-  if (!lower && fs::exists(fast_file)) {
+  if (!lower)
+    log::warn("import", "{} does not give do_lower_case: lower-casing, as transformers' BertTokenizer does by default",
+              config_file.string());
+  const bool lowercase = lower.value_or(true);
+  if (fs::exists(fast_file)) {
     const json t = read_json_object(fast_file);
     const json normalizer = t.contains("normalizer") ? t["normalizer"] : json();
-    if (!normalizer.is_object() || normalizer.value("type", "") != "BertNormalizer")
-      throw UserError(fast_file.string() + ": normalizer: expected a BertNormalizer (rpe-train tokenizes as "
-                                           "BertTokenizer), got " + (normalizer.is_object() ? normalizer.value("type", "?") : normalizer.dump()));
-    lower = bool_setting(normalizer, "lowercase", fast_file, false);
-    if (!strip) strip = bool_setting(normalizer, "strip_accents", fast_file, true), strip_file = fast_file;
-    if (!chinese) chinese = bool_setting(normalizer, "handle_chinese_chars", fast_file, false), chinese_file = fast_file;
+    if (normalizer.is_object() && normalizer.contains("lowercase") && normalizer["lowercase"].is_boolean() &&
+        normalizer["lowercase"].get<bool>() != lowercase)
+      log::warn("import", "{}: its normalizer says lowercase {}, but transformers' BERT tokenizers follow {} "
+                "(do_lower_case {}), and so does this import", fast_file.string(), !lowercase,
+                config_file.filename().string(), lowercase);
   }
-  if (!lower)
-    log::warn("import", "{} and {} do not say: assuming do_lower_case = true (BertTokenizer's default)",
-              config_file.string(), fast_file.string());
-  const bool lowercase = lower.value_or(true);
   if (strip && *strip != lowercase)
-    throw UserError(strip_file.string() + ": strip_accents " + (*strip ? "true" : "false") + " with lower-casing " +
-                    (lowercase ? "on" : "off") + " is not supported (rpe-train's BERT tokenizer strips accents "
+    throw UserError(config_file.string() + ": strip_accents " + (*strip ? "true" : "false") + " with do_lower_case " +
+                    (lowercase ? "true" : "false") + " is not supported (rpe-train's BERT tokenizer strips accents "
                     "exactly when it lower-cases)");
   if (chinese && !*chinese)
-    throw UserError(chinese_file.string() + ": CJK characters not split apart (tokenize_chinese_chars / handle_chinese_chars "
-                                    "false) is not supported (rpe-train's BERT tokenizer always splits them)");
+    throw UserError(config_file.string() + ": tokenize_chinese_chars false is not supported (rpe-train's BERT "
+                                           "tokenizer always splits CJK characters apart)");
   return lowercase;
 }
 

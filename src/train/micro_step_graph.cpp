@@ -3,6 +3,7 @@
 
 #include "train/checkpoint.h"
 #include "train/precision.h"
+#include "util/errors.h"
 #include "util/log.h"
 
 namespace rpe {
@@ -71,8 +72,12 @@ MicroStepGraphs::Graph& MicroStepGraphs::graph_for(const MicroBatch& batch) {
         device_, [&] { body(g); }, /*warmup=*/2, [&] { zero_grad(); }, [&] { body(g); }, [] {}, pool);
   } catch (const std::exception& e) {
     graphs_.erase(key);
-    throw std::runtime_error(std::string("train.cuda_graphs: capturing the micro-batch failed (set "
-                                         "train.cuda_graphs=false to train without graphs): ") + e.what());
+    // One line: c10::Error's what() carries a backtrace.
+    const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+    std::string why = c10 ? c10->what_without_backtrace() : e.what();
+    if (const auto nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
+    throw UserError("train.cuda_graphs: capturing a micro-batch failed (" + why +
+                    "); set train.cuda_graphs=false to train without graphs");
   }
   rng.restore();
   torch::NoGradGuard no_grad;
