@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "data/corpus.h"
 #include "test_paths.h"
 #include "util/errors.h"
 
@@ -69,6 +70,16 @@ inline std::string user_error(const std::function<void()>& f) {
   }
   ADD_FAILURE() << "no UserError";
   return "";
+}
+
+// `n` documents of 3 sentences in the tiny vocabulary's words (one varying letter word each),
+// for packing into a few dozen short sequences.
+inline std::vector<Document> small_documents(int n) {
+  std::vector<Document> docs(n);
+  for (int d = 0; d < n; ++d)
+    for (int s = 0; s < 3; ++s)
+      docs[d].sentences.push_back("the cat plays " + std::string(1, 'a' + (d * 5 + s) % 26) + "y hello world runs");
+  return docs;
 }
 
 // Random English-like text: `docs` documents of a few sentences of lowercase words.

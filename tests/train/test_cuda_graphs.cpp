@@ -21,14 +21,7 @@ namespace {
 
 // Packed sequences of length 16; `Packing::full_sentences` leaves some padded, `contiguous` none.
 std::shared_ptr<PackedSequences> sequences(const Tokenizer& tok, Packing packing) {
-  std::vector<Document> docs;
-  for (int d = 0; d < 40; ++d) {
-    Document doc;
-    for (int s = 0; s < 3; ++s)
-      doc.sentences.push_back("the cat plays " + std::string(1, 'a' + (d * 5 + s) % 26) + "y hello world runs");
-    docs.push_back(doc);
-  }
-  return std::make_shared<PackedSequences>(pack_documents(docs, tok, 16, packing));
+  return std::make_shared<PackedSequences>(pack_documents(test::small_documents(40), tok, 16, packing));
 }
 
 struct MlmRun {

@@ -15,14 +15,8 @@ namespace {
 
 // `rows` packed sequences of length 16 from a small synthetic corpus.
 std::shared_ptr<PackedSequences> held_out(const Tokenizer& tok, int64_t rows) {
-  std::vector<Document> docs;
-  for (int d = 0; d < 30; ++d) {
-    Document doc;
-    for (int s = 0; s < 3; ++s)
-      doc.sentences.push_back("the dog plays " + std::string(1, 'a' + (d * 7 + s) % 26) + "x hello world runs");
-    docs.push_back(doc);
-  }
-  auto seqs = std::make_shared<PackedSequences>(pack_documents(docs, tok, 16, Packing::full_sentences));
+  auto seqs = std::make_shared<PackedSequences>(pack_documents(test::small_documents(30), tok, 16,
+                                                               Packing::full_sentences));
   EXPECT_GE(seqs->size(), rows);
   seqs->tokens.resize(rows * 16);
   seqs->word_start.resize(rows * 16);
