@@ -171,51 +171,32 @@ rp_stamp_write() {
 # MiB: all of a small file, both ends of a corpus of gigabytes (read in milliseconds; an edit that
 # keeps the size and both ends goes unseen).
 rp_file_id() {
-  printf '%s %s' "$(stat -c %s -- "$1")" "$({ head -c 1048576 -- "$1"; tail -c 1048576 -- "$1"; } | sha256sum | cut -c1-16)"
+  local size hash
+  size="$(stat -c %s -- "$1" 2>/dev/null)" || rp_die "$1: cannot read its size"
+  hash="$(set -o pipefail; { head -c 1048576 -- "$1" && tail -c 1048576 -- "$1"; } 2>/dev/null | sha256sum | cut -c1-16)" ||
+    rp_die "$1: cannot be read"
+  printf '%s %s' "$size" "$hash"
 }
 
-# rp_inputs SETTINGS [INIT TASK]: the files a run reads, by content, one "input: <path> <id>"
-# line each (rp_file_id): the corpus, held-out and tokenizer files SETTINGS (dump-config --flat)
-# names, fine-tuning's SQuAD files or its GLUE task's folder (TASK glue:<task>), and the start
-# checkpoint INIT resolves to. Added to a run's stamp, so that another corpus, vocabulary, data
-# set or a redone pretraining run at the same path counts as other settings, as a changed key does.
-# Absent files are left out (a key naming a file the run itself would make: none does).
+# rp_inputs ARGS...: the files a run reads, by content, one "input: <path> <id>" line each
+# (rp_file_id), as `rpe-train dump-config --inputs ARGS` names them: a pretraining run's corpus,
+# held-out and tokenizer files; with --init, fine-tuning's tokenizer, SQuAD files or GLUE task
+# files (finetune.data_dir or glue_dir) and the checkpoint --init resolves to. Added to a run's
+# stamp, so that another corpus, vocabulary, data set or a redone pretraining run at the same path
+# counts as other settings, as a changed key does. Absent files are left out (the run itself
+# names them in its error).
 rp_inputs() {
   [[ "$DRY_RUN" == 1 ]] && return 0
-  local settings="$1" init="${2:-}" task="${3:-}" line key value part f d
-  local files=() parts=()
-  while IFS= read -r line; do
-    key="${line%%: *}" value="${line#*: }"
-    case "$key" in
-      data.train_files | data.valid_files | data.tokenizer_model | finetune.train_file | finetune.dev_file) ;;
-      finetune.glue_dir)  # the task's folder (SST-2/ for glue:sst2): its files
-        [[ "$task" == glue:* ]] || continue
-        value="${value#\"}" value="${value%\"}"
-        [[ "$value" == /* ]] || value="$RP_ROOT/$value"
-        for d in "$value"/*/; do
-          part="$(basename "$d" | tr -d - | tr '[:upper:]' '[:lower:]')"
-          [[ -d "$d" && "$part" == "${task#glue:}" ]] || continue
-          for f in "$d"*; do [[ -f "$f" ]] && files+=("$f"); done
-        done
-        continue ;;
-      *) continue ;;
-    esac
-    value="${value#[}" value="${value%]}"
-    IFS=, read -r -a parts <<<"$value"
-    for part in "${parts[@]+"${parts[@]}"}"; do
-      part="${part# }" part="${part#\"}" part="${part%\"}"
-      [[ -n "$part" ]] && files+=("$part")
-    done
-  done <<<"$settings"
-  if [[ -n "$init" ]]; then  # a run folder starts from its newest checkpoint (checkpoints/latest)
-    if [[ -d "$init" && -f "$init/checkpoints/latest" ]]; then files+=("$init/checkpoints/$(cat "$init/checkpoints/latest")")
-    else files+=("$init"); fi
-  fi
-  for f in "${files[@]+"${files[@]}"}"; do
+  local out f id
+  out="$(cd "$RP_ROOT" && "$BIN" dump-config --inputs "$@" 2>/dev/null)" ||
+    rp_die "$(cd "$RP_ROOT" && "$BIN" dump-config --inputs "$@" 2>&1 >/dev/null | sed 's/^error: //' | tail -1)"
+  while IFS= read -r f; do
+    [[ -n "$f" ]] || continue
     [[ "$f" == /* ]] || f="$RP_ROOT/$f"
     [[ -f "$f" ]] || continue
-    printf 'input: %s %s\n' "$f" "$(rp_file_id "$f")"
-  done
+    id="$(rp_file_id "$f")" || exit 2  # its one-line error is out; set -e does not reach in here
+    printf 'input: %s %s\n' "$f" "$id"
+  done <<<"$out"
 }
 
 # rp_settings ARGS...: the resolved config `rpe-train dump-config --flat ARGS` prints, from the
@@ -327,7 +308,7 @@ rp_pretrain() {
   local sets=() settings inputs stamp="$OUT/pretrain/$name.stamp"
   mapfile -t sets < <(rp_sets "${PRE_SETS[@]+"${PRE_SETS[@]}"}" "run.name=$name" "$@" "${PRE_EXTRA[@]+"${PRE_EXTRA[@]}"}")
   settings="$(rp_settings --config "$preset" "${sets[@]}")"
-  inputs="$(rp_inputs "$settings")"
+  inputs="$(rp_inputs --config "$preset" "${sets[@]}")"
   settings+="${inputs:+$'\n'$inputs}"
   if [[ -f "$RUN_DIR/summary.json" ]]; then
     rp_stamp_check "$RUN_DIR" "$stamp" "pretrain $name" "$settings"
@@ -360,7 +341,7 @@ rp_finetune() {
   fi
   # The start model's config is part of the settings (--init resolves over it), and so is its path.
   settings="$(rp_settings --config "$config" --init "$init" "${sets[@]}")"$'\n'"init: $init"$'\n'"task: ${kind}"
-  inputs="$(rp_inputs "$settings" "$init" "$kind")"
+  inputs="$(rp_inputs --config "$config" --init "$init" "${sets[@]}" --set "finetune.task=${kind#glue:}")"
   settings+="${inputs:+$'\n'$inputs}"
   if [[ -f "$dir/seed${seed}/results.json" ]]; then
     rp_stamp_check "$dir" "$stamp" "finetune $exp/${name}_s$seed" "$settings"

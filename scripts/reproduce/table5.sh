@@ -16,17 +16,38 @@ rp_need_squad
 if [[ "$SCALE" == paper ]]; then
   [[ -n "$HF_BERT" ]] || rp_die "Table 5 at paper scale needs --hf-bert DIR (config.json, model.safetensors, vocab.txt)"
   base="$OUT/pretrain/hf_bert/model.pt"
-  [[ -f "$base" ]] || { [[ "$DRY_RUN" == 1 ]] || mkdir -p "$OUT/pretrain/hf_bert"; rp_exec "$BIN" import-hf "$HF_BERT" --out "$base"; }
+  import_settings="import-hf: $HF_BERT"
+  if [[ "$DRY_RUN" != 1 ]]; then
+    for f in config.json model.safetensors vocab.txt tokenizer_config.json; do
+      if [[ -f "$HF_BERT/$f" ]]; then import_settings+=$'\n'"input: $HF_BERT/$f $(rp_file_id "$HF_BERT/$f")"; fi
+    done
+  fi
+  if [[ -f "$base" ]]; then
+    rp_stamp_check "$OUT/pretrain/hf_bert" "$OUT/pretrain/hf_bert.stamp" "import-hf" "$import_settings"
+  else
+    rp_stamp_write "$OUT/pretrain/hf_bert.stamp" "$import_settings"
+    [[ "$DRY_RUN" == 1 ]] || mkdir -p "$OUT/pretrain/hf_bert"
+    rp_exec "$BIN" import-hf "$HF_BERT" --out "$base"
+  fi
 else
   rp_pretrain absolute absolute
   base="$RUN_DIR"
 fi
-swap() {  # swap NAME ADD_ABSOLUTE: a run folder with m4 added to the base model
-  local dir="$OUT/pretrain/$1"
-  [[ -f "$dir/checkpoints/latest" ]] && { rp_log "swap $1: done, skipped"; return 0; }
+swap() {  # swap NAME ADD_ABSOLUTE: a run folder with m4 added to the base model, stamped as runs are
+  local dir="$OUT/pretrain/$1" stamp="$OUT/pretrain/$1.stamp" settings inputs
+  local args=(--config scripts/reproduce/configs/swap_m4.yaml --set "model.attention.add_absolute=$2")
+  # The swap's config resolved over the base model, and the base checkpoint by content: a redone
+  # base run at the same path makes the swap's folder one of other settings, not a stale reuse.
+  settings="$(rp_settings "${args[@]}" --init "$base")"
+  inputs="$(rp_inputs "${args[@]}" --init "$base")"
+  settings+="${inputs:+$'\n'$inputs}"
+  if [[ -f "$dir/checkpoints/latest" ]]; then
+    rp_stamp_check "$dir" "$stamp" "swap $1" "$settings"
+    rp_log "swap $1: done, skipped"; return 0
+  fi
   [[ "$DRY_RUN" == 1 ]] || rm -rf "$dir"  # a swap cut off midway: redone whole
-  rp_exec "$BIN" swap-method "$base" --config scripts/reproduce/configs/swap_m4.yaml --run-dir "$dir" \
-    --set "model.attention.add_absolute=$2"
+  rp_stamp_write "$stamp" "$settings"
+  rp_exec "$BIN" swap-method "$base" "${args[@]}" --run-dir "$dir"
 }
 swap drop_in_m4 true
 swap drop_in_m4_noabs false

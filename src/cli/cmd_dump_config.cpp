@@ -1,7 +1,8 @@
 // rpe-train dump-config: prints the fully resolved config (extends + --set applied; with --init,
 // a fine-tuning config over the pretrained run's model and data, as `finetune --init` resolves
 // it), with --flat a key path a line (the reproduction scripts compare runs by it), or with
-// --shell a settings file's keys as bash assignments (configs/reproduce/, read by scripts).
+// --shell a settings file's keys as bash assignments (configs/reproduce/, read by scripts), or
+// with --inputs the files its run reads, a path a line (the scripts' stamps identify them by content).
 #include <filesystem>
 #include <iostream>
 
@@ -9,6 +10,7 @@
 #include "config/config.h"
 #include "config/shell_vars.h"
 #include "finetune/finetune.h"
+#include "finetune/prepare.h"
 #include "train/checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -17,10 +19,28 @@ namespace rpe::cli {
 namespace fs = std::filesystem;
 
 namespace {
+// Pretraining reads its corpus, held-out files and tokenizer model; fine-tuning (`init`) its
+// tokenizer, task files and start checkpoint (`checkpoint`: empty for a slim run copy).
+void print_inputs(const Config& cfg, bool finetuning, const fs::path& checkpoint) {
+  std::vector<fs::path> files;
+  if (finetuning) {
+    files = finetune::finetune_input_files(cfg);
+    if (!checkpoint.empty()) files.push_back(checkpoint);
+  } else {
+    for (const auto& list : {cfg.data.train_files, cfg.data.valid_files})
+      for (const auto& f : list) files.emplace_back(f);
+    if (!cfg.data.tokenizer_model.empty()) files.emplace_back(cfg.data.tokenizer_model);
+  }
+  for (const auto& f : files) {
+    if (f.string().find('\n') != std::string::npos) throw UserError("dump-config --inputs: a path holds a line break");
+    std::cout << f.string() << "\n";
+  }
+}
+
 struct DumpArgs {
   std::string file, init;
   std::vector<std::string> sets;
-  bool shell = false, flat = false;
+  bool shell = false, flat = false, inputs = false;
 };
 
 int run_dump_config(const DumpArgs& a) {
@@ -35,6 +55,7 @@ int run_dump_config(const DumpArgs& a) {
   request.sets = a.sets;
   request.init = a.init;
   Config cfg;
+  fs::path checkpoint;
   const fs::path kept = fs::path(a.init) / "config.yaml";
   if (a.init.empty()) {
     cfg = load_config(a.file, a.sets);
@@ -43,7 +64,13 @@ int run_dump_config(const DumpArgs& a) {
     // is the text its checkpoints embedded, so the settings read the same.
     cfg = finetune::resolve_finetune_config_over(request, read_file(kept), kept.string(), a.init).cfg;
   } else {
-    cfg = finetune::resolve_finetune_config(request).cfg;
+    const auto resolved = finetune::resolve_finetune_config(request);
+    cfg = resolved.cfg;
+    checkpoint = resolved.checkpoint;
+  }
+  if (a.inputs) {
+    print_inputs(cfg, !a.init.empty(), checkpoint);
+    return 0;
   }
   std::cout << (a.flat ? to_flat_text(cfg) : to_yaml(cfg));
   return 0;
@@ -61,6 +88,11 @@ void add_dump_config(CLI::App& app, Runner& run) {
       ->excludes("--init");
   cmd->add_flag("--flat", a->flat, "Print the resolved config a key path a line (model.attention.method: m4)")
       ->excludes("--shell");
+  cmd->add_flag("--inputs", a->inputs,
+                "Print the files the run reads, a path a line (pretraining: corpus, held-out, tokenizer; with --init: "
+                "tokenizer, task files, start checkpoint)")
+      ->excludes("--shell")
+      ->excludes("--flat");
   cmd->callback([&run, a] { run = [a] { return run_dump_config(*a); }; });
 }
 

@@ -47,25 +47,14 @@ void read_glue_inputs(Prepared& p) {
   const auto& f = p.rc.cfg.finetune;
   const auto t0 = Clock::now();
   p.glue = &glue_task(f.task);
-  require(!f.data_dir.empty() || !f.glue_dir.empty(),
-          "finetune.data_dir: missing (or set finetune.glue_dir to the GLUE root)");
-  const fs::path dir = f.data_dir.empty() ? fs::path(f.glue_dir) / p.glue->folder : fs::path(f.data_dir);
-  if (std::error_code ec; !fs::is_directory(dir, ec))
-    throw UserError(dir.string() + ": no such GLUE task folder (`scripts/download_data.sh glue` fetches GLUE into " +
-                    "data/full/glue/; or set finetune.glue_dir)");
-  const fs::path train_file = f.train_file.empty() ? dir / "train.tsv" : fs::path(f.train_file);
-  auto train = read_glue_tsv(train_file, *p.glue);
+  const GlueFiles files = glue_files(f, *p.glue);
+  auto train = read_glue_tsv(files.train, *p.glue);
   take_first(train, f.max_train_examples);
   for (const auto& ex : train) {
     p.train_ids.push_back(encode_pair(*p.tok, ex.a, ex.b, p.glue->text_b >= 0, f.max_seq_len));
     p.train_labels.push_back(ex.label);
   }
-  if (!f.dev_file.empty() && p.glue->dev_splits.size() != 1)
-    throw UserError("finetune.dev_file: " + f.task + " is scored on " + std::to_string(p.glue->dev_splits.size()) +
-                    " dev files (" + join(p.glue->dev_splits, ".tsv, ") + ".tsv): set finetune.data_dir to the folder "
-                    "that holds them instead");
-  for (const auto& split : p.glue->dev_splits) {
-    const fs::path file = f.dev_file.empty() ? dir / (split + ".tsv") : fs::path(f.dev_file);
+  for (const auto& [split, file] : files.dev) {
     auto dev = read_glue_tsv(file, *p.glue);
     take_first(dev, f.max_eval_examples);
     Prepared::Split s{split, {}, {}};
@@ -82,6 +71,39 @@ void read_glue_inputs(Prepared& p) {
 }
 
 }  // namespace
+
+GlueFiles glue_files(const FinetuneOptions& f, const GlueTask& task) {
+  require(!f.data_dir.empty() || !f.glue_dir.empty(),
+          "finetune.data_dir: missing (or set finetune.glue_dir to the GLUE root)");
+  const fs::path dir = f.data_dir.empty() ? fs::path(f.glue_dir) / task.folder : fs::path(f.data_dir);
+  if (std::error_code ec; !fs::is_directory(dir, ec))
+    throw UserError(dir.string() + ": no such GLUE task folder (`scripts/download_data.sh glue` fetches GLUE into " +
+                    "data/full/glue/; or set finetune.glue_dir)");
+  if (!f.dev_file.empty() && task.dev_splits.size() != 1)
+    throw UserError("finetune.dev_file: " + f.task + " is scored on " + std::to_string(task.dev_splits.size()) +
+                    " dev files (" + join(task.dev_splits, ".tsv, ") + ".tsv): set finetune.data_dir to the folder "
+                    "that holds them instead");
+  GlueFiles files;
+  files.train = f.train_file.empty() ? dir / "train.tsv" : fs::path(f.train_file);
+  for (const auto& split : task.dev_splits)
+    files.dev.emplace_back(split, f.dev_file.empty() ? dir / (split + ".tsv") : fs::path(f.dev_file));
+  return files;
+}
+
+std::vector<fs::path> finetune_input_files(const Config& cfg) {
+  const auto& f = cfg.finetune;
+  std::vector<fs::path> files;
+  if (!cfg.data.tokenizer_model.empty()) files.emplace_back(cfg.data.tokenizer_model);
+  if (f.task == "squad") {
+    for (const auto& file : {f.train_file, f.dev_file})
+      if (!file.empty()) files.emplace_back(file);
+    return files;
+  }
+  const GlueFiles glue = glue_files(f, glue_task(f.task));
+  files.push_back(glue.train);
+  for (const auto& [split, file] : glue.dev) files.push_back(file);
+  return files;
+}
 
 Batch batch_of(const Prepared& p, const std::vector<const std::vector<int64_t>*>& seqs, const torch::Device& device) {
   const auto& special = p.tok->special();

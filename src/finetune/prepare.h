@@ -45,6 +45,21 @@ void read_inputs(Prepared& p, const FinetuneRequest& req);
 // `tokenizer_file`. Fine-tuning (read_inputs) and predict check with it.
 void require_tokenizer_fits(const Tokenizer& tok, const std::string& tokenizer_file, int64_t vocab_size);
 
+// The files a GLUE run of `task` reads: finetune.train_file, else <task folder>/train.tsv, and a
+// file per dev split (finetune.dev_file where the task has one split). The task folder is
+// finetune.data_dir, else <glue_dir>/<the task's folder>; a missing folder is a UserError.
+struct GlueFiles {
+  std::filesystem::path train;
+  std::vector<std::pair<std::string, std::filesystem::path>> dev;  // split name, file
+};
+GlueFiles glue_files(const FinetuneOptions& f, const GlueTask& task);
+
+// Every file a fine-tuning run of `cfg` (resolved over its pretrained run) reads: the tokenizer
+// model if one is named, and SQuAD's train/dev JSON or the GLUE task's TSV files, as named
+// (not checked for existence). `rpe-train dump-config --inputs` prints them for the stamps of
+// the reproduction scripts.
+std::vector<std::filesystem::path> finetune_input_files(const Config& cfg);
+
 // A padded batch with the tokenizer's [PAD] and, unless finetune.token_types is off, token
 // types 1 after the first [SEP].
 Batch batch_of(const Prepared& p, const std::vector<const std::vector<int64_t>*>& seqs, const torch::Device& device);

@@ -34,6 +34,19 @@ for col in MNLI-m MNLI-mm "QQP F1" SST-2 "MRPC F1"; do
 done
 grep -q '^Table 3,m4,.*,MNLI-m,.*,84.45$' "$csv" || fail "Table 3: m4 MNLI-m without the paper's 84.45"
 [[ -s "$OUT/tables/table3/cost.csv" ]] || fail "Table 3: no cost table"
+# A GLUE run's stamp names the task's files by content (from finetune.glue_dir, or data_dir when set).
+glue_stamp=$(grep -l '^task: glue:mrpc$' "$OUT"/finetune/table3/*.stamp | head -1)
+for f in train dev; do
+  grep -qE "^input: <repo>/data/sample/glue/MRPC/$f.tsv [0-9]+ [0-9a-f]{16}\$" "$glue_stamp" ||
+    { cat "$glue_stamp"; fail "GLUE stamp lacks MRPC's $f.tsv"; }
+done
+[[ "$("$BIN" dump-config --inputs --config "$ROOT/configs/finetune/tiny_glue.yaml" --init "$OUT/pretrain/m4" \
+        --set finetune.task=mnli --set finetune.data_dir=/elsewhere 2>&1)" == *"/elsewhere: no such GLUE task folder"* ]] ||
+  fail "dump-config --inputs: a missing data_dir is not named"
+"$BIN" dump-config --inputs --config "$ROOT/configs/finetune/tiny_glue.yaml" --init "$OUT/pretrain/m4" \
+  --set finetune.task=mnli --set "finetune.data_dir=$ROOT/data/sample/glue/MNLI" >"$OUT/inputs.txt"
+grep -qx "$ROOT/data/sample/glue/MNLI/dev_mismatched.tsv" "$OUT/inputs.txt" && grep -q '/pretrain/m4/checkpoints/step_[0-9]*.pt$' "$OUT/inputs.txt" ||
+  { cat "$OUT/inputs.txt"; fail "dump-config --inputs: MNLI's second dev file or the start checkpoint is not named"; }
 
 run table4
 csv="$OUT/tables/table4/table4_scaled.csv"
@@ -53,6 +66,22 @@ done
 [[ $(rows '$1 == "drop_in_m4_abs_ft128" && $2 == "m4" && $4 == 128' "$csv") == 1 ]] ||
   { cat "$csv"; fail "Table 5: no row for the model that keeps the absolute table"; }
 grep -q 'add_absolute: false' "$OUT/pretrain/drop_in_m4_noabs/config.yaml" || fail "Table 5: the length rows must drop the absolute table"
+# The swapped models are stamped with the base checkpoint by content: a redone base run at the
+# same path stops the script (exit 2) instead of reusing a swap of the old one.
+base_ck="$OUT/pretrain/absolute/checkpoints/$(cat "$OUT/pretrain/absolute/checkpoints/latest")"
+grep -qE "^input: <out>/pretrain/absolute/checkpoints/step_[0-9]+.pt [0-9]+ [0-9a-f]{16}\$" "$OUT/pretrain/drop_in_m4.stamp" ||
+  { cat "$OUT/pretrain/drop_in_m4.stamp"; fail "Table 5: the swap's stamp lacks the base checkpoint"; }
+size=$(stat -c %s "$base_ck")
+printf x >>"$base_ck"
+set +e
+bash "$ROOT/scripts/reproduce/table5.sh" --scale tiny "${small[@]}" >"$OUT/table5_edited.log" 2>&1
+rc=$?
+set -e
+truncate -s "$size" "$base_ck"
+[[ $rc == 2 ]] && grep -qE "^error: swap drop_in_m4: .* was made with other settings [(]input: <out>/pretrain/absolute/checkpoints/step_[0-9]+.pt $size " "$OUT/table5_edited.log" ||
+  { cat "$OUT/table5_edited.log"; fail "Table 5: a changed base checkpoint: expected exit 2 naming it"; }
+run table5
+grep -q "swap drop_in_m4: done, skipped" "$OUT/table5.log" || { cat "$OUT/table5.log"; fail "Table 5: the swap was not reused"; }
 # Only the length differs between the drop-in rows: every one starts from the same model.
 for len in 128 144 160 176; do
   grep -q "\[init\] .*/drop_in_m4_noabs/" "$OUT/finetune/table5/drop_in_m4_noabs_ft${len}_s1/finetune.log" ||
