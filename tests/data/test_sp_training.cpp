@@ -62,7 +62,10 @@ std::vector<std::string> pieces(const fs::path& model) {
 std::string encode(const fs::path& model, const std::string& text) {
   SentencePieceTokenizer t(model);
   std::string out;
-  for (int32_t id : t.encode(text).ids) out += (out.empty() ? "" : " ") + t.piece(id);
+  for (int32_t id : t.encode(text).ids) {
+    if (!out.empty()) out += ' ';
+    out += t.piece(id);
+  }
   return out;
 }
 
