@@ -34,14 +34,18 @@ void add_import_hf(CLI::App& app, Runner& run) {
   auto dir = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto overwrite = std::make_shared<bool>(false);
+  auto headless = std::make_shared<bool>(false);
   cmd->add_option("DIR", *dir, "Folder with config.json, model.safetensors, vocab.txt")->required();
   cmd->add_option("--out", *out, "Checkpoint file to write (vocab.txt goes next to it)")->required();
   cmd->add_flag("--overwrite", *overwrite, "Replace an existing --out (and the vocab.txt beside it)");
-  cmd->callback([&run, dir, out, overwrite] {
-    run = [dir, out, overwrite] {
+  cmd->add_flag("--allow-missing-mlm-head", *headless,
+                "Import weights without an MLM head (a BertModel's) for fine-tuning: the head starts from BERT's "
+                "random init");
+  cmd->callback([&run, dir, out, overwrite, headless] {
+    run = [dir, out, overwrite, headless] {
       check_output_file("--out", *out);  // the checkpoint, with vocab.txt beside it
       if (!*overwrite) refuse_replacing(*dir, *out);
-      const ImportSummary s = import_hf_bert(*dir, *out);
+      const ImportSummary s = import_hf_bert(*dir, *out, *headless);
       std::cout << "wrote " << *out << " (method " << s.model.attention.method << ")\n";
       return 0;
     };

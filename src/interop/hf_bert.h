@@ -54,8 +54,11 @@ struct ImportSummary {
 
 // import-hf: reads DIR/{config.json, model.safetensors, vocab.txt, tokenizer_config.json}
 // and writes `out_checkpoint` (config embedded: data.tokenizer wordpiece) plus vocab.txt
-// next to it. Every problem is a one-line UserError naming the file and tensor.
-ImportSummary import_hf_bert(const std::filesystem::path& dir, const std::filesystem::path& out_checkpoint);
+// next to it. Every problem is a one-line UserError naming the file and tensor. Weights without
+// an MLM head (a BertModel's) are refused unless `allow_missing_mlm_head`: the head then starts
+// from BERT's random init, which fine-tuning never reads but MLM evaluation and export-hf would.
+ImportSummary import_hf_bert(const std::filesystem::path& dir, const std::filesystem::path& out_checkpoint,
+                             bool allow_missing_mlm_head = false);
 
 // The vocab.txt text to export: `vocab` when given, else the config's wordpiece vocab.txt (as
 // named, or beside `checkpoint`), else its sentencepiece pieces in id order (with a warning).

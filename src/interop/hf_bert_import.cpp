@@ -136,7 +136,8 @@ ImportSummary read_hf_folder(const fs::path& dir) {
 // Copies the file's tensors (names normalised) into `params` along hf_tensor_links; every
 // other tensor must be the tied decoder or one knowingly unused (listed in summary.ignored).
 void copy_hf_tensors(const std::map<std::string, torch::Tensor>& hf, const fs::path& weights, const Config& cfg,
-                     torch::OrderedDict<std::string, torch::Tensor>& params, ImportSummary& summary) {
+                     torch::OrderedDict<std::string, torch::Tensor>& params, ImportSummary& summary,
+                     bool allow_missing_mlm_head) {
   // BertModel checkpoints have no "bert." prefix; BertForMaskedLM / BertForPreTraining do.
   bool prefixed = false;
   for (const auto& [name, t] : hf) prefixed = prefixed || name.rfind("bert.", 0) == 0;
@@ -145,6 +146,10 @@ void copy_hf_tensors(const std::map<std::string, torch::Tensor>& hf, const fs::p
   };
   std::set<std::string> used;
   bool has_mlm_head = hf.count("cls.predictions.transform.dense.weight") > 0;
+  if (!has_mlm_head && !allow_missing_mlm_head)
+    throw UserError(weights.string() + ": no MLM head (cls.predictions.*; a BertModel's weights): pass "
+                                       "--allow-missing-mlm-head to start one from BERT's random init (fine-tuning "
+                                       "does not use it; MLM evaluation and export-hf would)");
   if (!has_mlm_head) log::warn("import", "{} has no MLM head (cls.predictions.*): it starts from BERT's random init", weights.string());
   for (const auto& link : hf_tensor_links(cfg.model)) {
     const std::string key = hf_key(link.hf);
@@ -191,7 +196,7 @@ void copy_hf_tensors(const std::map<std::string, torch::Tensor>& hf, const fs::p
 
 }  // namespace
 
-ImportSummary import_hf_bert(const fs::path& dir, const fs::path& out_checkpoint) {
+ImportSummary import_hf_bert(const fs::path& dir, const fs::path& out_checkpoint, bool allow_missing_mlm_head) {
   ImportSummary summary = read_hf_folder(dir);
   const fs::path weights = dir / "model.safetensors", vocab = dir / "vocab.txt";
   Config cfg;
@@ -218,7 +223,7 @@ ImportSummary import_hf_bert(const fs::path& dir, const fs::path& out_checkpoint
   BertModel model(cfg.model);
   auto params = model->named_parameters();
   torch::NoGradGuard no_grad;
-  copy_hf_tensors(hf, weights, cfg, params, summary);
+  copy_hf_tensors(hf, weights, cfg, params, summary, allow_missing_mlm_head);
 
   save_model_file(out_checkpoint, *model, to_yaml(cfg));
   write_file_atomic(vocab_out, read_file(vocab));  // errors name the file (errno), no filesystem_error

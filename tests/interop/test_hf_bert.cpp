@@ -254,6 +254,40 @@ TEST(HfBert, ImportReadsHalfPrecisionAndLegacyNames) {
     EXPECT_TRUE(p.value().to(torch::kBFloat16).to(torch::kFloat32).equal(p2[p.key()])) << p.key();
 }
 
+// A BertModel's weights (no "bert." prefix, no cls.* MLM head, a pooler): refused by default,
+// since the head would start random and be read by MLM evaluation and export-hf as if trained;
+// imported when asked, with every encoder tensor the file's and the head BERT's init.
+TEST(HfBert, AHeadlessModelIsImportedOnlyWhenAsked) {
+  const fs::path dir = temp_dir("headless");
+  const fs::path ck = random_checkpoint(tiny_config("absolute"), dir, 4);
+  export_hf_bert(ck, dir / "hf", dir / "vocab.txt");
+  std::vector<std::pair<std::string, torch::Tensor>> encoder;
+  for (auto& [name, t] : read_safetensors(dir / "hf" / "model.safetensors").tensors)
+    if (name.rfind("bert.", 0) == 0) encoder.emplace_back(name.substr(5), t);
+  encoder.emplace_back("pooler.dense.weight", torch::zeros({16, 16}));
+  write_safetensors(dir / "hf" / "model.safetensors", encoder);
+  const std::string error = error_of([&] { import_hf_bert(dir / "hf", dir / "imp.pt"); });
+  EXPECT_NE(error.find("model.safetensors: no MLM head (cls.predictions.*; a BertModel's weights): pass "
+                       "--allow-missing-mlm-head"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(fs::exists(dir / "imp.pt"));
+
+  import_hf_bert(dir / "hf", dir / "imp.pt", /*allow_missing_mlm_head=*/true);
+  auto original = load_model_file(ck), imported = load_model_file(dir / "imp.pt");
+  auto p2 = imported.model->named_parameters();
+  int64_t head = 0;
+  for (const auto& p : original.model->named_parameters()) {
+    if (p.key().rfind("mlm_", 0) == 0) {
+      ++head;
+      continue;
+    }
+    EXPECT_TRUE(p.value().equal(p2[p.key()])) << p.key();
+  }
+  EXPECT_EQ(head, 5);  // mlm_transform.{weight,bias}, mlm_norm.{weight,bias}, mlm_bias: not in the file
+  EXPECT_FALSE(original.model->named_parameters()["mlm_transform.weight"].equal(p2["mlm_transform.weight"]));
+}
+
 TEST(HfBert, BadInputNamesTheProblem) {
   const fs::path dir = temp_dir("bad");
   const fs::path ck = random_checkpoint(tiny_config("absolute"), dir, 2);
