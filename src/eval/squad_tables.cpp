@@ -22,8 +22,13 @@ namespace {
 struct SquadGroup {
   std::string method;
   int64_t k = 0, pretrain_len = 0, finetune_len = 0;
-  std::string name;  // fine-tuning run folder without "_s<seed>"
+  std::string name;    // fine-tuning run folder without "_s<seed>"
+  std::string select;  // finetune.select: dev-best weights are another protocol than the final ones
   std::map<std::string, double> exact, f1;  // (run_id, seed) -> value: a re-evaluation replaces
+
+  // The run cell: the protocol named where it is not the paper's (fixed epochs, final weights).
+  std::string label(const std::string& what) const { return select == "final" ? what : what + " (select " + select + ")"; }
+  bool papers_protocol() const { return select == "final"; }
 
   std::vector<double> values(const std::map<std::string, double>& m) const {
     std::vector<double> v;
@@ -39,16 +44,19 @@ std::string run_name(const std::string& run_id) {
 }
 
 std::vector<SquadGroup> squad_groups(const std::vector<ResultRow>& rows) {
-  std::map<std::tuple<std::string, int64_t, int64_t, int64_t, std::string>, SquadGroup> groups;
+  std::map<std::tuple<std::string, int64_t, int64_t, int64_t, std::string, std::string>, SquadGroup> groups;
   for (const auto& r : rows) {
     if ((r.task != "squad_v1" && r.task != "squad") || (r.metric != "exact" && r.metric != "f1")) continue;
     const std::string name = run_name(r.run_id);
-    auto& g = groups[{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, name}];
+    // The paper's protocol (final weights) sorts before the others of the same run.
+    const std::string protocol = r.select == "final" ? std::string() : r.select;
+    auto& g = groups[{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, name, protocol}];
     g.method = r.method;
     g.k = r.k;
     g.pretrain_len = r.pretrain_max_len;
     g.finetune_len = r.finetune_max_len;
     g.name = name;
+    g.select = r.select;
     (r.metric == "exact" ? g.exact : g.f1)[r.run_id + "#" + std::to_string(r.seed)] = r.value;
   }
   std::vector<SquadGroup> out;
@@ -99,8 +107,9 @@ TextTable table4_scaled(const std::vector<ResultRow>& rows, const ScaledTable4Sp
     return std::tie(a.finetune_len, a.k) < std::tie(b.finetune_len, b.k);
   });
   for (const auto& g : groups) {
-    const PaperRow p = paper_table4_row(g.k, g.finetune_len, spec.pretrain_len);
-    t.rows.push_back({g.name, Cell::integer(g.k), Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
+    PaperRow p = paper_table4_row(g.k, g.finetune_len, spec.pretrain_len);
+    if (!g.papers_protocol()) p.em = p.f1 = std::nullopt;  // the paper's numbers are of final weights
+    t.rows.push_back({g.label(g.name), Cell::integer(g.k), Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
                       stat_cell(g.values(g.exact), false), stat_cell(g.values(g.f1), false),
                       Cell::integer(static_cast<int64_t>(g.f1.size())),
                       Cell::shown("k=" + std::to_string(p.k) + ", " + std::to_string(p.finetune_len),
@@ -127,7 +136,8 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
                       paper_cell(paper::kTable5Bert.f1)});
   for (const auto& g : groups) {
     std::optional<double> em, f1;
-    if (g.method == "absolute") {
+    if (!g.papers_protocol()) {  // the paper's numbers are of final weights: none beside dev-best ones
+    } else if (g.method == "absolute") {
       em = paper::kTable5Absolute.em;
       f1 = paper::kTable5Absolute.f1;
     } else {
@@ -138,7 +148,7 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
         f1 = paper::kTable5M4[i].f1;
       }
     }
-    t.rows.push_back({g.name, g.method, Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
+    t.rows.push_back({g.label(g.name), g.method, Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
                       stat_cell(g.values(g.exact), false), stat_cell(g.values(g.f1), false),
                       Cell::integer(static_cast<int64_t>(g.f1.size())), paper_cell(em), paper_cell(f1)});
   }
@@ -183,7 +193,7 @@ TextTable extrapolation_table(const std::vector<MlmCurve>& curves, const std::ve
   std::stable_sort(groups.begin(), groups.end(),
                    [&](const SquadGroup& a, const SquadGroup& b) { return rank(a) < rank(b); });
   for (const auto& g : groups)
-    t.rows.push_back({g.method, "SQuAD F1", Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
+    t.rows.push_back({g.label(g.method), "SQuAD F1", Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
                       stat_cell(g.values(g.f1), true)});
   return t;
 }

@@ -116,6 +116,31 @@ TEST(ExtraTables, Table5AbsoluteFirstThenDropInByLength) {
                      "paper: BERT-large at 512/576/640/704");
 }
 
+// Runs scored with their dev-best weights (finetune.select: best) are another protocol than the
+// paper's fixed epochs and final weights: a row of their own, named so, without the paper's numbers.
+TEST(ExtraTables, DevBestRunsAreRowsOfTheirOwnWithoutPaperNumbers) {
+  auto best = [](ResultRow r) {
+    r.select = "best";
+    return r;
+  };
+  const std::vector<ResultRow> rows = {
+      squad_row("drop_in_m4_ft128_s1/seed1", "m4", 127, 128, 1, "f1", 75.0),
+      best(squad_row("drop_in_m4_ft128_s2/seed2", "m4", 127, 128, 2, "f1", 79.0)),
+  };
+  EXPECT_EQ(to_csv(table5(rows, {128})),
+            "run,method,pretrain len,fine-tune len,EM,F1,seeds,paper EM,paper F1\n"
+            "\"BERT (Devlin et al., published)\",absolute,512,512,—,—,0,84.10,90.90\n"
+            "drop_in_m4_ft128,m4,128,128,—,75.00,1,87.51,93.55\n"
+            "drop_in_m4_ft128 (select best),m4,128,128,—,79.00,1,—,—\n");
+  const std::vector<ResultRow> k_rows = {
+      squad_row("m4_k2_s1/seed1", "m4", 2, 128, 1, "f1", 80.0),
+      best(squad_row("m4_k2_s1/seed1", "m4", 2, 128, 1, "f1", 83.0)),
+  };
+  const std::string csv = to_csv(table4_scaled(k_rows, ScaledTable4Spec{128, {2}, {}}));
+  EXPECT_NE(csv.find("\nm4_k2,2,128,128,—,80.00,1,\"k=2, 512\",82.17,89.19\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\nm4_k2 (select best),2,128,128,—,83.00,1,\"k=2, 512\",—,—\n"), std::string::npos) << csv;
+}
+
 TEST(ExtraTables, ExtrapolationMlmCurvesThenSquadInCurveOrder) {
   const auto dir = temp_dir();
   write_text(dir / "mlm_m4.json",
