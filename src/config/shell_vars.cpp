@@ -41,7 +41,8 @@ std::string shell_assignments(const std::filesystem::path& file) {
       out += name + "=(";
       for (size_t i = 0; i < v.size(); ++i) {
         if (!v[i].IsScalar()) fail("list items must be plain values");
-        out += (i ? " " : "") + quoted(v[i].Scalar());
+        if (i) out += ' ';
+        out += quoted(v[i].Scalar());
       }
       out += ")\n";
     } else if (v.IsNull()) {

@@ -142,9 +142,9 @@ struct Table {
   PaperFn paper;  // published value for (row, column) or nullopt
   std::function<bool(const GroupKey&)> keep = [](const GroupKey&) { return true; };
   // Row order within the paper's order of methods; nullptr: by k, lengths, run.
-  std::function<bool(const GroupKey&, const GroupKey&)> before;
+  std::function<bool(const GroupKey&, const GroupKey&)> before = nullptr;
   // The paper's "BERT (Devlin et al.)" row for a column, published numbers only (Tables 2, 3).
-  std::function<std::optional<double>(size_t column)> reference;
+  std::function<std::optional<double>(size_t column)> reference = nullptr;
   std::string reference_label = "BERT (Devlin et al., published)";
 };
 

@@ -132,7 +132,7 @@ TEST(Safetensors, HostileHeadersAreRefusedBeforeTheyCostMemory) {
   const fs::path f = temp_file("hostile.safetensors");
   std::string header = "{";
   for (int i = 0; i < 2000; ++i)
-    header += (i ? "," : "") + std::string("\"t") + std::to_string(i) +
+    header += std::string(i ? "," : "") + "\"t" + std::to_string(i) +
               R"(":{"dtype":"F32","shape":[1048576],"data_offsets":[0,4194304]})";
   header += "}";
   write_raw(f, header, std::string(4194304, '\0'));
