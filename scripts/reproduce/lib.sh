@@ -187,16 +187,23 @@ rp_file_id() {
 # names them in its error).
 rp_inputs() {
   [[ "$DRY_RUN" == 1 ]] && return 0
-  local out f id
+  local out files=()
   out="$(cd "$RP_ROOT" && "$BIN" dump-config --inputs "$@" 2>/dev/null)" ||
     rp_die "$(cd "$RP_ROOT" && "$BIN" dump-config --inputs "$@" 2>&1 >/dev/null | sed 's/^error: //' | tail -1)"
-  while IFS= read -r f; do
-    [[ -n "$f" ]] || continue
+  [[ -n "$out" ]] && mapfile -t files <<<"$out"
+  rp_input_lines "${files[@]+"${files[@]}"}"
+}
+
+# rp_input_lines FILE...: an "input: <path> <id>" line (rp_file_id) for each FILE that exists
+# (relative paths from the repository root). Run in a command substitution.
+rp_input_lines() {
+  local f id
+  for f in "$@"; do
     [[ "$f" == /* ]] || f="$RP_ROOT/$f"
     [[ -f "$f" ]] || continue
     id="$(rp_file_id "$f")" || exit 2  # its one-line error is out; set -e does not reach in here
     printf 'input: %s %s\n' "$f" "$id"
-  done <<<"$out"
+  done
 }
 
 # rp_settings ARGS...: the resolved config `rpe-train dump-config --flat ARGS` prints, from the

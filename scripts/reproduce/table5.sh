@@ -18,9 +18,8 @@ if [[ "$SCALE" == paper ]]; then
   base="$OUT/pretrain/hf_bert/model.pt"
   import_settings="import-hf: $HF_BERT"
   if [[ "$DRY_RUN" != 1 ]]; then
-    for f in config.json model.safetensors vocab.txt tokenizer_config.json; do
-      if [[ -f "$HF_BERT/$f" ]]; then import_settings+=$'\n'"input: $HF_BERT/$f $(rp_file_id "$HF_BERT/$f")"; fi
-    done
+    inputs="$(rp_input_lines "$HF_BERT"/{config.json,model.safetensors,vocab.txt,tokenizer_config.json})"
+    import_settings+="${inputs:+$'\n'$inputs}"
   fi
   if [[ -f "$base" ]]; then
     rp_stamp_check "$OUT/pretrain/hf_bert" "$OUT/pretrain/hf_bert.stamp" "import-hf" "$import_settings"

@@ -28,6 +28,13 @@ struct ResultRow {
   std::string time;            // UTC, ISO 8601
 };
 
+// A table's row name for results scored with `select`: as is for the paper's protocol (fixed
+// epochs, final weights), else "<what> (select <select>)", never pooled with it.
+inline bool papers_protocol(const std::string& select) { return select == "final"; }
+inline std::string with_protocol(const std::string& what, const std::string& select) {
+  return papers_protocol(select) ? what : what + " (select " + select + ")";
+}
+
 nlohmann::json to_json(const ResultRow& r);
 // UserError naming `where` when a field is missing or mistyped.
 ResultRow result_from_json(const nlohmann::json& j, const std::string& where);

@@ -26,9 +26,7 @@ struct SquadGroup {
   std::string select;  // finetune.select: dev-best weights are another protocol than the final ones
   std::map<std::string, double> exact, f1;  // (run_id, seed) -> value: a re-evaluation replaces
 
-  // The run cell: the protocol named where it is not the paper's (fixed epochs, final weights).
-  std::string label(const std::string& what) const { return select == "final" ? what : what + " (select " + select + ")"; }
-  bool papers_protocol() const { return select == "final"; }
+  std::string label(const std::string& what) const { return with_protocol(what, select); }
 
   std::vector<double> values(const std::map<std::string, double>& m) const {
     std::vector<double> v;
@@ -49,7 +47,7 @@ std::vector<SquadGroup> squad_groups(const std::vector<ResultRow>& rows) {
     if ((r.task != "squad_v1" && r.task != "squad") || (r.metric != "exact" && r.metric != "f1")) continue;
     const std::string name = run_name(r.run_id);
     // The paper's protocol (final weights) sorts before the others of the same run.
-    const std::string protocol = r.select == "final" ? std::string() : r.select;
+    const std::string protocol = papers_protocol(r.select) ? std::string() : r.select;
     auto& g = groups[{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, name, protocol}];
     g.method = r.method;
     g.k = r.k;
@@ -108,7 +106,7 @@ TextTable table4_scaled(const std::vector<ResultRow>& rows, const ScaledTable4Sp
   });
   for (const auto& g : groups) {
     PaperRow p = paper_table4_row(g.k, g.finetune_len, spec.pretrain_len);
-    if (!g.papers_protocol()) p.em = p.f1 = std::nullopt;  // the paper's numbers are of final weights
+    if (!papers_protocol(g.select)) p.em = p.f1 = std::nullopt;  // the paper's numbers are of final weights
     t.rows.push_back({g.label(g.name), Cell::integer(g.k), Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
                       stat_cell(g.values(g.exact), false), stat_cell(g.values(g.f1), false),
                       Cell::integer(static_cast<int64_t>(g.f1.size())),
@@ -136,7 +134,7 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
                       paper_cell(paper::kTable5Bert.f1)});
   for (const auto& g : groups) {
     std::optional<double> em, f1;
-    if (!g.papers_protocol()) {  // the paper's numbers are of final weights: none beside dev-best ones
+    if (!papers_protocol(g.select)) {  // the paper's numbers are of final weights: none beside dev-best ones
     } else if (g.method == "absolute") {
       em = paper::kTable5Absolute.em;
       f1 = paper::kTable5Absolute.f1;

@@ -41,7 +41,7 @@ struct GroupKey {
   std::string select;  // finetune.select: dev-best weights are another protocol than the final ones
   auto tie() const { return std::tie(method, k, pretrain_len, finetune_len, pretrain_run, select); }
   // The method cell: the protocol named where it is not the paper's (fixed epochs, final weights).
-  std::string label() const { return select == "final" ? method : method + " (select " + select + ")"; }
+  std::string label() const { return with_protocol(method, select); }
   bool operator<(const GroupKey& o) const { return tie() < o.tie(); }
 };
 
@@ -200,7 +200,7 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
     for (size_t i = 0; i < t.columns.size(); ++i) {
       const auto s = lookup(v, g, t.columns[i], left_out);
       // The paper's numbers are of its protocol: fixed epochs, the final weights.
-      const auto p = g.select == "final" ? t.paper(g, i) : std::nullopt;
+      const auto p = papers_protocol(g.select) ? t.paper(g, i) : std::nullopt;
       line.append(" ").append(cell(s)).append(" | ").append(paper_cell(p)).append(" |");
       out.csv += t.name + "," + csv_field(g.label()) + "," + k_text(g.k, "") + "," + std::to_string(g.pretrain_len) + "," +
                  std::to_string(g.finetune_len) + "," + csv_field(g.pretrain_run) + "," + csv_field(t.columns[i].title) + "," +
