@@ -346,6 +346,12 @@ class M3Term : public PositionTermImpl {
 
 }  // namespace
 
+// GCC 13 warns falsely (-Warray-bounds) inside LibTorch's autograd::Function::apply, inlined here
+// (its std::vector<bool>::reserve); GCC 12 and Clang do not.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Warray-bounds"
+#endif
 torch::Tensor m3_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w, int64_t clip,
                         M3Kernel kernel, int64_t band_group) {
   // The kernels index q, k and the table by these shapes (the CUDA one without bounds checks: a
@@ -363,6 +369,10 @@ torch::Tensor m3_scores(const torch::Tensor& q, const torch::Tensor& k, const to
     kernel = q.is_cpu() ? M3Kernel::loop : m3_cuda_usable(q.device()) ? M3Kernel::cuda : M3Kernel::band;
   return M3Scores::apply(q, k, w, clip, static_cast<int64_t>(kernel), band_group);
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 std::shared_ptr<PositionMethodImpl> make_position_method_m3(const ModelOptions& o) {
   return std::make_shared<ClippedTableMethod<M3Term>>(o, "m3");
