@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "model/attention/position_method.h"
 #include "model/attention/registry.h"
 #include "model/encoder.h"
 #include "util/cpu_memory.h"
@@ -162,6 +163,7 @@ struct Options {
   int64_t batch = 2;
   int reps = 3, threads = 0, rounds = 1;
   std::string device = "cpu", out_file;
+  int64_t relative_blocks = 0;  // the relative methods' skew blocks; 0 = the default (4)
 };
 
 using Key = std::pair<std::string, int64_t>;  // (method, L)
@@ -248,7 +250,9 @@ std::string header(const Options& o) {
     << (o.device == "cpu" ? " (" + cpu_name() + ", " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores)" : "")
     << "; batch " << o.batch << ", median of " << o.reps << " after 1 warm-up, " << o.rounds
     << " interleaved round(s) (ratios: median of per-round ratios); one BERT-base layer (D=768, H=12, "
-    << "FFN 3072, max_position 512, k = 511 by default), training mode.\n"
+    << "FFN 3072, max_position 512, k = 511 by default), training mode";
+  if (o.relative_blocks > 0) h << "; relative scores skewed in " << o.relative_blocks << " query blocks";
+  h << ".\n"
     << (o.device == "cpu" ? "Peak memory: child process VmHWM after resetting it (clear_refs 5) minus RSS at start.\n"
                           : "Peak memory: CUDA caching allocator peak allocated bytes.\n")
     << "\n";
@@ -270,7 +274,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "CPU threads (0 = LibTorch default)");
   app.add_option("--device", o.device, "cpu or cuda");
   app.add_option("--out", o.out_file, "also write the Markdown table to this file");
+  app.add_option("--relative-blocks", o.relative_blocks,
+                 "relative methods' skew in this many query blocks (0: the default, 4)")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
+  rpe::set_relative_skew_blocks(o.relative_blocks);  // before the forks: every child inherits it
   rpe::keep_freed_host_memory();  // as rpe-train does
   rpe::flush_denormals();      // as rpe-train does
   if (std::find(o.methods.begin(), o.methods.end(), "absolute") == o.methods.end())

@@ -1,6 +1,8 @@
 // Shared pieces of position methods: the learned absolute table and relative indexing.
 #include "model/attention/position_method.h"
 
+#include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "model/attention/clipped_table_method.h"
@@ -99,39 +101,88 @@ torch::Tensor gather_relative_keys(const torch::Tensor& x, const torch::Tensor& 
 
 namespace {
 
-// Skewed scores of one query block: rows i0 .. i0+lb-1 of x against all L keys.
-torch::Tensor skewed_block(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t i0, int64_t lb) {
-  const int64_t L = x.size(2);
-  // Distances j - i the block reaches, from -(i0+lb-1) to L-1-i0: lb + L - 1 table rows.
+// Process-wide override of the skew's query blocks (0 = the default), for benchmarks.
+std::atomic<int64_t> skew_blocks_override{0};
+
+// x . rows^T for x: [B, H, L, d] and rows: [H|1, W, d] -> [B, H, L, W], computed head-major.
+// q and k arrive as views of the fused QKV projection ([B, L, 3, H, d] underneath); as
+// [H, B*L, d] they are plain strided matrices the GEMM reads in place, and the table is read
+// once per head. torch::matmul's broadcasting over B would copy x to [B*H, L, d] and the table
+// B times over (and sum the table's gradient back over B).
+torch::Tensor times_rows(const torch::Tensor& x, const torch::Tensor& rows) {
+  const int64_t B = x.size(0), H = x.size(1), L = x.size(2), d = x.size(3), W = rows.size(-2);
+  auto xh = x.transpose(0, 1).reshape({H, B * L, d});  // [H, B*L, d], a view where x's layout allows
+  auto s = torch::matmul(xh, rows.transpose(-2, -1));   // [H, B*L, W]
+  return s.view({H, B, L, W}).transpose(0, 1);          // [B, H, L, W]; each [L, W] block row-major
+}
+
+// out[.., i, j] = s[.., i, j - i + R - 1] for s: [.., R, W] (row-major [R, W] blocks), whose
+// column c holds distance c - (R - 1) from its row, W >= R + cols - 1: row i starts R - 1 - i
+// columns in, at i * (W - 1) + R - 1, so the [R, cols] result is one strided view (row stride
+// W - 1; rows do not overlap).
+torch::Tensor skew_view(const torch::Tensor& s, int64_t cols) {
+  auto sizes = s.sizes().vec();
+  auto strides = s.strides().vec();
+  const int64_t R = sizes.end()[-2], W = sizes.back();
+  sizes.back() = cols;
+  strides.end()[-2] = W - 1;
+  return s.as_strided(sizes, strides, s.storage_offset() + R - 1);
+}
+
+// Scores of rows i0 .. i0+lb-1 of y[.., i, j] = x_i . table[clip(sign (j - i), k) + k] against
+// every distance the block reaches, from -(i0+lb-1) to L-1-i0 (lb + L - 1 table rows, clipped
+// rows repeated; zero rows pad them to a multiple of 8 for aligned GEMMs on tensor cores):
+// [B, H, lb, W], whose column c holds distance c - (i0+lb-1), so key j of query i0+i' is at
+// c = j - i' + lb - 1: the skew with R = lb.
+torch::Tensor block_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t sign, int64_t i0,
+                           int64_t lb) {
+  const int64_t L = x.size(2), C = lb + L - 1, W = (C + 7) / 8 * 8;
   auto dist = torch::arange(-(i0 + lb - 1), L - i0, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
-  auto rows = table.index_select(-2, dist.clamp(-k, k) + k);                       // [H|1, C, d], C = lb+L-1
-  auto s = torch::matmul(x.narrow(2, i0, lb), rows.transpose(-2, -1)).contiguous();  // [B, H, lb, C]
-  // s[.., i', c] holds distance c - (i0+lb-1); key j of query i0+i' is at c = j - i' + lb - 1,
-  // so row i' starts at offset lb-1-i' + i'*C: a view with row stride C - 1 (non-overlapping).
-  const int64_t C = s.size(-1);
-  return s.as_strided({s.size(0), s.size(1), lb, L}, {s.stride(0), s.stride(1), C - 1, 1}, s.storage_offset() + lb - 1);
+  auto rows = table.index_select(-2, sign * dist.clamp(-k, k) + k);  // [H|1, C, d]
+  rows = torch::constant_pad_nd(rows, {0, 0, 0, W - C});             // [H|1, W, d]
+  return times_rows(x.narrow(2, i0, lb), rows);                      // [B, H, lb, W]
+}
+
+// y[.., i, j] = x_i . table[clip(sign (j - i), k) + k]: [B, H, L, L].
+torch::Tensor signed_relative_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t sign,
+                                     int64_t blocks) {
+  const int64_t L = x.size(2), reach = relative_reach(k, L);
+  auto window = narrow_relative(table, -2, k, reach);  // [H|1, 2k'+1, d]
+  if (blocks <= 0) blocks = skew_blocks_override.load();
+  // 4 blocks of L/4 queries multiply by 1.25 L rows each instead of one block's 2 L: on the CPU
+  // m4's layer takes 1.21x absolute's time at L = 512 against 1.30x with one block
+  // (bench/results/attention_cpu.md). One block has fewer kernels and copies about as many
+  // bytes; the GPU check times both (rpe-bench-model --relative-blocks).
+  if (blocks <= 0) blocks = 4;
+  const int64_t block = (L + blocks - 1) / blocks;
+  // Gather when the table is short next to the rows a skewed block multiplies by
+  // (measured crossover on CPU at L = 512: k' between L/4 and L/2).
+  if (4 * (2 * reach + 1) < 3 * (L + block - 1)) {
+    auto idx = relative_index(L, reach, x.device());                    // [L, L]: clip(j - i, k') + k'
+    if (sign < 0) idx = 2 * reach - idx;                                // clip(i - j, k') + k'
+    return gather_relative(times_rows(x, window), idx);                 // [B, H, L, L]
+  }
+  // Each block's skew is a view; the concatenation is the one copy (and with one block, the
+  // copy that gives the fused attention kernel its aligned rows). Backward slices the
+  // gradient and, per block, writes it into a zero tensor through the same view (autograd's
+  // as_strided backward), so only one block's [B, H, lb, W] gradient is alive at a time.
+  std::vector<torch::Tensor> parts;  // [B, H, lb, L] views each
+  for (int64_t i0 = 0; i0 < L; i0 += block)
+    parts.push_back(skew_view(block_scores(x, window, reach, sign, i0, std::min(block, L - i0)), L));
+  return torch::cat(parts, 2);  // [B, H, L, L]
 }
 
 }  // namespace
 
+void set_relative_skew_blocks(int64_t blocks) { skew_blocks_override = std::max<int64_t>(blocks, 0); }
+
 torch::Tensor relative_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t blocks) {
-  const int64_t L = x.size(2), reach = relative_reach(k, L);
-  auto window = narrow_relative(table, -2, k, reach);  // [H|1, 2k'+1, d]
-  const int64_t block = (L + blocks - 1) / std::max<int64_t>(blocks, 1);
-  // Gather when the table is short next to the rows a skewed block multiplies by
-  // (measured crossover on CPU at L = 512: k' between L/4 and L/2).
-  if (4 * (2 * reach + 1) < 3 * (L + block - 1)) {
-    auto idx = relative_index(L, reach, x.device());                               // [L, L]
-    return gather_relative(torch::matmul(x, window.transpose(-2, -1)), idx);       // [B, H, L, L]
-  }
-  std::vector<torch::Tensor> parts;
-  for (int64_t i0 = 0; i0 < L; i0 += block) parts.push_back(skewed_block(x, window, reach, i0, std::min(block, L - i0)));
-  return parts.size() == 1 ? parts[0] : torch::cat(parts, 2);  // [B, H, L, L]
+  return signed_relative_scores(x, table, k, 1, blocks);
 }
 
 torch::Tensor relative_key_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t blocks) {
-  // z[j, i] = x_j . flip(table)[clip(i - j) + k] = x_j . table[clip(j - i) + k]; y = z^T.
-  return relative_scores(x, table.flip(-2), k, blocks).transpose(-2, -1);
+  // z[j, i] = x_j . table[clip(-(i - j), k) + k] = x_j . table[clip(j - i) + k]; y = z^T.
+  return signed_relative_scores(x, table, k, -1, blocks).transpose(-2, -1);
 }
 
 torch::Tensor sinusoid_table(const torch::Tensor& positions, int64_t dim) {

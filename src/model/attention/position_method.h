@@ -145,15 +145,21 @@ torch::Tensor gather_relative_keys(const torch::Tensor& x, const torch::Tensor& 
 // Query-side relative scores without any [L, L, d] tensor:
 //   y[b, h, i, j] = x[b, h, i] . table[h, clip(j - i, k) + k]
 // x: [B, H, L, d]; table: [H|1, 2k+1, d] (slots for distances -k..k); returns [B, H, L, L].
-// Short reaches multiply by the table and gather; long ones (the default k = n - 1) use a
-// blocked skew: each block of `blocks` query blocks multiplies by just the table rows its
-// distances reach (L + L/blocks - 1 of them, clipped rows repeated) and reads the result
-// through a strided view, which has no gather and a cheap backward (bench/results).
-torch::Tensor relative_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t blocks = 4);
+// Short reaches multiply by the table and gather; long ones (the default k = n - 1) skew: x
+// times the table rows of every distance its queries reach (clipped rows repeated), read back
+// as [L, L] through a strided view, with no gather and a two-kernel backward. `blocks` splits
+// the queries into that many blocks, each multiplying by just the L + L/blocks - 1 rows its
+// distances reach (fewer FLOPs, more kernels); 0 = the default: 4 (bench/results/attention_cpu.md),
+// unless set_relative_skew_blocks says otherwise.
+torch::Tensor relative_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t blocks = 0);
 
 // Key-side relative scores: y[b, h, i, j] = x[b, h, j] . table[h, clip(j - i, k) + k]
-// (m4's k_j . w term, DeBERTa's p2c); the query-side scores with the table reversed, transposed.
-torch::Tensor relative_key_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t blocks = 4);
+// (m4's k_j . w term, DeBERTa's p2c): the query-side scores at negated distances, transposed.
+torch::Tensor relative_key_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t blocks = 0);
+
+// Overrides the default of `blocks` above for every later call in the process (0 = the default
+// again): the benchmarks' --relative-blocks, to compare layouts on one device.
+void set_relative_skew_blocks(int64_t blocks);
 
 // T5's bidirectional log buckets (Raffel et al. 2019) of relative distances rel = j - i
 // (any integer tensor): half the buckets for r > 0, exact below buckets/4, logarithmic up

@@ -1,7 +1,8 @@
 // relative_scores / relative_key_scores, the [L, L] layout shared by shaw, transformer_xl,
 // m4 and deberta, against a loop over (i, j) that reads the table at clip(j - i, k) + k.
-// Every block count and both code paths (gather for short reaches, blocked skew for long
-// ones), values and gradients, shared and per-head tables.
+// Every block count (0: the device's default) and both code paths (gather for short reaches,
+// skew for long ones), values and gradients, shared and per-head tables, and x laid out as
+// attention passes it (a view into the fused QKV projection) as well as contiguous.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -28,10 +29,14 @@ TEST(RelativeScores, MatchLoopForEveryPathAndBlockCount) {
   for (int64_t L : {1, 2, 7, 33}) {
     for (int64_t k : {1, 3, 15, 40}) {
       for (int64_t table_heads : {1, 3}) {
-        for (int64_t blocks : {1, 2, 3, 4, 5, 40}) {
+        for (int64_t blocks : {0, 1, 2, 3, 4, 5, 40}) {
           for (bool key : {false, true}) {
             torch::manual_seed(L * 1000 + k * 10 + blocks);
-            auto x = torch::randn({2, 3, L, 4}, opts).requires_grad_();
+            // x: [B, H, L, d] = [2, 3, L, 4]; for odd block counts, a head's slice of a [B, L, 3, H, d]
+            // projection, transposed, as SelfAttention's q and k are.
+            auto x = blocks % 2 ? torch::randn({2, L, 3, 3, 4}, opts).select(2, 1).transpose(1, 2)
+                                : torch::randn({2, 3, L, 4}, opts);
+            x.requires_grad_();
             auto table = torch::randn({table_heads, 2 * k + 1, 4}, opts).requires_grad_();
             auto got = key ? relative_key_scores(x, table, k, blocks) : relative_scores(x, table, k, blocks);
             auto want = naive(x, table, k, key);
