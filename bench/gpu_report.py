@@ -218,7 +218,8 @@ def main():
            "(bench/hf_bench.py) in the same run on the same shapes, its MLM head on the masked tokens "
            "as ours (rows marked" + STOCK + ": the stock model, head on every token); rpe-graph = rpe-train's "
            "same step captured as one CUDA graph and replayed (train/cuda_graph.h: what the host's kernel "
-           "launches cost the eager step). MFU against "
+           "launches cost the eager step); rpe (relative blocks N) = rpe-train with the relative methods' "
+           "skew in N query blocks instead of the default 4 (rpe-bench-model --relative-blocks). MFU against "
            + (f"{peak:g} TFLOP/s peak dense bf16." if peak else "no peak (a CPU, or --peak-tflops 0): no MFU."),
            ""]
     if runs > 1:
@@ -246,6 +247,10 @@ def main():
                 if r["impl"] == "rpe-graph" and r["method"] in eager:
                     vs = "; ".join(v for v in (f"{r['tokens_per_s'] / eager[r['method']]['tokens_per_s']:.2f}x "
                                                "tokens/s of rpe eager", vs) if v)
+            elif r["impl"].startswith("rpe (") and r["method"] in eager:  # a variant of our step: beside the default
+                e = eager[r["method"]]
+                vs = (f"{r['tokens_per_s'] / e['tokens_per_s']:.2f}x tokens/s"
+                      + (f", {r['peak_mib'] / e['peak_mib']:.2f}x memory" if e["peak_mib"] else "") + " of rpe")
             memory = f"{r['peak_mib']:.0f}" if r["peak_mib"] else "—"  # 0: not measured (CPU)
             out.append(f"| {r['impl']} | {r['method']} | {r['batch']} | {r['tokens_per_s']:.0f} | "
                        f"{memory} | {'' if mfu is None else f'{100 * mfu:.1f}%'} | {vs} |")

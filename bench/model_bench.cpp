@@ -15,6 +15,9 @@
 // --graph-methods (CUDA): those methods also as "rpe-graph" rows, the same step captured as one
 // CUDA graph and replayed (train/cuda_graph.h, as train.cuda_graphs does per micro-batch): the share of the eager step that is the
 // host launching kernels. A case whose capture fails prints {"impl": "rpe-graph", "error"}.
+// --relative-blocks N: the relative methods' skew split into N query blocks instead of the
+// default 4 (model/attention/position_method.h), rows labelled "rpe (relative blocks N)":
+// the two layouts of the same scores compared on one device.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -27,6 +30,7 @@
 
 #include "bench_common.h"
 #include "profile_steps.h"
+#include "model/attention/position_method.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
 #include "train/cuda_graph.h"
@@ -46,12 +50,22 @@ struct Options {
   rpe::bench::ModelSize size;
   int64_t batch_tokens = 16384;
   int steps = 20, warmup = 3, profile_steps = 0;
+  int64_t relative_blocks = 0;  // 0: the default (4)
   double max_seconds = 0;  // 0: no cap
   bool bf16 = true;
   bool graphs_only = false;  // only the --graph-methods cases, as graphs (no eager rows)
 };
 
 using rpe::bench::sync;
+
+// A row's "impl": rpe, rpe-graph, or rpe with its relative scores in --relative-blocks blocks.
+std::string impl_label(const Options& a, bool graph) {
+  if (graph) return "rpe-graph";
+  if (a.relative_blocks == 0) return "rpe";
+  std::string label = "rpe (relative blocks ";
+  label += std::to_string(a.relative_blocks);
+  return label + ")";
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -127,7 +141,7 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L, b
     peak = static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
   }
 #endif
-  nlohmann::json row = {{"impl", graph ? "rpe-graph" : "rpe"}, {"method", method},
+  nlohmann::json row = {{"impl", impl_label(a, graph)}, {"method", method},
           {"length", L},            {"batch", B},
           {"tokens_per_s", static_cast<double>(B * L) / (med / 1000.0)},
           {"peak_mib", peak},       {"step_ms", med},
@@ -159,7 +173,10 @@ int main(int argc, char** argv) {
   app.add_option("--graph-methods", a.graph_methods, "comma-separated methods also timed as one CUDA graph per step (CUDA)");
   app.add_flag("--graphs-only", a.graphs_only, "only the --graph-methods cases, as CUDA graphs");
   app.add_flag("!--fp32", a.bf16, "fp32 instead of bf16 autocast");
+  app.add_option("--relative-blocks", a.relative_blocks, "relative methods' skew in this many query blocks (0: the default, 4)")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
+  rpe::set_relative_skew_blocks(a.relative_blocks);
   if (!rpe::bench::device_available(a.device, "rpe-bench-model")) return 2;
   const auto methods = a.methods == "all" ? rpe::attention_method_names() : split(a.methods);
   const auto graphed = split(a.graph_methods);
