@@ -147,7 +147,7 @@ torch::Tensor gather_relative_keys(const torch::Tensor& x, const torch::Tensor& 
 // x: [B, H, L, d]; table: [H|1, 2k+1, d] (slots for distances -k..k); returns [B, H, L, L].
 // Short reaches multiply by the table and gather; long ones (the default k = n - 1) skew: x
 // times the table rows of every distance its queries reach (clipped rows repeated), read back
-// as [L, L] through a strided view, with no gather and a two-kernel backward. `blocks` splits
+// as [L, L] through a strided view: no gather, no scatter in backward. `blocks` splits
 // the queries into that many blocks, each multiplying by just the L + L/blocks - 1 rows its
 // distances reach (fewer FLOPs, more kernels); 0 = the default: 4 (bench/results/attention_cpu.md),
 // unless set_relative_skew_blocks says otherwise.

@@ -1,6 +1,6 @@
 // relative_scores / relative_key_scores, the [L, L] layout shared by shaw, transformer_xl,
 // m4 and deberta, against a loop over (i, j) that reads the table at clip(j - i, k) + k.
-// Every block count (0: the device's default) and both code paths (gather for short reaches,
+// Every block count (0: the default) and both code paths (gather for short reaches,
 // skew for long ones), values and gradients, shared and per-head tables, and x laid out as
 // attention passes it (a view into the fused QKV projection) as well as contiguous.
 #include <gtest/gtest.h>
