@@ -134,13 +134,14 @@ torch::Tensor skew_view(const torch::Tensor& s, int64_t cols) {
 // rows repeated; zero rows pad them to a multiple of 8 for aligned GEMMs on tensor cores):
 // [B, H, lb, W], whose column c holds distance c - (i0+lb-1), so key j of query i0+i' is at
 // c = j - i' + lb - 1: the skew with R = lb.
-torch::Tensor block_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t sign, int64_t i0,
-                           int64_t lb) {
-  const int64_t L = x.size(2), C = lb + L - 1, W = (C + 7) / 8 * 8;
-  auto dist = torch::arange(-(i0 + lb - 1), L - i0, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+// xb: those rows of x, [B, H, lb, d]; L: the keys.
+torch::Tensor block_scores(const torch::Tensor& xb, const torch::Tensor& table, int64_t k, int64_t sign, int64_t i0,
+                           int64_t L) {
+  const int64_t lb = xb.size(2), C = lb + L - 1, W = (C + 7) / 8 * 8;
+  auto dist = torch::arange(-(i0 + lb - 1), L - i0, torch::TensorOptions().dtype(torch::kLong).device(xb.device()));
   auto rows = table.index_select(-2, sign * dist.clamp(-k, k) + k);  // [H|1, C, d]
   rows = torch::constant_pad_nd(rows, {0, 0, 0, W - C});             // [H|1, W, d]
-  return times_rows(x.narrow(2, i0, lb), rows);                      // [B, H, lb, W]
+  return times_rows(xb, rows);                                       // [B, H, lb, W]
 }
 
 // y[.., i, j] = x_i . table[clip(sign (j - i), k) + k]: [B, H, L, L].
@@ -166,9 +167,14 @@ torch::Tensor signed_relative_scores(const torch::Tensor& x, const torch::Tensor
   // copy that gives the fused attention kernel its aligned rows). Backward slices the
   // gradient and, per block, writes it into a zero tensor through the same view (autograd's
   // as_strided backward), so only one block's [B, H, lb, W] gradient is alive at a time.
+  // The query blocks as one split (not a narrow each): backward joins their gradients with one
+  // concatenation, where narrows would each scatter into a zero x-sized tensor, summed after.
   std::vector<torch::Tensor> parts;  // [B, H, lb, L] views each
-  for (int64_t i0 = 0; i0 < L; i0 += block)
-    parts.push_back(skew_view(block_scores(x, window, reach, sign, i0, std::min(block, L - i0)), L));
+  int64_t i0 = 0;
+  for (const auto& xb : x.split(block, 2)) {
+    parts.push_back(skew_view(block_scores(xb, window, reach, sign, i0, L), L));
+    i0 += xb.size(2);
+  }
   return torch::cat(parts, 2);  // [B, H, L, L]
 }
 
