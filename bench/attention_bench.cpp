@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "model/attention/position_method.h"
 #include "model/attention/registry.h"
 #include "model/encoder.h"
@@ -274,9 +275,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "CPU threads (0 = LibTorch default)");
   app.add_option("--device", o.device, "cpu or cuda");
   app.add_option("--out", o.out_file, "also write the Markdown table to this file");
-  app.add_option("--relative-blocks", o.relative_blocks,
-                 "relative methods' skew in this many query blocks (0: the default, 4)")
-      ->check(CLI::NonNegativeNumber);
+  rpe::bench::add_relative_blocks_option(app, o.relative_blocks);
   CLI11_PARSE(app, argc, argv);
   rpe::set_relative_skew_blocks(o.relative_blocks);  // before the forks: every child inherits it
   rpe::keep_freed_host_memory();  // as rpe-train does

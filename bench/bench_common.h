@@ -1,5 +1,6 @@
-// What the whole-model benchmarks (rpe-bench-model, rpe-bench-optim) share: the model size
-// options (BERT-base by default), the device check and the end-of-step sync.
+// What the benchmarks share: the whole-model ones' (rpe-bench-model, rpe-bench-optim) size
+// options (BERT-base by default), the device check and the end-of-step sync; the relative
+// methods' layout option (rpe-bench-model, rpe-bench-attention).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
@@ -7,6 +8,7 @@
 #include <iostream>
 #include <string>
 
+#include "model/attention/position_method.h"
 #include "model/bert.h"
 
 namespace rpe::bench {
@@ -27,6 +29,13 @@ inline ModelOptions model_options(const ModelSize& s) {
   ModelOptions o;
   o.hidden = s.hidden, o.layers = s.layers, o.heads = s.heads, o.ffn = s.ffn, o.vocab_size = s.vocab;
   return o;
+}
+
+// --relative-blocks N: the relative methods' skew in N query blocks instead of the default (0);
+// pass N to set_relative_skew_blocks once parsed, before any model runs.
+inline void add_relative_blocks_option(CLI::App& app, int64_t& blocks) {
+  app.add_option("--relative-blocks", blocks, "relative methods' skew in this many query blocks (0: the default, 4)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 // False (with a one-line message) when --device asks for CUDA that LibTorch does not see.

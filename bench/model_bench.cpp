@@ -173,8 +173,7 @@ int main(int argc, char** argv) {
   app.add_option("--graph-methods", a.graph_methods, "comma-separated methods also timed as one CUDA graph per step (CUDA)");
   app.add_flag("--graphs-only", a.graphs_only, "only the --graph-methods cases, as CUDA graphs");
   app.add_flag("!--fp32", a.bf16, "fp32 instead of bf16 autocast");
-  app.add_option("--relative-blocks", a.relative_blocks, "relative methods' skew in this many query blocks (0: the default, 4)")
-      ->check(CLI::NonNegativeNumber);
+  rpe::bench::add_relative_blocks_option(app, a.relative_blocks);
   CLI11_PARSE(app, argc, argv);
   rpe::set_relative_skew_blocks(a.relative_blocks);
   if (!rpe::bench::device_available(a.device, "rpe-bench-model")) return 2;

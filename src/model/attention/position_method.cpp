@@ -1,7 +1,6 @@
 // Shared pieces of position methods: the learned absolute table and relative indexing.
 #include "model/attention/position_method.h"
 
-#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -101,8 +100,13 @@ torch::Tensor gather_relative_keys(const torch::Tensor& x, const torch::Tensor& 
 
 namespace {
 
-// Process-wide override of the skew's query blocks (0 = the default), for benchmarks.
-std::atomic<int64_t> skew_blocks_override{0};
+// The skew's query blocks when a caller passes 0: 4 blocks of L/4 queries multiply by 1.25 L
+// rows each instead of one block's 2 L; on the CPU m4's layer takes 1.21x absolute's time at
+// L = 512 against 1.30x with one block (bench/results/attention_cpu.md). One block has fewer
+// kernels and copies about as many bytes; the benchmarks' --relative-blocks sets it (the GPU
+// check times both).
+constexpr int64_t kDefaultSkewBlocks = 4;
+std::atomic<int64_t> default_skew_blocks{kDefaultSkewBlocks};
 
 // x . rows^T for x: [B, H, L, d] and rows: [H|1, W, d] -> [B, H, L, W], computed head-major.
 // q and k arrive as views of the fused QKV projection ([B, L, 3, H, d] underneath); as
@@ -133,8 +137,7 @@ torch::Tensor skew_view(const torch::Tensor& s, int64_t cols) {
 // every distance the block reaches, from -(i0+lb-1) to L-1-i0 (lb + L - 1 table rows, clipped
 // rows repeated; zero rows pad them to a multiple of 8 for aligned GEMMs on tensor cores):
 // [B, H, lb, W], whose column c holds distance c - (i0+lb-1), so key j of query i0+i' is at
-// c = j - i' + lb - 1: the skew with R = lb.
-// xb: those rows of x, [B, H, lb, d]; L: the keys.
+// c = j - i' + lb - 1: the skew with R = lb. xb: those rows of x, [B, H, lb, d]; L: the keys.
 torch::Tensor block_scores(const torch::Tensor& xb, const torch::Tensor& table, int64_t k, int64_t sign, int64_t i0,
                            int64_t L) {
   const int64_t lb = xb.size(2), C = lb + L - 1, W = (C + 7) / 8 * 8;
@@ -149,12 +152,7 @@ torch::Tensor signed_relative_scores(const torch::Tensor& x, const torch::Tensor
                                      int64_t blocks) {
   const int64_t L = x.size(2), reach = relative_reach(k, L);
   auto window = narrow_relative(table, -2, k, reach);  // [H|1, 2k'+1, d]
-  if (blocks <= 0) blocks = skew_blocks_override.load();
-  // 4 blocks of L/4 queries multiply by 1.25 L rows each instead of one block's 2 L: on the CPU
-  // m4's layer takes 1.21x absolute's time at L = 512 against 1.30x with one block
-  // (bench/results/attention_cpu.md). One block has fewer kernels and copies about as many
-  // bytes; the GPU check times both (rpe-bench-model --relative-blocks).
-  if (blocks <= 0) blocks = 4;
+  if (blocks <= 0) blocks = default_skew_blocks.load();
   const int64_t block = (L + blocks - 1) / blocks;
   // Gather when the table is short next to the rows a skewed block multiplies by
   // (measured crossover on CPU at L = 512: k' between L/4 and L/2).
@@ -163,12 +161,12 @@ torch::Tensor signed_relative_scores(const torch::Tensor& x, const torch::Tensor
     if (sign < 0) idx = 2 * reach - idx;                                // clip(i - j, k') + k'
     return gather_relative(times_rows(x, window), idx);                 // [B, H, L, L]
   }
-  // Each block's skew is a view; the concatenation is the one copy (and with one block, the
-  // copy that gives the fused attention kernel its aligned rows). Backward slices the
-  // gradient and, per block, writes it into a zero tensor through the same view (autograd's
-  // as_strided backward), so only one block's [B, H, lb, W] gradient is alive at a time.
-  // The query blocks as one split (not a narrow each): backward joins their gradients with one
-  // concatenation, where narrows would each scatter into a zero x-sized tensor, summed after.
+  // The query blocks are one split of x (not a narrow each, whose gradients would each be a
+  // zero x-sized tensor, summed after: the split's is one concatenation). Each block's skew is a
+  // view; the concatenation of the views is the one copy (with one block, the copy that gives
+  // the fused attention kernel aligned rows). Backward writes each block's slice of the
+  // gradient into a zero tensor through the same view (autograd's as_strided backward), so
+  // only one block's [B, H, lb, W] gradient is alive at a time.
   std::vector<torch::Tensor> parts;  // [B, H, lb, L] views each
   int64_t i0 = 0;
   for (const auto& xb : x.split(block, 2)) {
@@ -180,7 +178,7 @@ torch::Tensor signed_relative_scores(const torch::Tensor& x, const torch::Tensor
 
 }  // namespace
 
-void set_relative_skew_blocks(int64_t blocks) { skew_blocks_override = std::max<int64_t>(blocks, 0); }
+void set_relative_skew_blocks(int64_t blocks) { default_skew_blocks = blocks > 0 ? blocks : kDefaultSkewBlocks; }
 
 torch::Tensor relative_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t blocks) {
   return signed_relative_scores(x, table, k, 1, blocks);
