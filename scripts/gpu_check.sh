@@ -219,7 +219,7 @@ sys.exit(0 if transformers.__version__.startswith("4.") else "transformers " + t
   # limit keeps the rows that matter most (the JSON lines are written as each case ends).
   local peers others note  # peers: our methods that have a Hugging Face peer (gpu_report.py's HF_PEER)
   peers=$("$PY" -c 'import sys; sys.path.insert(0, "bench"); from gpu_report import HF_PEER; print(",".join(HF_PEER))')
-  note=$(((SMOKE)) && echo 'CPU smoke run at tiny size: the numbers mean nothing.' || echo "rpe-train $("$BUILD/rpe-train" --version | head -1)")
+  note=$(((SMOKE)) && echo 'CPU smoke run at tiny size: the numbers mean nothing.' || echo "$("$BUILD/rpe-train" --version | head -1), measured $(date -u +%F)")
   : >"$OUT/hf.jsonl"
   : >"$OUT/optim.jsonl"
   report() {  # after each stage, so that a call cut at its limit still brings a report back
