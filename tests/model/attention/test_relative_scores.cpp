@@ -57,5 +57,38 @@ TEST(RelativeScores, MatchLoopForEveryPathAndBlockCount) {
   }
 }
 
+TEST(RelativeScores, IndicesBuiltOnceServeEveryLaterCallAndAutograd) {
+  // The slot indices are built once per (lengths, device) and kept (position_method.cpp's
+  // cached_index). The first call here comes under inference mode, as an evaluation before
+  // training would; the indices it builds must still serve a training step's backward, and
+  // the kept ones must be the same tensor, unchanged by the methods that read them.
+  auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  const int64_t L = 29, k = 31;  // a length and clip no other test here uses: built fresh below
+  torch::manual_seed(5);
+  auto x = torch::randn({2, 3, L, 4}, opts), table = torch::randn({3, 2 * k + 1, 4}, opts);
+  torch::Tensor first_index;
+  {
+    const c10::InferenceMode inference;
+    first_index = relative_index(L, k, torch::kCPU);
+    relative_scores(x, table, k, 3);
+    relative_key_scores(x, table, k, 1);
+  }
+  EXPECT_FALSE(first_index.is_inference());
+  auto again = relative_index(L, k, torch::kCPU);
+  EXPECT_TRUE(again.is_same(first_index));
+  auto xr = x.clone().requires_grad_(), tr = table.clone().requires_grad_();
+  for (int64_t blocks : {3, 1}) {
+    auto got = relative_scores(xr, tr, k, blocks) + relative_key_scores(xr, tr, k, blocks);
+    auto want = naive(xr, tr, k, false) + naive(xr, tr, k, true);
+    EXPECT_LT((got - want).abs().max().item<double>(), 1e-12);
+    auto g = torch::randn_like(want);
+    auto got_grad = torch::autograd::grad({got}, {xr, tr}, {g});
+    auto want_grad = torch::autograd::grad({want}, {xr, tr}, {g});
+    EXPECT_LT((got_grad[1] - want_grad[1]).abs().max().item<double>(), 1e-12) << "blocks " << blocks;
+  }
+  EXPECT_TRUE(torch::equal(relative_index(L, k, torch::kCPU),
+                           (torch::arange(L).unsqueeze(0) - torch::arange(L).unsqueeze(1)).clamp(-k, k) + k));
+}
+
 }  // namespace
 }  // namespace rpe
