@@ -219,7 +219,9 @@ def main():
            "as ours (rows marked" + STOCK + ": the stock model, head on every token); rpe-graph = rpe-train's "
            "same step captured as one CUDA graph and replayed (train/cuda_graph.h: what the host's kernel "
            "launches cost the eager step); rpe (relative blocks N) = rpe-train with the relative methods' "
-           "skew in N query blocks instead of the default 4 (rpe-bench-model --relative-blocks). MFU against "
+           "skew in N query blocks instead of the default 4 (rpe-bench-model --relative-blocks); "
+           "rpe (unfused add-norm) = rpe-train with the post-LN add & norm as separate kernels instead of "
+           "its fused CUDA kernel (--unfused-add-norm). MFU against "
            + (f"{peak:g} TFLOP/s peak dense bf16." if peak else "no peak (a CPU, or --peak-tflops 0): no MFU."),
            ""]
     if runs > 1:

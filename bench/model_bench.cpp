@@ -18,6 +18,8 @@
 // --relative-blocks N: the relative methods' skew split into N query blocks instead of the
 // default 4 (model/attention/position_method.h), rows labelled "rpe (relative blocks N)":
 // the two layouts of the same scores compared on one device.
+// --unfused-add-norm: the post-LN add & norm as separate ATen kernels instead of its fused CUDA
+// kernel (model/add_norm.h), rows labelled "rpe (unfused add-norm)": what the fusion buys.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -30,6 +32,7 @@
 
 #include "bench_common.h"
 #include "profile_steps.h"
+#include "model/add_norm.h"
 #include "model/attention/position_method.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
@@ -54,16 +57,20 @@ struct Options {
   double max_seconds = 0;  // 0: no cap
   bool bf16 = true;
   bool graphs_only = false;  // only the --graph-methods cases, as graphs (no eager rows)
+  bool unfused_add_norm = false;
 };
 
 using rpe::bench::sync;
 
-// A row's "impl": rpe, rpe-graph, or rpe with its relative scores in --relative-blocks blocks.
+// A row's "impl": rpe, rpe-graph, or rpe with --relative-blocks or --unfused-add-norm.
 std::string impl_label(const Options& a, bool graph) {
   if (graph) return "rpe-graph";
-  if (a.relative_blocks == 0) return "rpe";
-  std::string label = "rpe (relative blocks ";
-  label += std::to_string(a.relative_blocks);
+  std::vector<std::string> variants;
+  if (a.relative_blocks != 0) variants.push_back("relative blocks " + std::to_string(a.relative_blocks));
+  if (a.unfused_add_norm) variants.push_back("unfused add-norm");
+  if (variants.empty()) return "rpe";
+  std::string label = "rpe (" + variants[0];
+  for (size_t i = 1; i < variants.size(); ++i) label += ", " + variants[i];
   return label + ")";
 }
 
@@ -174,8 +181,10 @@ int main(int argc, char** argv) {
   app.add_flag("--graphs-only", a.graphs_only, "only the --graph-methods cases, as CUDA graphs");
   app.add_flag("!--fp32", a.bf16, "fp32 instead of bf16 autocast");
   rpe::bench::add_relative_blocks_option(app, a.relative_blocks);
+  app.add_flag("--unfused-add-norm", a.unfused_add_norm, "post-LN add & norm as separate kernels, not fused (CUDA)");
   CLI11_PARSE(app, argc, argv);
   rpe::set_relative_skew_blocks(a.relative_blocks);
+  rpe::set_fused_add_norm(!a.unfused_add_norm);
   if (!rpe::bench::device_available(a.device, "rpe-bench-model")) return 2;
   const auto methods = a.methods == "all" ? rpe::attention_method_names() : split(a.methods);
   const auto graphed = split(a.graph_methods);

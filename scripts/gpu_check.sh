@@ -83,7 +83,7 @@ fi
 gpu_same_torch "$PY" "$BUILD"
 "$BUILD/rpe-train" --version
 ((SMOKE)) || "$BUILD/rpe-train" --version | grep -qx "m3 CUDA kernel: built" \
-  || say "warning: this build has no m3 CUDA kernel (nvcc was not found when it was configured): m3 runs its band kernel"
+  || say "warning: this build has no CUDA kernels (nvcc was not found when it was configured): m3 runs its band kernel, add & norm unfused"
 source scripts/device_name.sh
 device_name "$PY" "$( ((SMOKE)) && echo cpu || echo cuda)"  # DEVNAME, SLUG
 OUT=${OUT:-$( ((SMOKE)) && mktemp -d || echo "bench/results/gpu_run_$SLUG")}
@@ -246,6 +246,12 @@ sys.exit(0 if transformers.__version__.startswith("4.") else "transformers " + t
   say "benchmark: rpe-bench-model (m4, relative scores in one skew block)"
   "$BUILD/rpe-bench-model" "${bench[@]}" --methods m4 --relative-blocks 1 >>"$OUT/rpe.jsonl" 2>>"$OUT/rpe_bench.log" \
     || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model --relative-blocks"; }
+  report
+  # absolute once more with its post-LN add & norm unfused (separate ATen kernels): what the
+  # fused kernel (src/model/add_norm_cuda.cu) buys, measured beside it
+  say "benchmark: rpe-bench-model (absolute, add & norm unfused)"
+  "$BUILD/rpe-bench-model" "${bench[@]}" --methods absolute --unfused-add-norm >>"$OUT/rpe.jsonl" 2>>"$OUT/rpe_bench.log" \
+    || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model --unfused-add-norm"; }
   report
   say "benchmark: one optimizer step (rpe-bench-optim)"
   "$BUILD/rpe-bench-optim" "${optim[@]}" >"$OUT/optim.jsonl" 2>"$OUT/optim_bench.log" || { tail "$OUT/optim_bench.log"; fail "rpe-bench-optim"; }

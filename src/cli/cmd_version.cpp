@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "dist/data_parallel.h"
+#include "model/add_norm.h"
 #include "model/attention/m3.h"
 #include "model/attention/registry.h"
 #include "rpe/version.h"
@@ -28,6 +29,9 @@ int print_version() {
   std::cout << "NCCL: " << dist::nccl_version() << "\n";
   std::cout << "m3 CUDA kernel: "
             << (m3_cuda_kernel_built() ? "built" : "not built (m3 runs its band kernel on CUDA devices)") << "\n";
+  std::cout << "add & norm CUDA kernel: "
+            << (add_norm_kernel_built() ? "built" : "not built (post-LN add & norm runs unfused on CUDA devices)")
+            << "\n";
   std::cout << "devices: cpu";
   for (int i = 0; i < hooks.getNumGPUs(); ++i) std::cout << ", cuda:" << i;
   std::cout << "\nposition methods: " << join(attention_method_names()) << "\n";

@@ -1,6 +1,8 @@
 // BERT encoder layer (Vaswani et al. 2017; Devlin et al. 2019), GELU feed-forward.
 #include "model/encoder.h"
 
+#include "model/add_norm.h"
+
 namespace rpe {
 
 EncoderLayerImpl::EncoderLayerImpl(const ModelOptions& o, std::shared_ptr<PositionTermImpl> position)
@@ -16,19 +18,18 @@ EncoderLayerImpl::EncoderLayerImpl(const ModelOptions& o, std::shared_ptr<Positi
 torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& key_padding,
                                         const torch::Tensor& shared_bias) {
   auto drop = [&](const torch::Tensor& t) { return torch::dropout(t, dropout_p_, is_training()); };
-  // x + y with y cast to x's dtype first. Under bf16 autocast the stream x is fp32 (LayerNorm's
-  // output) and y bf16 (a Linear's): CUDA adds mixed dtypes with a non-vectorised casting
-  // kernel, most likely the H100 profile's largest single kernel (110 us a call against 53 us
-  // for an fp32 add of the same size); a vectorised cast and add compute the same sum. A no-op
-  // cast in fp32.
-  auto residual = [](const torch::Tensor& x, const torch::Tensor& y) { return x + y.to(x.scalar_type()); };
   auto ffn = [&](const torch::Tensor& t) { return ffn_out->forward(torch::gelu(ffn_in->forward(t))); };
-  if (pre_ln_) {
-    auto h = residual(x, drop(attention->forward(attention_norm->forward(x), key_padding, shared_bias)));
-    return residual(h, drop(ffn(ffn_norm->forward(h))));
+  if (!pre_ln_) {  // add_norm: one kernel each way on CUDA (add_norm.h)
+    auto h = add_norm(x, attention->forward(x, key_padding, shared_bias), dropout_p_, is_training(), attention_norm);
+    return add_norm(h, ffn(h), dropout_p_, is_training(), ffn_norm);
   }
-  auto h = attention_norm->forward(residual(x, drop(attention->forward(x, key_padding, shared_bias))));
-  return ffn_norm->forward(residual(h, drop(ffn(h))));
+  // x + y with y cast to x's dtype first. Under bf16 autocast the stream x is fp32 and y bf16
+  // (a Linear's output): CUDA adds mixed dtypes with a non-vectorised casting kernel (the H100
+  // profile: 110 us a call against 53 us for an fp32 add of the same size); a vectorised cast
+  // and add compute the same sum. A no-op cast in fp32.
+  auto residual = [](const torch::Tensor& x, const torch::Tensor& y) { return x + y.to(x.scalar_type()); };
+  auto h = residual(x, drop(attention->forward(attention_norm->forward(x), key_padding, shared_bias)));
+  return residual(h, drop(ffn(ffn_norm->forward(h))));
 }
 
 }  // namespace rpe

@@ -14,7 +14,6 @@
 #include "dist/data_parallel.h"
 #include "finetune/heads.h"
 #include "host_sync.h"
-#include "model/attention/m3.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
 #include "test_models.h"
@@ -93,10 +92,6 @@ TEST(HostSync, TheWatchSeesReadsOfTheDeviceAlone) {
 
 TEST(HostSync, EveryMethodTrainsWithoutReadingTheDevice) {
   for (const auto& device : devices_to_test()) {
-    // m3's CUDA kernel is checked against the equation once per device and process, at its
-    // first use (copies both ways): done here, before any watch, so that the count is the
-    // steps' whatever test ran first.
-    m3_cuda_usable(device);
     for (const auto& name : attention_method_names())
       for (bool fused : {true, false})
         for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf})  // fp32, bf16, fp16

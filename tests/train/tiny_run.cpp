@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "data/sp_tokenizer.h"
+#include "model/add_norm.h"
+#include "model/attention/m3.h"
 #include "util/errors.h"
 #include "test_paths.h"
 
@@ -55,7 +57,13 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& file) {
 
 std::vector<torch::Device> devices_to_test() {
   std::vector<torch::Device> d{torch::kCPU};
-  if (torch::cuda::is_available()) d.emplace_back(torch::kCUDA);
+  if (torch::cuda::is_available()) {
+    d.emplace_back(torch::kCUDA);
+    // The CUDA kernels' one-time checks against their references (m3's, add & norm's: copies
+    // both ways) run at their first use: here, before any test watches the device's reads.
+    m3_cuda_usable(d.back());
+    add_norm_kernel_usable(d.back());
+  }
   return d;
 }
 

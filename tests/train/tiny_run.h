@@ -28,7 +28,8 @@ std::filesystem::path fresh_dir(const std::string& name);
 // The rows of a JSON-lines file (metrics.jsonl), in order.
 std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& file);
 
-// The CPU, and the GPU when there is one (scripts/gpu_check.sh runs such tests there).
+// The CPU, and the GPU when there is one (scripts/gpu_check.sh runs such tests there), its
+// CUDA kernels' one-time checks done.
 std::vector<torch::Device> devices_to_test();
 
 }  // namespace rpe::test

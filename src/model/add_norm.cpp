@@ -1,0 +1,239 @@
+// The fused post-LN add & norm (add_norm.h): its autograd function, the engines behind it and
+// the dispatch between it and the unfused composite.
+#include "model/add_norm.h"
+
+#include <ATen/core/Generator.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+
+#include "model/add_norm_kernels.h"
+#include "util/log.h"
+
+#ifdef RPE_WITH_ADD_NORM_CUDA
+#include <c10/core/DeviceGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace rpe {
+namespace {
+
+using add_norm_detail::Engine;
+using torch::Tensor;
+
+std::atomic<bool> fused_enabled{true};
+
+bool update_dtype_supported(torch::ScalarType t) {
+  return t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf;
+}
+
+// What the kernels compute, row by row, in ATen ops: z = x + drop(u), y = LN(z) with the row's
+// mean and 1/sqrt(biased variance + eps). x, u [N, D]; returns {z, y, mean [N], rstd [N]}.
+std::array<Tensor, 4> aten_forward(const Tensor& x, const Tensor& u, const Tensor& keep, double scale, const Tensor& w,
+                                   const Tensor& b, double eps) {
+  auto v = u.to(torch::kFloat);
+  if (keep.defined()) v = torch::where(keep.to(torch::kBool), v * scale, torch::zeros_like(v));
+  auto z = x + v;
+  auto mean = z.mean(-1);
+  auto rstd = ((z - mean.unsqueeze(-1)).square().mean(-1) + eps).rsqrt();
+  auto y = (z - mean.unsqueeze(-1)) * rstd.unsqueeze(-1) * w + b;
+  return {z, y, mean, rstd};
+}
+
+// dz = rstd (g - mean(g) - xhat mean(g xhat)), g = dy w; {dx, du (in u's dtype), dw, db}.
+std::array<Tensor, 4> aten_backward(const Tensor& dy, const Tensor& z, const Tensor& mean, const Tensor& rstd,
+                                    const Tensor& w, const Tensor& keep, double scale, torch::ScalarType u_dtype) {
+  auto xhat = (z - mean.unsqueeze(-1)) * rstd.unsqueeze(-1);
+  auto g = dy * w;
+  auto dz = rstd.unsqueeze(-1) * (g - g.mean(-1, true) - xhat * (g * xhat).mean(-1, true));
+  auto du = keep.defined() ? torch::where(keep.to(torch::kBool), dz * scale, torch::zeros_like(dz)) : dz;
+  return {dz, du.to(u_dtype), (dy * xhat).sum(0), dy.sum(0)};
+}
+
+#ifdef RPE_WITH_ADD_NORM_CUDA
+addnorm::Dtype kernel_dtype(torch::ScalarType t) {
+  return t == torch::kBFloat16 ? addnorm::Dtype::bf16 : t == torch::kHalf ? addnorm::Dtype::f16 : addnorm::Dtype::f32;
+}
+void* stream_of(const Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+// The mask's bytes: bool and uint8 masks alike hold 0 or 1 in one byte an element.
+const uint8_t* bytes(const Tensor& keep) {
+  TORCH_CHECK(!keep.defined() || keep.element_size() == 1, "add & norm: a one-byte mask");
+  return keep.defined() ? static_cast<const uint8_t*>(keep.data_ptr()) : nullptr;
+}
+
+std::array<Tensor, 4> cuda_forward(const Tensor& x, const Tensor& u, const Tensor& keep, double scale, const Tensor& w,
+                                   const Tensor& b, double eps) {
+  const c10::DeviceGuard guard(x.device());
+  const addnorm::Rows n{x.size(0), x.size(1)};
+  auto z = torch::empty_like(x), y = torch::empty_like(x);
+  auto mean = torch::empty({n.N}, x.options()), rstd = torch::empty({n.N}, x.options());
+  const auto err = addnorm::cuda_forward(n, x.data_ptr<float>(), u.data_ptr(), kernel_dtype(u.scalar_type()),
+                                         bytes(keep), static_cast<float>(scale), w.data_ptr<float>(),
+                                         b.data_ptr<float>(), static_cast<float>(eps), z.data_ptr<float>(),
+                                         y.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
+                                         stream_of(x));
+  TORCH_CHECK(err.empty(), "add & norm's CUDA kernel: ", err);
+  return {z, y, mean, rstd};
+}
+
+std::array<Tensor, 4> cuda_backward(const Tensor& dy, const Tensor& z, const Tensor& mean, const Tensor& rstd,
+                                    const Tensor& w, const Tensor& keep, double scale, torch::ScalarType u_dtype) {
+  const c10::DeviceGuard guard(z.device());
+  const addnorm::Rows n{z.size(0), z.size(1)};
+  auto dx = torch::empty_like(z), du = torch::empty(z.sizes(), z.options().dtype(u_dtype));
+  auto parts = torch::empty({2, addnorm::backward_parts(n.N), n.D}, z.options());  // dw, db per row block
+  const auto err = addnorm::cuda_backward(n, dy.data_ptr<float>(), z.data_ptr<float>(), mean.data_ptr<float>(),
+                                          rstd.data_ptr<float>(), w.data_ptr<float>(), bytes(keep),
+                                          static_cast<float>(scale), dx.data_ptr<float>(), du.data_ptr(),
+                                          kernel_dtype(u_dtype), parts[0].data_ptr<float>(),
+                                          parts[1].data_ptr<float>(), stream_of(z));
+  TORCH_CHECK(err.empty(), "add & norm's CUDA kernel: ", err);
+  auto sums = parts.sum(1);  // [2, D]
+  return {dx, du, sums[0], sums[1]};
+}
+#else
+[[noreturn]] void not_built() { TORCH_CHECK(false, "add & norm's CUDA kernel is not in this build"); }
+std::array<Tensor, 4> cuda_forward(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&,
+                                   double) {
+  not_built();
+}
+std::array<Tensor, 4> cuda_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                    const Tensor&, double, torch::ScalarType) {
+  not_built();
+}
+#endif
+
+// Saves z (fp32) and the row statistics, not the update, the sum or the normalised rows.
+struct AddNormFunction : torch::autograd::Function<AddNormFunction> {
+  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& u, const Tensor& keep,
+                        double scale, const Tensor& w, const Tensor& b, double eps, bool on_kernel) {
+    const int64_t D = x.size(-1);
+    auto x2 = x.contiguous().view({-1, D}), u2 = u.contiguous().view({-1, D});
+    auto k2 = keep.numel() > 0 ? keep.contiguous().view({-1, D}) : Tensor();  // empty: no dropout
+    auto [z, y, mean, rstd] = on_kernel ? cuda_forward(x2, u2, k2, scale, w.contiguous(), b.contiguous(), eps)
+                                        : aten_forward(x2, u2, k2, scale, w, b, eps);
+    ctx->save_for_backward({z, mean, rstd, w, k2});
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["u_dtype"] = static_cast<int64_t>(u.scalar_type());
+    ctx->saved_data["kernel"] = on_kernel;
+    return y.view(x.sizes());
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& z = saved[0];
+    const auto shape = grads[0].sizes().vec();
+    auto dy = grads[0].to(torch::kFloat).contiguous().view({-1, z.size(1)});
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const auto u_dtype = static_cast<torch::ScalarType>(ctx->saved_data["u_dtype"].toInt());
+    auto [dx, du, dw, db] = ctx->saved_data["kernel"].toBool()
+                                ? cuda_backward(dy, z, saved[1], saved[2], saved[3].contiguous(), saved[4], scale, u_dtype)
+                                : aten_backward(dy, z, saved[1], saved[2], saved[3], saved[4], scale, u_dtype);
+    return {dx.view(shape), du.view(shape), Tensor(), Tensor(), dw, db, Tensor(), Tensor()};
+  }
+};
+
+// The largest difference between the kernels and the ATen engine on `device`, relative to the
+// largest reference value: forward and every gradient, fp32 and bf16 updates, with and
+// without dropout, at widths that leave lanes and warps idle (80, 768) and row counts that
+// leave a block part-filled.
+double disagreement(const torch::Device& device) {
+  const c10::InferenceMode no_inference(false);  // the first use may come under no_grad
+  const torch::AutoGradMode grad_mode(true);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(20171206);  // not the global stream
+  double worst = 0;
+  for (const auto& [N, D] : {std::pair<int64_t, int64_t>{37, 80}, {300, 768}}) {
+    for (const auto ut : {torch::kFloat, torch::kBFloat16}) {
+      for (const bool drop : {false, true}) {
+        const auto on = [&](const Tensor& t) { return t.to(device); };
+        auto x = on(at::randn({N, D}, gen)), u = on(at::randn({N, D}, gen).to(ut)), g = on(at::randn({N, D}, gen));
+        auto w = on(at::rand({D}, gen) + 0.5), b = on(at::randn({D}, gen));
+        auto keep = drop ? on(at::rand({N, D}, gen) > 0.1) : Tensor();
+        std::vector<Tensor> outs;
+        for (const auto engine : {Engine::cuda, Engine::aten}) {
+          std::vector<Tensor> leaves{x.clone().requires_grad_(), u.clone().requires_grad_(),
+                                     w.clone().requires_grad_(), b.clone().requires_grad_()};
+          auto y = add_norm_detail::fused(leaves[0], leaves[1], keep, 1 / 0.9, leaves[2], leaves[3], 1e-12, engine);
+          auto grads = torch::autograd::grad({(y * g).sum()}, leaves);
+          outs.push_back(y.detach());
+          for (auto& t : grads) outs.push_back(t.to(torch::kFloat));
+        }
+        for (size_t i = 0; i < 5; ++i) {
+          const auto& want = outs[5 + i];
+          const double s = std::max(1.0, want.abs().max().item<double>());
+          worst = std::max(worst, (outs[i] - want).abs().max().item<double>() / s);
+        }
+      }
+    }
+  }
+  return worst;
+}
+
+}  // namespace
+
+namespace add_norm_detail {
+
+Tensor fused(const Tensor& x, const Tensor& update, const Tensor& keep, double scale, const Tensor& weight,
+             const Tensor& bias, double eps, Engine engine) {
+  // An undefined tensor cannot enter autograd::Function::apply: no mask goes in as an empty one.
+  auto mask = keep.defined() ? keep : torch::empty({0}, x.options().dtype(torch::kUInt8));
+  return AddNormFunction::apply(x, update, mask, scale, weight, bias, eps, engine == Engine::cuda);
+}
+
+Tensor composite(const Tensor& x, const Tensor& update, const Tensor& keep, double scale, const Tensor& weight,
+                 const Tensor& bias, double eps) {
+  auto dropped = keep.defined() ? update * keep * scale : update;
+  return torch::layer_norm(x + dropped.to(x.scalar_type()), {x.size(-1)}, weight, bias, eps);
+}
+
+}  // namespace add_norm_detail
+
+void set_fused_add_norm(bool enabled) { fused_enabled = enabled; }
+
+#ifdef RPE_WITH_ADD_NORM_CUDA
+bool add_norm_kernel_built() { return true; }
+#else
+bool add_norm_kernel_built() { return false; }
+#endif
+
+bool add_norm_kernel_usable(const torch::Device& device) {
+  if (!device.is_cuda() || !add_norm_kernel_built()) return false;
+  static std::mutex mutex;
+  static std::map<int, bool> usable;  // by device index
+  std::lock_guard<std::mutex> lock(mutex);
+  const int index = device.has_index() ? device.index() : 0;
+  if (auto it = usable.find(index); it != usable.end()) return it->second;
+  std::string why;
+  try {
+    const double diff = disagreement(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index)));
+    if (!(diff < 1e-4)) why = fmt::format("disagrees with its ATen engine (relative difference {:g})", diff);
+  } catch (const std::exception& e) {
+    why = std::string("did not run: ") + e.what();
+  }
+  if (!why.empty()) {
+    if (const auto nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
+    log::warn("model", "add & norm: the CUDA kernel {} on cuda:{}; the unfused path runs there", why, index);
+  }
+  return usable[index] = why.empty();
+}
+
+Tensor add_norm(const Tensor& x, const Tensor& update, double dropout, bool training,
+                torch::nn::LayerNorm norm) {
+  const auto& w = norm->weight;
+  const auto& b = norm->bias;
+  const bool kernel = fused_enabled && x.is_cuda() && x.scalar_type() == torch::kFloat &&
+                      update_dtype_supported(update.scalar_type()) && w.defined() && b.defined() &&
+                      w.scalar_type() == torch::kFloat && b.scalar_type() == torch::kFloat &&
+                      x.size(-1) <= addnorm::kMaxWidth && add_norm_kernel_usable(x.device());
+  if (!kernel) return norm->forward(x + torch::dropout(update, dropout, training).to(x.scalar_type()));
+  const bool drop = training && dropout > 0;
+  Tensor keep;
+  if (drop) keep = torch::empty(update.sizes(), update.options().dtype(torch::kUInt8)).bernoulli_(1 - dropout);
+  const double scale = drop && dropout < 1 ? 1 / (1 - dropout) : drop ? 0.0 : 1.0;
+  return add_norm_detail::fused(x, update, keep, scale, w, b, norm->options.eps(), Engine::cuda);
+}
+
+}  // namespace rpe

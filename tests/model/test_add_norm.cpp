@@ -1,0 +1,159 @@
+// The fused post-LN add & norm (src/model/add_norm.h) against the unfused composite:
+// its autograd function with the ATen engine on the CPU, the dispatch's fallback draws, and on
+// a GPU the CUDA kernels against an fp64 CPU reference and a BERT layer fused vs unfused.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "model/add_norm.h"
+#include "model/bert.h"
+#include "test_models.h"
+#include "train/precision.h"
+
+namespace {
+
+using rpe::add_norm_detail::Engine;
+using torch::Tensor;
+
+struct Result {
+  Tensor y, dx, du, dw, db;
+};
+
+// y and the gradients of sum(y * g) through `f` on fresh leaves.
+template <class F>
+Result run(F f, const Tensor& x, const Tensor& u, const Tensor& w, const Tensor& b, const Tensor& g) {
+  auto xl = x.clone().requires_grad_(), ul = u.clone().requires_grad_();
+  auto wl = w.clone().requires_grad_(), bl = b.clone().requires_grad_();
+  auto y = f(xl, ul, wl, bl);
+  auto grads = torch::autograd::grad({(y * g).sum()}, {xl, ul, wl, bl});
+  return {y.detach(), grads[0], grads[1], grads[2], grads[3]};
+}
+
+// Largest difference relative to max(1, largest reference value), on the CPU in fp64.
+double rel(const Tensor& got, const Tensor& want) {
+  auto w = want.to(torch::kCPU, torch::kDouble);
+  return (got.to(torch::kCPU, torch::kDouble) - w).abs().max().item<double>() /
+         std::max(1.0, w.abs().max().item<double>());
+}
+
+void expect_close(const Result& got, const Result& want, double tol, const std::string& what) {
+  EXPECT_LT(rel(got.y, want.y), tol) << what << ": y";
+  EXPECT_LT(rel(got.dx, want.dx), tol) << what << ": dx";
+  EXPECT_LT(rel(got.du, want.du), tol) << what << ": du";
+  EXPECT_LT(rel(got.dw, want.dw), tol) << what << ": dweight";
+  EXPECT_LT(rel(got.db, want.db), tol) << what << ": dbias";
+}
+
+struct Problem {
+  Tensor x, u, w, b, g, keep;
+};
+
+// x [2, N, D] fp32 (a stream of two sequences), u in `ut`, a tenth of the mask dropped.
+Problem problem(int64_t N, int64_t D, torch::ScalarType ut, const torch::Device& device) {
+  torch::manual_seed(7);
+  auto opts = torch::TensorOptions().device(device);
+  return {torch::randn({2, N, D}, opts) * 3 + 1, torch::randn({2, N, D}, opts).to(ut), torch::rand({D}, opts) + 0.5,
+          torch::randn({D}, opts), torch::randn({2, N, D}, opts), torch::rand({2, N, D}, opts) > 0.1};
+}
+
+}  // namespace
+
+TEST(AddNorm, AtenEngineMatchesTheUnfusedComposite) {
+  const double scale = 1 / 0.9;
+  for (const bool drop : {false, true}) {
+    auto p = problem(7, 48, torch::kFloat, torch::kCPU);
+    auto keep = drop ? p.keep : Tensor();
+    auto fused = run([&](auto x, auto u, auto w, auto b) {
+      return rpe::add_norm_detail::fused(x, u, keep, scale, w, b, 1e-12, Engine::aten);
+    }, p.x, p.u, p.w, p.b, p.g);
+    auto want = run([&](auto x, auto u, auto w, auto b) {
+      return rpe::add_norm_detail::composite(x, u, keep, scale, w, b, 1e-12);
+    }, p.x, p.u, p.w, p.b, p.g);
+    expect_close(fused, want, 1e-5, drop ? "with dropout" : "without dropout");
+    if (drop) {  // the dropped positions pass no gradient to the update, the kept ones scale it
+      EXPECT_EQ(fused.du.masked_select(~keep).abs().max().item<float>(), 0.0f);
+      EXPECT_TRUE(torch::allclose(fused.du.masked_select(keep), fused.dx.masked_select(keep) * scale, 1e-5, 1e-6));
+    }
+  }
+}
+
+TEST(AddNorm, TheUnfusedPathKeepsItsDraws) {
+  // Off the kernel (the CPU here), add_norm is the composite it replaced, with the same random
+  // draws: CPU training runs, resumes and results are unchanged by the fused path's existence.
+  auto p = problem(5, 16, torch::kFloat, torch::kCPU);
+  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({16}).eps(1e-12));
+  torch::manual_seed(3);
+  auto got = rpe::add_norm(p.x, p.u, 0.1, /*training=*/true, norm);
+  torch::manual_seed(3);
+  auto want = norm->forward(p.x + torch::dropout(p.u, 0.1, true));
+  EXPECT_TRUE(torch::equal(got, want));
+}
+
+TEST(AddNorm, CudaKernelMatchesAnFp64Reference) {
+  if (!torch::cuda::is_available() || !rpe::add_norm_kernel_built()) GTEST_SKIP() << "no CUDA device or no kernel";
+  const torch::Device cuda(torch::kCUDA);
+  ASSERT_TRUE(rpe::add_norm_kernel_usable(cuda));
+  const double scale = 1 / 0.9;
+  for (const auto& [N, D] : {std::pair<int64_t, int64_t>{37, 768}, {9, 80}, {64, 1024}}) {
+    for (const auto ut : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+      for (const bool drop : {false, true}) {
+        auto p = problem(N, D, ut, cuda);
+        auto keep = drop ? p.keep : Tensor();
+        auto got = run([&](auto x, auto u, auto w, auto b) {
+          return rpe::add_norm_detail::fused(x, u, keep, scale, w, b, 1e-12, Engine::cuda);
+        }, p.x, p.u, p.w, p.b, p.g);
+        const auto cpu64 = [](const Tensor& t) { return t.to(torch::kCPU, torch::kDouble); };
+        auto keep64 = drop ? keep.cpu() : Tensor();
+        auto want = run([&](auto x, auto u, auto w, auto b) {
+          return rpe::add_norm_detail::composite(x, u, keep64, scale, w, b, 1e-12);
+        }, cpu64(p.x), cpu64(p.u), cpu64(p.w), cpu64(p.b), cpu64(p.g));
+        EXPECT_EQ(got.du.scalar_type(), ut);
+        expect_close(got, want, 1e-4, "N " + std::to_string(N) + ", D " + std::to_string(D) + ", " +
+                                          c10::toString(ut) + (drop ? ", dropout" : ""));
+      }
+    }
+  }
+}
+
+TEST(AddNorm, DropoutDropsItsShareOnCpuAndCuda) {
+  std::vector<torch::Device> devices{torch::kCPU};
+  if (torch::cuda::is_available()) devices.emplace_back(torch::kCUDA);
+  for (const auto& device : devices) {
+    torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({256}).eps(1e-12));
+    norm->to(device);
+    auto p = problem(512, 256, torch::kFloat, device);
+    auto u = p.u.clone().requires_grad_();
+    rpe::add_norm(p.x, u, 0.25, /*training=*/true, norm).mul(p.g).sum().backward();
+    const double dropped = (u.grad() == 0).to(torch::kDouble).mean().item<double>();
+    EXPECT_NEAR(dropped, 0.25, 0.01) << device;
+    auto eval = rpe::add_norm(p.x, p.u, 0.25, /*training=*/false, norm);
+    EXPECT_LT(rel(eval, norm->forward(p.x + p.u)), 1e-5) << device << ": no dropout in evaluation";
+  }
+}
+
+TEST(AddNorm, CudaBertFusedEqualsUnfusedUnderBf16Autocast) {
+  if (!torch::cuda::is_available() || !rpe::add_norm_kernel_usable(torch::kCUDA)) GTEST_SKIP() << "no CUDA kernel";
+  const torch::Device cuda(torch::kCUDA);
+  // Without dropout: the two paths draw their masks differently.
+  auto options = rpe::test::small_model_options("absolute", {.hidden = 64, .heads = 4, .ffn = 128,
+                                                             .max_position = 64, .dropout = 0.0});
+  torch::manual_seed(0);
+  rpe::BertModel model(options);
+  model->to(cuda);
+  auto ids = torch::randint(5, 50, {4, 64}, torch::TensorOptions(torch::kLong).device(cuda));
+  std::vector<std::vector<Tensor>> runs;
+  for (const bool fused : {true, false}) {
+    rpe::set_fused_add_norm(fused);
+    model->zero_grad();
+    Tensor hidden;
+    {
+      rpe::AutocastGuard autocast(cuda, at::kBFloat16);
+      hidden = model->encode(ids, Tensor());
+    }
+    hidden.square().mean().backward();
+    std::vector<Tensor> run{hidden.detach()};
+    for (const auto& p : model->parameters()) run.push_back(p.grad().clone());
+    runs.push_back(run);
+  }
+  rpe::set_fused_add_norm(true);
+  for (size_t i = 0; i < runs[0].size(); ++i) EXPECT_LT(rel(runs[0][i], runs[1][i]), 2e-2) << "output " << i;
+}
