@@ -29,22 +29,30 @@ bool update_dtype_supported(torch::ScalarType t) {
   return t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf;
 }
 
-// What the kernels compute, row by row, in ATen ops: z = x + drop(u), y = LN(z) with the row's
-// mean and 1/sqrt(biased variance + eps). x, u [N, D]; returns {z, y, mean [N], rstd [N]}.
-std::array<Tensor, 4> aten_forward(const Tensor& x, const Tensor& u, const Tensor& keep, double scale, const Tensor& w,
-                                   const Tensor& b, double eps) {
+// The forward's results, rows of [N, D]: z = x + drop(u) (saved), y = LN(z), y_low = y in u's
+// dtype (undefined unless asked for), the rows' mean and 1 / sqrt(biased variance + eps).
+struct Rows {
+  Tensor z, y, y_low, mean, rstd;
+};
+
+// What the kernels compute, row by row, in ATen ops. x, u [N, D].
+Rows aten_forward(const Tensor& x, const Tensor& u, const Tensor& keep, double scale, const Tensor& w, const Tensor& b,
+                  double eps, bool low) {
   auto v = u.to(torch::kFloat);
   if (keep.defined()) v = torch::where(keep.to(torch::kBool), v * scale, torch::zeros_like(v));
   auto z = x + v;
   auto mean = z.mean(-1);
   auto rstd = ((z - mean.unsqueeze(-1)).square().mean(-1) + eps).rsqrt();
   auto y = (z - mean.unsqueeze(-1)) * rstd.unsqueeze(-1) * w + b;
-  return {z, y, mean, rstd};
+  return {z, y, low ? y.to(u.scalar_type()) : Tensor(), mean, rstd};
 }
 
-// dz = rstd (g - mean(g) - xhat mean(g xhat)), g = dy w; {dx, du (in u's dtype), dw, db}.
-std::array<Tensor, 4> aten_backward(const Tensor& dy, const Tensor& z, const Tensor& mean, const Tensor& rstd,
-                                    const Tensor& w, const Tensor& keep, double scale, torch::ScalarType u_dtype) {
+// dz = rstd (g - mean(g) - xhat mean(g xhat)), g = dy w, dy the sum of both outputs' gradients
+// (dy_low: undefined when y_low was not made or not used); {dx, du (in u's dtype), dw, db}.
+std::array<Tensor, 4> aten_backward(const Tensor& dy_stream, const Tensor& dy_low, const Tensor& z, const Tensor& mean,
+                                    const Tensor& rstd, const Tensor& w, const Tensor& keep, double scale,
+                                    torch::ScalarType u_dtype) {
+  auto dy = dy_low.defined() ? dy_stream + dy_low.to(torch::kFloat) : dy_stream;
   auto xhat = (z - mean.unsqueeze(-1)) * rstd.unsqueeze(-1);
   auto g = dy * w;
   auto dz = rstd.unsqueeze(-1) * (g - g.mean(-1, true) - xhat * (g * xhat).mean(-1, true));
@@ -57,37 +65,40 @@ addnorm::Dtype kernel_dtype(torch::ScalarType t) {
   return t == torch::kBFloat16 ? addnorm::Dtype::bf16 : t == torch::kHalf ? addnorm::Dtype::f16 : addnorm::Dtype::f32;
 }
 void* stream_of(const Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 // The mask's bytes: bool and uint8 masks alike hold 0 or 1 in one byte an element.
 const uint8_t* bytes(const Tensor& keep) {
   TORCH_CHECK(!keep.defined() || keep.element_size() == 1, "add & norm: a one-byte mask");
-  return keep.defined() ? static_cast<const uint8_t*>(keep.data_ptr()) : nullptr;
+  return static_cast<const uint8_t*>(ptr_or_null(keep));
 }
 
-std::array<Tensor, 4> cuda_forward(const Tensor& x, const Tensor& u, const Tensor& keep, double scale, const Tensor& w,
-                                   const Tensor& b, double eps) {
+Rows cuda_forward(const Tensor& x, const Tensor& u, const Tensor& keep, double scale, const Tensor& w, const Tensor& b,
+                  double eps, bool low) {
   const c10::DeviceGuard guard(x.device());
   const addnorm::Rows n{x.size(0), x.size(1)};
-  auto z = torch::empty_like(x), y = torch::empty_like(x);
-  auto mean = torch::empty({n.N}, x.options()), rstd = torch::empty({n.N}, x.options());
+  Rows r{torch::empty_like(x), torch::empty_like(x), low ? torch::empty_like(u) : Tensor(),
+         torch::empty({n.N}, x.options()), torch::empty({n.N}, x.options())};
   const auto err = addnorm::cuda_forward(n, x.data_ptr<float>(), u.data_ptr(), kernel_dtype(u.scalar_type()),
                                          bytes(keep), static_cast<float>(scale), w.data_ptr<float>(),
-                                         b.data_ptr<float>(), static_cast<float>(eps), z.data_ptr<float>(),
-                                         y.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
-                                         stream_of(x));
+                                         b.data_ptr<float>(), static_cast<float>(eps), r.z.data_ptr<float>(),
+                                         r.y.data_ptr<float>(), ptr_or_null(r.y_low), r.mean.data_ptr<float>(),
+                                         r.rstd.data_ptr<float>(), stream_of(x));
   TORCH_CHECK(err.empty(), "add & norm's CUDA kernel: ", err);
-  return {z, y, mean, rstd};
+  return r;
 }
 
-std::array<Tensor, 4> cuda_backward(const Tensor& dy, const Tensor& z, const Tensor& mean, const Tensor& rstd,
-                                    const Tensor& w, const Tensor& keep, double scale, torch::ScalarType u_dtype) {
+std::array<Tensor, 4> cuda_backward(const Tensor& dy, const Tensor& dy_low, const Tensor& z, const Tensor& mean,
+                                    const Tensor& rstd, const Tensor& w, const Tensor& keep, double scale,
+                                    torch::ScalarType u_dtype) {
   const c10::DeviceGuard guard(z.device());
   const addnorm::Rows n{z.size(0), z.size(1)};
+  TORCH_CHECK(!dy_low.defined() || dy_low.scalar_type() == u_dtype, "add & norm: y_low's gradient in u's dtype");
   auto dx = torch::empty_like(z), du = torch::empty(z.sizes(), z.options().dtype(u_dtype));
   auto parts = torch::empty({2, addnorm::backward_parts(n.N), n.D}, z.options());  // dw, db per row block
-  const auto err = addnorm::cuda_backward(n, dy.data_ptr<float>(), z.data_ptr<float>(), mean.data_ptr<float>(),
-                                          rstd.data_ptr<float>(), w.data_ptr<float>(), bytes(keep),
-                                          static_cast<float>(scale), dx.data_ptr<float>(), du.data_ptr(),
-                                          kernel_dtype(u_dtype), parts[0].data_ptr<float>(),
+  const auto err = addnorm::cuda_backward(n, dy.data_ptr<float>(), ptr_or_null(dy_low), z.data_ptr<float>(),
+                                          mean.data_ptr<float>(), rstd.data_ptr<float>(), w.data_ptr<float>(),
+                                          bytes(keep), static_cast<float>(scale), dx.data_ptr<float>(),
+                                          du.data_ptr(), kernel_dtype(u_dtype), parts[0].data_ptr<float>(),
                                           parts[1].data_ptr<float>(), stream_of(z));
   TORCH_CHECK(err.empty(), "add & norm's CUDA kernel: ", err);
   auto sums = parts.sum(1);  // [2, D]
@@ -95,51 +106,58 @@ std::array<Tensor, 4> cuda_backward(const Tensor& dy, const Tensor& z, const Ten
 }
 #else
 [[noreturn]] void not_built() { TORCH_CHECK(false, "add & norm's CUDA kernel is not in this build"); }
-std::array<Tensor, 4> cuda_forward(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&,
-                                   double) {
+Rows cuda_forward(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&, double, bool) {
   not_built();
 }
 std::array<Tensor, 4> cuda_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                    const Tensor&, double, torch::ScalarType) {
+                                    const Tensor&, const Tensor&, double, torch::ScalarType) {
   not_built();
 }
 #endif
 
 // Saves z (fp32) and the row statistics, not the update, the sum or the normalised rows.
+// Outputs {y} or, with `low`, {y, y_low}.
 struct AddNormFunction : torch::autograd::Function<AddNormFunction> {
-  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& u, const Tensor& keep,
-                        double scale, const Tensor& w, const Tensor& b, double eps, bool on_kernel) {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const Tensor& x,
+                                                const Tensor& u, const Tensor& keep, double scale, const Tensor& w,
+                                                const Tensor& b, double eps, bool on_kernel, bool low) {
     const int64_t D = x.size(-1);
     auto x2 = x.contiguous().view({-1, D}), u2 = u.contiguous().view({-1, D});
     auto k2 = keep.numel() > 0 ? keep.contiguous().view({-1, D}) : Tensor();  // empty: no dropout
-    auto [z, y, mean, rstd] = on_kernel ? cuda_forward(x2, u2, k2, scale, w.contiguous(), b.contiguous(), eps)
-                                        : aten_forward(x2, u2, k2, scale, w, b, eps);
-    ctx->save_for_backward({z, mean, rstd, w, k2});
+    auto r = on_kernel ? cuda_forward(x2, u2, k2, scale, w.contiguous(), b.contiguous(), eps, low)
+                       : aten_forward(x2, u2, k2, scale, w, b, eps, low);
+    ctx->save_for_backward({r.z, r.mean, r.rstd, w, k2});
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["u_dtype"] = static_cast<int64_t>(u.scalar_type());
     ctx->saved_data["kernel"] = on_kernel;
-    return y.view(x.sizes());
+    ctx->saved_data["shape"] = x.sizes().vec();
+    if (!low) return {r.y.view(x.sizes())};
+    return {r.y.view(x.sizes()), r.y_low.view(x.sizes())};
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto& z = saved[0];
-    const auto shape = grads[0].sizes().vec();
-    auto dy = grads[0].to(torch::kFloat).contiguous().view({-1, z.size(1)});
+    const auto rows = [&](const Tensor& g) { return g.contiguous().view({-1, z.size(1)}); };
+    // An output nothing read has an undefined gradient: y's counts as zeros, y_low's as none.
+    auto dy = grads[0].defined() ? rows(grads[0].to(torch::kFloat)) : torch::zeros_like(z);
+    auto dy_low = grads.size() > 1 && grads[1].defined() ? rows(grads[1]) : Tensor();
     const double scale = ctx->saved_data["scale"].toDouble();
     const auto u_dtype = static_cast<torch::ScalarType>(ctx->saved_data["u_dtype"].toInt());
-    auto [dx, du, dw, db] = ctx->saved_data["kernel"].toBool()
-                                ? cuda_backward(dy, z, saved[1], saved[2], saved[3].contiguous(), saved[4], scale, u_dtype)
-                                : aten_backward(dy, z, saved[1], saved[2], saved[3], saved[4], scale, u_dtype);
-    return {dx.view(shape), du.view(shape), Tensor(), Tensor(), dw, db, Tensor(), Tensor()};
+    auto [dx, du, dw, db] =
+        ctx->saved_data["kernel"].toBool()
+            ? cuda_backward(dy, dy_low, z, saved[1], saved[2], saved[3].contiguous(), saved[4], scale, u_dtype)
+            : aten_backward(dy, dy_low, z, saved[1], saved[2], saved[3], saved[4], scale, u_dtype);
+    const auto shape = ctx->saved_data["shape"].toIntVector();
+    return {dx.view(shape), du.view(shape), Tensor(), Tensor(), dw, db, Tensor(), Tensor(), Tensor()};
   }
 };
 
 // The largest difference between the kernels and the ATen engine on `device`, relative to the
-// largest reference value: forward and every gradient, fp32 and bf16 updates, with and
-// without dropout, at widths that leave lanes and warps idle (80, 768) and row counts that
-// leave a block part-filled.
+// largest reference value: the outputs and every gradient, an fp32 update, and a bf16 one with
+// y_low made and read, with and without dropout, at widths that leave lanes and warps idle
+// (80, 768) and row counts that leave a block part-filled.
 double disagreement(const torch::Device& device) {
   const c10::InferenceMode no_inference(false);  // the first use may come under no_grad
   const torch::AutoGradMode grad_mode(true);
@@ -148,6 +166,7 @@ double disagreement(const torch::Device& device) {
   for (const auto& [N, D] : {std::pair<int64_t, int64_t>{37, 80}, {300, 768}}) {
     for (const auto ut : {torch::kFloat, torch::kBFloat16}) {
       for (const bool drop : {false, true}) {
+        const bool low = ut != torch::kFloat;
         const auto on = [&](const Tensor& t) { return t.to(device); };
         auto x = on(at::randn({N, D}, gen)), u = on(at::randn({N, D}, gen).to(ut)), g = on(at::randn({N, D}, gen));
         auto w = on(at::rand({D}, gen) + 0.5), b = on(at::randn({D}, gen));
@@ -156,13 +175,17 @@ double disagreement(const torch::Device& device) {
         for (const auto engine : {Engine::cuda, Engine::aten}) {
           std::vector<Tensor> leaves{x.clone().requires_grad_(), u.clone().requires_grad_(),
                                      w.clone().requires_grad_(), b.clone().requires_grad_()};
-          auto y = add_norm_detail::fused(leaves[0], leaves[1], keep, 1 / 0.9, leaves[2], leaves[3], 1e-12, engine);
-          auto grads = torch::autograd::grad({(y * g).sum()}, leaves);
-          outs.push_back(y.detach());
+          auto r = add_norm_detail::fused(leaves[0], leaves[1], keep, 1 / 0.9, leaves[2], leaves[3], 1e-12, engine, low);
+          auto loss = (r.y * g).sum();
+          if (low) loss = loss + (r.y_low.to(torch::kFloat) * g.flip(1)).sum();
+          auto grads = torch::autograd::grad({loss}, leaves);
+          outs.push_back(r.y.detach());
+          outs.push_back(low ? r.y_low.detach().to(torch::kFloat) : r.y.detach());
           for (auto& t : grads) outs.push_back(t.to(torch::kFloat));
         }
-        for (size_t i = 0; i < 5; ++i) {
-          const auto& want = outs[5 + i];
+        const size_t half = outs.size() / 2;
+        for (size_t i = 0; i < half; ++i) {
+          const auto& want = outs[half + i];
           const double s = std::max(1.0, want.abs().max().item<double>());
           worst = std::max(worst, (outs[i] - want).abs().max().item<double>() / s);
         }
@@ -176,11 +199,12 @@ double disagreement(const torch::Device& device) {
 
 namespace add_norm_detail {
 
-Tensor fused(const Tensor& x, const Tensor& update, const Tensor& keep, double scale, const Tensor& weight,
-             const Tensor& bias, double eps, Engine engine) {
+AddNormOutput fused(const Tensor& x, const Tensor& update, const Tensor& keep, double scale, const Tensor& weight,
+                    const Tensor& bias, double eps, Engine engine, bool low) {
   // An undefined tensor cannot enter autograd::Function::apply: no mask goes in as an empty one.
   auto mask = keep.defined() ? keep : torch::empty({0}, x.options().dtype(torch::kUInt8));
-  return AddNormFunction::apply(x, update, mask, scale, weight, bias, eps, engine == Engine::cuda);
+  auto out = AddNormFunction::apply(x, update, mask, scale, weight, bias, eps, engine == Engine::cuda, low);
+  return {out[0], low ? out[1] : Tensor()};
 }
 
 Tensor composite(const Tensor& x, const Tensor& update, const Tensor& keep, double scale, const Tensor& weight,
@@ -220,20 +244,21 @@ bool add_norm_kernel_usable(const torch::Device& device) {
   return usable[index] = why.empty();
 }
 
-Tensor add_norm(const Tensor& x, const Tensor& update, double dropout, bool training,
-                torch::nn::LayerNorm norm) {
+AddNormOutput add_norm(const Tensor& x, const Tensor& update, double dropout, bool training, torch::nn::LayerNorm norm,
+                       bool low) {
   const auto& w = norm->weight;
   const auto& b = norm->bias;
   const bool kernel = fused_enabled && x.is_cuda() && x.scalar_type() == torch::kFloat &&
                       update_dtype_supported(update.scalar_type()) && w.defined() && b.defined() &&
                       w.scalar_type() == torch::kFloat && b.scalar_type() == torch::kFloat &&
                       x.size(-1) <= addnorm::kMaxWidth && add_norm_kernel_usable(x.device());
-  if (!kernel) return norm->forward(x + torch::dropout(update, dropout, training).to(x.scalar_type()));
+  if (!kernel) return {norm->forward(x + torch::dropout(update, dropout, training).to(x.scalar_type())), Tensor()};
   const bool drop = training && dropout > 0;
   Tensor keep;
   if (drop) keep = torch::empty(update.sizes(), update.options().dtype(torch::kUInt8)).bernoulli_(1 - dropout);
   const double scale = drop && dropout < 1 ? 1 / (1 - dropout) : drop ? 0.0 : 1.0;
-  return add_norm_detail::fused(x, update, keep, scale, w, b, norm->options.eps(), Engine::cuda);
+  return add_norm_detail::fused(x, update, keep, scale, w, b, norm->options.eps(), Engine::cuda,
+                                low && update.scalar_type() != x.scalar_type());
 }
 
 }  // namespace rpe

@@ -14,8 +14,17 @@
 
 namespace rpe {
 
-torch::Tensor add_norm(const torch::Tensor& x, const torch::Tensor& update, double dropout, bool training,
-                       torch::nn::LayerNorm norm);
+// y [.., D] in x's dtype; y_low: where `low` asks for it and the fused kernel runs with an
+// update of another dtype (bf16 under autocast), the same values rounded to the update's dtype,
+// made in the same pass, for the next Linear: autocast reads it as it is instead of casting y
+// in a kernel of its own, and backward sums its gradient into the kernel's instead of a cast
+// and an add. Undefined elsewhere: the caller passes y on.
+struct AddNormOutput {
+  torch::Tensor y, y_low;
+};
+
+AddNormOutput add_norm(const torch::Tensor& x, const torch::Tensor& update, double dropout, bool training,
+                       torch::nn::LayerNorm norm, bool low = false);
 
 // Whether add_norm may take its CUDA kernels (default true): the benchmarks' --unfused-add-norm
 // turns them off for the process, to time both on one device.
@@ -35,9 +44,11 @@ namespace add_norm_detail {
 enum class Engine { cuda, aten };
 
 // The fused autograd function with the dropout mask given: keep [.., D] bool or uint8 0/1
-// (undefined: no dropout), kept values scaled by `scale`. x, weight, bias fp32; update fp32, bf16 or fp16.
-torch::Tensor fused(const torch::Tensor& x, const torch::Tensor& update, const torch::Tensor& keep, double scale,
-                    const torch::Tensor& weight, const torch::Tensor& bias, double eps, Engine engine);
+// (undefined: no dropout), kept values scaled by `scale`. x, weight, bias fp32; update fp32,
+// bf16 or fp16; `low`: y_low made too (in the update's dtype).
+AddNormOutput fused(const torch::Tensor& x, const torch::Tensor& update, const torch::Tensor& keep, double scale,
+                    const torch::Tensor& weight, const torch::Tensor& bias, double eps, Engine engine,
+                    bool low = false);
 
 // The unfused composite with the same mask, through autograd: the reference.
 torch::Tensor composite(const torch::Tensor& x, const torch::Tensor& update, const torch::Tensor& keep, double scale,

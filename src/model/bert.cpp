@@ -63,8 +63,9 @@ torch::Tensor BertModelImpl::encode(const torch::Tensor& ids, const torch::Tenso
                       .masked_fill(pad.view({B, 1, 1, L}), -std::numeric_limits<float>::infinity());
     pad = torch::Tensor();
   }
-  for (auto& layer : layer_list_) x = layer->forward(x, pad, bias);
-  return final_norm ? final_norm->forward(x) : x;
+  EncoderLayerImpl::Stream stream{x, {}};
+  for (auto& layer : layer_list_) stream = layer->forward_stream(stream, pad, bias);
+  return final_norm ? final_norm->forward(stream.x) : stream.x;
 }
 
 torch::Tensor BertModelImpl::mlm_logits(const torch::Tensor& hidden) {

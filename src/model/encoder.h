@@ -15,6 +15,14 @@ class EncoderLayerImpl : public torch::nn::Module {
   // SelfAttention::forward. Returns [B, L, D].
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_padding, const torch::Tensor& shared_bias = {});
 
+  // The stream between layers: x [B, L, D] (fp32 under autocast: LayerNorm's output) and, where
+  // the fused add & norm made it (CUDA, post-LN, autocast), low: the same values in the
+  // autocast dtype, which the next layer's projection reads instead of casting x (add_norm.h).
+  struct Stream {
+    torch::Tensor x, low;
+  };
+  Stream forward_stream(const Stream& in, const torch::Tensor& key_padding, const torch::Tensor& shared_bias = {});
+
   SelfAttention attention{nullptr};
   torch::nn::LayerNorm attention_norm{nullptr}, ffn_norm{nullptr};
   torch::nn::Linear ffn_in{nullptr}, ffn_out{nullptr};

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <functional>
+#include <utility>
+
 #include "model/add_norm.h"
 #include "model/bert.h"
 #include "test_models.h"
@@ -63,7 +66,7 @@ TEST(AddNorm, AtenEngineMatchesTheUnfusedComposite) {
     auto p = problem(7, 48, torch::kFloat, torch::kCPU);
     auto keep = drop ? p.keep : Tensor();
     auto fused = run([&](auto x, auto u, auto w, auto b) {
-      return rpe::add_norm_detail::fused(x, u, keep, scale, w, b, 1e-12, Engine::aten);
+      return rpe::add_norm_detail::fused(x, u, keep, scale, w, b, 1e-12, Engine::aten).y;
     }, p.x, p.u, p.w, p.b, p.g);
     auto want = run([&](auto x, auto u, auto w, auto b) {
       return rpe::add_norm_detail::composite(x, u, keep, scale, w, b, 1e-12);
@@ -76,16 +79,51 @@ TEST(AddNorm, AtenEngineMatchesTheUnfusedComposite) {
   }
 }
 
+// y and the gradients of sum(y g) + sum(y_low g') (g' = g reversed along D) through `f`,
+// which returns {y, y_low}: a loss that reads both outputs, as the residual and the next
+// Linear do.
+Result run_low(const std::function<std::pair<Tensor, Tensor>(Tensor, Tensor, Tensor, Tensor)>& f, const Problem& p) {
+  auto xl = p.x.clone().requires_grad_(), ul = p.u.clone().requires_grad_();
+  auto wl = p.w.clone().requires_grad_(), bl = p.b.clone().requires_grad_();
+  auto [y, y_low] = f(xl, ul, wl, bl);
+  auto loss = (y * p.g).sum() + (y_low.to(torch::kFloat) * p.g.flip(-1)).sum();
+  auto grads = torch::autograd::grad({loss}, {xl, ul, wl, bl});
+  return {y.detach(), grads[0], grads[1], grads[2], grads[3]};
+}
+
+TEST(AddNorm, AtenEngineLowOutputIsTheCastAndTakesItsGradient) {
+  const double scale = 1 / 0.9;
+  auto p = problem(6, 40, torch::kBFloat16, torch::kCPU);
+  auto fused = run_low([&](auto x, auto u, auto w, auto b) {
+    auto r = rpe::add_norm_detail::fused(x, u, p.keep, scale, w, b, 1e-12, Engine::aten, /*low=*/true);
+    return std::make_pair(r.y, r.y_low);
+  }, p);
+  auto want = run_low([&](auto x, auto u, auto w, auto b) {
+    // the composite in fp32 from the same bf16 values, then y cast as autocast would
+    auto y = rpe::add_norm_detail::composite(x, u.to(torch::kFloat), p.keep, scale, w, b, 1e-12);
+    return std::make_pair(y, y.to(torch::kBFloat16));
+  }, p);
+  EXPECT_LT(rel(fused.y, want.y), 1e-5);
+  EXPECT_LT(rel(fused.dx, want.dx), 1e-4);
+  EXPECT_LT(rel(fused.du, want.du), 1e-2);  // both in bf16
+  EXPECT_LT(rel(fused.dw, want.dw), 1e-4);
+  EXPECT_LT(rel(fused.db, want.db), 1e-4);
+  auto r = rpe::add_norm_detail::fused(p.x, p.u, p.keep, scale, p.w, p.b, 1e-12, Engine::aten, true);
+  EXPECT_EQ(r.y_low.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(r.y_low, r.y.to(torch::kBFloat16))) << "y_low is y rounded once";
+}
+
 TEST(AddNorm, TheUnfusedPathKeepsItsDraws) {
   // Off the kernel (the CPU here), add_norm is the composite it replaced, with the same random
   // draws: CPU training runs, resumes and results are unchanged by the fused path's existence.
   auto p = problem(5, 16, torch::kFloat, torch::kCPU);
   torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({16}).eps(1e-12));
   torch::manual_seed(3);
-  auto got = rpe::add_norm(p.x, p.u, 0.1, /*training=*/true, norm);
+  auto got = rpe::add_norm(p.x, p.u, 0.1, /*training=*/true, norm, /*low=*/true);
   torch::manual_seed(3);
   auto want = norm->forward(p.x + torch::dropout(p.u, 0.1, true));
-  EXPECT_TRUE(torch::equal(got, want));
+  EXPECT_TRUE(torch::equal(got.y, want));
+  EXPECT_FALSE(got.y_low.defined()) << "made by the fused kernel only";
 }
 
 TEST(AddNorm, CudaKernelMatchesAnFp64Reference) {
@@ -99,7 +137,7 @@ TEST(AddNorm, CudaKernelMatchesAnFp64Reference) {
         auto p = problem(N, D, ut, cuda);
         auto keep = drop ? p.keep : Tensor();
         auto got = run([&](auto x, auto u, auto w, auto b) {
-          return rpe::add_norm_detail::fused(x, u, keep, scale, w, b, 1e-12, Engine::cuda);
+          return rpe::add_norm_detail::fused(x, u, keep, scale, w, b, 1e-12, Engine::cuda).y;
         }, p.x, p.u, p.w, p.b, p.g);
         const auto cpu64 = [](const Tensor& t) { return t.to(torch::kCPU, torch::kDouble); };
         auto keep64 = drop ? keep.cpu() : Tensor();
@@ -107,8 +145,24 @@ TEST(AddNorm, CudaKernelMatchesAnFp64Reference) {
           return rpe::add_norm_detail::composite(x, u, keep64, scale, w, b, 1e-12);
         }, cpu64(p.x), cpu64(p.u), cpu64(p.w), cpu64(p.b), cpu64(p.g));
         EXPECT_EQ(got.du.scalar_type(), ut);
-        expect_close(got, want, 1e-4, "N " + std::to_string(N) + ", D " + std::to_string(D) + ", " +
-                                          c10::toString(ut) + (drop ? ", dropout" : ""));
+        const std::string what = "N " + std::to_string(N) + ", D " + std::to_string(D) + ", " + c10::toString(ut) +
+                                 (drop ? ", dropout" : "");
+        expect_close(got, want, 1e-4, what);
+        if (ut == torch::kFloat) continue;
+        // y_low made and read too: its gradient summed in by the kernel
+        Tensor y_low;
+        auto got_low = run_low([&](auto x, auto u, auto w, auto b) {
+          auto r = rpe::add_norm_detail::fused(x, u, keep, scale, w, b, 1e-12, Engine::cuda, /*low=*/true);
+          y_low = r.y_low.detach();
+          return std::make_pair(r.y, r.y_low);
+        }, p);
+        Problem p64{cpu64(p.x), cpu64(p.u), cpu64(p.w), cpu64(p.b), cpu64(p.g), keep64};
+        auto want_low = run_low([&](auto x, auto u, auto w, auto b) {
+          auto y = rpe::add_norm_detail::composite(x, u, keep64, scale, w, b, 1e-12);
+          return std::make_pair(y, y.to(ut));
+        }, p64);
+        expect_close(got_low, want_low, 1e-4, what + ", y_low");
+        EXPECT_LT(rel(y_low, got_low.y), 1e-2) << what << ": y_low is y, rounded";
       }
     }
   }
@@ -122,10 +176,10 @@ TEST(AddNorm, DropoutDropsItsShareOnCpuAndCuda) {
     norm->to(device);
     auto p = problem(512, 256, torch::kFloat, device);
     auto u = p.u.clone().requires_grad_();
-    rpe::add_norm(p.x, u, 0.25, /*training=*/true, norm).mul(p.g).sum().backward();
+    rpe::add_norm(p.x, u, 0.25, /*training=*/true, norm).y.mul(p.g).sum().backward();
     const double dropped = (u.grad() == 0).to(torch::kDouble).mean().item<double>();
     EXPECT_NEAR(dropped, 0.25, 0.01) << device;
-    auto eval = rpe::add_norm(p.x, p.u, 0.25, /*training=*/false, norm);
+    auto eval = rpe::add_norm(p.x, p.u, 0.25, /*training=*/false, norm).y;
     EXPECT_LT(rel(eval, norm->forward(p.x + p.u)), 1e-5) << device << ": no dropout in evaluation";
   }
 }
