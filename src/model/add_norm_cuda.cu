@@ -52,7 +52,7 @@ __global__ void forward_kernel(Rows n, const float* x, const U* u, const uint8_t
       sum += zc;
     }
     const float mu = warp_sum(sum) * inv_d;
-    float squares = 0;  // two passes, as LayerNorm's Welford: no cancellation in E[z^2] - mu^2
+    float squares = 0;  // a second pass over z (stable as LayerNorm's Welford, unlike E[z^2] - mu^2)
     for (int64_t c = lane(); c < n.D; c += 32) {
       const float dev = z[base + c] - mu;
       squares += dev * dev;
