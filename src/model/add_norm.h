@@ -50,6 +50,11 @@ AddNormOutput fused(const torch::Tensor& x, const torch::Tensor& update, const t
                     const torch::Tensor& weight, const torch::Tensor& bias, double eps, Engine engine,
                     bool low = false);
 
+// How far `engine` is from the ATen engine on `device` (add_norm_kernel_usable's check, with
+// Engine::cuda): the largest difference over outputs and gradients on small problems, in units
+// of its tolerance (below 1 passes).
+double disagreement(const torch::Device& device, Engine engine);
+
 // The unfused composite with the same mask, through autograd: the reference.
 torch::Tensor composite(const torch::Tensor& x, const torch::Tensor& update, const torch::Tensor& keep, double scale,
                         const torch::Tensor& weight, const torch::Tensor& bias, double eps);
