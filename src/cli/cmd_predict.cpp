@@ -2,10 +2,7 @@
 // on new inputs, written in the official formats (see finetune/predict.h).
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <iostream>
-#include <system_error>
-#include <vector>
 
 #include "cli/commands.h"
 #include "cli/output_paths.h"
@@ -14,35 +11,9 @@
 
 namespace rpe::cli {
 namespace {
-namespace fs = std::filesystem;
-
-// True when `a` and `b` name one file: the same inode when both exist (links, "./x", "../d/x"),
-// else the same path once made absolute and normalised.
-bool same_file(const fs::path& a, const fs::path& b) {
-  std::error_code ec;
-  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec) && !ec;
-  const fs::path ca = fs::weakly_canonical(a, ec);
-  if (ec) return false;
-  const fs::path cb = fs::weakly_canonical(b, ec);
-  return !ec && ca == cb;
-}
-
-// The predictions would overwrite the input they are made from, and the run would still exit
-// 0: refused before anything is read. SQuAD writes nbest_predictions.json (and, for 2.0,
-// null_odds.json) beside --out as well.
-void refuse_overwriting_input(const finetune::PredictRequest& req) {
-  std::vector<fs::path> outputs{req.out};
-  if (req.kind == "squad")
-    for (const char* name : {"nbest_predictions.json", "null_odds.json"}) outputs.push_back(req.out.parent_path() / name);
-  for (const auto& o : outputs)
-    if (same_file(o, req.input))
-      throw UserError("--out " + req.out.string() + ": predict would write " + o.string() + ", which is the --input file " +
-                      req.input.string() + "; choose another --out");
-}
 
 int run_predict(const finetune::PredictRequest& req) {
   check_output_file("--out", req.out);  // writable before every window is scored, not after
-  refuse_overwriting_input(req);
   const auto out = finetune::predict(req);
   for (const auto& f : out.files) std::cout << "wrote " << f.string() << "\n";
   // Shortest text that reads back as the same double: scores compare exactly with results.json.

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <system_error>
+#include <vector>
 
 #include "eval/glue_metrics.h"
 #include "finetune/glue_task.h"
@@ -17,6 +19,36 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// The files predict writes: --out and, for SQuAD, nbest_predictions.json beside it (and, for a
+// 2.0 model, null_odds.json).
+std::vector<fs::path> files_written(const PredictRequest& req, const Prepared& p) {
+  std::vector<fs::path> files{req.out};
+  if (p.squad) files.push_back(req.out.parent_path() / "nbest_predictions.json");
+  if (p.squad && p.rc.cfg.finetune.squad_v2) files.push_back(req.out.parent_path() / "null_odds.json");
+  return files;
+}
+
+// True when `a` and `b` name one file: the same inode when both exist (links, "./x", "../d/x"),
+// else the same path once made absolute and normalised.
+bool same_file(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec) && !ec;
+  const fs::path ca = fs::weakly_canonical(a, ec);
+  if (ec) return false;
+  const fs::path cb = fs::weakly_canonical(b, ec);
+  return !ec && ca == cb;
+}
+
+// The predictions would overwrite the input they are made from, and the run would still exit
+// 0: refused before the input is read. Only the files this model's predictions write count
+// (an input named null_odds.json beside a 1.1 model's --out is safe).
+void refuse_overwriting_input(const PredictRequest& req, const std::vector<fs::path>& files) {
+  for (const auto& f : files)
+    if (same_file(f, req.input))
+      throw UserError("--out " + req.out.string() + ": predict would write " + f.string() + ", which is the --input file " +
+                      req.input.string() + "; choose another --out");
+}
 
 // The saved model's config and the tokenizer it carries.
 Prepared prepared_for(const SavedModel& saved, const std::string& device) {
@@ -45,9 +77,7 @@ PredictOutcome predict_squad_file(Prepared& p, const SavedModel& saved, const Pr
   log::info("predict", "{}: {} questions -> {} windows", req.input.string(), p.dev_ex.size(), p.dev_f.size());
   const auto preds = predict_squad(p, model, device);
   write_squad_predictions(req.out, preds, f.squad_v2);
-  PredictOutcome out{saved.info.task, static_cast<int64_t>(p.dev_ex.size()), {}, {req.out}};
-  out.files.push_back(req.out.parent_path() / "nbest_predictions.json");
-  if (f.squad_v2) out.files.push_back(req.out.parent_path() / "null_odds.json");
+  PredictOutcome out{saved.info.task, static_cast<int64_t>(p.dev_ex.size()), {}, {}};
   // Scored on the questions that carry answers (or is_impossible): in a partly labelled file
   // the others would count as wrong (1.1) or as unanswerable gold (2.0).
   const size_t all = p.dev_ex.size();
@@ -83,7 +113,7 @@ PredictOutcome predict_glue_file(Prepared& p, const SavedModel& saved, const Pre
             in.labelled ? "labelled" : "unlabelled");
   const auto pred = predict_glue(p, model, ids, device);
   write_glue_predictions(req.out, saved.info.labels, pred, in.index);
-  PredictOutcome out{saved.info.task, static_cast<int64_t>(pred.size()), {}, {req.out}};
+  PredictOutcome out{saved.info.task, static_cast<int64_t>(pred.size()), {}, {}};
   if (in.labelled)
     for (const auto& [k, v] : eval::glue_task_metrics(p.glue->name, pred, gold)) out.metrics.emplace_back(k, v);
   return out;
@@ -98,12 +128,15 @@ PredictOutcome predict(const PredictRequest& req) {
     throw UserError("--model " + req.model_dir.string() + ": a " + saved.info.task + " model; use `rpe-train predict " +
                     (saved.info.squad() ? "squad" : "glue") + "`");
   Prepared p = prepared_for(saved, req.device);
+  const auto files = files_written(req, p);
+  refuse_overwriting_input(req, files);
   // A bad --device is named as such, not as the saved config's train.device.
   const torch::Device device =
       training_device(p.rc.cfg.train.device, 0, /*distributed=*/false, req.device.empty() ? "train.device" : "--device");
   log::info("predict", "model {} ({}, step {}, {} {:.2f}) | device {} | precision {}", saved.dir.string(), saved.info.task,
             saved.info.step, saved.info.metric, saved.info.value, device.str(), p.rc.cfg.train.precision);
   PredictOutcome out = p.squad ? predict_squad_file(p, saved, req, device) : predict_glue_file(p, saved, req, device);
+  out.files = files;
   log::info("predict", "{} examples in {:.1f}s", out.examples, std::chrono::duration<double>(Clock::now() - t0).count());
   return out;
 }

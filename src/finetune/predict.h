@@ -3,7 +3,9 @@
 //          SQuAD 2.0 model, null_odds.json beside it; EM/F1 when the input has answers
 //   glue   a GLUE TSV (train/dev with labels, or test/AX without) -> the GLUE submission TSV
 //          (index, prediction as a label name; STS-B a score); the metrics when labelled
-// Batched (finetune.eval_batch_size), under the model's precision and train.device.
+// Batched (finetune.eval_batch_size), under the model's precision and train.device. An --out
+// whose outputs (those this model writes) would overwrite --input is refused (UserError)
+// before the input is read.
 #pragma once
 #include <filesystem>
 #include <string>

@@ -181,6 +181,11 @@ cmp -s same.json data/full/squad/dev-v1.1.json || fail "predict squad changed it
 cp same.json pred/nbest_predictions.json
 expect_exit2 "which is the --input file pred/nbest_predictions.json" "$RPE" predict squad --model "$MODEL" \
   --input pred/nbest_predictions.json --out pred/other.json
+# A 1.1 model writes no null_odds.json: an input of that name beside --out is read, not refused.
+cp data/full/squad/dev-v1.1.json pred/null_odds.json
+"$RPE" predict squad --model "$MODEL" --input pred/null_odds.json --out pred/other.json >/dev/null \
+  || fail "predict squad refused an input named null_odds.json beside a 1.1 model's --out"
+cmp -s pred/null_odds.json data/full/squad/dev-v1.1.json || fail "predict squad (1.1) wrote null_odds.json"
 cp rte_test.tsv same.tsv
 expect_exit2 "which is the --input file same.tsv" "$RPE" predict glue --model "$GLUE_DIR/model" --input same.tsv \
   --out "$PWD/same.tsv"
