@@ -203,7 +203,6 @@ double disagreement(const torch::Device& device, Engine engine) {
   return worst;
 }
 
-
 AddNormOutput fused(const Tensor& x, const Tensor& update, const Tensor& keep, double scale, const Tensor& weight,
                     const Tensor& bias, double eps, Engine engine, bool low) {
   // An undefined tensor cannot enter autograd::Function::apply: no mask goes in as an empty one.
