@@ -8,6 +8,7 @@ set(RPE_CORE_SOURCES
   src/util/atomic_writer.cpp
   src/util/file_tree.cpp
   src/util/device.cpp
+  src/util/kernel_check.cpp
   src/util/cpu_memory.cpp
   src/util/input_file.cpp
   src/util/json_text.cpp

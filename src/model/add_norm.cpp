@@ -6,11 +6,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <atomic>
-#include <map>
-#include <mutex>
 
 #include "model/add_norm_kernels.h"
-#include "util/log.h"
+#include "util/kernel_check.h"
 
 #ifdef RPE_WITH_ADD_NORM_CUDA
 #include <c10/core/DeviceGuard.h>
@@ -228,25 +226,9 @@ bool add_norm_kernel_built() { return false; }
 #endif
 
 bool add_norm_kernel_usable(const torch::Device& device) {
-  if (!device.is_cuda() || !add_norm_kernel_built()) return false;
-  static std::mutex mutex;
-  static std::map<int, bool> usable;  // by device index
-  std::lock_guard<std::mutex> lock(mutex);
-  const int index = device.has_index() ? device.index() : 0;
-  if (auto it = usable.find(index); it != usable.end()) return it->second;
-  std::string why;
-  try {
-    const double diff =
-        add_norm_detail::disagreement(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index)), Engine::cuda);
-    if (!(diff < 1)) why = fmt::format("disagrees with its ATen engine ({:g} times its tolerance)", diff);
-  } catch (const std::exception& e) {
-    why = std::string("did not run: ") + e.what();
-  }
-  if (!why.empty()) {
-    if (const auto nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
-    log::warn("model", "add & norm: the CUDA kernel {} on cuda:{}; the unfused path runs there", why, index);
-  }
-  return usable[index] = why.empty();
+  return add_norm_kernel_built() &&
+         cuda_kernel_agrees("add & norm", device, "the unfused path runs there",
+                            [](const torch::Device& d) { return add_norm_detail::disagreement(d, Engine::cuda); });
 }
 
 AddNormOutput add_norm(const Tensor& x, const Tensor& update, double dropout, bool training, torch::nn::LayerNorm norm,

@@ -8,11 +8,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <map>
-#include <mutex>
-
 #include "model/attention/m3_kernels.h"
-#include "util/log.h"
+#include "util/kernel_check.h"
 #endif
 
 namespace rpe {
@@ -79,27 +76,9 @@ double disagreement(const torch::Device& device) {
 bool m3_cuda_kernel_built() { return true; }
 
 bool m3_cuda_usable(const torch::Device& device) {
-  if (!device.is_cuda()) return false;
-  static std::mutex mutex;
-  static std::map<int, bool> usable;  // by device index
-  std::lock_guard<std::mutex> lock(mutex);
-  const int index = device.has_index() ? device.index() : c10::cuda::current_device();
-  auto it = usable.find(index);
-  if (it != usable.end()) return it->second;
-  // A failure to run at all (no kernel image for an older GPU: sm_80 and up are built) is a
-  // disagreement too: the band runs there, and the question is not asked again.
-  std::string why;
-  try {
-    const double diff = disagreement(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index)));
-    if (!(diff < 1e-5)) why = fmt::format("disagrees with the equation (relative difference {:g})", diff);
-  } catch (const std::exception& e) {
-    why = std::string("did not run: ") + e.what();  // m3_cuda.cu read (and so cleared) its launch error
-  }
-  if (!why.empty()) {
-    if (const auto nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
-    log::warn("model", "m3: the CUDA kernel {} on cuda:{}; m3 uses its band kernel there", why, index);
-  }
-  return usable[index] = why.empty();
+  // fp64 and fp32 against the equation: relative to the reference's largest value, within 1e-5
+  return cuda_kernel_agrees("m3", device, "m3 uses its band kernel there",
+                            [](const torch::Device& d) { return disagreement(d) / 1e-5; });
 }
 
 Tensor m3_cuda_forward(const Tensor& q, const Tensor& k, const Tensor& w, int64_t clip) {
