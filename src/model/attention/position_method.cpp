@@ -6,7 +6,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -89,12 +89,13 @@ namespace {
 // GPU each build is a few microsecond-long kernels (4 per skew block: ~380 a BERT-base m4
 // forward). Built outside inference mode, so a first build during an evaluation still serves
 // training's autograd. Callers never write into them. Bounded: a run sees a few lengths.
+// Keyed by the device's type and index and up to five integers (the first names the kind).
 torch::Tensor cached_index(const std::array<int64_t, 5>& key, const torch::Device& device,
                            const std::function<torch::Tensor()>& build) {
   static std::mutex mutex;
-  static std::map<std::pair<std::string, std::array<int64_t, 5>>, torch::Tensor> cache;
+  static std::map<std::tuple<int, int, std::array<int64_t, 5>>, torch::Tensor> cache;
   const std::lock_guard<std::mutex> lock(mutex);
-  auto id = std::make_pair(device.str(), key);
+  auto id = std::make_tuple(static_cast<int>(device.type()), static_cast<int>(device.index()), key);
   if (auto it = cache.find(id); it != cache.end()) return it->second;
   const c10::InferenceMode no_inference(false);
   auto index = build();
@@ -191,8 +192,9 @@ torch::Tensor signed_relative_scores(const torch::Tensor& x, const torch::Tensor
   // Gather when the table is short next to the rows a skewed block multiplies by
   // (measured crossover on CPU at L = 512: k' between L/4 and L/2).
   if (4 * (2 * reach + 1) < 3 * (L + block - 1)) {
-    auto idx = relative_index(L, reach, x.device());                    // [L, L]: clip(j - i, k') + k'
-    if (sign < 0) idx = 2 * reach - idx;                                // clip(i - j, k') + k'
+    auto idx = relative_index(L, reach, x.device());  // [L, L]: clip(j - i, k') + k'
+    if (sign < 0)                                      // clip(i - j, k') + k', kept as well
+      idx = cached_index({2, L, reach, 0, 0}, x.device(), [&] { return 2 * reach - idx; });
     return gather_relative(times_rows(x, window), idx);                 // [B, H, L, L]
   }
   // The query blocks are one split of x (not a narrow each, whose gradients would each be a
