@@ -237,22 +237,20 @@ sys.exit(0 if transformers.__version__.startswith("4.") else "transformers " + t
     "${hf_env[@]}" "$PY" bench/hf_bench.py "${bench[@]}" >"$OUT/hf.jsonl" 2>"$OUT/hf_bench.log" || code=$?
     report  # whatever became of the baseline (its rows are the ones that finished)
   fi
-  say "benchmark: rpe-bench-model (the other methods)"
-  "$BUILD/rpe-bench-model" "${bench[@]}" --methods "$others" >>"$OUT/rpe.jsonl" 2>>"$OUT/rpe_bench.log" \
-    || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model"; }
-  report
+  more() {  # more rows of rpe-bench-model: $1 says which, the rest are its arguments
+    say "benchmark: rpe-bench-model ($1)"
+    shift
+    "$BUILD/rpe-bench-model" "${bench[@]}" "$@" >>"$OUT/rpe.jsonl" 2>>"$OUT/rpe_bench.log" \
+      || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model $*"; }
+    report
+  }
+  more "the other methods" --methods "$others"
   # m4 once more with its relative scores skewed in one block (fewer kernels, twice the table
   # GEMM's FLOPs) beside the default 4 blocks, chosen on the CPU: the choice measured on a GPU
-  say "benchmark: rpe-bench-model (m4, relative scores in one skew block)"
-  "$BUILD/rpe-bench-model" "${bench[@]}" --methods m4 --relative-blocks 1 >>"$OUT/rpe.jsonl" 2>>"$OUT/rpe_bench.log" \
-    || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model --relative-blocks"; }
-  report
+  more "m4, relative scores in one skew block" --methods m4 --relative-blocks 1
   # absolute once more with its post-LN add & norm unfused (separate ATen kernels): what the
   # fused kernel (src/model/add_norm_cuda.cu) buys, measured beside it
-  say "benchmark: rpe-bench-model (absolute, add & norm unfused)"
-  "$BUILD/rpe-bench-model" "${bench[@]}" --methods absolute --unfused-add-norm >>"$OUT/rpe.jsonl" 2>>"$OUT/rpe_bench.log" \
-    || { tail "$OUT/rpe_bench.log"; fail "rpe-bench-model --unfused-add-norm"; }
-  report
+  more "absolute, add & norm unfused" --methods absolute --unfused-add-norm
   say "benchmark: one optimizer step (rpe-bench-optim)"
   "$BUILD/rpe-bench-optim" "${optim[@]}" >"$OUT/optim.jsonl" 2>"$OUT/optim_bench.log" || { tail "$OUT/optim_bench.log"; fail "rpe-bench-optim"; }
   report
