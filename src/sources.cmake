@@ -39,6 +39,7 @@ set(RPE_CORE_SOURCES
   src/data/pretrain_corpus.cpp
   # model: position methods behind one interface (src/model/attention/, globbed below), encoder, BERT
   src/model/add_norm.cpp
+  src/model/recompute.cpp
   src/model/encoder.cpp
   src/model/bert.cpp
   # distributed: process group, parameter broadcast, bucketed gradient all-reduce

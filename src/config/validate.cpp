@@ -266,6 +266,13 @@ void validate_train_settings(const Config& cfg) {
   if (!(t.dist_timeout_s > 0.0)) cfg.fail("train.dist_timeout_s", "must be positive");
   if (!(t.bucket_mb > 0.0)) cfg.fail("train.bucket_mb", "must be positive");
   if (t.cuda_graphs && t.device == "cpu") fail_pair(cfg, "train.cuda_graphs", "train.device", "needs a CUDA device");
+  if (t.activation_checkpointing != "none" && t.activation_checkpointing != "attention" &&
+      t.activation_checkpointing != "layers")
+    cfg.fail("train.activation_checkpointing",
+             "must be none, attention or layers, got '" + t.activation_checkpointing + "'");
+  if (t.cuda_graphs && t.activation_checkpointing != "none")
+    fail_pair(cfg, "train.cuda_graphs", "train.activation_checkpointing",
+              "cannot be on together (a recomputed layer resets the random generators, which a captured graph cannot)");
   if (t.cuda_graphs && t.precision == "fp16")
     fail_pair(cfg, "train.cuda_graphs", "train.precision", "needs precision fp32 or bf16 (not fp16's loss scaling)");
 }

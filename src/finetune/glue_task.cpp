@@ -160,6 +160,7 @@ std::vector<eval::ResultRow> run_glue_seed(const Prepared& p, const SeedContext&
   load_encoder(model->bert, p, longest_input(p));
   model->to(ctx.device);
   model->bert->set_fused_attention(use_fused_attention(ctx.device, cfg.model.attention.backend));
+  model->bert->set_activation_checkpointing(parse_recompute(cfg.train.activation_checkpointing));
   const TrainOptions t = finetune_schedule(cfg, static_cast<int64_t>(p.train_ids.size()));
   const std::string metric = selection_metric(f.task);
   std::optional<ModelKeeper> keeper;

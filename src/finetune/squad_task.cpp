@@ -203,6 +203,7 @@ std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const SeedContext
   load_encoder(model->bert, p, longest_input(p));
   model->to(ctx.device);
   model->bert->set_fused_attention(use_fused_attention(ctx.device, cfg.model.attention.backend));
+  model->bert->set_activation_checkpointing(parse_recompute(cfg.train.activation_checkpointing));
   const TrainOptions t = finetune_schedule(cfg, static_cast<int64_t>(p.train_f.size()));
   const std::string task_name = f.squad_v2 ? "squad_v2" : "squad_v1";
   std::optional<ModelKeeper> keeper;

@@ -64,7 +64,19 @@ torch::Tensor BertModelImpl::encode(const torch::Tensor& ids, const torch::Tenso
     pad = torch::Tensor();
   }
   EncoderLayerImpl::Stream stream{x, {}};
-  for (auto& layer : layer_list_) stream = layer->forward_stream(stream, pad, bias);
+  for (auto& layer : layer_list_) {
+    if (recompute_ != Recompute::layers || !is_training()) {
+      stream = layer->forward_stream(stream, pad, bias);
+      continue;
+    }
+    auto out = recomputed(  // the layer keeps only its inputs; the copies captured outlive the graph
+        [layer = layer.ptr(), pad](const torch::autograd::variable_list& in) -> torch::autograd::variable_list {
+          auto s = layer->forward_stream({in[0], in[1]}, pad, in[2]);
+          return {s.x, s.low};
+        },
+        {stream.x, stream.low, bias});
+    stream = {out[0], out[1]};
+  }
   return final_norm ? final_norm->forward(stream.x) : stream.x;
 }
 
@@ -84,6 +96,11 @@ torch::Tensor BertModelImpl::captured_attention() const {
   for (const auto& layer : layer_list_)
     if (layer->attention->capture) return layer->attention->captured_probs;
   return {};
+}
+
+void BertModelImpl::set_activation_checkpointing(Recompute what) {
+  recompute_ = what;
+  for (auto& layer : layer_list_) layer->attention->set_recompute(what == Recompute::attention);
 }
 
 void BertModelImpl::set_fused_attention(bool fused) {

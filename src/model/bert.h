@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "model/attention/position_method.h"
 #include "model/encoder.h"
+#include "model/recompute.h"
 
 namespace rpe {
 
@@ -32,6 +33,12 @@ class BertModelImpl : public torch::nn::Module {
   // Uses the fused attention kernel where each layer's method allows it.
   void set_fused_attention(bool fused);
 
+  // train.activation_checkpointing: while training with autograd on, each encoder layer (or
+  // each layer's attention core) keeps only its inputs and runs again in backward
+  // (model/recompute.h). Recompute::none by default.
+  void set_activation_checkpointing(Recompute what);
+  Recompute activation_checkpointing() const { return recompute_; }
+
   // Number of parameters owned by the position method (all layers), for the build log.
   int64_t position_parameter_count() const;
 
@@ -52,6 +59,7 @@ class BertModelImpl : public torch::nn::Module {
   void init_weights();
   ModelOptions options_;
   std::vector<EncoderLayer> layer_list_;
+  Recompute recompute_ = Recompute::none;
 };
 TORCH_MODULE(BertModel);
 

@@ -146,11 +146,15 @@ void log_corpus(const PretrainCorpus& corpus, int64_t train_tokens, const DataOp
             corpus.valid->size(), d.max_seq_len, secs);
 }
 
-// The model on `device`, its attention path chosen, described in the log.
-BertModel build_model(const ModelOptions& o, const torch::Device& device) {
+// The model on `device`, its attention path and recomputation chosen, described in the log.
+BertModel build_model(const ModelOptions& o, const torch::Device& device, const std::string& recompute) {
   BertModel model(o);
   model->to(device);
   model->set_fused_attention(use_fused_attention(device, o.attention.backend));
+  model->set_activation_checkpointing(parse_recompute(recompute));
+  if (recompute != "none")
+    log::info("model", "activation checkpointing: {} recomputed in backward",
+              recompute == "layers" ? "each encoder layer" : "each layer's attention core");
   int64_t total_params = 0;
   for (const auto& p : model->parameters()) total_params += p.numel();
   log::info("model", "{} layers, hidden {}, heads {} | position: {} | {:.2f}M parameters, {} in position method", o.layers,
@@ -193,7 +197,7 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   const std::string data = fmt::format(
       "{} training sequences ({} tokens) of length {}, {} packing, tokenizer {:08x}, order of train.seed {}",
       corpus.train->size(), train_tokens, cfg.data.max_seq_len, cfg.data.packing, tokenizer_crc, t.seed);
-  BertModel model = build_model(cfg.model, device);
+  BertModel model = build_model(cfg.model, device, t.activation_checkpointing);
   auto optimizer = make_optimizer(*model, t);
   TrainState state =
       dist::all_or_none(dp, "loading the checkpoint", [&] { return restore(run_dir, resume, model, *optimizer, t, data); });

@@ -165,6 +165,13 @@ TEST_F(ConfigTest, InvalidValuesNameTheKey) {
   const std::string graphs_fp16 = error_of(dir_ / "exp.yaml", {"train.cuda_graphs=true", "train.precision=fp16"});
   EXPECT_NE(graphs_fp16.find("train.cuda_graphs: needs precision fp32 or bf16"), std::string::npos) << graphs_fp16;
   EXPECT_NO_THROW(load_config(dir_ / "exp.yaml", {"train.cuda_graphs=true", "train.precision=bf16"}));
+  const std::string graphs_recompute =
+      error_of(dir_ / "exp.yaml", {"train.cuda_graphs=true", "train.activation_checkpointing=layers"});
+  EXPECT_NE(graphs_recompute.find("train.cuda_graphs: cannot be on together"), std::string::npos) << graphs_recompute;
+  EXPECT_NE(graphs_recompute.find("train.activation_checkpointing"), std::string::npos) << graphs_recompute;
+  const std::string recompute_what = error_of(dir_ / "exp.yaml", {"train.activation_checkpointing=true"});
+  EXPECT_NE(recompute_what.find("train.activation_checkpointing: must be none, attention or layers, got 'true'"),
+            std::string::npos) << recompute_what;
   // a dropout of 1 zeroes every output
   EXPECT_NE(error_of(dir_ / "exp.yaml", {"model.dropout=1"}).find("model.dropout: must be in [0, 1)"),
             std::string::npos);

@@ -324,4 +324,35 @@ TEST(PretrainSummary, ARunWithoutUpdatesReportsNoTrainingLoss) {
 }
 
 }  // namespace
+// train.activation_checkpointing changes memory, not training: the same losses and gradient
+// norms, step by step, as the plain run (dropout on, so the recomputed pieces must draw the
+// masks the forward pass drew).
+TEST(PretrainSummary, ActivationCheckpointingTrainsAsThePlainRun) {
+  const std::vector<std::string> base{"train.max_steps=4", "train.log_every=1", "model.dropout=0.1",
+                                      "model.attention.method=m4"};
+  auto training_rows = [](const fs::path& run) {  // the progress rows (metrics.jsonl also holds evaluations)
+    std::vector<nlohmann::json> rows;
+    for (const auto& row : test::read_jsonl(run / "metrics.jsonl"))
+      if (row.contains("grad_norm")) rows.push_back(row);
+    return rows;
+  };
+  const fs::path plain = test::fresh_dir("recompute_none");
+  pretrain(test::tiny_config(base), plain, {});
+  const auto a = training_rows(plain);
+  ASSERT_EQ(a.size(), 4u);
+  for (const std::string what : {"layers", "attention"}) {
+    auto with = base;
+    with.push_back("train.activation_checkpointing=" + what);
+    const fs::path run = test::fresh_dir("recompute_" + what);
+    pretrain(test::tiny_config(with), run, {});
+    const auto b = training_rows(run);
+    ASSERT_EQ(b.size(), a.size()) << what;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double loss = a[i]["loss"].get<double>(), norm = a[i]["grad_norm"].get<double>();
+      EXPECT_NEAR(b[i]["loss"].get<double>(), loss, 1e-5 * loss) << what << ", row " << i;
+      EXPECT_NEAR(b[i]["grad_norm"].get<double>(), norm, 1e-5 * norm) << what << ", row " << i;
+    }
+  }
+}
+
 }  // namespace rpe

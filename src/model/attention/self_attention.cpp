@@ -3,6 +3,7 @@
 
 #include <limits>
 
+#include "model/recompute.h"
 #include "util/torch_compat.h"
 
 namespace rpe {
@@ -29,8 +30,23 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   auto q = split(qkv[0]);             // [B, H, L, d]
   auto k = split(qkv[1]);             // [B, H, L, d]
   auto v = split(qkv[2]);             // [B, H, L, d]
-  position->transform_qk(q, k);
+  torch::Tensor context;              // [B, H, L, d]
+  if (recompute_ && is_training()) {  // the module outlives the graph that calls it back
+    auto self = std::static_pointer_cast<SelfAttentionImpl>(shared_from_this());
+    context = recomputed([self, key_padding](const torch::autograd::variable_list& in) -> torch::autograd::variable_list {
+                return {self->core(in[0], in[1], in[2], key_padding, in[3])};
+              },
+              {q, k, v, shared_bias})[0];
+  } else {
+    context = core(q, k, v, key_padding, shared_bias);
+  }
+  return output->forward(context.transpose(1, 2).reshape({B, L, heads_ * head_size_}));
+}
 
+torch::Tensor SelfAttentionImpl::core(torch::Tensor q, torch::Tensor k, const torch::Tensor& v,
+                                      const torch::Tensor& key_padding, const torch::Tensor& shared_bias) {
+  const int64_t B = q.size(0), L = q.size(2);
+  position->transform_qk(q, k);
   const double scale = position->scale(head_size_);
   const double p = is_training() ? dropout_p_ : 0.0;
   const auto inf = std::numeric_limits<float>::infinity();
@@ -61,7 +77,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
     auto extra = position->value_term(probs);
     if (extra.defined()) context = context + extra;
   }
-  return output->forward(context.transpose(1, 2).reshape({B, L, heads_ * head_size_}));
+  return context;
 }
 
 }  // namespace rpe

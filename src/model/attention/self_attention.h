@@ -25,6 +25,10 @@ class SelfAttentionImpl : public torch::nn::Module {
   void set_fused(bool fused) { fused_ = fused; }
   bool fused() const { return fused_; }
 
+  // While training with autograd on, keep only q, k, v (and the shared bias) for backward and
+  // run the attention core again there (train.activation_checkpointing: attention; recompute.h).
+  void set_recompute(bool on) { recompute_ = on; }
+
   // When set, the next forward keeps its attention probabilities [B, H, L, L] (plain path).
   bool capture = false;
   torch::Tensor captured_probs;
@@ -33,9 +37,14 @@ class SelfAttentionImpl : public torch::nn::Module {
   std::shared_ptr<PositionTermImpl> position;
 
  private:
+  // The core, from the projections to the context: q, k, v [B, H, L, d] -> [B, H, L, d].
+  torch::Tensor core(torch::Tensor q, torch::Tensor k, const torch::Tensor& v, const torch::Tensor& key_padding,
+                     const torch::Tensor& shared_bias);
+
   int64_t heads_, head_size_;
   double dropout_p_;
   bool fused_ = false;
+  bool recompute_ = false;
 };
 TORCH_MODULE(SelfAttention);
 
