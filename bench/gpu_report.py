@@ -221,7 +221,10 @@ def main():
            "launches cost the eager step); rpe (relative blocks N) = rpe-train with the relative methods' "
            "skew in N query blocks instead of the default 4 (rpe-bench-model --relative-blocks); "
            "rpe (unfused add-norm) = rpe-train with the post-LN add & norm as separate kernels instead of "
-           "its fused CUDA kernel (--unfused-add-norm). MFU against "
+           "its fused CUDA kernel (--unfused-add-norm); rpe (recompute attention | layers) = rpe-train with "
+           "each layer's attention core or each whole layer recomputed in backward "
+           "(--activation-checkpointing, train.activation_checkpointing). "
+           "MFU against "
            + (f"{peak:g} TFLOP/s peak dense bf16." if peak else "no peak (a CPU, or --peak-tflops 0): no MFU."),
            ""]
     if runs > 1:
@@ -240,19 +243,19 @@ def main():
         for r in (r for r in rows if r["length"] == length):
             mfu = r["tokens_per_s"] * flops_per_token(r) / (peak * 1e12) if peak else None
             vs = ""
-            if r["impl"] in ("rpe", "rpe-graph"):
-                ref = hf.get(HF_PEER.get(r["method"], ""))
-                if ref:
-                    vs = (f"{r['tokens_per_s'] / ref['tokens_per_s']:.2f}x tokens/s, "
-                          f"{r['peak_mib'] / ref['peak_mib']:.2f}x memory of {ref['method']}"
-                          if ref["peak_mib"] else f"{r['tokens_per_s'] / ref['tokens_per_s']:.2f}x tokens/s of {ref['method']}")
-                if r["impl"] == "rpe-graph" and r["method"] in eager:
-                    vs = "; ".join(v for v in (f"{r['tokens_per_s'] / eager[r['method']]['tokens_per_s']:.2f}x "
-                                               "tokens/s of rpe eager", vs) if v)
+            ref = hf.get(HF_PEER.get(r["method"], "")) if r["impl"] != "hf" else None
+            if ref:
+                vs = (f"{r['tokens_per_s'] / ref['tokens_per_s']:.2f}x tokens/s, "
+                      f"{r['peak_mib'] / ref['peak_mib']:.2f}x memory of {ref['method']}"
+                      if ref["peak_mib"] else f"{r['tokens_per_s'] / ref['tokens_per_s']:.2f}x tokens/s of {ref['method']}")
+            if r["impl"] == "rpe-graph" and r["method"] in eager:
+                vs = "; ".join(v for v in (f"{r['tokens_per_s'] / eager[r['method']]['tokens_per_s']:.2f}x "
+                                           "tokens/s of rpe eager", vs) if v)
             elif r["impl"].startswith("rpe (") and r["method"] in eager:  # a variant of our step: beside the default
                 e = eager[r["method"]]
-                vs = (f"{r['tokens_per_s'] / e['tokens_per_s']:.2f}x tokens/s"
-                      + (f", {r['peak_mib'] / e['peak_mib']:.2f}x memory" if e["peak_mib"] else "") + " of rpe")
+                own = (f"{r['tokens_per_s'] / e['tokens_per_s']:.2f}x tokens/s"
+                       + (f", {r['peak_mib'] / e['peak_mib']:.2f}x memory" if e["peak_mib"] else "") + " of rpe")
+                vs = "; ".join(v for v in (own, vs) if v)
             memory = f"{r['peak_mib']:.0f}" if r["peak_mib"] else "—"  # 0: not measured (CPU)
             out.append(f"| {r['impl']} | {r['method']} | {r['batch']} | {r['tokens_per_s']:.0f} | "
                        f"{memory} | {'' if mfu is None else f'{100 * mfu:.1f}%'} | {vs} |")

@@ -20,6 +20,9 @@
 // the two layouts of the same scores compared on one device.
 // --unfused-add-norm: the post-LN add & norm as separate ATen kernels instead of its fused CUDA
 // kernel (model/add_norm.h), rows labelled "rpe (unfused add-norm)": what the fusion buys.
+// --activation-checkpointing attention|layers: each layer's attention core, or each whole layer,
+// recomputed in backward (model/recompute.h), rows labelled "rpe (recompute attention)" or
+// "rpe (recompute layers)": the memory it saves and the time it costs.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -58,16 +61,19 @@ struct Options {
   bool bf16 = true;
   bool graphs_only = false;  // only the --graph-methods cases, as graphs (no eager rows)
   bool unfused_add_norm = false;
+  std::string recompute = "none";  // --activation-checkpointing
 };
 
 using rpe::bench::sync;
 
-// A row's "impl": rpe, rpe-graph, or rpe with --relative-blocks or --unfused-add-norm.
+// A row's "impl": rpe, rpe-graph, or rpe with --relative-blocks, --unfused-add-norm or
+// --activation-checkpointing.
 std::string impl_label(const Options& a, bool graph) {
   if (graph) return "rpe-graph";
   std::vector<std::string> variants;
   if (a.relative_blocks != 0) variants.push_back("relative blocks " + std::to_string(a.relative_blocks));
   if (a.unfused_add_norm) variants.push_back("unfused add-norm");
+  if (a.recompute != "none") variants.push_back("recompute " + a.recompute);
   if (variants.empty()) return "rpe";
   std::string label = "rpe (" + variants[0];
   for (size_t i = 1; i < variants.size(); ++i) label += ", " + variants[i];
@@ -93,6 +99,7 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L, b
   model->to(device);
   model->train();
   model->set_fused_attention(device.is_cuda());
+  model->set_activation_checkpointing(rpe::parse_recompute(a.recompute));
   rpe::ForeachAdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-4).weight_decay(0.01));  // as training
   const int64_t B = std::max<int64_t>(1, a.batch_tokens / L);
   const auto lopt = torch::TensorOptions().dtype(torch::kLong).device(device);
@@ -182,6 +189,8 @@ int main(int argc, char** argv) {
   app.add_flag("!--fp32", a.bf16, "fp32 instead of bf16 autocast");
   rpe::bench::add_relative_blocks_option(app, a.relative_blocks);
   app.add_flag("--unfused-add-norm", a.unfused_add_norm, "post-LN add & norm as separate kernels, not fused (CUDA)");
+  app.add_option("--activation-checkpointing", a.recompute, "recompute in backward: none, attention or layers")
+      ->check(CLI::IsMember({"none", "attention", "layers"}));
   CLI11_PARSE(app, argc, argv);
   rpe::set_relative_skew_blocks(a.relative_blocks);
   rpe::set_fused_add_norm(!a.unfused_add_norm);
@@ -190,6 +199,10 @@ int main(int argc, char** argv) {
   const auto graphed = split(a.graph_methods);
   if (!graphed.empty() && (!torch::Device(a.device).is_cuda() || !rpe::CudaGraph::built())) {
     std::cerr << "rpe-bench-model: --graph-methods needs a CUDA device and a CUDA LibTorch\n";
+    return 2;
+  }
+  if (!graphed.empty() && a.recompute != "none") {  // as train.cuda_graphs: a captured graph cannot reset the generators
+    std::cerr << "rpe-bench-model: --graph-methods and --activation-checkpointing cannot be used together\n";
     return 2;
   }
   for (const auto& L : split(a.lengths))

@@ -251,6 +251,11 @@ sys.exit(0 if transformers.__version__.startswith("4.") else "transformers " + t
   # absolute once more with its post-LN add & norm unfused (separate ATen kernels): what the
   # fused kernel (src/model/add_norm_cuda.cu) buys, measured beside it
   more "absolute, add & norm unfused" --methods absolute --unfused-add-norm
+  # m4 and absolute with their attention cores recomputed in backward, and m4 with whole layers
+  # (train.activation_checkpointing): the memory each saves against the time it costs, beside
+  # the default rows and Hugging Face's
+  more "absolute and m4, attention recomputed" --methods absolute,m4 --activation-checkpointing attention
+  more "m4, layers recomputed" --methods m4 --activation-checkpointing layers
   say "benchmark: one optimizer step (rpe-bench-optim)"
   "$BUILD/rpe-bench-optim" "${optim[@]}" >"$OUT/optim.jsonl" 2>"$OUT/optim_bench.log" || { tail "$OUT/optim_bench.log"; fail "rpe-bench-optim"; }
   report
