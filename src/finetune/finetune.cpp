@@ -21,6 +21,7 @@
 #include "finetune/prepare.h"
 #include "finetune/squad_task.h"
 #include "model/attention/registry.h"
+#include "model/recompute.h"
 #include "rpe/version.h"
 #include "train/checkpoint.h"
 #include "train/run_dir.h"
@@ -149,6 +150,8 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
     log::info("model", "{} layers, hidden {} | position: {} | init {} | device {} | precision {}", cfg.model.layers,
               cfg.model.hidden, probe->position->describe(), p.rc.checkpoint.empty() ? "random" : p.rc.checkpoint.string(),
               device.str(), cfg.train.precision);
+    if (cfg.train.activation_checkpointing != "none")
+      log::info("model", "activation checkpointing: {}", describe_recompute(parse_recompute(cfg.train.activation_checkpointing)));
   });
   // "ft5/" is the folder ft5: its name makes the results' run ids.
   const fs::path dir = folder_path(req.run_dir.empty() ? fs::path(cfg.run.root) / cfg.run.name : fs::path(req.run_dir));

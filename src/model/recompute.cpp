@@ -23,6 +23,15 @@ Recompute parse_recompute(const std::string& value) {
   throw UserError("train.activation_checkpointing: must be none, attention or layers, got '" + value + "'");
 }
 
+std::string describe_recompute(Recompute what) {
+  switch (what) {
+    case Recompute::attention: return "each layer's attention core recomputed in backward";
+    case Recompute::layers: return "each encoder layer recomputed in backward";
+    case Recompute::none: break;
+  }
+  return "";
+}
+
 namespace {
 
 using torch::Tensor;

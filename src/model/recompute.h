@@ -27,6 +27,8 @@ namespace rpe {
 // What train.activation_checkpointing recomputes.
 enum class Recompute { none, attention, layers };
 Recompute parse_recompute(const std::string& value);  // "none" | "attention" | "layers"
+// For the build log: "each encoder layer recomputed in backward", ...; "" for none.
+std::string describe_recompute(Recompute what);
 
 // fn(inputs), keeping only `inputs` for backward, where fn is run again. Inputs may be
 // undefined (fn sees them undefined) and so may outputs (returned undefined). fn must be a

@@ -152,9 +152,7 @@ BertModel build_model(const ModelOptions& o, const torch::Device& device, const 
   model->to(device);
   model->set_fused_attention(use_fused_attention(device, o.attention.backend));
   model->set_activation_checkpointing(parse_recompute(recompute));
-  if (recompute != "none")
-    log::info("model", "activation checkpointing: {} recomputed in backward",
-              recompute == "layers" ? "each encoder layer" : "each layer's attention core");
+  if (recompute != "none") log::info("model", "activation checkpointing: {}", describe_recompute(parse_recompute(recompute)));
   int64_t total_params = 0;
   for (const auto& p : model->parameters()) total_params += p.numel();
   log::info("model", "{} layers, hidden {}, heads {} | position: {} | {:.2f}M parameters, {} in position method", o.layers,

@@ -59,12 +59,15 @@ int count(const std::string& text, const std::string& what) {
 struct Outcome {
   double loss;
   std::vector<Tensor> grads;  // every parameter's, in registration order (zeros where none)
-  Tensor next_draw;           // the CPU generator's next draws after backward
+  Tensor next_draw;           // the device generator's next draws after backward
   std::string nodes;          // the autograd nodes' names, from the encoder's output back
 };
 
-// One forward (dropout on, seed 5) and backward of sum(encode(ids) * g).
-Outcome step(rpe::BertModel& model, const Batch& b, rpe::Recompute recompute, at::ScalarType autocast = at::kFloat) {
+// One forward (dropout on, seed 5) and backward of sum(encode(ids) * g), on the model's device.
+Outcome step(rpe::BertModel& model, const Batch& cpu_batch, rpe::Recompute recompute,
+             at::ScalarType autocast = at::kFloat) {
+  const auto device = model->word_embeddings->weight.device();
+  const Batch b{cpu_batch.ids.to(device), cpu_batch.pad.to(device), cpu_batch.g.to(device)};
   model->zero_grad();
   model->train();
   model->set_activation_checkpointing(recompute);
@@ -72,15 +75,16 @@ Outcome step(rpe::BertModel& model, const Batch& b, rpe::Recompute recompute, at
   Tensor loss;
   std::string nodes;
   {
-    const rpe::AutocastGuard guard(torch::kCPU, autocast);
+    const rpe::AutocastGuard guard(device, autocast);
     auto hidden = model->encode(b.ids, b.pad);  // [B, L, D]
     nodes = node_names(hidden);
     loss = (hidden.to(torch::kFloat) * b.g).sum();
   }
   loss.backward();
-  Outcome out{loss.item<double>(), {}, torch::rand({8}), nodes};
+  // The next draws of the device's generator, where the dropout masks came from.
+  Outcome out{loss.item<double>(), {}, torch::rand({8}, torch::TensorOptions().device(device)).cpu(), nodes};
   for (const auto& p : model->parameters())
-    out.grads.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+    out.grads.push_back(p.grad().defined() ? p.grad().cpu() : torch::zeros_like(p).cpu());
   return out;
 }
 
@@ -133,6 +137,29 @@ TEST(Recompute, Bf16AutocastIsReenteredInBackward) {
       const Outcome recomputed = step(model, b, what, at::kBFloat16);
       EXPECT_EQ(recomputed.loss, plain.loss) << method;
       EXPECT_LT(worst_gradient(recomputed, plain), 1e-6) << method;
+    }
+  }
+}
+
+// On a GPU (scripts/gpu_check.sh runs it): fused attention (SDPA's dropout), the fused add & norm
+// and the CUDA generator's replay, under bf16 autocast. Same kernels both passes, so the loss is
+// the same; gradients within bf16 noise of atomics-summed kernels (other dropout masks would
+// move them by tens of percent).
+TEST(Recompute, CudaGradientsEqualThePlainBackward) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const Batch b = batch(2, 64, 64);
+  for (const std::string method : {"absolute", "m4", "t5_bias"}) {
+    torch::manual_seed(3);
+    rpe::BertModel model(rpe::test::small_model_options(
+        method, {.hidden = 64, .layers = 3, .heads = 4, .ffn = 128, .max_position = 64, .dropout = 0.1}));
+    model->to(torch::kCUDA);
+    model->set_fused_attention(true);
+    const Outcome plain = step(model, b, rpe::Recompute::none, at::kBFloat16);
+    for (const auto what : {rpe::Recompute::layers, rpe::Recompute::attention}) {
+      const Outcome recomputed = step(model, b, what, at::kBFloat16);
+      EXPECT_NEAR(recomputed.loss, plain.loss, 1e-6 * std::abs(plain.loss)) << method;
+      EXPECT_LT(worst_gradient(recomputed, plain), 2e-2) << method;
+      EXPECT_TRUE(torch::equal(recomputed.next_draw, plain.next_draw)) << method;
     }
   }
 }

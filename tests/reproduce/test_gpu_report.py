@@ -180,13 +180,18 @@ with tempfile.TemporaryDirectory() as tmp:
             failures.append(f"rpe-graph report lacks {w!r}")
     if "| rpe-graph | m4 |" in text:
         failures.append("a failed case was tabled")
-# A layout variant of our step (rpe-bench-model --relative-blocks 4): beside the default rpe row
-# (90 / 120 = 0.75x tokens/s, 15 / 10 = 1.50x memory), not beside Hugging Face, not in the targets
-# (m4's target reads the default row: 120 / 100 = 1.20x).
+# Variants of our step (rpe-bench-model --relative-blocks 4, --activation-checkpointing layers):
+# beside the default rpe row (90 / 120 = 0.75x tokens/s, 15 / 10 = 1.50x memory; 80 / 120 = 0.67x,
+# 5 / 10 = 0.50x) and then Hugging Face's peer (90 / 100 = 0.90x, 15 / 20 = 0.75x; 0.80x, 0.25x),
+# not in the targets (m4's target reads the default row: 120 / 100 = 1.20x).
 with tempfile.TemporaryDirectory() as tmp:
     text = report(Path(tmp), [[row("rpe", "m4", 120, 10), row("rpe (relative blocks 4)", "m4", 90, 15),
+                               row("rpe (recompute layers)", "m4", 80, 5),
                                row("hf", "relative_key_query", 100, 20)]], "--peak-tflops", "1.2384e-7")
-    want = ["| rpe (relative blocks 4) | m4 | 1 | 90 | 15 | 22.5% | 0.75x tokens/s, 1.50x memory of rpe |",
+    want = ["| rpe (relative blocks 4) | m4 | 1 | 90 | 15 | 22.5% | 0.75x tokens/s, 1.50x memory of rpe; "
+            "0.90x tokens/s, 0.75x memory of relative_key_query |",
+            "| rpe (recompute layers) | m4 | 1 | 80 | 5 | 20.0% | 0.67x tokens/s, 0.50x memory of rpe; "
+            "0.80x tokens/s, 0.25x memory of relative_key_query |",
             "| m4 tokens/s >= 3x relative_key_query | 4 | 1.20x | FAIL |"]
     for w in want:
         if w not in text.splitlines():

@@ -117,6 +117,32 @@ TEST(HostSync, EveryMethodTrainsWithoutReadingTheDevice) {
   }
 }
 
+// Recomputation saves and sets generator states and runs a backward inside the backward: none of
+// it reads the device.
+TEST(HostSync, RecomputedPiecesTrainWithoutReadingTheDevice) {
+  for (const auto& device : devices_to_test())
+    for (const auto& name : attention_method_names())
+      for (const auto what : {Recompute::attention, Recompute::layers}) {
+        torch::manual_seed(0);
+        BertModel model(options(name));
+        model->to(device);
+        model->train();
+        model->set_fused_attention(device.is_cuda());
+        model->set_activation_checkpointing(what);
+        const auto b = to(mlm_batch(true, 1), device);
+        const auto& t = b.tensors;
+        HostSyncWatch watch(device);
+        MlmSums s;
+        {
+          AutocastGuard autocast(device, at::kBFloat16);
+          s = mlm_loss(model, t[0], t[1], t[2], t[3]);
+        }
+        s.loss.backward();
+        EXPECT_EQ(watch.count(), 0u) << name << " on " << device << (what == Recompute::layers ? " layers" : " attention")
+                                     << ": " << watch.list();
+      }
+}
+
 TEST(HostSync, FineTuningHeadsTrainWithoutReadingTheDevice) {
   std::vector<int64_t> a{2, 11, 12, 3, 13, 14, 15, 3}, shorter{2, 16, 3, 17, 3};
   for (const auto& device : devices_to_test())
