@@ -31,7 +31,8 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   auto k = split(qkv[1]);             // [B, H, L, d]
   auto v = split(qkv[2]);             // [B, H, L, d]
   torch::Tensor context;              // [B, H, L, d]
-  if (recompute_ && is_training()) {  // the module outlives the graph that calls it back
+  if (recompute_ && is_training()) {
+    // The graph holds the module (a shared pointer) until its backward has run.
     auto self = std::static_pointer_cast<SelfAttentionImpl>(shared_from_this());
     context = recomputed([self, key_padding](const torch::autograd::variable_list& in) -> torch::autograd::variable_list {
                 return {self->core(in[0], in[1], in[2], key_padding, in[3])};
