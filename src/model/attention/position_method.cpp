@@ -82,32 +82,22 @@ std::string describe_clipped(const PositionMethodImpl& method, const std::string
 
 std::string ScalarGateMethod::describe() const { return describe_clipped(*this, name_); }
 
-namespace {
-
-// Integer index tensors that depend only on lengths and the device (relative slots, a skew
-// block's table rows), built once per process and then shared by every layer and step: on a
-// GPU each build is a few microsecond-long kernels (4 per skew block: ~380 a BERT-base m4
-// forward). Built outside inference mode, so a first build during an evaluation still serves
-// training's autograd. Callers never write into them. Bounded: a run sees a few lengths.
-// Keyed by the device's type and index and up to five integers (the first names the kind).
-torch::Tensor cached_index(const std::array<int64_t, 5>& key, const torch::Device& device,
-                           const std::function<torch::Tensor()>& build) {
+torch::Tensor cached_position_tensor(const std::array<int64_t, 5>& key, const torch::Device& device,
+                                    const std::function<torch::Tensor()>& build) {
   static std::mutex mutex;
   static std::map<std::tuple<int, int, std::array<int64_t, 5>>, torch::Tensor> cache;
   const std::lock_guard<std::mutex> lock(mutex);
   auto id = std::make_tuple(static_cast<int>(device.type()), static_cast<int>(device.index()), key);
   if (auto it = cache.find(id); it != cache.end()) return it->second;
   const c10::InferenceMode no_inference(false);
-  auto index = build();
+  auto tensor = build();
   if (cache.size() >= 1024) cache.clear();  // a run sweeping lengths: start over rather than grow
-  cache.emplace(std::move(id), index);
-  return index;
+  cache.emplace(std::move(id), tensor);
+  return tensor;
 }
 
-}  // namespace
-
 torch::Tensor relative_index(int64_t length, int64_t k, const torch::Device& device) {
-  return cached_index({0, length, k, 0, 0}, device, [&] {
+  return cached_position_tensor({kRelativeIndex, length, k, 0, 0}, device, [&] {
     auto pos = torch::arange(length, torch::TensorOptions().dtype(torch::kLong).device(device));
     auto rel = pos.unsqueeze(0) - pos.unsqueeze(1);  // [L, L], rel[i, j] = j - i
     return rel.clamp(-k, k) + k;
@@ -173,7 +163,7 @@ torch::Tensor skew_view(const torch::Tensor& s, int64_t cols) {
 torch::Tensor block_scores(const torch::Tensor& xb, const torch::Tensor& table, int64_t k, int64_t sign, int64_t i0,
                            int64_t L) {
   const int64_t lb = xb.size(2), C = lb + L - 1, W = (C + 7) / 8 * 8;
-  auto slots = cached_index({1, i0, lb, L, sign * (k + 1)}, xb.device(), [&] {
+  auto slots = cached_position_tensor({kSkewSlots, i0, lb, L, sign * (k + 1)}, xb.device(), [&] {
     auto dist = torch::arange(-(i0 + lb - 1), L - i0, torch::TensorOptions().dtype(torch::kLong).device(xb.device()));
     return sign * dist.clamp(-k, k) + k;  // [C]
   });
@@ -194,7 +184,7 @@ torch::Tensor signed_relative_scores(const torch::Tensor& x, const torch::Tensor
   if (4 * (2 * reach + 1) < 3 * (L + block - 1)) {
     auto idx = relative_index(L, reach, x.device());  // [L, L]: clip(j - i, k') + k'
     if (sign < 0)                                      // clip(i - j, k') + k', kept as well
-      idx = cached_index({2, L, reach, 0, 0}, x.device(), [&] { return 2 * reach - idx; });
+      idx = cached_position_tensor({kNegatedIndex, L, reach, 0, 0}, x.device(), [&] { return 2 * reach - idx; });
     return gather_relative(times_rows(x, window), idx);                 // [B, H, L, L]
   }
   // The query blocks are one split of x (not a narrow each, whose gradients would each be a

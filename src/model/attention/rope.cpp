@@ -2,6 +2,7 @@
 // rotated by the angle i * theta_t, theta_t = rope_base^(-2t/d), and likewise k_j, so that
 //   e_ij = R(i) q_i . R(j) k_j / sqrt(d) = q_i . R(j - i) k_j / sqrt(d)
 // depends on j - i only. No parameters; needs an even head size.
+#include <bit>
 #include <cmath>
 
 #include "model/attention/position_method.h"
@@ -10,27 +11,58 @@
 namespace rpe {
 namespace {
 
+// cos and sin of i * theta_t for i < L, each repeated over its pair's two slots, the sine
+// signed for the rotation: [3, L, d] = C = (c_0, c_0, c_1, c_1, ..), S = (-s_0, s_0, -s_1, s_1, ..)
+// and -S, in the queries' dtype (computed in fp64). Built once per length, size, base, dtype and
+// device, not in every layer of every forward.
+torch::Tensor rotation_tables(int64_t L, int64_t d, double base, const torch::Device& device, torch::ScalarType dtype) {
+  return cached_position_tensor({kRotationTables, L, d, std::bit_cast<int64_t>(base), static_cast<int64_t>(dtype)}, device, [&] {
+    auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
+    auto theta = torch::exp(torch::arange(0, d, 2, f64) * (-std::log(base) / static_cast<double>(d)));  // [d/2]
+    // Each pair's angle twice and the sine's signs -1, 1, -1, .. by arithmetic on the device
+    // (repeat_interleave reads its output size back from it; a host tensor is a copy to it).
+    auto angle = (torch::arange(L, f64).unsqueeze(1) * theta.unsqueeze(0)).unsqueeze(-1).expand({L, d / 2, 2});
+    angle = angle.reshape({L, d});
+    auto sin = angle.sin() * (torch::arange(d, f64).remainder(2) * 2 - 1);
+    return torch::stack({angle.cos(), sin, -sin}).to(dtype);  // [3, L, d]
+  });
+}
+
+// x * C + swap(x) * S, swap exchanging each pair's two slots: pair (x0, x1) becomes
+// (x0 c - x1 s, x1 c + x0 s). Three kernels (the swap's copy, a product, a fused multiply-add)
+// where pairwise selects and a stack took seven, and backward as many more.
+torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& C, const torch::Tensor& S) {
+  auto swapped = x.unflatten(-1, {-1, 2}).flip(-1).flatten(-2);  // [B, H, L, d]
+  return torch::addcmul(x * C, swapped, S);
+}
+
+// The rotation as one autograd node. Its adjoint is the rotation by -theta (C, -S), so
+// backward is the same three kernels and keeps only the shared tables, not x.
+class Rotation : public torch::autograd::Function<Rotation> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& tables) {
+    ctx->saved_data["tables"] = tables;
+    return rotate(x, tables[0], tables[1]);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    auto tables = ctx->saved_data["tables"].toTensor();
+    return {rotate(grad[0], tables[0], tables[2]), torch::Tensor()};
+  }
+};
+
 class RopeTerm : public PositionTermImpl {
  public:
   explicit RopeTerm(double base) : base_(base) {}
 
-  void transform_qk(torch::Tensor& q, torch::Tensor& k) override {
-    const int64_t L = q.size(2), d = q.size(3);
-    auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(q.device());
-    auto theta = torch::exp(torch::arange(0, d, 2, f64) * (-std::log(base_) / static_cast<double>(d)));  // [d/2]
-    auto angle = torch::arange(L, f64).unsqueeze(1) * theta.unsqueeze(0);  // [L, d/2]
-    auto cos = angle.cos().to(q.scalar_type()), sin = angle.sin().to(q.scalar_type());
-    q = rotate(q, cos, sin);
-    k = rotate(k, cos, sin);
+  void transform_qk(torch::Tensor& q, torch::Tensor& k) override {  // q, k: [B, H, L, d]
+    auto tables = rotation_tables(q.size(2), q.size(3), base_, q.device(), q.scalar_type());
+    q = Rotation::apply(q, tables);
+    k = Rotation::apply(k, tables);
   }
 
  private:
-  // x: [B, H, L, d] viewed as pairs [B, H, L, d/2, 2]; returns the rotated [B, H, L, d].
-  static torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
-    auto pairs = x.unflatten(-1, {-1, 2});
-    auto x0 = pairs.select(-1, 0), x1 = pairs.select(-1, 1);  // [B, H, L, d/2]
-    return torch::stack({x0 * cos - x1 * sin, x0 * sin + x1 * cos}, -1).flatten(-2);
-  }
   double base_;
 };
 
