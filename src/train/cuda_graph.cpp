@@ -1,7 +1,11 @@
-// CUDA graph capture and replay (see cuda_graph.h); a CPU LibTorch build gets the refusal.
+// CUDA graph capture and replay (see cuda_graph.h); a CPU LibTorch build gets the refusal, and
+// so does a LibTorch before 2.1, whose capture_begin has no capture mode: its global mode would
+// make the data loader thread's CUDA calls (pinned buffers) illegal during a capture.
 #include "train/cuda_graph.h"
 
-#if __has_include(<ATen/cuda/CUDAGraph.h>)
+#include "util/torch_compat.h"
+
+#if __has_include(<ATen/cuda/CUDAGraph.h>) && !RPE_TORCH_BEFORE(1)
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -54,7 +58,8 @@ CudaGraph::CudaGraph(const torch::Device& device, const std::function<void()>& w
     before_capture();
     // Thread-local: CUDA calls of other threads (the data loader's pinned buffers) stay legal
     // meanwhile; the autograd engine's backward thread still records onto the captured stream.
-    impl_->graph.capture_begin(share_pool_with ? share_pool_with->impl_->graph.pool() : c10::MempoolId_t{0, 0},
+    using Pool = decltype(impl_->graph.pool());  // c10::MempoolId_t now, c10::cuda::MempoolId_t in 2.0
+    impl_->graph.capture_begin(share_pool_with ? share_pool_with->impl_->graph.pool() : Pool{0, 0},
                                cudaStreamCaptureModeThreadLocal);
     try {
       body();
@@ -79,7 +84,7 @@ bool CudaGraph::built() { return false; }
 
 CudaGraph::CudaGraph(const torch::Device&, const std::function<void()>&, int, const std::function<void()>&,
                      const std::function<void()>&, const std::function<void()>&, const CudaGraph*) {
-  TORCH_CHECK(false, "this build has no CUDA graphs (a CPU LibTorch)");
+  TORCH_CHECK(false, "this build has no CUDA graphs (a CPU LibTorch, or one before 2.1)");
 }
 
 void CudaGraph::replay() {}

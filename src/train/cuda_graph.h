@@ -20,7 +20,7 @@ namespace rpe {
 
 class CudaGraph {
  public:
-  // Whether this build can capture graphs (a CUDA LibTorch).
+  // Whether this build can capture graphs (a CUDA LibTorch, 2.1 or newer).
   static bool built();
 
   // Runs `warm` `warmup` >= 1 times on a side stream, then `prepare` (e.g. resetting what the

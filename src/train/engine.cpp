@@ -33,7 +33,7 @@ Engine::Engine(EngineSetup setup, torch::nn::Module& model, torch::optim::Optimi
     if (!task_.fixed_shapes()) no("pretraining only (these batches change shape)");
     if (s_.dp->world() > 1) no("one process only for now, got " + std::to_string(s_.dp->world()));
     if (!s_.emulate_cuda_graphs && !s_.device.is_cuda()) no("needs a CUDA device, got " + s_.device.str());
-    if (!s_.emulate_cuda_graphs && !CudaGraph::built()) no("this build's LibTorch has no CUDA");
+    if (!s_.emulate_cuda_graphs && !CudaGraph::built()) no("this build's LibTorch has no CUDA graphs (a CPU one, or one before 2.1)");
     if (s_.hooks.on_loss) no("the on_loss hook cannot see inside a graph");
     if (scaler_.enabled()) no("needs precision fp32 or bf16 (fp16's loss scale is not in the graph)");
     graphs_ = std::make_unique<MicroStepGraphs>(task_, params_, s_.device, autocast_dtype(s_.train.precision),
