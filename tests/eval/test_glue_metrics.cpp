@@ -26,6 +26,9 @@ TEST(GlueMetrics, CorrelationsHandComputed) {
   const auto r = average_ranks(y);
   EXPECT_EQ(r, (std::vector<double>{1, 2.5, 4, 2.5}));
   EXPECT_NEAR(spearman(x, y), 3.0 / std::sqrt(5 * 4.5), 1e-12);
+  // A constant prediction (a collapsed STS-B regressor) has no correlation defined: 0, as MCC's.
+  EXPECT_EQ(pearson({3, 3, 3, 3}, y), 0.0);
+  EXPECT_EQ(spearman({3, 3, 3, 3}, y), 0.0);
 }
 
 TEST(GlueMetrics, TaskMetricNames) {
