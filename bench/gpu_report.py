@@ -220,6 +220,8 @@ def main():
            "same step captured as one CUDA graph and replayed (train/cuda_graph.h: what the host's kernel "
            "launches cost the eager step); rpe (relative blocks N) = rpe-train with the relative methods' "
            "skew in N query blocks instead of the default 4 (rpe-bench-model --relative-blocks); "
+           "rpe (relative skew path) = rpe-train with the relative methods' [L, L] layout by the skew "
+           "path instead of its CUDA kernels (--no-relative-kernel); "
            "rpe (unfused add-norm) = rpe-train with the post-LN add & norm as separate kernels instead of "
            "its fused CUDA kernel (--unfused-add-norm); rpe (recompute attention | layers) = rpe-train with "
            "each layer's attention core or each whole layer recomputed in backward "

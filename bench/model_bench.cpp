@@ -17,7 +17,10 @@
 // host launching kernels. A case whose capture fails prints {"impl": "rpe-graph", "error"}.
 // --relative-blocks N: the relative methods' skew split into N query blocks instead of the
 // default 4 (model/attention/position_method.h), rows labelled "rpe (relative blocks N)":
-// the two layouts of the same scores compared on one device.
+// the two layouts of the same scores compared on one device (the skew runs on the CPU, and on
+// CUDA with --no-relative-kernel).
+// --no-relative-kernel: the relative methods' [L, L] layout by the skew path instead of its CUDA
+// kernels (model/attention/relative_layout.h), rows labelled "rpe (relative skew path)".
 // --unfused-add-norm: the post-LN add & norm as separate ATen kernels instead of its fused CUDA
 // kernel (model/add_norm.h), rows labelled "rpe (unfused add-norm)": what the fusion buys.
 // --activation-checkpointing attention|layers: each layer's attention core, or each whole layer,
@@ -37,6 +40,7 @@
 #include "profile_steps.h"
 #include "model/add_norm.h"
 #include "model/attention/position_method.h"
+#include "model/attention/relative_layout.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
 #include "train/cuda_graph.h"
@@ -61,17 +65,19 @@ struct Options {
   bool bf16 = true;
   bool graphs_only = false;  // only the --graph-methods cases, as graphs (no eager rows)
   bool unfused_add_norm = false;
+  bool no_relative_kernel = false;
   std::string recompute = "none";  // --activation-checkpointing
 };
 
 using rpe::bench::sync;
 
-// A row's "impl": rpe, rpe-graph, or rpe with --relative-blocks, --unfused-add-norm or
-// --activation-checkpointing.
+// A row's "impl": rpe, rpe-graph, or rpe with --relative-blocks, --no-relative-kernel,
+// --unfused-add-norm or --activation-checkpointing.
 std::string impl_label(const Options& a, bool graph) {
   if (graph) return "rpe-graph";
   std::vector<std::string> variants;
   if (a.relative_blocks != 0) variants.push_back("relative blocks " + std::to_string(a.relative_blocks));
+  if (a.no_relative_kernel) variants.push_back("relative skew path");
   if (a.unfused_add_norm) variants.push_back("unfused add-norm");
   if (a.recompute != "none") variants.push_back("recompute " + a.recompute);
   if (variants.empty()) return "rpe";
@@ -188,12 +194,14 @@ int main(int argc, char** argv) {
   app.add_flag("--graphs-only", a.graphs_only, "only the --graph-methods cases, as CUDA graphs");
   app.add_flag("!--fp32", a.bf16, "fp32 instead of bf16 autocast");
   rpe::bench::add_relative_blocks_option(app, a.relative_blocks);
+  app.add_flag("--no-relative-kernel", a.no_relative_kernel, "relative scores laid out by the skew path, not the kernel (CUDA)");
   app.add_flag("--unfused-add-norm", a.unfused_add_norm, "post-LN add & norm as separate kernels, not fused (CUDA)");
   app.add_option("--activation-checkpointing", a.recompute, "recompute in backward: none, attention or layers")
       ->check(CLI::IsMember({"none", "attention", "layers"}));
   CLI11_PARSE(app, argc, argv);
   rpe::set_relative_skew_blocks(a.relative_blocks);
   rpe::set_fused_add_norm(!a.unfused_add_norm);
+  rpe::set_relative_layout_kernel(!a.no_relative_kernel);
   if (!rpe::bench::device_available(a.device, "rpe-bench-model")) return 2;
   const auto methods = a.methods == "all" ? rpe::attention_method_names() : split(a.methods);
   const auto graphed = split(a.graph_methods);

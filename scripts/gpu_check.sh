@@ -83,7 +83,7 @@ fi
 gpu_same_torch "$PY" "$BUILD"
 "$BUILD/rpe-train" --version
 ((SMOKE)) || "$BUILD/rpe-train" --version | grep -qx "m3 CUDA kernel: built" \
-  || say "warning: this build has no CUDA kernels (nvcc was not found when it was configured): m3 runs its band kernel, add & norm unfused"
+  || say "warning: this build has no CUDA kernels (nvcc was not found when it was configured): m3 runs its band kernel, relative scores their skew path, add & norm unfused"
 source scripts/device_name.sh
 device_name "$PY" "$( ((SMOKE)) && echo cpu || echo cuda)"  # DEVNAME, SLUG
 OUT=${OUT:-$( ((SMOKE)) && mktemp -d || echo "bench/results/gpu_run_$SLUG")}
@@ -245,9 +245,9 @@ sys.exit(0 if transformers.__version__.startswith("4.") else "transformers " + t
     report
   }
   more "the other methods" --methods "$others"
-  # m4 once more with its relative scores skewed in one block (fewer kernels, twice the table
-  # GEMM's FLOPs) beside the default 4 blocks, chosen on the CPU: the choice measured on a GPU
-  more "m4, relative scores in one skew block" --methods m4 --relative-blocks 1
+  # m4 once more with its relative scores laid out by the skew path (4 query blocks, their
+  # copies and a transposed add) instead of the layout kernels: what the kernels buy
+  more "m4, relative scores by the skew path" --methods m4 --no-relative-kernel
   # absolute once more with its post-LN add & norm unfused (separate ATen kernels): what the
   # fused kernel (src/model/add_norm_cuda.cu) buys, measured beside it
   more "absolute, add & norm unfused" --methods absolute --unfused-add-norm

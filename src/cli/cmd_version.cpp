@@ -9,6 +9,7 @@
 #include "dist/data_parallel.h"
 #include "model/add_norm.h"
 #include "model/attention/m3.h"
+#include "model/attention/relative_layout.h"
 #include "model/attention/registry.h"
 #include "rpe/version.h"
 #include "util/device.h"
@@ -29,6 +30,9 @@ int print_version() {
   std::cout << "NCCL: " << dist::nccl_version() << "\n";
   std::cout << "m3 CUDA kernel: "
             << (m3_cuda_kernel_built() ? "built" : "not built (m3 runs its band kernel on CUDA devices)") << "\n";
+  std::cout << "relative layout CUDA kernels: "
+            << (relative_layout_kernel_built() ? "built" : "not built (relative scores take the skew path on CUDA devices)")
+            << "\n";
   std::cout << "add & norm CUDA kernel: "
             << (add_norm_kernel_built() ? "built" : "not built (post-LN add & norm runs unfused on CUDA devices)")
             << "\n";

@@ -7,6 +7,7 @@
 #include "data/sp_tokenizer.h"
 #include "model/add_norm.h"
 #include "model/attention/m3.h"
+#include "model/attention/relative_layout.h"
 #include "util/errors.h"
 #include "test_paths.h"
 
@@ -59,9 +60,11 @@ std::vector<torch::Device> devices_to_test() {
   std::vector<torch::Device> d{torch::kCPU};
   if (torch::cuda::is_available()) {
     d.emplace_back(torch::kCUDA);
-    // The CUDA kernels' one-time checks against their references (m3's, add & norm's: copies
-    // both ways) run at their first use: here, before any test watches the device's reads.
+    // The CUDA kernels' one-time checks against their references (m3's, the relative layout's,
+    // add & norm's: copies both ways) run at their first use: here, before any test watches
+    // the device's reads.
     m3_cuda_usable(d.back());
+    relative_layout_usable(d.back());
     add_norm_kernel_usable(d.back());
   }
   return d;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/attention/clipped_table_method.h"
+#include "model/attention/relative_layout.h"
 #include "util/errors.h"
 
 namespace rpe {
@@ -178,6 +179,15 @@ torch::Tensor signed_relative_scores(const torch::Tensor& x, const torch::Tensor
   const int64_t L = x.size(2), reach = relative_reach(k, L);
   auto window = narrow_relative(table, -2, k, reach);  // [H|1, 2k'+1, d]
   if (blocks <= 0) blocks = default_skew_blocks.load();
+  if (x.is_cuda() && relative_layout_usable(x.device())) {
+    // One GEMM with every slot's row (padded to a multiple of 8) and one kernel to lay it out as
+    // [L, L]. The key side (sign < 0) is laid out in [i, j] order, y[i, j] = x_j . table[clip(j - i)],
+    // contiguous: returned transposed here, relative_key_scores' transpose gives it back as is.
+    const int64_t rows = 2 * reach + 1, W = (rows + 7) / 8 * 8;
+    auto padded = torch::constant_pad_nd(window, {0, 0, 0, W - rows});     // [H|1, W, d]
+    auto laid = relative_layout(times_rows(x, padded), reach, sign < 0);  // [B, H, L, L]
+    return sign < 0 ? laid.transpose(-2, -1) : laid;
+  }
   const int64_t block = (L + blocks - 1) / blocks;
   // Gather when the table is short next to the rows a skewed block multiplies by
   // (measured crossover on CPU at L = 512: k' between L/4 and L/2).

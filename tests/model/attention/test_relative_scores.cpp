@@ -2,11 +2,14 @@
 // m4 and deberta, against a loop over (i, j) that reads the table at clip(j - i, k) + k.
 // Every block count (0: the default) and both code paths (gather for short reaches,
 // skew for long ones), values and gradients, shared and per-head tables, and x laid out as
-// attention passes it (a view into the fused QKV projection) as well as contiguous.
+// attention passes it (a view into the fused QKV projection) as well as contiguous. The CUDA
+// layout kernels' index arithmetic runs here on the CPU; the kernels themselves on a GPU.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "model/attention/position_method.h"
+#include "model/attention/relative_layout.h"
+#include "model/attention/relative_layout_kernels.h"
 
 namespace rpe {
 namespace {
@@ -88,6 +91,81 @@ TEST(RelativeScores, IndicesBuiltOnceServeEveryLaterCallAndAutograd) {
   }
   EXPECT_TRUE(torch::equal(relative_index(L, k, torch::kCPU),
                            (torch::arange(L).unsqueeze(0) - torch::arange(L).unsqueeze(1)).clamp(-k, k) + k));
+}
+
+// The CUDA layout kernels' arithmetic (relative_layout_kernels.h), run here in plain loops: s =
+// x . (every slot's table row, padded to a multiple of 8) laid out as [L, L] must be the naive
+// scores, and its gradient (per slot, summed over the clipped ends, zero on the padding) must be
+// autograd's through ATen's gather.
+TEST(RelativeScores, LayoutKernelArithmeticMatchesLoopAndGather) {
+  auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  for (int64_t L : {1, 2, 7, 33})
+    for (int64_t k : {0, 1, 3, 15, 40})
+      for (bool key : {false, true}) {
+        torch::manual_seed(L * 100 + k);
+        const int64_t B = 2, H = 3, reach = std::min(k, L - 1), W = (2 * reach + 8) / 8 * 8;
+        auto x = torch::randn({B, H, L, 4}, opts), table = torch::randn({H, 2 * k + 1, 4}, opts);
+        auto rows = torch::constant_pad_nd(table.narrow(1, k - reach, 2 * reach + 1), {0, 0, 0, W - 2 * reach - 1});
+        // [B, H, L, W], laid out head-major as times_rows leaves it
+        auto s = torch::matmul(x, rows.transpose(-2, -1)).transpose(0, 1).contiguous().transpose(0, 1);
+        const rlk::Dims n{B, H, L, W, reach, s.stride(0), s.stride(1), key};
+        const std::string where = "L=" + std::to_string(L) + " k=" + std::to_string(k) + (key ? " key" : " query");
+
+        auto out = torch::empty({B, H, L, L}, opts);
+        auto* o = out.data_ptr<double>();
+        const auto* sp = s.data_ptr<double>();
+        for (int64_t bh = 0; bh < B * H; ++bh)
+          for (int64_t i = 0; i < L; ++i)
+            for (int64_t j = 0; j < L; ++j) o[(bh * L + i) * L + j] = sp[rlk::source(n, bh, i, j)];
+        EXPECT_LT((out - naive(x, table, k, key)).abs().max().item<double>(), 1e-12) << where;
+
+        auto g = torch::randn({B, H, L, L}, opts);
+        auto ds = torch::empty_strided(s.sizes(), s.strides(), opts);
+        auto* d = ds.data_ptr<double>();
+        const auto* gp = g.data_ptr<double>();
+        for (int64_t bh = 0; bh < B * H; ++bh)
+          for (int64_t r = 0; r < L; ++r)
+            for (int64_t c = 0; c < W; ++c) {
+              double acc = 0;
+              const auto run = rlk::summed(n, r, c);
+              for (int64_t t = run.lo; t <= run.hi; ++t) acc += gp[rlk::grad_offset(n, bh, r, t)];
+              d[n.block(bh) + r * W + c] = acc;
+            }
+        auto sr = s.clone().requires_grad_();
+        auto want = torch::autograd::grad({relative_layout_reference(sr, reach, key)}, {sr}, {g})[0];
+        EXPECT_LT((ds - want).abs().max().item<double>(), 1e-12) << where;
+        EXPECT_EQ(ds.narrow(3, 2 * reach + 1, W - 2 * reach - 1).abs().max().item<double>(), 0.0) << where;
+      }
+}
+
+// On a GPU: relative_scores and relative_key_scores through the layout kernels (fp64) against
+// the loop, values and gradients, and the skew path on the same device (the kernels turned off).
+TEST(RelativeScores, CudaLayoutKernelMatchesLoop) {
+  if (!torch::cuda::is_available() || !relative_layout_kernel_built()) GTEST_SKIP() << "no CUDA device or kernel";
+  ASSERT_TRUE(relative_layout_usable(torch::kCUDA)) << "the kernels disagree with ATen's gather on this GPU";
+  auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  for (bool kernel : {true, false}) {
+    set_relative_layout_kernel(kernel);
+    for (int64_t L : {1, 7, 33, 130})
+      for (int64_t k : {0, 3, 40, 200})
+        for (bool key : {false, true}) {
+          torch::manual_seed(L + k);
+          auto x = torch::randn({2, L, 3, 3, 8}, opts).select(2, 1).transpose(1, 2).requires_grad_();
+          auto table = torch::randn({3, 2 * k + 1, 8}, opts).requires_grad_();
+          auto xc = x.detach().cuda().requires_grad_(), tc = table.detach().cuda().requires_grad_();
+          auto got = key ? relative_key_scores(xc, tc, k) : relative_scores(xc, tc, k);
+          auto want = naive(x, table, k, key);
+          const std::string where = "L=" + std::to_string(L) + " k=" + std::to_string(k) + (key ? " key" : " query") +
+                                    (kernel ? " kernel" : " skew");
+          EXPECT_LT((got.cpu() - want).abs().max().item<double>(), 1e-10) << where;
+          auto g = torch::randn_like(want);
+          auto got_grad = torch::autograd::grad({got}, {xc, tc}, {g.cuda()});
+          auto want_grad = torch::autograd::grad({want}, {x, table}, {g});
+          EXPECT_LT((got_grad[0].cpu() - want_grad[0]).abs().max().item<double>(), 1e-10) << where << " dx";
+          EXPECT_LT((got_grad[1].cpu() - want_grad[1]).abs().max().item<double>(), 1e-10) << where << " dtable";
+        }
+  }
+  set_relative_layout_kernel(true);
 }
 
 }  // namespace

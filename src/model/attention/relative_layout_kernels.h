@@ -1,0 +1,69 @@
+// The index arithmetic of the relative-layout CUDA kernels (relative_layout.h), written once
+// for both compilers: relative_layout_cuda.cu runs it one thread per element, and the CPU tests
+// run the very same functions in plain loops against ATen's gather (test_relative_scores.cpp).
+//
+// s holds x . table rows: s[b, h, r, c] = x_r . table[c] for slot c = clip(dist, k) + k of
+// distance dist in [-k, k] (columns c > 2k are padding for aligned GEMMs); its [L, W] blocks
+// are row-major, the blocks at b * sb + h * sh. The layout kernel writes out [B, H, L, L]
+// (contiguous):
+//   query side: out[b, h, i, j] = s[b, h, i, clip(j - i, k) + k]   (relative_scores)
+//   key side:   out[b, h, i, j] = s[b, h, j, clip(j - i, k) + k]   (relative_key_scores)
+// Its gradient ds[b, h, r, c] (laid out as s) sums dL/dout over the elements that read slot c
+// of row r: one for inner slots, a run of them for the clipped ends, none for the padding.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#ifdef __CUDACC__
+#define RPE_HD __host__ __device__ __forceinline__
+#else
+#define RPE_HD inline
+#endif
+
+namespace rpe::rlk {
+
+struct Dims {
+  int64_t B, H, L, W, k;  // batch, heads, length, s's row length, reach (k <= L - 1, 2k + 1 <= W)
+  int64_t sb, sh;         // s's strides of b and h, in elements
+  bool key_side;
+  RPE_HD int64_t block(int64_t bh) const { return bh / H * sb + bh % H * sh; }  // s's [L, W] block of (b, h)
+};
+
+// The offset in s that out[bh, i, j] reads (threads along j: query-side reads coalesce).
+RPE_HD int64_t source(const Dims& n, int64_t bh, int64_t i, int64_t j) {
+  const int64_t dist = j - i, c = (dist < -n.k ? -n.k : dist > n.k ? n.k : dist) + n.k;
+  return n.block(bh) + (n.key_side ? j : i) * n.W + c;
+}
+
+struct Run {
+  int64_t lo, hi;  // inclusive; empty when lo > hi
+};
+
+// The elements whose gradients ds[bh, r, c] sums: out[r, t] for t in the run (query side, t = j)
+// or out[t, r] (key side, t = i).
+RPE_HD Run summed(const Dims& n, int64_t r, int64_t c) {
+  const int64_t far = n.L - 1;
+  if (c > 2 * n.k) return {0, -1};  // padding
+  int64_t dlo = c - n.k, dhi = c - n.k;
+  if (c == 0) dlo = -far;         // distances <= -k clip to slot 0
+  if (c == 2 * n.k) dhi = far;    // distances >= k to slot 2k (with k = 0: every distance)
+  Run run = n.key_side ? Run{r - dhi, r - dlo} : Run{r + dlo, r + dhi};  // i = j - dist, j = i + dist
+  if (run.lo < 0) run.lo = 0;
+  if (run.hi > far) run.hi = far;
+  return run;
+}
+
+// The offset of dL/dout[bh, r, t] (query side) or dL/dout[bh, t, r] (key side) in the
+// contiguous [B, H, L, L] gradient.
+RPE_HD int64_t grad_offset(const Dims& n, int64_t bh, int64_t r, int64_t t) {
+  return (bh * n.L + (n.key_side ? t : r)) * n.L + (n.key_side ? r : t);
+}
+
+enum class Dtype { f64, f32, bf16, f16 };
+
+// out = layout(s); ds = its gradient from g = dL/dout. Pointers of `dt` elements; out and g
+// contiguous, ds laid out as s. Each returns "" or the CUDA error of its launch (read, so cleared).
+std::string cuda_layout(const Dims& n, Dtype dt, const void* s, void* out, void* stream);
+std::string cuda_layout_grad(const Dims& n, Dtype dt, const void* g, void* ds, void* stream);
+
+}  // namespace rpe::rlk
