@@ -16,7 +16,8 @@ namespace {
 // and -S, in the queries' dtype (computed in fp64). Built once per length, size, base, dtype and
 // device, not in every layer of every forward.
 torch::Tensor rotation_tables(int64_t L, int64_t d, double base, const torch::Device& device, torch::ScalarType dtype) {
-  return cached_position_tensor({kRotationTables, L, d, std::bit_cast<int64_t>(base), static_cast<int64_t>(dtype)}, device, [&] {
+  const std::array<int64_t, 5> key{kRotationTables, L, d, std::bit_cast<int64_t>(base), static_cast<int64_t>(dtype)};
+  return cached_position_tensor(key, device, [&] {
     auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
     auto theta = torch::exp(torch::arange(0, d, 2, f64) * (-std::log(base) / static_cast<double>(d)));  // [d/2]
     // Each pair's angle twice and the sine's signs -1, 1, -1, .. by arithmetic on the device
