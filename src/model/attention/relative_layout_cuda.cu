@@ -1,10 +1,10 @@
-// The relative-layout CUDA kernels: grid-stride loops, one thread per output element, each
-// doing the index arithmetic of relative_layout_kernels.h (checked on the CPU by
-// test_relative_scores.cpp). Neighbouring threads take neighbouring elements along the output's
-// last axis (j for the layout, the slot c for its gradient), so the query side's loads and every
-// store coalesce; the key side reads along a diagonal of s (or a column of the gradient), which
-// the L2 cache serves (a [L, W] block is 1 MiB in bf16 at L = 512). Sums run in float (double
-// for fp64). Plain CUDA, no LibTorch headers: relative_layout.cpp does the tensor work.
+// The relative-layout CUDA kernels, doing the index arithmetic of relative_layout_kernels.h
+// (checked on the CPU by test_relative_scores.cpp). Query side: grid-stride loops, one thread
+// per output element, neighbouring threads along the output's last axis (j for the layout, the
+// slot c for its gradient), so loads and stores coalesce. Key side: its reads would follow a
+// diagonal of s (a column of the gradient), so it goes through shared-memory tiles. Sums run
+// in float (double for fp64). Plain CUDA, no LibTorch headers: relative_layout.cpp does the
+// tensor work.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -65,13 +65,77 @@ __global__ void layout_grad_kernel(Dims n, const T* g, T* ds) {
   }
 }
 
+// The key side, forward: one kTile x kTile tile of out per block and (b, h), staged through
+// shared memory so that both the reads of s (threads along i) and the writes (along j) coalesce.
+template <class T>
+__global__ void key_layout_kernel(Dims n, const T* s, T* out) {
+  __shared__ T tile[kTile][kTile + 1];  // +1: a column's elements fall in different banks
+  const int lane = threadIdx.x;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kTile, i0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  for (int64_t bh = blockIdx.z; bh < n.B * n.H; bh += gridDim.z) {
+    for (int row = threadIdx.y; row < kTile; row += blockDim.y) {
+      const int64_t i = i0 + lane, j = j0 + row;
+      if (i < n.L && j < n.L) tile[row][lane] = s[source(n, bh, i, j)];
+    }
+    __syncthreads();
+    for (int row = threadIdx.y; row < kTile; row += blockDim.y) {
+      const int64_t i = i0 + row, j = j0 + lane;
+      if (i < n.L && j < n.L) out[(bh * n.L + i) * n.L + j] = tile[lane][row];
+    }
+    __syncthreads();  // the tile is refilled for the next (b, h)
+  }
+}
+
+// The key side, backward: one kTile x kTile tile of ds (rows j, slots c) per block and (b, h).
+// Inner slots read the 2 kTile - 1 rows of g staged along j (coalesced); the clipped ends sum
+// their runs from g itself (two slots of a row; one element each when k = L - 1).
+template <class T>
+__global__ void key_layout_grad_kernel(Dims n, const T* g, T* ds) {
+  __shared__ T rows[2 * kTile - 1][kTile + 1];
+  const int lane = threadIdx.x;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile, j0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const int64_t base = key_grad_base(n, j0, c0);
+  for (int64_t bh = blockIdx.z; bh < n.B * n.H; bh += gridDim.z) {
+    for (int r = threadIdx.y; r < 2 * kTile - 1; r += blockDim.y) {
+      const int64_t i = base + r, j = j0 + lane;
+      rows[r][lane] = i >= 0 && i < n.L && j < n.L ? g[(bh * n.L + i) * n.L + j] : Io<T>::store(0);
+    }
+    __syncthreads();
+    for (int row = threadIdx.y; row < kTile; row += blockDim.y) {
+      const int64_t j = j0 + row, c = c0 + lane;
+      if (j >= n.L || c >= n.W) continue;
+      typename Io<T>::Acc acc = 0;
+      if (inner_slot(n, c)) {
+        acc = Io<T>::load(&rows[key_grad_row(row, lane)][row]);
+      } else {
+        const Run run = summed(n, j, c);
+        for (int64_t t = run.lo; t <= run.hi; ++t) acc += Io<T>::load(g + grad_offset(n, bh, j, t));
+      }
+      ds[n.block(bh) + j * n.W + c] = Io<T>::store(acc);
+    }
+    __syncthreads();
+  }
+}
+
+dim3 key_grid(int64_t x_tiles, int64_t y_tiles, int64_t bh) {
+  const auto tiles = [](int64_t len) { return static_cast<unsigned>((len + kTile - 1) / kTile); };
+  return dim3(tiles(x_tiles), tiles(y_tiles), static_cast<unsigned>(bh < 65535 ? (bh > 0 ? bh : 1) : 65535));
+}
+
 std::string launched() {
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? std::string() : std::string(cudaGetErrorString(err));
 }
 
+const dim3 kTileThreads(kTile, 8);
+
 template <class T>
 std::string layout(const Dims& n, const void* s, void* out, cudaStream_t stream) {
+  if (n.key_side) {
+    key_layout_kernel<T><<<key_grid(n.L, n.L, n.B * n.H), kTileThreads, 0, stream>>>(n, static_cast<const T*>(s),
+                                                                                     static_cast<T*>(out));
+    return launched();
+  }
   layout_kernel<T><<<blocks_for(n.B * n.H * n.L * n.L), kThreads, 0, stream>>>(n, static_cast<const T*>(s),
                                                                                   static_cast<T*>(out));
   return launched();
@@ -79,6 +143,11 @@ std::string layout(const Dims& n, const void* s, void* out, cudaStream_t stream)
 
 template <class T>
 std::string layout_grad(const Dims& n, const void* g, void* ds, cudaStream_t stream) {
+  if (n.key_side) {
+    key_layout_grad_kernel<T><<<key_grid(n.W, n.L, n.B * n.H), kTileThreads, 0, stream>>>(
+        n, static_cast<const T*>(g), static_cast<T*>(ds));
+    return launched();
+  }
   layout_grad_kernel<T><<<blocks_for(n.B * n.H * n.L * n.W), kThreads, 0, stream>>>(n, static_cast<const T*>(g),
                                                                                        static_cast<T*>(ds));
   return launched();

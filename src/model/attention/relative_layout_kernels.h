@@ -59,6 +59,21 @@ RPE_HD int64_t grad_offset(const Dims& n, int64_t bh, int64_t r, int64_t t) {
   return (bh * n.L + (n.key_side ? t : r)) * n.L + (n.key_side ? r : t);
 }
 
+// The key side through shared-memory tiles of kTile x kTile, so that its reads coalesce too
+// (untiled, a warp's threads along j read a diagonal of s, or a column of the gradient).
+// Forward, tile (i0, j0): tile[row][lane] = s[source(bh, i0 + lane, j0 + row)] (threads along i
+// read consecutive slots), then out[i0 + row, j0 + lane] = tile[lane][row].
+// Backward, tile (j0, c0) of ds: an inner slot c of row j reads g[i, j] at i = j - (c - k), so
+// the tile's 32 x 32 slots read 2 kTile - 1 rows of g from key_grad_base on, loaded along j;
+// slot (j0 + row, c0 + lane) then reads staged row key_grad_row(row, lane), column row.
+constexpr int kTile = 32;
+
+RPE_HD int64_t key_grad_base(const Dims& n, int64_t j0, int64_t c0) { return j0 - c0 + n.k - (kTile - 1); }
+RPE_HD int64_t key_grad_row(int64_t row, int64_t lane) { return row - lane + (kTile - 1); }
+// Whether slot c has exactly one source (inner: 0 < c < 2k); the clipped ends sum a run and
+// padding slots none (summed() says which elements).
+RPE_HD bool inner_slot(const Dims& n, int64_t c) { return c > 0 && c < 2 * n.k; }
+
 enum class Dtype { f64, f32, bf16, f16 };
 
 // out = layout(s); ds = its gradient from g = dL/dout. Pointers of `dt` elements; out and g

@@ -138,6 +138,69 @@ TEST(RelativeScores, LayoutKernelArithmeticMatchesLoopAndGather) {
       }
 }
 
+// The key side's tiled kernels (relative_layout_cuda.cu), their blocks and threads emulated
+// here with the same header functions and shared-memory indexing, against ATen's gather.
+TEST(RelativeScores, LayoutKernelKeySideTilesMatchTheGather) {
+  constexpr int64_t T = rlk::kTile;
+  auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  for (int64_t L : {1, 7, 33, 70})
+    for (int64_t k : {0, 3, 40, 69}) {
+      torch::manual_seed(L * 7 + k);
+      const int64_t B = 2, H = 2, reach = std::min(k, L - 1), W = (2 * reach + 8) / 8 * 8;
+      auto s = torch::randn({H, B, L, W}, opts).transpose(0, 1);  // head-major, as times_rows leaves it
+      const rlk::Dims n{B, H, L, W, reach, s.stride(0), s.stride(1), true};
+      const std::string where = "L=" + std::to_string(L) + " k=" + std::to_string(k);
+      const auto* sp = s.data_ptr<double>();
+      auto out = torch::full({B, H, L, L}, -1.0, opts);
+      auto* o = out.data_ptr<double>();
+      for (int64_t bh = 0; bh < B * H; ++bh)  // key_layout_kernel: blocks (j0, i0), then rows x lanes
+        for (int64_t j0 = 0; j0 < L; j0 += T)
+          for (int64_t i0 = 0; i0 < L; i0 += T) {
+            double tile[T][T + 1];
+            for (int64_t row = 0; row < T; ++row)
+              for (int64_t lane = 0; lane < T; ++lane)
+                if (i0 + lane < L && j0 + row < L) tile[row][lane] = sp[rlk::source(n, bh, i0 + lane, j0 + row)];
+            for (int64_t row = 0; row < T; ++row)
+              for (int64_t lane = 0; lane < T; ++lane)
+                if (i0 + row < L && j0 + lane < L) o[(bh * L + i0 + row) * L + j0 + lane] = tile[lane][row];
+          }
+      auto sr = s.clone().requires_grad_();
+      auto want = relative_layout_reference(sr, reach, true);
+      EXPECT_LT((out - want).abs().max().item<double>(), 1e-15) << where;
+
+      auto g = torch::randn({B, H, L, L}, opts);
+      const auto* gp = g.data_ptr<double>();
+      auto ds = torch::full_like(s, -1.0);  // every slot must be written
+      auto* d = ds.data_ptr<double>();
+      for (int64_t bh = 0; bh < B * H; ++bh)  // key_layout_grad_kernel: blocks (c0, j0)
+        for (int64_t c0 = 0; c0 < W; c0 += T)
+          for (int64_t j0 = 0; j0 < L; j0 += T) {
+            const int64_t base = rlk::key_grad_base(n, j0, c0);
+            double rows[2 * T - 1][T + 1];
+            for (int64_t r = 0; r < 2 * T - 1; ++r)
+              for (int64_t lane = 0; lane < T; ++lane) {
+                const int64_t i = base + r, j = j0 + lane;
+                rows[r][lane] = i >= 0 && i < L && j < L ? gp[(bh * L + i) * L + j] : 0.0;
+              }
+            for (int64_t row = 0; row < T; ++row)
+              for (int64_t lane = 0; lane < T; ++lane) {
+                const int64_t j = j0 + row, c = c0 + lane;
+                if (j >= L || c >= W) continue;
+                double acc = 0;
+                if (rlk::inner_slot(n, c)) {
+                  acc = rows[rlk::key_grad_row(row, lane)][row];
+                } else {
+                  const auto run = rlk::summed(n, j, c);
+                  for (int64_t t = run.lo; t <= run.hi; ++t) acc += gp[rlk::grad_offset(n, bh, j, t)];
+                }
+                d[n.block(bh) + j * W + c] = acc;
+              }
+          }
+      auto want_grad = torch::autograd::grad({want}, {sr}, {g})[0];
+      EXPECT_LT((ds - want_grad).abs().max().item<double>(), 1e-12) << where;
+    }
+}
+
 // On a GPU: relative_scores and relative_key_scores through the layout kernels (fp64) against
 // the loop, values and gradients, and the skew path on the same device (the kernels turned off).
 TEST(RelativeScores, CudaLayoutKernelMatchesLoop) {
