@@ -84,8 +84,9 @@ class RelativeLayoutFunction : public torch::autograd::Function<RelativeLayoutFu
 };
 
 // Layouts and gradients on `device` against the reference on the CPU: clipped and not, k = 0,
-// padded rows, s strided as times_rows leaves it, both sides, fp64/fp32/bf16. The largest
-// difference relative to the reference's largest value, in units of the dtype's tolerance.
+// padded rows, one tile and several, s strided as times_rows leaves it, both sides, in fp64,
+// fp32 and bf16. The largest difference relative to the reference's largest value, in units
+// of the dtype's tolerance.
 double disagreement(const torch::Device& device) {
   // The first use may come under inference mode or no_grad (an evaluation): gradients all the same.
   const c10::InferenceMode no_inference(false);
@@ -99,7 +100,9 @@ double disagreement(const torch::Device& device) {
   struct Case {
     int64_t L, k, W;
   };
-  for (const auto& c : {Case{11, 10, 24}, Case{11, 3, 8}, Case{9, 0, 8}, Case{13, 5, 16}})
+  // (70: several 32 x 32 tiles of the key side's kernels, and partial ones at the edges)
+  for (const auto& c : {Case{11, 10, 24}, Case{11, 3, 8}, Case{9, 0, 8}, Case{13, 5, 16}, Case{70, 69, 144},
+                        Case{70, 20, 48}})
     for (const bool key_side : {false, true}) {
       auto s = at::randn({3, 2, c.L, c.W}, gen, torch::kDouble).transpose(0, 1);  // [B, H, L, W], H-major
       auto g = at::randn({2, 3, c.L, c.L}, gen, torch::kDouble);
