@@ -1,6 +1,7 @@
-// The one-time check behind each hand-written CUDA kernel (m3's scores, the fused add & norm):
-// before a device first runs the kernel, it is compared with its reference there; a kernel that
-// disagrees, or cannot run at all (no image for an older GPU), is not used on that device.
+// The one-time check behind each hand-written CUDA kernel (m3's scores, the relative layout,
+// the fused add & norm): before a device first runs the kernel, it is compared with its reference
+// there; a kernel that disagrees, or cannot run at all (no image for an older GPU), is not used on
+// that device.
 #pragma once
 #include <torch/torch.h>
 

@@ -10,15 +10,7 @@
 namespace rpe::m3k {
 namespace {
 
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t total) {
-  const int64_t b = (total + kThreads - 1) / kThreads;
-  return static_cast<int>(b < (int64_t{1} << 30) ? (b > 0 ? b : 1) : (int64_t{1} << 30));
-}
-
-__device__ int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ int64_t index_stride() { return static_cast<int64_t>(blockDim.x) * gridDim.x; }
+using grid::blocks_for, grid::first_index, grid::index_stride, grid::kThreads;
 
 template <class T>
 __global__ void scores_kernel(Dims n, const T* q, const T* kt, const T* wxt, T* e) {

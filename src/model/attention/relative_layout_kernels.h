@@ -14,11 +14,7 @@
 #include <cstdint>
 #include <string>
 
-#ifdef __CUDACC__
-#define RPE_HD __host__ __device__ __forceinline__
-#else
-#define RPE_HD inline
-#endif
+#include "util/host_device.h"
 
 namespace rpe::rlk {
 
