@@ -37,11 +37,12 @@ GradSync::~GradSync() {
 void GradSync::arm() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& b : buckets_) {
-    b.pending = 0;
-    for (size_t i : b.members) b.pending += unused_.empty() || !unused_[i];
+    // The first armed step launches nothing in backward (it counts the accumulations).
+    b.pending = expected_.empty() ? 1 : 0;
+    for (size_t i : b.members) b.pending += !expected_.empty() && !unused_[i];
     b.work.reset();
   }
-  fired_.assign(params_.size(), false);
+  fires_.assign(params_.size(), 0);
   next_ = 0;
   launched_in_backward_ = 0;
   armed_ = true;
@@ -55,16 +56,19 @@ void GradSync::finish() {
   armed_ = false;
   torch::NoGradGuard no_grad;
   for (; next_ < buckets_.size(); ++next_) launch(next_);  // what backward did not reach
-  const bool first = unused_.empty();
+  const bool first = expected_.empty();
   if (first) {
+    expected_ = fires_;
     unused_.resize(params_.size());
-    for (size_t i = 0; i < params_.size(); ++i) unused_[i] = !fired_[i];
+    for (size_t i = 0; i < params_.size(); ++i) unused_[i] = fires_[i] == 0;
     find_unused_everywhere();
   } else {
     for (size_t i = 0; i < params_.size(); ++i)
-      if (unused_[i] && fired_[i])
-        throw std::runtime_error("gradient sync: a parameter without a gradient in the first step got one later "
-                                 "(a graph that changes between steps is not supported)");
+      if (fires_[i] > expected_[i])
+        throw std::runtime_error(
+            "gradient sync: a parameter's gradient was accumulated " + std::to_string(fires_[i]) +
+            " times in a backward, " + std::to_string(expected_[i]) +
+            " in the first step (a graph that changes between steps is not supported)");
   }
   reduced_elements_ = 0;
   for (auto& b : buckets_) {
@@ -115,8 +119,9 @@ void GradSync::find_unused_everywhere() {
 void GradSync::on_gradient(size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!armed_) return;  // accumulation micro-steps: no communication
-  fired_[index] = true;
-  if (!unused_.empty() && unused_[index]) return;  // refused in finish()
+  // Final at its counted accumulation; the first step's count, and one past it (refused in
+  // finish()), launch nothing.
+  if (++fires_[index] != (expected_.empty() ? 0 : expected_[index])) return;
   --buckets_[bucket_of_[index]].pending;
   torch::NoGradGuard no_grad;
   launched_in_backward_ += launch_ready();

@@ -12,12 +12,18 @@
 namespace rpe::dist {
 
 // Overlapped bucketed all-reduce (DataParallel's gradient sync). Buckets hold consecutive parameters of
-// one dtype in reverse registration order, up to bucket_bytes each. While armed, each hook
-// counts its bucket down; buckets launch strictly in index order (every rank issues the same
-// collectives in the same order, whatever order backward finishes them in). Parameters that
-// backward never reaches (a fine-tuning task leaves the MLM head unused) would hold their
-// bucket back forever, so the first armed step records them and later steps do not wait for
-// them (the graph is static: one that reaches such a parameter later is refused). Such a
+// one dtype in reverse registration order, up to bucket_bytes each. A parameter's gradient may
+// be accumulated more than once in a backward: activation checkpointing backpropagates each
+// recomputed piece on its own, so a parameter that several pieces read (DeBERTa's relative
+// table, read by every layer) gets one accumulation per piece. So the first armed step only
+// counts each parameter's accumulations and launches nothing during backward; in later steps a
+// parameter's gradient is final at its counted accumulation, and then counts its bucket down
+// (one that gets more than counted is refused: its bucket may have gone out without it).
+// Buckets launch strictly in index order (every rank issues the same collectives in the same
+// order, whatever order backward finishes them in). Parameters that backward never reaches (a
+// fine-tuning task leaves the MLM head unused) would hold their bucket back forever, so the
+// first armed step records them and later steps do not wait for them (the graph is static:
+// one that reaches such a parameter later is refused). Such a
 // parameter is all-reduced as zeros (every rank's buckets line up); where no rank reached it,
 // it is left without a gradient, as one process leaves it, so the optimizer does not step it
 // (no weight decay, no state): the number of ranks changes nothing but speed. Those reached by
@@ -57,7 +63,9 @@ class GradSync {
   std::vector<torch::Tensor> params_;  // requires_grad parameters, reverse registration order
   std::vector<std::function<void()>> unhook_;  // one per parameter
   std::vector<size_t> bucket_of_;  // kNoBucket for parameters reached by no rank (after step 1)
-  std::vector<bool> unused_, fired_;  // unused_: no gradient in the first armed step (empty before it)
+  std::vector<bool> unused_;  // no gradient in the first armed step (empty before it)
+  std::vector<int64_t> fires_;     // accumulations of each gradient in the armed backward
+  std::vector<int64_t> expected_;  // fires_ of the first armed step (empty before it)
   std::vector<bool> unused_everywhere_;  // unused_ on every rank (agreed in the first armed step)
   std::vector<Bucket> buckets_;
   std::mutex mutex_;

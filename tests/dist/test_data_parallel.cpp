@@ -302,6 +302,77 @@ TEST(GradSyncWorker, DISABLED_OverlappedEqualsAfterBackward) {
   }
 }
 
+// One rank of GradSync.RecomputedSharedTableEqualsAfterBackwardOnTwoGlooRanks. DeBERTa's
+// relative table is one parameter read by every layer; with activation checkpointing each
+// layer's recomputed backward accumulates into it on its own, so its gradient arrives once per
+// layer, and a bucket counted down once per arrival went out before its other members' were
+// final. One bucket (the default size) holds them all here: the overlapped sync must still equal
+// average_gradients after backward, in both modes, and still launch inside backward.
+TEST(GradSyncWorker, DISABLED_RecomputedSharedTableEqualsAfterBackward) {
+  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of GradSync.*, launched by it";
+  const auto env = dist::detect_launch_env();
+  dist::DataParallel dp(env, torch::kCPU, 60.0, /*bucket_mb=*/25.0);
+  for (const Recompute mode : {Recompute::attention, Recompute::layers}) {
+    SCOPED_TRACE(describe_recompute(mode));
+    const auto o = test::small_model_options("deberta", {.vocab = 60, .hidden = 32, .layers = 3, .ffn = 64, .dropout = 0.0});
+    torch::manual_seed(3);
+    BertModel model(o);
+    model->set_activation_checkpointing(mode);
+    dp.broadcast_parameters(*model);
+    const auto params = model->parameters();
+    torch::manual_seed(100 + env.rank);
+    const auto ids1 = torch::randint(5, o.vocab_size, {2, 12}, torch::kLong);
+    const auto ids2 = torch::randint(5, o.vocab_size, {3, 12}, torch::kLong);
+    auto backward = [&](const torch::Tensor& ids) { model->encode(ids, {}).pow(2).mean().backward(); };
+    auto grads = [&] {
+      std::vector<torch::Tensor> g;
+      for (const auto& p : params) g.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+      return g;
+    };
+    dp.attach_gradient_hooks(params);
+    for (const auto& ids : {ids1, ids2}) {  // a first step, then one that overlaps
+      model->zero_grad();
+      dp.arm_gradient_sync();
+      backward(ids);
+      dp.finish_gradient_sync();
+    }
+    const int64_t launched = dp.buckets_launched_in_backward();
+    const auto overlapped = grads();
+    dp.attach_gradient_hooks({});
+    model->zero_grad();
+    backward(ids2);
+    dp.average_gradients(params);
+    const auto after = grads();
+    EXPECT_EQ(launched, 1);
+    for (const auto& p : model->named_parameters())
+      if (p.key().find("rel_embeddings") != std::string::npos) {
+        ASSERT_TRUE(p.value().grad().defined());
+        EXPECT_GT(p.value().grad().abs().max().item<double>(), 0.0);
+      }
+    for (size_t i = 0; i < params.size(); ++i)
+      EXPECT_EQ((overlapped[i] - after[i]).abs().max().item<double>(), 0.0) << "parameter " << i;
+  }
+  // More accumulations than the first step counted (here: two backwards in one armed step) is
+  // refused, as a bucket may have gone out without the later ones.
+  BertModel model(test::small_model_options("absolute", {.vocab = 60, .hidden = 32, .ffn = 64, .dropout = 0.0}));
+  const auto ids = torch::randint(5, 60, {2, 12}, torch::kLong);
+  auto backward = [&] { model->encode(ids, {}).pow(2).mean().backward(); };
+  dp.attach_gradient_hooks(model->parameters());
+  dp.arm_gradient_sync();
+  backward();
+  dp.finish_gradient_sync();
+  dp.arm_gradient_sync();
+  backward();
+  backward();
+  try {
+    dp.finish_gradient_sync();
+    FAIL() << "a gradient accumulated twice was all-reduced";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("accumulated 2 times in a backward, 1 in the first step"), std::string::npos)
+        << e.what();
+  }
+}
+
 // One rank of Fp16.RanksAgreeOnTwoGlooRanks (skipped unless launched by it). fp16 on the toy
 // task from S = 2^30, two micro-batches per step: the first steps overflow and halve S, then it
 // trains. Each rank has its own targets, hence its own local gradients, but one all-reduced
@@ -398,6 +469,10 @@ TEST(ReplicaWorker, DISABLED_DivergenceStopsTheRun) {
 
 TEST(GradSync, OverlappedEqualsAfterBackwardOnTwoGlooRanks) {
   run_two_ranks("GradSyncWorker.DISABLED_OverlappedEqualsAfterBackward", "grad_sync");
+}
+
+TEST(GradSync, RecomputedSharedTableEqualsAfterBackwardOnTwoGlooRanks) {
+  run_two_ranks("GradSyncWorker.DISABLED_RecomputedSharedTableEqualsAfterBackward", "grad_sync_recompute");
 }
 
 TEST(Replicas, DivergenceStopsTheRunOnTwoGlooRanks) {
