@@ -193,7 +193,7 @@ double disagreement(const torch::Device& device, Engine engine) {
           const auto want = outs[half + i].to(torch::kFloat), got = outs[i].to(torch::kFloat);
           const double tol = outs[half + i].scalar_type() == torch::kFloat ? 1e-4 : 1e-2;
           const double s = std::max(1.0, want.abs().max().item<double>());
-          worst = std::max(worst, (got - want).abs().max().item<double>() / s / tol);
+          worst = worse_disagreement(worst, (got - want).abs().max().item<double>() / s / tol);
         }
       }
     }

@@ -5,6 +5,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 
@@ -17,5 +18,9 @@ namespace rpe {
 // and is remembered. Thread-safe.
 bool cuda_kernel_agrees(const std::string& what, const torch::Device& device, const std::string& fallback,
                         const std::function<double(const torch::Device&)>& check);
+
+// The larger of two disagreements, NaN the largest of all: a check folds its cases with this, as
+// std::max(worst, NaN) keeps `worst` and would pass a kernel that writes NaN.
+inline double worse_disagreement(double worst, double off) { return std::isnan(off) || off > worst ? off : worst; }
 
 }  // namespace rpe

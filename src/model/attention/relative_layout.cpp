@@ -85,7 +85,7 @@ class RelativeLayoutFunction : public torch::autograd::Function<RelativeLayoutFu
 
 // Layouts and gradients on `device` against the reference on the CPU: clipped and not, k = 0,
 // padded rows, one tile and several, s strided as times_rows leaves it, both sides, in fp64,
-// fp32 and bf16. The largest difference relative to the reference's largest value, in units
+// fp32, bf16 and fp16. The largest difference relative to the reference's largest value, in units
 // of the dtype's tolerance.
 double disagreement(const torch::Device& device) {
   // The first use may come under inference mode or no_grad (an evaluation): gradients all the same.
@@ -95,7 +95,7 @@ double disagreement(const torch::Device& device) {
   double worst = 0;
   auto note = [&](const Tensor& got, const Tensor& want, double tol) {
     const double scale = std::max(1.0, want.abs().max().item<double>());
-    worst = std::max(worst, (got.cpu().to(torch::kDouble) - want).abs().max().item<double>() / scale / tol);
+    worst = worse_disagreement(worst, (got.cpu().to(torch::kDouble) - want).abs().max().item<double>() / scale / tol);
   };
   struct Case {
     int64_t L, k, W;
@@ -106,8 +106,9 @@ double disagreement(const torch::Device& device) {
     for (const bool key_side : {false, true}) {
       auto s = at::randn({3, 2, c.L, c.W}, gen, torch::kDouble).transpose(0, 1);  // [B, H, L, W], H-major
       auto g = at::randn({2, 3, c.L, c.L}, gen, torch::kDouble);
-      for (const auto dt : {torch::kDouble, torch::kFloat, torch::kBFloat16}) {
-        const double tol = dt == torch::kBFloat16 ? 1e-2 : dt == torch::kFloat ? 1e-6 : 1e-12;
+      for (const auto dt : {torch::kDouble, torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+        // Rounded once to the dtype from a float sum: within half a step, 2^-8 (bf16) or 2^-11 (fp16).
+        const double tol = dt == torch::kBFloat16 ? 1e-2 : dt == torch::kHalf ? 2e-3 : dt == torch::kFloat ? 1e-6 : 1e-12;
         auto sr = s.to(dt).to(torch::kDouble).requires_grad_();  // the dtype's values, exactly
         auto want = relative_layout_reference(sr, c.k, key_side);
         auto want_grad = torch::autograd::grad({want}, {sr}, {g.to(dt).to(torch::kDouble)})[0];
