@@ -122,9 +122,10 @@ TEST(LaunchEnv, EachProcessTakesItsOwnGpu) {
   EXPECT_EQ(training_device("cpu", 3, /*distributed=*/true), torch::Device(torch::kCPU));
 }
 
-TEST(DataParallel, TwoProcessesMatchOneProcessWithTheSameGlobalBatch) {
-  const std::string sets = "--set train.max_steps=4 --set model.dropout=0 --set model.attention_dropout=0";
-  const fs::path single = test::fresh_dir("dp_single"), pair = test::fresh_dir("dp_pair");
+// Pretrains `sets` in one process and on two Gloo ranks with the same global batch: the weights
+// must agree and have moved from their initialisation.
+void expect_two_ranks_train_as_one(const std::string& sets, const std::string& name) {
+  const fs::path single = test::fresh_dir(name + "_single"), pair = test::fresh_dir(name + "_pair");
   ASSERT_EQ(run_shell(pretrain_cmd(single, sets) + " > " + (single.string() + ".log") + " 2>&1"), 0)
       << slurp(single.string() + ".log");
   ASSERT_EQ(launch_pair(pretrain_cmd(pair, sets), pretrain_cmd(pair, sets), pair), 0)
@@ -141,6 +142,19 @@ TEST(DataParallel, TwoProcessesMatchOneProcessWithTheSameGlobalBatch) {
   EXPECT_GT((init->parameters()[0] - a[0]).abs().max().item<double>(), 1e-4);
   const std::string summary = slurp(pair / "summary.json");
   EXPECT_NE(summary.find("\"world_size\": 2"), std::string::npos) << summary;
+}
+
+const char* const kNoDropout = "--set train.max_steps=4 --set model.dropout=0 --set model.attention_dropout=0";
+
+TEST(DataParallel, TwoProcessesMatchOneProcessWithTheSameGlobalBatch) {
+  expect_two_ranks_train_as_one(kNoDropout, "dp");
+}
+
+// DeBERTa's shared table gets a gradient from each layer's recomputed backward (GradSync counts them).
+TEST(DataParallel, TwoProcessesMatchOneProcessWithRecomputedDebertaLayers) {
+  expect_two_ranks_train_as_one(
+      std::string(kNoDropout) + " --set model.attention.method=deberta --set train.activation_checkpointing=layers",
+      "dp_deberta");
 }
 
 // A node that does not see the run folder rank 0 writes: it must neither train a tokenizer of
