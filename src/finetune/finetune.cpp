@@ -174,7 +174,10 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   for (int64_t seed : seeds) {
     SeedContext ctx{device, &dp, dir / ("seed" + std::to_string(seed)), dir.filename().string() + "/seed" + std::to_string(seed),
                     seed};
-    if (ctx.chief()) fs::create_directories(ctx.dir);
+    // Rank 0's folder, before the seed's collectives: a failure (a full disk) stops every rank at once.
+    dist::all_or_none(dp, "creating " + ctx.dir.string(), [&] {
+      if (ctx.chief()) fs::create_directories(ctx.dir);
+    });
     const auto rows = p.squad ? run_squad_seed(p, ctx) : run_glue_seed(p, ctx);  // rank 0's, in results_file
     out.rows.insert(out.rows.end(), rows.begin(), rows.end());
   }

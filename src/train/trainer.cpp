@@ -173,6 +173,33 @@ void require_same_inputs(dist::DataParallel& dp, const std::string& config_yaml,
            {"the step it resumes from", resume_step}});
 }
 
+// Rank 0's files of a run about to train: config.yaml (only once the checkpoint took this
+// config and the ranks agreed: a refused --resume leaves the run's own), and metrics.jsonl cut
+// back to the checkpoint, with what summary.json takes from the rows before it.
+void open_run_files(const fs::path& run_dir, const std::string& config_yaml, int64_t max_steps, EngineSetup& setup,
+                    TrainState& state) {
+  write_file_atomic(run_dir / "config.yaml", config_yaml);
+  const fs::path metrics = run_dir / "metrics.jsonl";
+  // Resumed from the final checkpoint (killed before summary.json): the final evaluation is redone.
+  const bool finished = state.step >= max_steps;
+  if (const auto n = drop_metrics_after(metrics, state.step, finished))
+    log::info("train", "metrics.jsonl: dropped {} rows after the checkpoint of step {} (they are redone)", n,
+              state.step);
+  setup.metrics = MetricsWriter(metrics);
+  // A finished run resumed to train further is unfinished again: its old summary.json would
+  // make `finetune` without --init take a mid-training checkpoint for the finished run.
+  if (!finished) {
+    std::error_code ec;
+    fs::remove(run_dir / "summary.json", ec);
+  }
+  if (state.step > 0) {  // summary.json as if never interrupted
+    const LoggedLosses logged = logged_losses(metrics);
+    setup.first_loss = logged.first;
+    setup.last_loss = logged.last;
+    state.train_seconds = logged.elapsed_s;  // to the last row before the checkpoint (later rows were dropped)
+  }
+}
+
 // Trains in a folder rank 0 has readied: the run itself, after the ranks have met.
 PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bool resume, const PretrainHooks& hooks,
                                dist::DataParallel& dp, const torch::Device& device, Clock::time_point start) {
@@ -199,8 +226,6 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   auto optimizer = make_optimizer(*model, t);
   TrainState state =
       dist::all_or_none(dp, "loading the checkpoint", [&] { return restore(run_dir, resume, model, *optimizer, t, data); });
-  // Only once the checkpoint took this config: a refused --resume leaves the run's own.
-  if (chief) write_file_atomic(run_dir / "config.yaml", config_yaml);
   require_same_inputs(dp, config_yaml, tokenizer_crc, corpus, train_tokens, state.step);
   dp.broadcast_parameters(*model);  // after a resume too: every rank starts from rank 0's weights
 
@@ -211,27 +236,11 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   setup.run_dir = run_dir;
   setup.config_yaml = config_yaml;
   setup.hooks = hooks;
-  if (chief) {
-    const fs::path metrics = run_dir / "metrics.jsonl";
-    // Resumed from the final checkpoint (killed before summary.json): the final evaluation is redone.
-    const bool finished = state.step >= t.max_steps;
-    if (const auto n = drop_metrics_after(metrics, state.step, finished))
-      log::info("train", "metrics.jsonl: dropped {} rows after the checkpoint of step {} (they are redone)", n,
-                state.step);
-    setup.metrics = MetricsWriter(metrics);
-    // A finished run resumed to train further is unfinished again: its old summary.json would
-    // make `finetune` without --init take a mid-training checkpoint for the finished run.
-    if (!finished) {
-      std::error_code ec;
-      fs::remove(run_dir / "summary.json", ec);
-    }
-    if (state.step > 0) {  // summary.json as if never interrupted
-      const LoggedLosses logged = logged_losses(metrics);
-      setup.first_loss = logged.first;
-      setup.last_loss = logged.last;
-      state.train_seconds = logged.elapsed_s;  // to the last row before the checkpoint (later rows were dropped)
-    }
-  }
+  // Rank 0's files, in one step every rank agrees on (a full disk stops them all at once, not
+  // at the first step's all-reduce).
+  dist::all_or_none(dp, "writing config.yaml and metrics.jsonl", [&] {
+    if (chief) open_run_files(run_dir, config_yaml, t.max_steps, setup, state);
+  });
   MlmTask task(model, corpus.train, corpus.valid, *tokenizer, cfg, micro_batch, dp.rank(), dp.world(), device);
   task.set_fixed_shapes(t.cuda_graphs);  // a graph replays one set of shapes
   Engine engine(std::move(setup), *model, *optimizer, task);

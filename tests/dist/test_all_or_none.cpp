@@ -223,6 +223,24 @@ TEST(StartUp, RankZeroFailingToRecordAFineTuningResultStopsEveryRank) {
   EXPECT_FALSE(fs::exists(ft / "seed2"));
 }
 
+// Rank 0 cannot rewrite metrics.jsonl on --resume (here a folder stands in its place): every rank
+// stops before training, with rank 0's reason, instead of waiting at the first step's all-reduce.
+TEST(StartUp, RankZeroFailingToOpenTheMetricsStopsEveryRank) {
+  const fs::path run = test::fresh_dir("startup_metrics");
+  const std::string sets = "--set train.save_every=2 --set train.dist_timeout_s=30";
+  ASSERT_EQ(test::run_shell(pretrain_cmd(run, sets + " --set train.max_steps=2") + " > " + run.string() + ".log 2>&1"), 0)
+      << slurp(run.string() + ".log");
+  fs::remove(run / "metrics.jsonl");
+  fs::create_directories(run / "metrics.jsonl" / "in_the_way");
+  const std::string cmd = pretrain_cmd(run, sets + " --set train.max_steps=4", "--resume");
+  const int codes = launch_pair(cmd, cmd, run);
+  const std::string r0 = slurp(run.string() + ".r0.log"), r1 = slurp(run.string() + ".r1.log");
+  EXPECT_EQ(codes % 10, 2) << r0 << r1;  // rank 1: stopped by rank 0
+  EXPECT_NE(r0.find("metrics.jsonl"), std::string::npos) << r0;
+  EXPECT_NE(r1.find("error: rank 0 stopped while writing config.yaml and metrics.jsonl: "), std::string::npos) << r1;
+  EXPECT_EQ(r1.find("[train] step"), std::string::npos) << r1;
+}
+
 // Rank 1 alone cannot read the corpus (a node without the file): rank 0 stops with rank 1's
 // reason, and the new run's folder is not left behind.
 TEST(StartUp, RankThatCannotReadTheCorpusStopsEveryRank) {
