@@ -20,7 +20,7 @@ struct AttentionOptions {
   int64_t max_relative = 0;         // clipping distance k of relative methods; 0 = max_position - 1
   bool share_across_heads = false;  // one relative table per layer instead of one per head
   bool shaw_values = false;         // Shaw et al.'s value term a^V_ij
-  bool xl_uv_bias = true;           // Transformer-XL's global u, v query biases
+  bool xl_uv_bias = true;           // Transformer-XL's u, v query biases (a pair per layer, as XLNet)
   int64_t t5_buckets = 32;          // T5 relative-position buckets
   int64_t t5_max_distance = 128;    // T5 distance where the log buckets end
   double rope_base = 10000.0;       // RoPE frequency base
