@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <regex>
 
+#include "dist/data_parallel.h"
 #include "rpe/version.h"
 #include "train/lamb.h"
 #include "util/atomic_file.h"
@@ -124,6 +125,22 @@ RandomStates RandomStates::capture(const torch::Device& device) {
   return r;
 }
 
+torch::Tensor every_rank_row(dist::DataParallel& dp, const torch::Tensor& row) {
+  const auto bytes = row.to(torch::kCPU, torch::kUInt8).contiguous();
+  const std::vector<double> mine(bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + bytes.numel());
+  const std::vector<double> all = dp.gather(mine);  // bytes as doubles: exact
+  return torch::tensor(all, torch::kDouble).to(torch::kUInt8).view({dp.world(), bytes.numel()});
+}
+
+void restore_rank_device_rng(const TrainState& state, int64_t rank, int64_t world, const torch::Device& device) {
+  const auto& rows = state.rng_device_ranks;
+  if (!device.is_cuda() || !rows.defined() || rows.dim() != 2 || rows.size(0) != world || world < 2) return;
+  RandomStates own;
+  own.where = device;
+  own.device = rows[rank].contiguous();
+  own.restore();
+}
+
 void RandomStates::restore() const {
   if (cpu.defined()) {
     at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle sharing the global state
@@ -154,12 +171,14 @@ void write_checkpoint(const fs::path& file, torch::nn::Module& model, torch::opt
     archive.write("loss_scale_streak", c10::IValue(state->loss_scale_streak));
     if (!state->log_window.empty()) archive.write("log_window", torch::tensor(state->log_window, torch::kDouble));
     if (!state->data_identity.empty()) archive.write("data_identity", c10::IValue(state->data_identity));
-    // The random streams of this rank (rank 0 saves). Every rank seeds alike and draws the same
-    // numbers per step (same shapes), so on resume each rank sets rank 0's states into its own
-    // generators: the CPU's, and its training device's (cuda:LOCAL_RANK, whatever the index).
+    // The random streams of this rank (rank 0 saves). Every rank seeds alike, so on resume each
+    // rank sets rank 0's states into its own generators: the CPU's, and its training device's
+    // (cuda:LOCAL_RANK, whatever the index); a multi-GPU run's ranks then take their own device
+    // stream from rng_device_ranks (restore_rank_device_rng).
     const RandomStates rng = RandomStates::capture(parameters_device(model));
     archive.write("rng_cpu", rng.cpu);
     if (rng.device.defined()) archive.write("rng_device", rng.device);
+    if (state->rng_device_ranks.defined()) archive.write("rng_device_ranks", state->rng_device_ranks);
   } else {
     archive.write("step", c10::IValue(int64_t{0}));  // a model-only file: no training state
   }
@@ -249,6 +268,7 @@ CheckpointContents load_checkpoint(const fs::path& file, torch::nn::Module& mode
     out.state.log_window.assign(h.data_ptr<double>(), h.data_ptr<double>() + h.numel());
   }
   if (archive.try_read("data_identity", v) && v.isString()) out.state.data_identity = v.toStringRef();
+  archive.try_read("rng_device_ranks", out.state.rng_device_ranks);
   if (archive.try_read("optimizer_name", v)) out.state.optimizer_name = v.toStringRef();
   if (archive.try_read("schedule", v)) out.state.schedule = v.toStringRef();
   if (archive.try_read("config", v)) out.config_yaml = v.toStringRef();

@@ -27,6 +27,9 @@
 #include "train/checkpoint_file.h"
 
 namespace rpe {
+namespace dist {
+class DataParallel;
+}
 
 struct TrainState {
   int64_t step = 0;  // optimizer steps done (skipped non-finite steps included)
@@ -44,6 +47,10 @@ struct TrainState {
   // tokenizer ("" in checkpoints older than the field). Resume refuses other data.
   std::string data_identity;
   std::string optimizer_name, schedule;
+  // Multi-GPU runs: every rank's device stream, [W, n] uint8, a row per rank (else undefined).
+  // The ranks seed alike, yet SDPA draws dropout differently in its flash kernel (a batch
+  // without padding) than in its masked ones, so their streams can part: each resumes its own.
+  torch::Tensor rng_device_ranks;
 };
 
 // The random streams a training step draws from (dropout): torch's default CPU generator and,
@@ -54,6 +61,13 @@ struct RandomStates {
   static RandomStates capture(const torch::Device& device);
   void restore() const;  // sets the captured streams back; nothing for an undefined one
 };
+
+// Every rank's `row` (a uint8 vector of one length on every rank) in rank order: [W, n]; [1, n]
+// in a single process. A collective: every rank calls it at the same point.
+torch::Tensor every_rank_row(dist::DataParallel& dp, const torch::Tensor& row);
+// This rank's own device stream from state.rng_device_ranks, where the checkpoint has one per
+// rank of this world size (load_checkpoint set rank 0's, which a changed world size keeps).
+void restore_rank_device_rng(const TrainState& state, int64_t rank, int64_t world, const torch::Device& device);
 
 struct CheckpointContents {
   TrainState state;

@@ -226,6 +226,7 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   auto optimizer = make_optimizer(*model, t);
   TrainState state =
       dist::all_or_none(dp, "loading the checkpoint", [&] { return restore(run_dir, resume, model, *optimizer, t, data); });
+  restore_rank_device_rng(state, dp.rank(), dp.world(), device);  // multi-GPU: each rank's own dropout stream
   require_same_inputs(dp, config_yaml, tokenizer_crc, corpus, train_tokens, state.step);
   dp.broadcast_parameters(*model);  // after a resume too: every rank starts from rank 0's weights
 

@@ -387,6 +387,19 @@ TEST(GradSyncWorker, DISABLED_RecomputedSharedTableEqualsAfterBackward) {
   }
 }
 
+// One rank of Checkpoint.EveryRankRowOnTwoGlooRanks: the rows a multi-GPU checkpoint keeps of
+// every rank's device stream (train/checkpoint.h) come back in rank order, byte for byte.
+TEST(RankRowWorker, DISABLED_EveryRankRowIsInRankOrder) {
+  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of Checkpoint.*, launched by it";
+  const auto env = dist::detect_launch_env();
+  dist::DataParallel dp(env, torch::kCPU, 60.0, 25.0);
+  auto row = [](int64_t rank) { return (torch::arange(16, torch::kLong) * 17 + 200 * rank).remainder(256).to(torch::kUInt8); };
+  const auto all = every_rank_row(dp, row(env.rank));
+  ASSERT_EQ(all.sizes(), (std::vector<int64_t>{2, 16}));
+  EXPECT_TRUE(torch::equal(all[0], row(0)));
+  EXPECT_TRUE(torch::equal(all[1], row(1)));
+}
+
 // One rank of Fp16.RanksAgreeOnTwoGlooRanks (skipped unless launched by it). fp16 on the toy
 // task from S = 2^30, two micro-batches per step: the first steps overflow and halve S, then it
 // trains. Each rank has its own targets, hence its own local gradients, but one all-reduced
@@ -487,6 +500,10 @@ TEST(GradSync, OverlappedEqualsAfterBackwardOnTwoGlooRanks) {
 
 TEST(GradSync, RecomputedSharedTableEqualsAfterBackwardOnTwoGlooRanks) {
   run_two_ranks("GradSyncWorker.DISABLED_RecomputedSharedTableEqualsAfterBackward", "grad_sync_recompute");
+}
+
+TEST(Checkpoint, EveryRankRowOnTwoGlooRanks) {
+  run_two_ranks("RankRowWorker.DISABLED_EveryRankRowIsInRankOrder", "rank_rows");
 }
 
 TEST(Replicas, DivergenceStopsTheRunOnTwoGlooRanks) {

@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "tiny_run.h"
+#include "dist/data_parallel.h"
 #include "train/checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/atomic_writer.h"
@@ -319,6 +320,50 @@ TEST(Checkpoint, RestoresModelOptimizerStepCursorAndRng) {
   EXPECT_EQ(c.config_yaml, "yaml text");
   EXPECT_TRUE(torch::equal(torch::rand({3}), expected_draw));  // CPU generator restored
   EXPECT_FALSE(c.version.empty());
+  EXPECT_FALSE(c.state.rng_device_ranks.defined());  // a single-process run has no per-rank streams
+}
+
+// A multi-GPU run's per-rank device streams travel with the checkpoint, and each rank of the same
+// world size takes its own row back; another world size, or a CPU run, keeps rank 0's.
+TEST(Checkpoint, KeepsEveryRanksDeviceStream) {
+  const fs::path run = test::fresh_dir("ckpt_rank_rng");
+  torch::nn::Linear net(3, 2);
+  torch::optim::AdamW opt(net->parameters());
+  TrainState s;
+  s.step = 3;
+  dist::DataParallel one;  // a single process: its own row alone
+  const auto row = torch::arange(16, torch::kUInt8);
+  const auto gathered = every_rank_row(one, row);
+  ASSERT_EQ(gathered.sizes(), (std::vector<int64_t>{1, 16}));
+  EXPECT_TRUE(torch::equal(gathered[0], row));
+  s.rng_device_ranks = torch::stack({row, row.flip(0)});  // as two ranks would have gathered
+  const auto c = load_checkpoint(save_checkpoint(run, *net, &opt, s, "yaml"), *net, &opt);
+  ASSERT_TRUE(c.state.rng_device_ranks.defined());
+  EXPECT_TRUE(torch::equal(c.state.rng_device_ranks, s.rng_device_ranks));
+  torch::manual_seed(5);  // on the CPU nothing is set: the CPU's stream goes on
+  const auto before = torch::rand({2});
+  torch::manual_seed(5);
+  restore_rank_device_rng(c.state, 1, 2, torch::kCPU);
+  EXPECT_TRUE(torch::equal(torch::rand({2}), before));
+}
+
+// On a GPU: rank 1 of 2 takes row 1; a world of 3 leaves the stream as it was.
+TEST(Checkpoint, CudaRestoresEachRanksOwnDeviceStream) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const torch::Device cuda(torch::kCUDA, 0);
+  torch::cuda::manual_seed(1);
+  const auto r0 = RandomStates::capture(cuda).device;
+  const auto want = torch::rand({4}, cuda);
+  const auto r1 = RandomStates::capture(cuda).device;  // after one draw: another offset
+  const auto next = torch::rand({4}, cuda);
+  TrainState s;
+  s.rng_device_ranks = torch::stack({r0, r1});
+  restore_rank_device_rng(s, 1, 2, cuda);
+  EXPECT_TRUE(torch::equal(torch::rand({4}, cuda), next));
+  restore_rank_device_rng(s, 0, 2, cuda);
+  EXPECT_TRUE(torch::equal(torch::rand({4}, cuda), want));
+  restore_rank_device_rng(s, 1, 3, cuda);  // another world size: unchanged
+  EXPECT_TRUE(torch::equal(torch::rand({4}, cuda), next));
 }
 
 }  // namespace
