@@ -28,6 +28,7 @@ GradSync::GradSync(const std::vector<torch::Tensor>& params, int64_t bucket_byte
     bucket_of_.push_back(buckets_.size() - 1);
     unhook_.push_back(compat::on_gradient_accumulated(params_[i], [this, i] { on_gradient(i); }));
   }
+  touched_.assign(params_.size(), false);
 }
 
 GradSync::~GradSync() {
@@ -70,6 +71,7 @@ void GradSync::finish() {
             " times in a backward, " + std::to_string(expected_[i]) +
             " in the first step (a graph that changes between steps is not supported)");
   }
+  touched_.assign(params_.size(), false);  // the next step's micro-batches count anew
   reduced_elements_ = 0;
   for (auto& b : buckets_) {
     c_.wait("gradient all-reduce", b.work);
@@ -107,7 +109,7 @@ void GradSync::drop_unused_everywhere() {
 void GradSync::find_unused_everywhere() {
   // One all-reduce of the "reached" flags, once: the first step's only host read.
   std::vector<float> reached(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) reached[i] = unused_[i] ? 0.0F : 1.0F;
+  for (size_t i = 0; i < params_.size(); ++i) reached[i] = touched_[i] ? 1.0F : 0.0F;
   auto flat = torch::tensor(reached).to(params_.empty() ? torch::Device(torch::kCPU) : params_[0].device());
   c_.all_reduce_sum(flat);
   const auto counts = flat.to(torch::kCPU);
@@ -118,6 +120,7 @@ void GradSync::find_unused_everywhere() {
 
 void GradSync::on_gradient(size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
+  touched_[index] = true;
   if (!armed_) return;  // accumulation micro-steps: no communication
   // Final at its counted accumulation; the first step's count, and one past it (refused in
   // finish()), launch nothing.

@@ -23,7 +23,8 @@ namespace rpe::dist {
 // order, whatever order backward finishes them in). Parameters that backward never reaches (a
 // fine-tuning task leaves the MLM head unused) would hold their bucket back forever, so the
 // first armed step records them and later steps do not wait for them (the graph is static:
-// one that reaches such a parameter later is refused). Such a
+// one that reaches such a parameter later is refused); one reached by an earlier micro-batch
+// of the step has its gradient final before the armed backward and goes out as it is. Such a
 // parameter is all-reduced as zeros (every rank's buckets line up); where no rank reached it,
 // it is left without a gradient, as one process leaves it, so the optimizer does not step it
 // (no weight decay, no state): the number of ranks changes nothing but speed. Those reached by
@@ -66,7 +67,8 @@ class GradSync {
   std::vector<bool> unused_;  // no gradient in the first armed step (empty before it)
   std::vector<int64_t> fires_;     // accumulations of each gradient in the armed backward
   std::vector<int64_t> expected_;  // fires_ of the first armed step (empty before it)
-  std::vector<bool> unused_everywhere_;  // unused_ on every rank (agreed in the first armed step)
+  std::vector<bool> touched_;  // a gradient in any micro-batch of the step (armed or not)
+  std::vector<bool> unused_everywhere_;  // no gradient in the whole first step on any rank (agreed then)
   std::vector<Bucket> buckets_;
   std::mutex mutex_;
   size_t next_ = 0;

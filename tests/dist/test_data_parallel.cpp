@@ -387,6 +387,48 @@ TEST(GradSyncWorker, DISABLED_RecomputedSharedTableEqualsAfterBackward) {
   }
 }
 
+// One rank of GradSync.ReachedInAnEarlierMicroBatchOnTwoGlooRanks: the MLM head gets its
+// gradient in the first micro-batch of each step only, none in the armed (last) one; it must be
+// all-reduced as it is, not taken for a parameter no rank reached (which has its gradient
+// dropped), in the first step and after.
+TEST(GradSyncWorker, DISABLED_ReachedInAnEarlierMicroBatchIsKept) {
+  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of GradSync.*, launched by it";
+  const auto env = dist::detect_launch_env();
+  dist::DataParallel dp(env, torch::kCPU, 60.0, /*bucket_mb=*/0.01);
+  const ModelOptions o = test::small_model_options("absolute", {.vocab = 60, .hidden = 32, .ffn = 64, .dropout = 0.0});
+  torch::manual_seed(3);
+  BertModel model(o);
+  dp.broadcast_parameters(*model);
+  const auto params = model->parameters();
+  torch::manual_seed(100 + env.rank);
+  const auto ids1 = torch::randint(5, o.vocab_size, {2, 12}, torch::kLong);
+  const auto ids2 = torch::randint(5, o.vocab_size, {3, 12}, torch::kLong);
+  auto step = [&](bool sync) {  // two micro-batches: the head's loss in the first only
+    model->zero_grad();
+    auto h = model->encode(ids1, {});
+    (h.pow(2).mean() + model->mlm_logits(h).pow(2).mean()).backward();
+    if (sync) dp.arm_gradient_sync();
+    model->encode(ids2, {}).pow(2).mean().backward();
+    if (sync) dp.finish_gradient_sync();
+    std::vector<torch::Tensor> g;
+    for (const auto& p : params) g.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+    return g;
+  };
+  for (int s = 0; s < 2; ++s) {  // the first step learns, the second uses what it learnt
+    SCOPED_TRACE("step " + std::to_string(s + 1));
+    dp.attach_gradient_hooks(params);
+    if (s == 1) step(true);  // hooks attached anew: a first step again
+    const auto synced = step(true);
+    dp.attach_gradient_hooks({});
+    step(false);
+    dp.average_gradients(params);
+    for (size_t i = 0; i < params.size(); ++i) {
+      ASSERT_TRUE(synced[i].defined()) << "parameter " << i;
+      EXPECT_EQ((synced[i] - params[i].grad()).abs().max().item<double>(), 0.0) << "parameter " << i;
+    }
+  }
+}
+
 // One rank of Checkpoint.EveryRankRowOnTwoGlooRanks: the rows a multi-GPU checkpoint keeps of
 // every rank's device stream (train/checkpoint.h) come back in rank order, byte for byte.
 TEST(RankRowWorker, DISABLED_EveryRankRowIsInRankOrder) {
@@ -500,6 +542,10 @@ TEST(GradSync, OverlappedEqualsAfterBackwardOnTwoGlooRanks) {
 
 TEST(GradSync, RecomputedSharedTableEqualsAfterBackwardOnTwoGlooRanks) {
   run_two_ranks("GradSyncWorker.DISABLED_RecomputedSharedTableEqualsAfterBackward", "grad_sync_recompute");
+}
+
+TEST(GradSync, ReachedInAnEarlierMicroBatchOnTwoGlooRanks) {
+  run_two_ranks("GradSyncWorker.DISABLED_ReachedInAnEarlierMicroBatchIsKept", "grad_sync_earlier");
 }
 
 TEST(Checkpoint, EveryRankRowOnTwoGlooRanks) {
