@@ -3,6 +3,8 @@
 // make the data loader thread's CUDA calls (pinned buffers) illegal during a capture.
 #include "train/cuda_graph.h"
 
+#include "model/attention/position_cache.h"
+
 #include "util/torch_compat.h"
 
 #if __has_include(<ATen/cuda/CUDAGraph.h>) && !RPE_TORCH_BEFORE(1)
@@ -56,6 +58,7 @@ CudaGraph::CudaGraph(const torch::Device& device, const std::function<void()>& w
     torch::cuda::synchronize(index);
     c10::cuda::CUDACachingAllocator::emptyCache();
     before_capture();
+    keep_cached_position_tensors();  // the graph reads the cached indices and tables by address
     // Thread-local: CUDA calls of other threads (the data loader's pinned buffers) stay legal
     // meanwhile; the autograd engine's backward thread still records onto the captured stream.
     using Pool = decltype(impl_->graph.pool());  // c10::MempoolId_t now, c10::cuda::MempoolId_t in 2.0

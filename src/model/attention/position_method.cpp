@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/attention/clipped_table_method.h"
+#include "model/attention/position_cache.h"
 #include "model/attention/relative_layout.h"
 #include "util/errors.h"
 
@@ -83,6 +84,12 @@ std::string describe_clipped(const PositionMethodImpl& method, const std::string
 
 std::string ScalarGateMethod::describe() const { return describe_clipped(*this, name_); }
 
+namespace {
+std::atomic<bool> keep_all_cached{false};  // a CUDA graph was captured: nothing cached is freed
+}
+
+void keep_cached_position_tensors() { keep_all_cached = true; }
+
 torch::Tensor cached_position_tensor(const std::array<int64_t, 5>& key, const torch::Device& device,
                                     const std::function<torch::Tensor()>& build) {
   static std::mutex mutex;
@@ -92,7 +99,8 @@ torch::Tensor cached_position_tensor(const std::array<int64_t, 5>& key, const to
   if (auto it = cache.find(id); it != cache.end()) return it->second;
   const c10::InferenceMode no_inference(false);
   auto tensor = build();
-  if (cache.size() >= 1024) cache.clear();  // a run sweeping lengths: start over rather than grow
+  // A run sweeping lengths: start over rather than grow, unless a captured graph reads them.
+  if (cache.size() >= 1024 && !keep_all_cached) cache.clear();
   cache.emplace(std::move(id), tensor);
   return tensor;
 }

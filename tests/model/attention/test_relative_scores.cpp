@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "model/attention/position_cache.h"
 #include "model/attention/position_method.h"
 #include "model/attention/relative_layout.h"
 #include "model/attention/relative_layout_kernels.h"
@@ -58,6 +59,18 @@ TEST(RelativeScores, MatchLoopForEveryPathAndBlockCount) {
       }
     }
   }
+}
+
+// The cache frees everything when full (a run sweeping lengths), except once a CUDA graph
+// was captured (train/cuda_graph.cpp), which reads its entries by address.
+TEST(RelativeScores, CachedIndicesOutliveAFullCacheOnceAGraphReadsThem) {
+  const auto first = relative_index(8, 5000, torch::kCPU);  // clips no other test uses
+  for (int64_t k = 5001; k < 5001 + 1100; ++k) relative_index(8, k, torch::kCPU);  // past 1024 entries
+  EXPECT_FALSE(relative_index(8, 5000, torch::kCPU).is_same(first));  // freed and built again
+  const auto kept = relative_index(8, 5000, torch::kCPU);
+  keep_cached_position_tensors();
+  for (int64_t k = 5001; k < 5001 + 1100; ++k) relative_index(8, k, torch::kCPU);
+  EXPECT_TRUE(relative_index(8, 5000, torch::kCPU).is_same(kept));
 }
 
 TEST(RelativeScores, IndicesBuiltOnceServeEveryLaterCallAndAutograd) {
