@@ -40,7 +40,7 @@ void GradSync::arm() {
   for (auto& b : buckets_) {
     // The first armed step launches nothing in backward (it counts the accumulations).
     b.pending = expected_.empty() ? 1 : 0;
-    for (size_t i : b.members) b.pending += !expected_.empty() && !unused_[i];
+    for (size_t i : b.members) b.pending += !expected_.empty() && expected_[i] > 0;  // unreached ones: not waited for
     b.work.reset();
   }
   fires_.assign(params_.size(), 0);
@@ -60,8 +60,6 @@ void GradSync::finish() {
   const bool first = expected_.empty();
   if (first) {
     expected_ = fires_;
-    unused_.resize(params_.size());
-    for (size_t i = 0; i < params_.size(); ++i) unused_[i] = fires_[i] == 0;
     find_unused_everywhere();
   } else {
     for (size_t i = 0; i < params_.size(); ++i)

@@ -56,7 +56,7 @@ class GradSync {
   void on_gradient(size_t index);  // runs on the autograd thread
   int64_t launch_ready();          // launches the ready buckets at the head of the order
   void launch(size_t k);
-  void find_unused_everywhere();   // first armed step: which unused_ parameters no rank reached
+  void find_unused_everywhere();   // first armed step: which parameters no rank touched
   void drop_unused_everywhere();   // after it: rebuckets without them (same layout on every rank)
 
   Collectives& c_;
@@ -64,9 +64,8 @@ class GradSync {
   std::vector<torch::Tensor> params_;  // requires_grad parameters, reverse registration order
   std::vector<std::function<void()>> unhook_;  // one per parameter
   std::vector<size_t> bucket_of_;  // kNoBucket for parameters reached by no rank (after step 1)
-  std::vector<bool> unused_;  // no gradient in the first armed step (empty before it)
   std::vector<int64_t> fires_;     // accumulations of each gradient in the armed backward
-  std::vector<int64_t> expected_;  // fires_ of the first armed step (empty before it)
+  std::vector<int64_t> expected_;  // fires_ of the first armed step (empty before it; 0: unreached there)
   std::vector<bool> touched_;  // a gradient in any micro-batch of the step (armed or not)
   std::vector<bool> unused_everywhere_;  // no gradient in the whole first step on any rank (agreed then)
   std::vector<Bucket> buckets_;

@@ -4,7 +4,6 @@
 #include "train/cuda_graph.h"
 
 #include "model/attention/position_cache.h"
-
 #include "util/torch_compat.h"
 
 #if __has_include(<ATen/cuda/CUDAGraph.h>) && !RPE_TORCH_BEFORE(1)
