@@ -231,6 +231,33 @@ TEST(DataParallel, DeadRankMakesTheOtherExitWithinTheTimeout) {
   EXPECT_NE(log.find("failed on rank 0 (another rank died"), std::string::npos) << log;
 }
 
+// The GradSync workers' rank: a small model with rank 0's weights (seed 3), two micro-batches of
+// this rank's own data, and the gradients as they stand (clones; zeros where there is none).
+struct RankModel {
+  BertModel model;
+  std::vector<torch::Tensor> params;
+  torch::Tensor ids1, ids2;  // [2, 12], [3, 12]
+  RankModel(dist::DataParallel& dp, const ModelOptions& o, int64_t rank, Recompute mode = Recompute::none)
+      : model(seeded(o)) {
+    model->set_activation_checkpointing(mode);
+    dp.broadcast_parameters(*model);
+    params = model->parameters();
+    torch::manual_seed(100 + rank);  // different data per rank
+    ids1 = torch::randint(5, o.vocab_size, {2, 12}, torch::kLong);
+    ids2 = torch::randint(5, o.vocab_size, {3, 12}, torch::kLong);
+  }
+  void backward(const torch::Tensor& ids) { model->encode(ids, {}).pow(2).mean().backward(); }
+  static BertModel seeded(const ModelOptions& o) {
+    torch::manual_seed(3);
+    return BertModel(o);
+  }
+  std::vector<torch::Tensor> grads() const {
+    std::vector<torch::Tensor> g;
+    for (const auto& p : params) g.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+    return g;
+  }
+};
+
 // One rank of GradSync.OverlappedEqualsAfterBackwardOnTwoGlooRanks (skipped unless launched by it).
 // Two micro-batches of rank-specific data; the overlapped sync (hooks armed for the second
 // backward only) must give exactly the gradients of average_gradients after both backwards
@@ -241,32 +268,20 @@ TEST(GradSyncWorker, DISABLED_OverlappedEqualsAfterBackward) {
   if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of GradSync.*, launched by it";
   const auto env = dist::detect_launch_env();
   dist::DataParallel dp(env, torch::kCPU, 60.0, /*bucket_mb=*/0.01);  // ~10 KB buckets: several of them
-  const ModelOptions o = test::small_model_options("absolute", {.vocab = 60, .hidden = 32, .ffn = 64, .dropout = 0.0});
-  torch::manual_seed(3);
-  BertModel model(o);
-  dp.broadcast_parameters(*model);
-  const auto params = model->parameters();
-  torch::manual_seed(100 + env.rank);  // different data per rank
-  const auto ids1 = torch::randint(5, o.vocab_size, {2, 12}, torch::kLong);
-  const auto ids2 = torch::randint(5, o.vocab_size, {3, 12}, torch::kLong);
+  RankModel r(dp, test::small_model_options("absolute", {.vocab = 60, .hidden = 32, .ffn = 64, .dropout = 0.0}), env.rank);
+  auto& [model, params, ids1, ids2] = r;
   // The MLM head stays unused: those parameters get no gradient (zeros in both syncs).
-  auto backward = [&](const torch::Tensor& ids) { model->encode(ids, {}).pow(2).mean().backward(); };
-  auto grads = [&] {
-    std::vector<torch::Tensor> g;
-    for (const auto& p : params) g.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
-    return g;
-  };
   dp.attach_gradient_hooks(params);
   dp.arm_gradient_sync();  // a first step: it learns which parameters backward leaves out
-  backward(ids1);
+  r.backward(ids1);
   dp.finish_gradient_sync();
   model->zero_grad();
-  backward(ids1);
+  r.backward(ids1);
   dp.arm_gradient_sync();
-  backward(ids2);
+  r.backward(ids2);
   const int64_t launched = dp.buckets_launched_in_backward();
   dp.finish_gradient_sync();
-  const auto overlapped = grads();
+  const auto overlapped = r.grads();
   EXPECT_GT(launched, 1);  // buckets went out while backward was still running
   int64_t encoder_elements = 0;  // after the first step only what some rank reaches is sent
   for (const auto& p : model->named_parameters())
@@ -283,11 +298,11 @@ TEST(GradSyncWorker, DISABLED_OverlappedEqualsAfterBackward) {
 
   dp.attach_gradient_hooks({});  // hooks off: the reference path
   model->zero_grad();
-  backward(ids1);
-  backward(ids2);
-  const auto local = grads();
+  r.backward(ids1);
+  r.backward(ids2);
+  const auto local = r.grads();
   dp.average_gradients(params);
-  const auto after = grads();
+  const auto after = r.grads();
   double diff = 0, moved = 0;
   for (size_t i = 0; i < params.size(); ++i) {
     diff = std::max(diff, (overlapped[i] - after[i]).abs().max().item<double>());
@@ -328,35 +343,23 @@ TEST(GradSyncWorker, DISABLED_RecomputedSharedTableEqualsAfterBackward) {
   dist::DataParallel dp(env, torch::kCPU, 60.0, /*bucket_mb=*/25.0);
   for (const Recompute mode : {Recompute::attention, Recompute::layers}) {
     SCOPED_TRACE(describe_recompute(mode));
-    const auto o = test::small_model_options("deberta", {.vocab = 60, .hidden = 32, .layers = 3, .ffn = 64, .dropout = 0.0});
-    torch::manual_seed(3);
-    BertModel model(o);
-    model->set_activation_checkpointing(mode);
-    dp.broadcast_parameters(*model);
-    const auto params = model->parameters();
-    torch::manual_seed(100 + env.rank);
-    const auto ids1 = torch::randint(5, o.vocab_size, {2, 12}, torch::kLong);
-    const auto ids2 = torch::randint(5, o.vocab_size, {3, 12}, torch::kLong);
-    auto backward = [&](const torch::Tensor& ids) { model->encode(ids, {}).pow(2).mean().backward(); };
-    auto grads = [&] {
-      std::vector<torch::Tensor> g;
-      for (const auto& p : params) g.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
-      return g;
-    };
+    RankModel r(dp, test::small_model_options("deberta", {.vocab = 60, .hidden = 32, .layers = 3, .ffn = 64, .dropout = 0.0}),
+                env.rank, mode);
+    auto& [model, params, ids1, ids2] = r;
     dp.attach_gradient_hooks(params);
     for (const auto& ids : {ids1, ids2}) {  // a first step, then one that overlaps
       model->zero_grad();
       dp.arm_gradient_sync();
-      backward(ids);
+      r.backward(ids);
       dp.finish_gradient_sync();
     }
     const int64_t launched = dp.buckets_launched_in_backward();
-    const auto overlapped = grads();
+    const auto overlapped = r.grads();
     dp.attach_gradient_hooks({});
     model->zero_grad();
-    backward(ids2);
+    r.backward(ids2);
     dp.average_gradients(params);
-    const auto after = grads();
+    const auto after = r.grads();
     EXPECT_EQ(launched, 1);
     for (const auto& p : model->named_parameters())
       if (p.key().find("rel_embeddings") != std::string::npos) {
@@ -368,16 +371,14 @@ TEST(GradSyncWorker, DISABLED_RecomputedSharedTableEqualsAfterBackward) {
   }
   // More accumulations than the first step counted (here: two backwards in one armed step) is
   // refused, as a bucket may have gone out without the later ones.
-  BertModel model(test::small_model_options("absolute", {.vocab = 60, .hidden = 32, .ffn = 64, .dropout = 0.0}));
-  const auto ids = torch::randint(5, 60, {2, 12}, torch::kLong);
-  auto backward = [&] { model->encode(ids, {}).pow(2).mean().backward(); };
-  dp.attach_gradient_hooks(model->parameters());
+  RankModel r(dp, test::small_model_options("absolute", {.vocab = 60, .hidden = 32, .ffn = 64, .dropout = 0.0}), env.rank);
+  dp.attach_gradient_hooks(r.params);
   dp.arm_gradient_sync();
-  backward();
+  r.backward(r.ids1);
   dp.finish_gradient_sync();
   dp.arm_gradient_sync();
-  backward();
-  backward();
+  r.backward(r.ids1);
+  r.backward(r.ids1);
   try {
     dp.finish_gradient_sync();
     FAIL() << "a gradient accumulated twice was all-reduced";
@@ -395,14 +396,8 @@ TEST(GradSyncWorker, DISABLED_ReachedInAnEarlierMicroBatchIsKept) {
   if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of GradSync.*, launched by it";
   const auto env = dist::detect_launch_env();
   dist::DataParallel dp(env, torch::kCPU, 60.0, /*bucket_mb=*/0.01);
-  const ModelOptions o = test::small_model_options("absolute", {.vocab = 60, .hidden = 32, .ffn = 64, .dropout = 0.0});
-  torch::manual_seed(3);
-  BertModel model(o);
-  dp.broadcast_parameters(*model);
-  const auto params = model->parameters();
-  torch::manual_seed(100 + env.rank);
-  const auto ids1 = torch::randint(5, o.vocab_size, {2, 12}, torch::kLong);
-  const auto ids2 = torch::randint(5, o.vocab_size, {3, 12}, torch::kLong);
+  RankModel r(dp, test::small_model_options("absolute", {.vocab = 60, .hidden = 32, .ffn = 64, .dropout = 0.0}), env.rank);
+  auto& [model, params, ids1, ids2] = r;
   auto step = [&](bool sync) {  // two micro-batches: the head's loss in the first only
     model->zero_grad();
     auto h = model->encode(ids1, {});
