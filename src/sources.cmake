@@ -49,6 +49,7 @@ set(RPE_CORE_SOURCES
   src/dist/launch_env.cpp
   src/dist/rendezvous.cpp
   src/dist/replica_check.cpp
+  src/dist/sharded_eval.cpp
   # training: optimizer + schedule, checkpoint, metrics, trainer
   src/train/lamb.cpp
   src/train/foreach_adamw.cpp

@@ -159,6 +159,7 @@ target_sources(rpe_tests PRIVATE
   tests/dist/test_data_parallel.cpp
   tests/dist/test_all_or_none.cpp
   tests/dist/test_rendezvous.cpp
+  tests/dist/test_sharded_eval.cpp
   tests/dist/test_gradient_hooks.cpp
 )
 add_dependencies(rpe_tests rpe-train)

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 
+#include "dist/sharded_eval.h"
 #include "eval/glue_metrics.h"
 #include "rpe/version.h"
 #include "train/precision.h"
@@ -27,7 +28,11 @@ GlueTrainTask::GlueTrainTask(const Prepared& p, ClassifierModel model, const Tra
       regression_(p.glue->labels.empty()),
       keeper_(keeper) {}
 
-nlohmann::json GlueTrainTask::evaluate() { return glue_dev_metrics(p_, model_, model_->parameters().front().device()); }
+EvalOutputs GlueTrainTask::eval_outputs(dist::DataParallel& dp) {
+  return glue_dev_predictions(p_, model_, model_->parameters().front().device(), dp);
+}
+
+nlohmann::json GlueTrainTask::score(const EvalOutputs& outputs) { return glue_dev_metrics(p_, outputs); }
 
 bool GlueTrainTask::after_evaluation(int64_t step, const nlohmann::json& fields) {
   const std::string metric = selection_metric(p_.rc.cfg.finetune.task);
@@ -63,39 +68,54 @@ BatchSums GlueTrainTask::forward(const MicroBatch& batch) {
   return s;
 }
 
-std::vector<double> predict_glue(const Prepared& p, ClassifierModel& model, const std::vector<std::vector<int64_t>>& ids,
-                                 const torch::Device& device) {
+torch::Tensor glue_predictions(const Prepared& p, ClassifierModel& model, const std::vector<std::vector<int64_t>>& ids,
+                               const torch::Device& device, dist::DataParallel& dp) {
   const auto& f = p.rc.cfg.finetune;
   const bool regression = model->classifier->options.out_features() == 1;
   const bool was_training = model->is_training();
   model->eval();
   torch::NoGradGuard no_grad;
   AutocastGuard autocast(device, p.rc.cfg.train.precision);
-  std::vector<double> pred;
-  BatchProgress progress("GLUE examples", ids.size(), static_cast<size_t>(f.eval_batch_size));
-  for (size_t b = 0; b < ids.size(); b += f.eval_batch_size) {
-    const size_t e = std::min(ids.size(), b + static_cast<size_t>(f.eval_batch_size));
+  const auto n = static_cast<int64_t>(ids.size());
+  BatchProgress progress("GLUE examples", static_cast<size_t>(dist::items_of_rank(dp, n, f.eval_batch_size)),
+                         static_cast<size_t>(f.eval_batch_size));
+  size_t batches = 0, done = 0;
+  auto pred = dist::gather_batch_rows(dp, n, f.eval_batch_size, {}, torch::kDouble, [&](int64_t b, int64_t e) {
     std::vector<const std::vector<int64_t>*> seqs;
-    for (size_t i = b; i < e; ++i) seqs.push_back(&ids[i]);
-    auto out = model->forward(batch_of(p, seqs, device)).to(torch::kCPU);  // [B, C]
-    auto v = regression ? out.squeeze(-1).to(torch::kDouble) : out.argmax(-1).to(torch::kDouble);
-    auto a = v.contiguous();
-    pred.insert(pred.end(), a.data_ptr<double>(), a.data_ptr<double>() + a.numel());
-    progress.done(b / static_cast<size_t>(f.eval_batch_size), e);
-  }
+    for (int64_t i = b; i < e; ++i) seqs.push_back(&ids[i]);
+    const auto out = model->forward(batch_of(p, seqs, device));  // [B, C]
+    progress.done(batches++, done += static_cast<size_t>(e - b));
+    return (regression ? out.squeeze(-1) : out.argmax(-1)).to(torch::kDouble);
+  });
   model->train(was_training);
   return pred;
 }
 
-nlohmann::json glue_dev_metrics(const Prepared& p, ClassifierModel& model, const torch::Device& device,
-                                std::vector<std::vector<double>>* predictions) {
+namespace {
+std::vector<double> as_vector(const torch::Tensor& pred) {
+  const auto c = pred.to(torch::kDouble).contiguous();
+  return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
+}
+}  // namespace
+
+std::vector<double> predict_glue(const Prepared& p, ClassifierModel& model, const std::vector<std::vector<int64_t>>& ids,
+                                 const torch::Device& device) {
+  dist::DataParallel one_process;
+  return as_vector(glue_predictions(p, model, ids, device, one_process));
+}
+
+EvalOutputs glue_dev_predictions(const Prepared& p, ClassifierModel& model, const torch::Device& device,
+                                 dist::DataParallel& dp) {
+  EvalOutputs out;
+  for (const auto& split : p.dev) out.push_back(glue_predictions(p, model, split.ids, device, dp));
+  return out;
+}
+
+nlohmann::json glue_dev_metrics(const Prepared& p, const EvalOutputs& predictions) {
   json fields = json::object();
-  for (const auto& split : p.dev) {
-    auto pred = predict_glue(p, model, split.ids, device);
-    for (const auto& [k, v] : eval::glue_task_metrics(p.rc.cfg.finetune.task, pred, split.labels))
-      fields[p.dev.size() == 1 ? k : split.name + "/" + k] = v;
-    if (predictions) predictions->push_back(std::move(pred));
-  }
+  for (size_t i = 0; i < p.dev.size(); ++i)
+    for (const auto& [k, v] : eval::glue_task_metrics(p.rc.cfg.finetune.task, as_vector(predictions.at(i)), p.dev[i].labels))
+      fields[p.dev.size() == 1 ? k : p.dev[i].name + "/" + k] = v;
   return fields;
 }
 
@@ -110,38 +130,28 @@ void write_glue_predictions(const fs::path& file, const std::vector<std::string>
 
 namespace {
 
-// Rank 0, after training: the final evaluation, its files and result rows.
-std::vector<eval::ResultRow> final_glue_evaluation(const Prepared& p, ClassifierModel& model, const SeedContext& ctx,
-                                                 const TrainOutcome& trained, ModelKeeper& keeper) {
+// Rank 0's files and result rows of the scored dev predictions, for the model kept at step `kept_step`.
+std::vector<eval::ResultRow> record_glue(const Prepared& p, ClassifierModel& model, const SeedContext& ctx,
+                                         const TrainOutcome& trained, int64_t kept_step, const EvalOutputs& preds) {
   const auto& f = p.rc.cfg.finetune;
-  const std::string metric = selection_metric(f.task);
-  // The final evaluation; with select: best the kept weights are reloaded and scored (see SQuAD).
-  std::vector<std::vector<double>> preds;
-  json fields = glue_dev_metrics(p, model, ctx.device, &preds);
-  write_final_evaluation(ctx, trained, fields);
-  keeper.offer(trained.steps, fields.at(metric).get<double>(), /*final=*/true, *model);
-  if (keeper.kept().step != trained.steps) {
-    load_saved_weights(read_saved_model(keeper.dir()), *model);
-    preds.clear();
-    fields = glue_dev_metrics(p, model, ctx.device, &preds);
-  }
   std::vector<eval::ResultRow> rows;
   json results = {{"task", f.task}, {"seed", ctx.seed}, {"git_revision", kGitRevision}, {"select", f.select},
-                  {"model_step", keeper.kept().step}, {"steps", trained.steps}, {"stopped_early", trained.stopped_early}};
+                  {"model_step", kept_step}, {"steps", trained.steps}, {"stopped_early", trained.stopped_early}};
   for (size_t i = 0; i < p.dev.size(); ++i) {
     const auto& split = p.dev[i];
-    write_glue_predictions(ctx.dir / ("predictions_" + split.name + ".tsv"), p.glue->labels, preds[i]);
-    for (const auto& [k, v] : eval::glue_task_metrics(f.task, preds[i], split.labels)) {
+    const std::vector<double> pred = as_vector(preds.at(i));
+    write_glue_predictions(ctx.dir / ("predictions_" + split.name + ".tsv"), p.glue->labels, pred);
+    for (const auto& [k, v] : eval::glue_task_metrics(f.task, pred, split.labels)) {
       results[split.name][k] = v;
       auto r = base_row(p, model->bert, ctx.run_id, ctx.seed);
       r.task = f.task;
       r.split = split.name;
       r.metric = k;
       r.value = v;
-      r.examples = static_cast<int64_t>(preds[i].size());
+      r.examples = static_cast<int64_t>(pred.size());
       rows.push_back(r);
-      log::info("eval", "{} {} ({} examples), model of step {}: {} {:.2f}", f.task, split.name, preds[i].size(),
-                keeper.kept().step, k, v);
+      log::info("eval", "{} {} ({} examples), model of step {}: {} {:.2f}", f.task, split.name, pred.size(), kept_step,
+                k, v);
     }
   }
   write_file_atomic(ctx.dir / "results.json", results.dump(2) + "\n");
@@ -169,7 +179,17 @@ std::vector<eval::ResultRow> run_glue_seed(const Prepared& p, const SeedContext&
                    cfg.data.tokenizer_model);
   GlueTrainTask task(p, model, t, ctx, keeper ? &*keeper : nullptr);
   const TrainOutcome trained = train_seed(*model, task, t, ctx);
-  return finish_seed(p, ctx, [&] { return final_glue_evaluation(p, model, ctx, trained, *keeper); });
+  // The final evaluation (seed_run.h); score keeps the last scored predictions for record.
+  EvalOutputs preds;
+  FinalEvaluation final_eval;
+  final_eval.outputs = [&] { return task.eval_outputs(*ctx.dp); };
+  final_eval.score = [&](const EvalOutputs& out) {
+    preds = out;
+    return glue_dev_metrics(p, out);
+  };
+  final_eval.metric = metric;
+  final_eval.record = [&](int64_t kept_step) { return record_glue(p, model, ctx, trained, kept_step, preds); };
+  return finish_seed(p, ctx, trained, keeper ? &*keeper : nullptr, *model, final_eval);
 }
 
 }  // namespace rpe::finetune

@@ -18,7 +18,8 @@ class GlueTrainTask : public ItemTask {
                 ModelKeeper* keeper);
   BatchSums forward(const MicroBatch& batch) override;
   std::string accuracy_name() const override { return regression_ ? "" : "accuracy"; }
-  nlohmann::json evaluate() override;  // glue_dev_metrics (rank 0)
+  EvalOutputs eval_outputs(dist::DataParallel& dp) override;  // glue_dev_predictions
+  nlohmann::json score(const EvalOutputs& outputs) override;  // glue_dev_metrics
   bool after_evaluation(int64_t step, const nlohmann::json& fields) override;
 
  protected:
@@ -31,15 +32,20 @@ class GlueTrainTask : public ItemTask {
   ModelKeeper* keeper_;  // rank 0's; null on other ranks
 };
 
-// Predictions for encoded inputs: class ids, or scores for regression (STS-B); batched, under
-// the config's precision.
+// Predictions for encoded inputs: class ids, or scores for regression (STS-B), [n] float64 on
+// the CPU, on every rank: batches of finetune.eval_batch_size under the config's precision,
+// split over the ranks (dist/sharded_eval.h; a collective).
+torch::Tensor glue_predictions(const Prepared& p, ClassifierModel& model, const std::vector<std::vector<int64_t>>& ids,
+                               const torch::Device& device, dist::DataParallel& dp);
+// The same in this process alone (rpe-train predict).
 std::vector<double> predict_glue(const Prepared& p, ClassifierModel& model, const std::vector<std::vector<int64_t>>& ids,
                                  const torch::Device& device);
-
-// The task's metrics on every dev split of p.dev: "metric" keys, or "split/metric" when the task
-// has several dev splits (MNLI). Predictions per split go to `predictions` when given.
-nlohmann::json glue_dev_metrics(const Prepared& p, ClassifierModel& model, const torch::Device& device,
-                                std::vector<std::vector<double>>* predictions = nullptr);
+// glue_predictions for each dev split of p.dev (MNLI: matched, mismatched).
+EvalOutputs glue_dev_predictions(const Prepared& p, ClassifierModel& model, const torch::Device& device,
+                                 dist::DataParallel& dp);
+// The task's metrics on every dev split from those predictions: "metric" keys, or
+// "split/metric" when the task has several dev splits (MNLI).
+nlohmann::json glue_dev_metrics(const Prepared& p, const EvalOutputs& predictions);
 
 // The GLUE submission format: "index<TAB>prediction" with the label names (STS-B: the score).
 // `index` holds the input's own index column; empty = 0, 1, 2, ...

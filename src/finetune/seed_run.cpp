@@ -106,11 +106,29 @@ void write_final_evaluation(const SeedContext& ctx, const TrainOutcome& trained,
   MetricsWriter(ctx.dir / "metrics.jsonl").write_evaluation(trained.steps, fields);
 }
 
-std::vector<eval::ResultRow> finish_seed(const Prepared& p, const SeedContext& ctx,
-                                         const std::function<std::vector<eval::ResultRow>()>& evaluate) {
-  return dist::all_or_none(*ctx.dp, "evaluating seed " + std::to_string(ctx.seed), [&] {
+std::vector<eval::ResultRow> finish_seed(const Prepared& p, const SeedContext& ctx, const TrainOutcome& trained,
+                                         ModelKeeper* keeper, torch::nn::Module& model, const FinalEvaluation& e) {
+  auto& dp = *ctx.dp;
+  const std::string what = "evaluating seed " + std::to_string(ctx.seed);
+  EvalOutputs outputs = e.outputs();
+  const bool earlier_kept = dp.any(dist::all_or_none(dp, what, [&] {
+    if (!ctx.chief()) return false;
+    const nlohmann::json fields = e.score(outputs);
+    write_final_evaluation(ctx, trained, fields);
+    keeper->offer(trained.steps, fields.at(e.metric).get<double>(), /*final=*/true, model);
+    return keeper->kept().step != trained.steps;
+  }));
+  if (earlier_kept) {  // score the kept model, so that the files describe it
+    dist::all_or_none(dp, "reloading seed " + std::to_string(ctx.seed) + "'s kept model", [&] {
+      if (ctx.chief()) load_saved_weights(read_saved_model(keeper->dir()), model);
+    });
+    dp.broadcast_parameters(model);
+    outputs = e.outputs();
+  }
+  return dist::all_or_none(dp, what, [&] {
     if (!ctx.chief()) return std::vector<eval::ResultRow>{};
-    auto rows = evaluate();
+    if (earlier_kept) e.score(outputs);
+    auto rows = e.record(keeper->kept().step);
     eval::append_results(p.rc.cfg.finetune.results_file, rows);
     return rows;
   });

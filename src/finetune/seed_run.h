@@ -18,6 +18,7 @@
 #include "dist/data_parallel.h"
 #include "eval/results.h"
 #include "finetune/prepare.h"
+#include "finetune/saved_model.h"
 #include "train/engine.h"
 
 namespace rpe::finetune {
@@ -97,11 +98,27 @@ TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOpt
 // None after early stopping: the evaluation that stopped it wrote that step's row already.
 void write_final_evaluation(const SeedContext& ctx, const TrainOutcome& trained, const nlohmann::json& fields);
 
-// Rank 0's work after a seed's training: `evaluate` (the final evaluation, its files and result
-// rows), then the rows appended to finetune.results_file. Every rank takes part (an agreement,
-// dist/all_or_none.h): a failure there stops them all at once, not at the next seed's first
+// A task's final evaluation (finish_seed), in parts that run where they must.
+struct FinalEvaluation {
+  // Every rank together: the dev pass's outputs, split over the ranks (the collective part).
+  std::function<EvalOutputs()> outputs;
+  // Rank 0: scores `outputs` and keeps what `record` writes; returns the dev fields (the
+  // metrics.jsonl row), with `metric`, the model selection's, among them.
+  std::function<nlohmann::json(const EvalOutputs&)> score;
+  std::string metric;
+  // Rank 0: predictions, results.json and result rows of the last scored outputs, those of the
+  // kept model (of optimizer step `kept_step`).
+  std::function<std::vector<eval::ResultRow>(int64_t kept_step)> record;
+};
+
+// After a seed's training, on every rank: the dev set scored on the final weights (the curve's
+// last row in metrics.jsonl, offered to rank 0's `keeper`); when the keeper holds an earlier
+// model (select: best), rank 0 reloads it, every rank takes it from rank 0 and the dev set is
+// scored again, so the files describe seed<N>/model/; then rank 0 records them and appends the
+// rows to finetune.results_file. Each part of rank 0's is agreed by every rank
+// (dist/all_or_none.h): a failure there stops them all at once, not at the next seed's first
 // collective. Returns the rows on rank 0, {} elsewhere.
-std::vector<eval::ResultRow> finish_seed(const Prepared& p, const SeedContext& ctx,
-                                         const std::function<std::vector<eval::ResultRow>()>& evaluate);
+std::vector<eval::ResultRow> finish_seed(const Prepared& p, const SeedContext& ctx, const TrainOutcome& trained,
+                                         ModelKeeper* keeper, torch::nn::Module& model, const FinalEvaluation& e);
 
 }  // namespace rpe::finetune

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 
+#include "dist/sharded_eval.h"
 #include "eval/squad_metrics.h"
 #include "finetune/squad_postprocess.h"
 #include "rpe/version.h"
@@ -55,10 +56,13 @@ namespace {
 nlohmann::json dev_fields(const eval::SquadScores& s) { return {{"exact", s.exact}, {"f1", s.f1}}; }
 }  // namespace
 
-nlohmann::json SquadTask::evaluate() {
+EvalOutputs SquadTask::eval_outputs(dist::DataParallel& dp) {
+  return {squad_window_logits(p_, model_, model_->parameters().front().device(), dp)};
+}
+
+nlohmann::json SquadTask::score(const EvalOutputs& outputs) {
   eval::SquadScores scores;
-  const auto preds = predict_squad(p_, model_, model_->parameters().front().device());
-  score_squad(p_, preds, scores);
+  score_squad(p_, squad_predictions_from(p_, outputs.at(0)), scores);
   return dev_fields(scores);
 }
 
@@ -66,46 +70,49 @@ bool SquadTask::after_evaluation(int64_t step, const nlohmann::json& fields) {
   return keeper_ && keeper_->offer(step, fields.at("f1").get<double>(), /*final=*/false, *model_);
 }
 
-namespace {
-
-
-// Start and end logits of every window of p.dev_f, cut back to the window's length.
-void window_logits(const Prepared& p, QaModel& model, const torch::Device& device,
-                   std::vector<std::vector<float>>& start_logits, std::vector<std::vector<float>>& end_logits) {
-  const auto& f = p.rc.cfg.finetune;
-  torch::NoGradGuard no_grad;
-  AutocastGuard autocast(device, p.rc.cfg.train.precision);
-  start_logits.assign(p.dev_f.size(), {});
-  end_logits.assign(p.dev_f.size(), {});
-  BatchProgress progress("SQuAD windows", p.dev_f.size(), static_cast<size_t>(f.eval_batch_size));
-  for (size_t b = 0; b < p.dev_f.size(); b += f.eval_batch_size) {
-    const size_t e = std::min(p.dev_f.size(), b + static_cast<size_t>(f.eval_batch_size));
-    std::vector<const std::vector<int64_t>*> seqs;
-    for (size_t i = b; i < e; ++i) seqs.push_back(&p.dev_f[i].ids);
-    auto logits = model->forward(batch_of(p, seqs, device)).to(torch::kCPU).contiguous();  // [B, L, 2]
-    auto acc = logits.accessor<float, 3>();
-    for (size_t i = b; i < e; ++i) {
-      const int64_t L = static_cast<int64_t>(p.dev_f[i].ids.size());
-      for (int64_t t = 0; t < L; ++t) {
-        start_logits[i].push_back(acc[i - b][t][0]);
-        end_logits[i].push_back(acc[i - b][t][1]);
-      }
-    }
-    progress.done(b / static_cast<size_t>(f.eval_batch_size), e);
-  }
-}
-
-}  // namespace
-
-std::map<std::string, SquadPrediction> predict_squad(const Prepared& p, QaModel& model, const torch::Device& device) {
+torch::Tensor squad_window_logits(const Prepared& p, QaModel& model, const torch::Device& device, dist::DataParallel& dp) {
   const auto& f = p.rc.cfg.finetune;
   const bool was_training = model->is_training();
   model->eval();
-  std::vector<std::vector<float>> start_logits, end_logits;
-  window_logits(p, model, device, start_logits, end_logits);
+  torch::NoGradGuard no_grad;
+  AutocastGuard autocast(device, p.rc.cfg.train.precision);
+  const auto n = static_cast<int64_t>(p.dev_f.size());
+  int64_t longest = 0;
+  for (const auto& w : p.dev_f) longest = std::max<int64_t>(longest, static_cast<int64_t>(w.ids.size()));
+  BatchProgress progress("SQuAD windows", static_cast<size_t>(dist::items_of_rank(dp, n, f.eval_batch_size)),
+                         static_cast<size_t>(f.eval_batch_size));
+  size_t batches = 0, done = 0;
+  auto logits = dist::gather_batch_rows(dp, n, f.eval_batch_size, {longest, 2}, torch::kFloat, [&](int64_t b, int64_t e) {
+    std::vector<const std::vector<int64_t>*> seqs;
+    for (int64_t i = b; i < e; ++i) seqs.push_back(&p.dev_f[i].ids);
+    const auto out = model->forward(batch_of(p, seqs, device)).to(torch::kFloat);  // [B, L_batch, 2]
+    auto rows = torch::zeros({e - b, longest, 2}, out.options());
+    rows.narrow(1, 0, out.size(1)).copy_(out);
+    progress.done(batches++, done += static_cast<size_t>(e - b));
+    return rows;
+  });
   model->train(was_training);
+  return logits;
+}
+
+std::map<std::string, SquadPrediction> squad_predictions_from(const Prepared& p, const torch::Tensor& logits) {
+  const auto& f = p.rc.cfg.finetune;
+  std::vector<std::vector<float>> start_logits(p.dev_f.size()), end_logits(p.dev_f.size());
+  const auto acc = logits.accessor<float, 3>();
+  for (size_t i = 0; i < p.dev_f.size(); ++i) {
+    const auto L = static_cast<int64_t>(p.dev_f[i].ids.size());  // cut back to the window's length
+    for (int64_t t = 0; t < L; ++t) {
+      start_logits[i].push_back(acc[static_cast<int64_t>(i)][t][0]);
+      end_logits[i].push_back(acc[static_cast<int64_t>(i)][t][1]);
+    }
+  }
   const SquadPostOptions po{f.n_best, f.max_answer_len, f.squad_v2, f.null_threshold};
   return squad_predictions(p.dev_ex, p.dev_f, p.dev_off, start_logits, end_logits, po);
+}
+
+std::map<std::string, SquadPrediction> predict_squad(const Prepared& p, QaModel& model, const torch::Device& device) {
+  dist::DataParallel one_process;
+  return squad_predictions_from(p, squad_window_logits(p, model, device, one_process));
 }
 
 std::vector<std::pair<std::string, double>> score_squad(const Prepared& p,
@@ -150,27 +157,18 @@ void write_squad_predictions(const fs::path& predictions_file, const std::map<st
 
 namespace {
 
-// Rank 0, after training: the final evaluation, its files and result rows.
-std::vector<eval::ResultRow> final_squad_evaluation(const Prepared& p, QaModel& model, const SeedContext& ctx,
-                                                 const TrainOutcome& trained, ModelKeeper& keeper) {
+// Rank 0's files and result rows of a scored dev pass, for the model kept at step `kept_step`.
+std::vector<eval::ResultRow> record_squad(const Prepared& p, QaModel& model, const SeedContext& ctx,
+                                          const TrainOutcome& trained, int64_t kept_step,
+                                          const std::map<std::string, SquadPrediction>& preds,
+                                          const std::vector<std::pair<std::string, double>>& metrics,
+                                          const eval::SquadScores& s) {
   const auto& f = p.rc.cfg.finetune;
   const std::string task_name = f.squad_v2 ? "squad_v2" : "squad_v1";
-  // The final evaluation; with select: best the kept (best) weights are reloaded and scored, so
-  // results.json and predictions.json describe the model in seed<N>/model/.
-  auto preds = predict_squad(p, model, ctx.device);
-  eval::SquadScores s;
-  auto metrics = score_squad(p, preds, s);
-  write_final_evaluation(ctx, trained, dev_fields(s));
-  keeper.offer(trained.steps, s.f1, /*final=*/true, *model);
-  if (keeper.kept().step != trained.steps) {
-    load_saved_weights(read_saved_model(keeper.dir()), *model);
-    preds = predict_squad(p, model, ctx.device);
-    metrics = score_squad(p, preds, s);
-  }
   write_squad_predictions(ctx.dir / "predictions.json", preds, f.squad_v2);
   json results = {{"task", task_name}, {"split", "dev"}, {"seed", ctx.seed}, {"total", s.total},
                   {"dev_file", f.dev_file}, {"git_revision", kGitRevision}, {"select", f.select},
-                  {"model_step", keeper.kept().step}, {"steps", trained.steps}, {"stopped_early", trained.stopped_early}};
+                  {"model_step", kept_step}, {"steps", trained.steps}, {"stopped_early", trained.stopped_early}};
   for (const auto& [k, v] : metrics) results[k] = v;
   if (f.squad_v2) {
     results["HasAns_total"] = s.has_ans_total;
@@ -178,7 +176,7 @@ std::vector<eval::ResultRow> final_squad_evaluation(const Prepared& p, QaModel& 
   }
   write_file_atomic(ctx.dir / "results.json", results.dump(2) + "\n");
   log::info("eval", "SQuAD {} dev ({} questions), model of step {}: EM {:.2f} F1 {:.2f}{}", f.squad_v2 ? "2.0" : "1.1",
-            s.total, keeper.kept().step, s.exact, s.f1,
+            s.total, kept_step, s.exact, s.f1,
             f.squad_v2 ? fmt::format(" | best F1 {:.2f} at threshold {:.3f}", s.best_f1, s.best_f1_thresh) : "");
   std::vector<eval::ResultRow> rows;
   for (const auto& [k, v] : metrics) {
@@ -210,7 +208,22 @@ std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const SeedContext
   if (ctx.chief()) keeper.emplace(ctx.dir / "model", SavedModelInfo{task_name, {}, 2, f.select, 0, "f1", 0.0}, cfg, cfg.data.tokenizer_model);
   SquadTask task(p, model, t, ctx, keeper ? &*keeper : nullptr);
   const TrainOutcome trained = train_seed(*model, task, t, ctx);
-  return finish_seed(p, ctx, [&] { return final_squad_evaluation(p, model, ctx, trained, *keeper); });
+  // The final evaluation (seed_run.h); score keeps the last scored pass for record.
+  std::map<std::string, SquadPrediction> preds;
+  std::vector<std::pair<std::string, double>> metrics;
+  eval::SquadScores scores;
+  FinalEvaluation final_eval;
+  final_eval.outputs = [&] { return task.eval_outputs(*ctx.dp); };
+  final_eval.score = [&](const EvalOutputs& out) {
+    preds = squad_predictions_from(p, out.at(0));
+    metrics = score_squad(p, preds, scores);
+    return dev_fields(scores);
+  };
+  final_eval.metric = "f1";
+  final_eval.record = [&](int64_t kept_step) {
+    return record_squad(p, model, ctx, trained, kept_step, preds, metrics, scores);
+  };
+  return finish_seed(p, ctx, trained, keeper ? &*keeper : nullptr, *model, final_eval);
 }
 
 }  // namespace rpe::finetune

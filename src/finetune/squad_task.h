@@ -19,7 +19,8 @@ class SquadTask : public ItemTask {
  public:
   SquadTask(const Prepared& p, QaModel model, const TrainOptions& t, const SeedContext& ctx, ModelKeeper* keeper);
   BatchSums forward(const MicroBatch& batch) override;
-  nlohmann::json evaluate() override;  // {"exact", "f1"} on the dev set (rank 0)
+  EvalOutputs eval_outputs(dist::DataParallel& dp) override;  // {squad_window_logits}
+  nlohmann::json score(const EvalOutputs& outputs) override;  // {"exact", "f1"} on the dev set
   bool after_evaluation(int64_t step, const nlohmann::json& fields) override;
 
  protected:
@@ -31,8 +32,13 @@ class SquadTask : public ItemTask {
   ModelKeeper* keeper_;  // rank 0's; null on other ranks
 };
 
-// Predictions of `model` for the examples p.dev_ex (features p.dev_f, offsets p.dev_off),
-// batched, under the config's precision.
+// Start and end logits of every window of p.dev_f, [windows, longest window, 2] float32 on the
+// CPU (zero past a window's length), on every rank: batches of finetune.eval_batch_size under
+// the config's precision, split over the ranks (dist/sharded_eval.h; a collective).
+torch::Tensor squad_window_logits(const Prepared& p, QaModel& model, const torch::Device& device, dist::DataParallel& dp);
+// The predictions for the examples p.dev_ex (features p.dev_f, offsets p.dev_off) from those logits.
+std::map<std::string, SquadPrediction> squad_predictions_from(const Prepared& p, const torch::Tensor& logits);
+// Both, in this process alone (rpe-train predict).
 std::map<std::string, SquadPrediction> predict_squad(const Prepared& p, QaModel& model, const torch::Device& device);
 
 // EM/F1 (and the v2.0 breakdown) of `preds` against p.dev_ex's answers, as (metric, value)

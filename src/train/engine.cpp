@@ -160,31 +160,36 @@ fs::path Engine::write_checkpoint(TrainState& state) {
 }
 
 nlohmann::json Engine::evaluate(int64_t step) {
-  if (s_.dp->rank() != 0) return nlohmann::json::object();
-  torch::NoGradGuard no_grad;
-  model_.eval();
-  nlohmann::json fields;
+  auto& dp = *s_.dp;
+  EvalOutputs outputs;
   {
+    torch::NoGradGuard no_grad;
+    model_.eval();
     AutocastGuard autocast(s_.device, s_.train.precision);
-    fields = task_.evaluate();
+    outputs = task_.eval_outputs(dp);  // every rank: its share of the pass, then the gather
   }
   model_.train();
-  if (fields.empty()) return fields;
-  std::string line;
-  for (const auto& [k, v] : fields.items())
-    line += fmt::format(" | {} {}", k, v.is_number() ? fmt::format("{:.4f}", v.get<double>()) : v.dump());
-  log::info("valid", "step {}{}", step, line);
-  s_.metrics.write_evaluation(step, fields);
-  return fields;
+  // Rank 0 scores and records (its failure, e.g. a full disk, stops every rank).
+  return dist::all_or_none(dp, "evaluating at step " + std::to_string(step), [&] {
+    if (dp.rank() != 0) return nlohmann::json::object();
+    nlohmann::json fields = task_.score(outputs);
+    if (fields.empty()) return fields;
+    std::string line;
+    for (const auto& [k, v] : fields.items())
+      line += fmt::format(" | {} {}", k, v.is_number() ? fmt::format("{:.4f}", v.get<double>()) : v.dump());
+    log::info("valid", "step {}{}", step, line);
+    s_.metrics.write_evaluation(step, fields);
+    return fields;
+  });
 }
 
 bool Engine::evaluate_and_stop(int64_t step) {
   auto& dp = *s_.dp;
-  // Rank 0 alone evaluates (and may write, e.g. the best model so far); its failure stops every rank.
-  const bool stop = dist::all_or_none(dp, "evaluating at step " + std::to_string(step), [&] {
-    return dp.rank() == 0 && task_.after_evaluation(step, evaluate(step));
-  });
-  return dp.any(stop);  // its decision reaches every rank (once per evaluation, not per step)
+  const nlohmann::json fields = evaluate(step);
+  // Rank 0's decision (it may write, e.g. the best model so far; its failure stops every rank).
+  const bool stop = dist::all_or_none(dp, "evaluating at step " + std::to_string(step),
+                                      [&] { return dp.rank() == 0 && task_.after_evaluation(step, fields); });
+  return dp.any(stop);  // it reaches every rank (once per evaluation, not per step)
 }
 
 void Engine::flush_tokens(TrainState& state) {

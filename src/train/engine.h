@@ -79,6 +79,9 @@ struct BatchSums {
   torch::Tensor tokens;   // non-pad tokens (throughput)
 };
 
+// A held-out pass's outputs, as a task gathers them (logits, predictions, loss sums).
+using EvalOutputs = std::vector<torch::Tensor>;
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -96,8 +99,13 @@ class Task {
   // Whether every micro-batch has the same tensor shapes (up to a padding mask being there or
   // not), so that train.cuda_graphs can replay one captured graph for them (train/micro_step_graph.h).
   virtual bool fixed_shapes() const { return false; }
-  // Periodic held-out evaluation (rank 0, no grad, eval mode): metric name -> value.
-  virtual nlohmann::json evaluate() { return nlohmann::json::object(); }
+  // Held-out evaluation (no grad, eval mode; the engine sets both and autocast), in two parts.
+  // eval_outputs: on every rank together, the model's outputs on the held-out data, its forward
+  // passes split over the ranks and gathered (dist/sharded_eval.h); the only part that runs
+  // collectives. score: rank 0, the metrics from those outputs: metric name -> value ({}: the
+  // task evaluates nothing).
+  virtual EvalOutputs eval_outputs(dist::DataParallel& /*dp*/) { return {}; }
+  virtual nlohmann::json score(const EvalOutputs& /*outputs*/) { return nlohmann::json::object(); }
   // Besides every train.eval_every steps, evaluate also after optimizer step `step` (1-based)?
   // Must give the same answer on every rank (fine-tuning: at each epoch's end).
   virtual bool eval_due(int64_t /*step*/) const { return false; }
@@ -166,8 +174,10 @@ class Engine {
   // averaging, (fp16) unscaling and the loss scale's update, clipping; the update itself is left
   // to the caller (see run()). No host sync.
   StepStats step(int64_t step);
-  // Rank 0: task.evaluate() in eval mode under the run's precision, logged and written as a
-  // {"step", "split": "valid", ...} row; returns the task's fields (empty on other ranks).
+  // The task's held-out evaluation at `step`, on every rank (the pass is split over them): its
+  // outputs in eval mode under the run's precision, then rank 0 scores them, logs the fields and
+  // writes a {"step", "split": "valid", ...} row; returns the fields on rank 0, {} elsewhere. A
+  // failure in rank 0's part stops every rank (dist/all_or_none.h).
   nlohmann::json evaluate(int64_t step);
   // fp16's dynamic loss scale (disabled in fp32/bf16).
   const LossScaler& loss_scaler() const { return scaler_; }
@@ -180,8 +190,8 @@ class Engine {
   // A failure to write stops every rank (dist/all_or_none.h).
   std::filesystem::path save(TrainState& state);
   std::filesystem::path write_checkpoint(TrainState& state);  // rank 0's part of save()
-  // The periodic evaluation at `step` (rank 0) and the task's early-stopping decision after it,
-  // the same on every rank; an evaluation that fails stops every rank.
+  // The periodic evaluation at `step` (evaluate) and the task's early-stopping decision after
+  // it (rank 0's), the same on every rank; an evaluation that fails stops every rank.
   bool evaluate_and_stop(int64_t step);
 
   // Adds the tokens counted on the device since the last call to state.tokens_seen (host read).

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "dist/sharded_eval.h"
+
 namespace rpe {
 
 MlmSelection mlm_selection(const torch::Tensor& labels) {
@@ -75,11 +77,13 @@ BatchSums MlmTask::forward(const MicroBatch& b) {
   return {s.loss, s.correct, t[4]};
 }
 
-nlohmann::json MlmTask::evaluate() {
-  if (!valid_ || valid_->size() == 0) return {{"loss", std::nan("")}, {"mlm_accuracy", std::nan("")}};
+EvalOutputs MlmTask::eval_outputs(dist::DataParallel& dp) {
+  if (!valid_ || valid_->size() == 0) return {};
   // The same held-out sequences and masks whatever the number of ranks and micro-batches:
   // eval_batches batches of one process's micro-batch (batch_size / grad_accum), drawn across
   // the whole held-out set by a fixed shuffle (not the first file's only), read kChunk at a time.
+  // Every rank draws every chunk (the masks follow the draws), and scores its own (chunk k:
+  // rank k mod W, dist/sharded_eval.h).
   constexpr int64_t kChunk = 8;
   const int64_t wanted =
       std::min(cfg_.train.eval_batches * (cfg_.train.batch_size / cfg_.train.grad_accum), valid_->size());
@@ -88,22 +92,29 @@ nlohmann::json MlmTask::evaluate() {
                    LoaderOptions{MaskingOptions::from(cfg_.data), kChunk, static_cast<uint64_t>(cfg_.train.seed) + 1,
                                  /*shuffle=*/true});
   const auto dopt = torch::TensorOptions(torch::kDouble).device(device_);
-  auto sums = torch::zeros({2}, dopt);  // [loss, correct] on the device until the end
-  int64_t total = 0;
+  auto sums = torch::zeros({3}, dopt);  // [loss, correct, selected] on the device until the end
   for (int64_t i = 0; i < batches; ++i) {
     MlmBatch b = loader.next();
+    if (!dist::owns_batch(dp, i)) continue;
     const int64_t rows = std::min(kChunk, wanted - i * kChunk);
     if (rows < kChunk) b = {b.ids.narrow(0, 0, rows), b.labels.narrow(0, 0, rows), b.padding.narrow(0, 0, rows), 0};
     const auto sel = mlm_selection(b.labels);
     const auto padding = b.padding.any().item<bool>() ? b.padding.to(device_) : torch::Tensor();  // none: no mask
     const MlmSums s = mlm_loss(model_, b.ids.to(device_), padding, sel.index.to(device_),
                                sel.targets.to(device_));
-    sums += torch::stack({s.loss.to(torch::kDouble), s.correct.to(torch::kDouble)});
-    total += sel.index.size(0);
+    sums.slice(0, 0, 2) += torch::stack({s.loss.to(torch::kDouble), s.correct.to(torch::kDouble)});
+    sums[2] += static_cast<double>(sel.index.size(0));
   }
-  const auto h = sums.cpu();
-  const double loss = h[0].item<double>() / static_cast<double>(std::max<int64_t>(1, total));
-  const double acc = h[1].item<double>() / static_cast<double>(std::max<int64_t>(1, total));
+  dp.all_reduce_sum(sums);
+  return {sums.cpu()};
+}
+
+nlohmann::json MlmTask::score(const EvalOutputs& outputs) {
+  if (outputs.empty()) return {{"loss", std::nan("")}, {"mlm_accuracy", std::nan("")}};
+  const auto h = outputs.at(0);
+  const double total = std::max(1.0, h[2].item<double>());
+  const double loss = h[0].item<double>() / total;
+  const double acc = h[1].item<double>() / total;
   return {{"loss", loss}, {"mlm_accuracy", acc}, {"perplexity", std::exp(loss)}};
 }
 

@@ -47,9 +47,9 @@ MlmSums mlm_loss(BertModel& model, const torch::Tensor& ids, const torch::Tensor
                  const torch::Tensor& index, const torch::Tensor& targets);
 
 // Pretraining data as engine micro-batches: tensors = {ids [B, L], padding [B, L], index [N],
-// targets [N], tokens [ ], count [ ] (N selected, without pad_selection's rows)}. evaluate()
+// targets [N], tokens [ ], count [ ] (N selected, without pad_selection's rows)}. The evaluation
 // is the held-out MLM loss over train.eval_batches batches of one process's micro-batch, the
-// same sequences whatever the number of ranks.
+// same sequences and masks whatever the number of ranks, its chunks split over the ranks.
 class MlmTask : public Task {
  public:
   MlmTask(BertModel model, std::shared_ptr<const SequenceSource> train, std::shared_ptr<const SequenceSource> valid,
@@ -63,7 +63,9 @@ class MlmTask : public Task {
   bool fixed_shapes() const override { return fixed_; }
   // Pads every batch's selection to its capacity (see the top); on under train.cuda_graphs.
   void set_fixed_shapes(bool fixed) { fixed_ = fixed; }
-  nlohmann::json evaluate() override;
+  // {[loss sum, correct, selected] float64 over all ranks}; score: loss, accuracy, perplexity.
+  EvalOutputs eval_outputs(dist::DataParallel& dp) override;
+  nlohmann::json score(const EvalOutputs& outputs) override;
 
  private:
   BertModel model_;

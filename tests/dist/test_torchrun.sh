@@ -4,7 +4,7 @@
 # equal final training and held-out MLM losses (to 1e-5) in summary.json; that run resumed by
 # one process equals one process throughout. Then the same for
 # `rpe-train finetune squad` from that model: equal last logged training loss (to 1e-5) and
-# equal dev EM/F1.
+# equal dev EM/F1; and a GLUE dev set scored by 2 ranks (select: best) as by one.
 # Usage: test_torchrun.sh RPE_TRAIN_BINARY SOURCE_DIR. Without torchrun it exits 77, which
 # tests.cmake declares as ctest's skip code (SKIP_RETURN_CODE): a skip, not a pass.
 set -euo pipefail
@@ -68,6 +68,7 @@ PY
 # Fine-tuning through the same engine: 2 ranks against 1 from the pretrained model above.
 ft_sets=(--init "$work/single2" --seeds 1 --set finetune.max_seq_len=32 --set finetune.doc_stride=16
          --set finetune.max_query_len=12 --set finetune.max_train_examples=64 --set finetune.max_eval_examples=60
+         --set finetune.eval_batch_size=8
          --set finetune.epochs=1 --set train.device=cpu --set train.threads=1 --set model.dropout=0
          --set model.attention_dropout=0)
 cd "$src"  # tiny_squad.yaml names the SQuAD sample relative to the repository
@@ -91,4 +92,30 @@ for key in ("exact", "f1"):
         sys.exit(f"fine-tuning dev {key}: single {ra[key]} vs 2 ranks {rb[key]}")
 print(f"torchrun 2 ranks fine-tune alike: loss {a['loss']:.6f} / {b['loss']:.6f} at step {a['step']}, "
       f"EM {rb['exact']:.2f}, F1 {rb['f1']:.2f}")
+PY
+
+# The dev set split over the ranks (dist/sharded_eval.h), with select: best reloading an earlier
+# model on rank 0: its scores must reach rank 1 too, whose batches (of 8) the final weights
+# would score otherwise. STS-B's scores are continuous, so the final evaluation of the kept
+# model must give exactly the dev row the periodic evaluation wrote at that step.
+glue_sets=(--init "$work/single2" --seeds 1 --set finetune.max_seq_len=32 --set finetune.max_train_examples=64
+           --set finetune.epochs=4 --set finetune.select=best --set train.lr=1e-3 --set finetune.eval_batch_size=8
+           --set train.device=cpu --set train.threads=1 --set model.dropout=0 --set model.attention_dropout=0)
+TMPDIR=$work timeout 300 "$torchrun" --no-python --nproc-per-node=2 --master-port=$((20000 + RANDOM % 20000)) \
+  "$bin" finetune glue --task stsb --config configs/finetune/tiny_glue.yaml --run-dir "$work/glue_pair" "${glue_sets[@]}" \
+  --set finetune.results_file="$work/glue_pair.jsonl" >"$work/glue_pair.log" 2>&1 || { cat "$work/glue_pair.log"; exit 1; }
+python3 - "$work/glue_pair/seed1" <<'PY'
+import json, sys
+d = sys.argv[1]
+r = json.load(open(f"{d}/results.json"))
+rows = {m["step"]: m for m in map(json.loads, open(f"{d}/metrics.jsonl")) if m.get("split") == "valid"}
+if not r["model_step"] < r["steps"]:
+    sys.exit(f"STS-B kept the final model (step {r['model_step']} of {r['steps']}): the reload is not exercised")
+at_kept = {k: rows[r["model_step"]][k] for k in ("pearson", "spearman")}
+if r["dev"] != at_kept:
+    sys.exit(f"STS-B kept model of step {r['model_step']} scores {r['dev']} at the end, {at_kept} when it was trained")
+if open(f"{d}/predictions_dev.tsv").read().count("\n") <= 9:
+    sys.exit("STS-B dev set of fewer than two batches")
+print(f"torchrun 2 ranks score the reloaded model of step {r['model_step']} of {r['steps']} as when it was kept: "
+      f"Pearson {r['dev']['pearson']:.4f}")
 PY

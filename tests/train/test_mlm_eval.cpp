@@ -3,10 +3,13 @@
 // count is not a multiple of the evaluation's internal chunk of 8 sequences.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "data/mlm_dataset.h"
 #include "data/packing.h"
 #include "data/wordpiece_tokenizer.h"
 #include "data/data_test_util.h"
+#include "dist/launch_ranks.h"
 #include "test_models.h"
 #include "train/mlm_task.h"
 
@@ -36,13 +39,19 @@ double one_batch_loss(BertModel& model, std::shared_ptr<const SequenceSource> da
   return s.loss.item<double>() / static_cast<double>(sel.index.size(0));
 }
 
-TEST(MlmEvaluation, CoversEveryWantedSequenceWhenTheyAreNotAMultipleOfItsChunk) {
-  WordPieceTokenizer tok(test::write_tiny_vocab(test::temp_dir()), true);
+// A small model without dropout, evaluated over batches of 6 sequences.
+Config eval_config(const Tokenizer& tok) {
   Config cfg;
   cfg.model = test::small_model_options("absolute", {.vocab = tok.vocab_size(), .dropout = 0.0});
   cfg.train.seed = 5;
   cfg.train.batch_size = 6;
   cfg.train.grad_accum = 1;
+  return cfg;
+}
+
+TEST(MlmEvaluation, CoversEveryWantedSequenceWhenTheyAreNotAMultipleOfItsChunk) {
+  WordPieceTokenizer tok(test::write_tiny_vocab(test::temp_dir()), true);
+  Config cfg = eval_config(tok);
   torch::manual_seed(3);
   BertModel model(cfg.model);
   model->eval();
@@ -53,11 +62,38 @@ TEST(MlmEvaluation, CoversEveryWantedSequenceWhenTheyAreNotAMultipleOfItsChunk) 
     const int64_t wanted = std::min<int64_t>(eval_batches * 6, 13);
     MlmTask task(model, data, data, tok, cfg, /*micro_batch=*/6, /*rank=*/0, /*world=*/1, torch::kCPU);
     torch::NoGradGuard no_grad;
-    const double loss = task.evaluate()["loss"].get<double>();
+    dist::DataParallel one_process;
+    const double loss = task.score(task.eval_outputs(one_process))["loss"].get<double>();
     EXPECT_NEAR(loss, one_batch_loss(model, data, tok, cfg, wanted), 1e-5) << "eval_batches " << eval_batches;
     // and not the first 8 only (what a whole-chunks-only evaluation would give)
     EXPECT_GT(std::abs(loss - one_batch_loss(model, data, tok, cfg, 8)), 1e-4) << "eval_batches " << eval_batches;
   }
+}
+
+// One rank of MlmEvaluation.TwoRanksScoreWhatOneProcessScores: the chunks split over the ranks
+// give one process's held-out loss and accuracy (the same sequences and masks).
+TEST(MlmEvalWorker, DISABLED_TwoRanksScoreWhatOneProcessScores) {
+  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of MlmEvaluation.*, launched by it";
+  const auto env = dist::detect_launch_env();
+  dist::DataParallel dp(env, torch::kCPU, 60.0, 25.0);
+  WordPieceTokenizer tok(test::write_tiny_vocab(test::temp_dir()), true);
+  Config cfg = eval_config(tok);
+  cfg.train.eval_batches = 4;  // 24 sequences: chunks of 8, 8, 8 (rank 0 scores two, rank 1 one)
+  torch::manual_seed(3);  // the same weights on both ranks
+  BertModel model(cfg.model);
+  model->eval();
+  auto data = held_out(tok, 24);
+  MlmTask task(model, data, data, tok, cfg, /*micro_batch=*/3, env.rank, env.world, torch::kCPU);
+  torch::NoGradGuard no_grad;
+  dist::DataParallel one_process;
+  const auto split = task.score(task.eval_outputs(dp)), alone = task.score(task.eval_outputs(one_process));
+  EXPECT_NEAR(split["loss"].get<double>(), alone["loss"].get<double>(), 1e-12);
+  EXPECT_EQ(split["mlm_accuracy"].get<double>(), alone["mlm_accuracy"].get<double>());
+  EXPECT_NEAR(split["loss"].get<double>(), one_batch_loss(model, data, tok, cfg, 24), 1e-5);
+}
+
+TEST(MlmEvaluation, TwoRanksScoreWhatOneProcessScores) {
+  test::run_two_ranks("MlmEvalWorker.DISABLED_TwoRanksScoreWhatOneProcessScores", "mlm_eval_ranks");
 }
 
 }  // namespace
