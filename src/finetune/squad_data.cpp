@@ -73,10 +73,15 @@ std::vector<SquadExample> read_squad(const fs::path& file, bool answers_optional
           const std::string wn = wq + ".answers[" + std::to_string(a) + "]";
           SquadAnswer ans;
           ans.text = field(answers[a], "text", json::value_t::string, wn).get<std::string>();
-          const int64_t start = field(answers[a], "answer_start", json::value_t::number_integer, wn).get<int64_t>();
+          const auto& at = field(answers[a], "answer_start", json::value_t::number_integer, wn);
+          // Compared without adding (start + chars overflows for a start near 2^63); an unsigned
+          // value past int64's range is outside any context too.
+          const bool fits = !at.is_number_unsigned() || at.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX);
+          const int64_t start = fits ? at.get<int64_t>() : -1;
           const int64_t chars = static_cast<int64_t>(char_to_byte(ans.text).size()) - 1;
-          if (start < 0 || start + chars > static_cast<int64_t>(c2b.size()) - 1)
-            throw UserError(wn + ": answer_start " + std::to_string(start) + " lies outside the context");
+          const int64_t context_chars = static_cast<int64_t>(c2b.size()) - 1;
+          if (start < 0 || start > context_chars || chars > context_chars - start)
+            throw UserError(wn + ": answer_start " + at.dump() + " lies outside the context");
           ans.begin = c2b[start];
           ans.end = c2b[start + chars];
           if (context.compare(ans.begin, ans.end - ans.begin, ans.text) != 0)

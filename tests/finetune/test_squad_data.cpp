@@ -86,6 +86,18 @@ TEST(SquadData, BadInputNamesFileAndRecord) {
   EXPECT_NE(error_of(p).find("qas[1] (id d): an earlier question has the same id"), std::string::npos) << error_of(p);
 }
 
+// answer_start near 2^63 (start + length overflowed and passed the bound, then read far past the
+// context) and past int64's range (it was shown as -1): both outside the context, as written.
+TEST(SquadData, HugeAnswerStartIsOutsideTheContext) {
+  for (const std::string start : {"9223372036854775806", "18446744073709551615", "12"}) {
+    const auto p = write_temp("rpe_squad_start.json", R"({"data":[{"paragraphs":[{"context":"the red car","qas":[)"
+                                                      R"({"id":"h","question":"q","answers":[{"text":"red",)"
+                                                      R"("answer_start":)" + start + "}]}]}]}]}");
+    EXPECT_NE(error_of(p).find("(id h).answers[0]: answer_start " + start + " lies outside the context"), std::string::npos)
+        << error_of(p);
+  }
+}
+
 // A number too large for a double anywhere in the file (here a field nobody reads) is nlohmann's
 // out_of_range, not a parse_error: it must still be one UserError naming the file.
 TEST(SquadData, NumberOverflowNamesTheFile) {
