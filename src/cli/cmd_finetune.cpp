@@ -2,6 +2,7 @@
 // official metrics; --seeds 1,2,3 runs several seeds in one command (seed<N>/ subfolders).
 // With no options, `rpe-train finetune squad` takes the paper's SQuAD v1.1 settings
 // (configs/finetune/squad_v1.yaml) on the newest finished pretraining run under runs/.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -36,6 +37,9 @@ std::vector<int64_t> parse_seeds(const std::string& text) {
     } catch (const std::exception&) {
       throw UserError("--seeds " + text + ": expected comma-separated integers, e.g. 1,2,3");
     }
+    // Each seed trains into seed<N>/: a repeat would train again over its own folder.
+    if (std::count(seeds.begin(), seeds.end() - 1, seeds.back()) > 0)
+      throw UserError("--seeds " + text + ": seed " + std::to_string(seeds.back()) + " appears twice");
   }
   return seeds;
 }

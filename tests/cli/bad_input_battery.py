@@ -738,6 +738,12 @@ def _(w):
     return ft_glue(w, "rte", w.b("glue", "RTE"), ["--set", f"finetune.results_file={w.p('afile/r.jsonl')}"])
 
 
+@case("finetune: --seeds naming a seed twice", pattern=r"--seeds 1,2,01: seed 1 appears twice", absent=("ft_run",))
+def _(w):
+    # Each seed trains into seed<N>/: the repeat trained again over the first run's folder.
+    return ft_glue(w, "rte", w.b("glue", "RTE"), ["--seeds", "1,2,01"])
+
+
 @case("pretrain: out of memory at the first step", expect=1, pattern=r"can't allocate memory", vmem=8 << 30)
 def _(w):
     # One line and exit 1 (an environment failure); the folder stays for --resume (train.log).
