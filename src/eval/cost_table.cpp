@@ -95,7 +95,7 @@ TextTable cost_table(const std::vector<RunCost>& runs) {
               "Cost per method (pretraining runs of this table)",
               {"method", "run", "position parameters", "total parameters", "tokens/s (median)", "peak memory", "steps",
                "train s", "held-out MLM loss"},
-              {}};
+              {}, {}};
   for (const auto& c : runs) {
     std::vector<Cell> row{c.method, c.run};
     row.push_back(c.position_params ? Cell::shown(with_thousands(static_cast<double>(*c.position_params)),

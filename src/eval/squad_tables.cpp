@@ -24,13 +24,28 @@ struct SquadGroup {
   int64_t k = 0, pretrain_len = 0, finetune_len = 0;
   std::string name;    // fine-tuning run folder without "_s<seed>"
   std::string select;  // finetune.select: dev-best weights are another protocol than the final ones
-  std::map<std::string, double> exact, f1;  // (run_id, seed) -> value: a re-evaluation replaces
+  // (run_id, seed) -> (value, dev questions scored): a re-evaluation replaces
+  std::map<std::string, std::pair<double, int64_t>> exact, f1;
 
   std::string label(const std::string& what) const { return with_protocol(what, select); }
 
-  std::vector<double> values(const std::map<std::string, double>& m) const {
+  // The values of the evaluations of the whole dev set: those that scored fewer questions
+  // (finetune.max_eval_examples, a debugging run) are another quantity, not pooled (as in
+  // Tables 2-4); each one left out is named in `notes`.
+  std::vector<double> values(const std::map<std::string, std::pair<double, int64_t>>& m,
+                             std::vector<std::string>& notes) const {
+    int64_t most = 0;
+    for (const auto& [_, x] : m) most = std::max(most, x.second);
     std::vector<double> v;
-    for (const auto& [_, x] : m) v.push_back(x);
+    for (const auto& [run, x] : m) {
+      if (x.second == most) {
+        v.push_back(x.first);
+        continue;
+      }
+      const std::string note = "not pooled: " + run + " (" + label(name) + ": " + std::to_string(x.second) + " of " +
+                               std::to_string(most) + " dev questions)";
+      if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+    }
     return v;
   }
 };
@@ -55,7 +70,7 @@ std::vector<SquadGroup> squad_groups(const std::vector<ResultRow>& rows) {
     g.finetune_len = r.finetune_max_len;
     g.name = name;
     g.select = r.select;
-    (r.metric == "exact" ? g.exact : g.f1)[r.run_id + "#" + std::to_string(r.seed)] = r.value;
+    (r.metric == "exact" ? g.exact : g.f1)[r.run_id + "#" + std::to_string(r.seed)] = {r.value, r.examples};
   }
   std::vector<SquadGroup> out;
   for (auto& [_, g] : groups) out.push_back(std::move(g));
@@ -99,17 +114,18 @@ TextTable table4_scaled(const std::vector<ResultRow>& rows, const ScaledTable4Sp
                   ", k list " + list_text(spec.ks) + ", long lengths " + list_text(spec.long_lens) +
                   "; paper row matched by k and length ratio",
               {"run", "k", "pretrain len", "fine-tune len", "EM", "F1", "seeds", "paper row", "paper EM", "paper F1"},
-              {}};
+              {}, {}};
   auto groups = squad_groups(rows);
   std::stable_sort(groups.begin(), groups.end(), [](const SquadGroup& a, const SquadGroup& b) {
     return std::tie(a.finetune_len, a.k) < std::tie(b.finetune_len, b.k);
   });
   for (const auto& g : groups) {
     PaperRow p = paper_table4_row(g.k, g.finetune_len, spec.pretrain_len);
+    const auto f1 = g.values(g.f1, t.notes);
     if (!papers_protocol(g.select)) p.em = p.f1 = std::nullopt;  // the paper's numbers are of final weights
     t.rows.push_back({g.label(g.name), Cell::integer(g.k), Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
-                      stat_cell(g.values(g.exact), false), stat_cell(g.values(g.f1), false),
-                      Cell::integer(static_cast<int64_t>(g.f1.size())),
+                      stat_cell(g.values(g.exact, t.notes), false), stat_cell(f1, false),
+                      Cell::integer(static_cast<int64_t>(f1.size())),
                       Cell::shown("k=" + std::to_string(p.k) + ", " + std::to_string(p.finetune_len),
                                   {{"k", p.k}, {"finetune_len", p.finetune_len}}),
                       paper_cell(p.em), paper_cell(p.f1)});
@@ -122,7 +138,7 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
               "Table 5: method 4 added to a pretrained absolute model (near drop-in), SQuAD 1.1 dev; "
               "paper: BERT-large at 512/576/640/704",
               {"run", "method", "pretrain len", "fine-tune len", "EM", "F1", "seeds", "paper EM", "paper F1"},
-              {}};
+              {}, {}};
   auto groups = squad_groups(rows);
   std::stable_sort(groups.begin(), groups.end(), [](const SquadGroup& a, const SquadGroup& b) {
     return std::make_tuple(a.method != "absolute", a.finetune_len) < std::make_tuple(b.method != "absolute", b.finetune_len);
@@ -133,6 +149,7 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
                       Cell::dash(), Cell::dash(), Cell::integer(0), paper_cell(paper::kTable5Bert.em),
                       paper_cell(paper::kTable5Bert.f1)});
   for (const auto& g : groups) {
+    const auto ours = g.values(g.f1, t.notes);
     std::optional<double> em, f1;
     if (!papers_protocol(g.select)) {  // the paper's numbers are of final weights: none beside dev-best ones
     } else if (g.method == "absolute") {
@@ -147,8 +164,8 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
       }
     }
     t.rows.push_back({g.label(g.name), g.method, Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
-                      stat_cell(g.values(g.exact), false), stat_cell(g.values(g.f1), false),
-                      Cell::integer(static_cast<int64_t>(g.f1.size())), paper_cell(em), paper_cell(f1)});
+                      stat_cell(g.values(g.exact, t.notes), false), stat_cell(ours, false),
+                      Cell::integer(static_cast<int64_t>(ours.size())), paper_cell(em), paper_cell(f1)});
   }
   return t;
 }
@@ -175,7 +192,7 @@ MlmCurve read_mlm_curve(const fs::path& file) {
 
 TextTable extrapolation_table(const std::vector<MlmCurve>& curves, const std::vector<ResultRow>& rows) {
   TextTable t{"extrapolation", "Length extrapolation per method", {"method", "measure", "pretrain len", "length", "value"},
-              {}};
+              {}, {}};
   std::map<std::string, size_t> order;  // a method's first curve
   for (const auto& c : curves) {
     order.emplace(c.method, order.size());
@@ -192,7 +209,7 @@ TextTable extrapolation_table(const std::vector<MlmCurve>& curves, const std::ve
                    [&](const SquadGroup& a, const SquadGroup& b) { return rank(a) < rank(b); });
   for (const auto& g : groups)
     t.rows.push_back({g.label(g.method), "SQuAD F1", Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
-                      stat_cell(g.values(g.f1), true)});
+                      stat_cell(g.values(g.f1, t.notes), true)});
   return t;
 }
 

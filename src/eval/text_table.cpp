@@ -71,6 +71,8 @@ std::string to_markdown(const TextTable& t) {
   for (size_t i = 0; i < t.columns.size(); ++i) md += "---|";
   md += "\n";
   for (const auto& row : t.rows) md += "| " + joined(row, " | ", [](const Cell& c) { return c.text; }) + " |\n";
+  if (!t.notes.empty()) md += "\n";
+  for (const auto& note : t.notes) md += "- " + note + "\n";
   return md;
 }
 
@@ -92,6 +94,7 @@ nlohmann::ordered_json to_json(const TextTable& t) {
   j["title"] = t.title;
   j["columns"] = t.columns;
   j["rows"] = std::move(rows);
+  if (!t.notes.empty()) j["notes"] = t.notes;
   return j;
 }
 

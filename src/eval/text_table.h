@@ -33,6 +33,7 @@ struct TextTable {
   std::string title;
   std::vector<std::string> columns;
   std::vector<std::vector<Cell>> rows;  // each row has columns.size() cells
+  std::vector<std::string> notes;       // below the table (Markdown) and in the JSON: what was left out
 };
 
 // "82.00 ± 2.00" (mean ± sample std; 0 for one value) with " (n=3)" when with_n; "—" (JSON
