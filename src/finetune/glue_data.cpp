@@ -15,15 +15,16 @@ namespace fs = std::filesystem;
 const GlueTask& glue_task(const std::string& name) {
   // Column layouts of the GLUE release files (train/dev; the label is the last or a fixed field).
   static const std::vector<GlueTask> tasks = {
-      {"cola", "CoLA", false, 4, 3, -1, 1, {"0", "1"}, {"dev"}},
-      {"sst2", "SST-2", true, 2, 0, -1, 1, {"0", "1"}, {"dev"}},
-      {"mrpc", "MRPC", true, 5, 3, 4, 0, {"0", "1"}, {"dev"}},
-      {"stsb", "STS-B", true, 10, 7, 8, 9, {}, {"dev"}},
-      {"qqp", "QQP", true, 6, 3, 4, 5, {"0", "1"}, {"dev"}},
-      {"mnli", "MNLI", true, 12, 8, 9, 11, {"contradiction", "entailment", "neutral"}, {"dev_matched", "dev_mismatched"}},
-      {"qnli", "QNLI", true, 4, 1, 2, 3, {"entailment", "not_entailment"}, {"dev"}},
-      {"rte", "RTE", true, 4, 1, 2, 3, {"entailment", "not_entailment"}, {"dev"}},
-      {"wnli", "WNLI", true, 4, 1, 2, 3, {"0", "1"}, {"dev"}},
+      {"cola", "CoLA", false, 4, 3, -1, 1, {"0", "1"}, {"dev"}, {"sentence"}, {"question"}},
+      {"sst2", "SST-2", true, 2, 0, -1, 1, {"0", "1"}, {"dev"}, {"sentence"}, {"question"}},
+      {"mrpc", "MRPC", true, 5, 3, 4, 0, {"0", "1"}, {"dev"}, {"#1 String", "#2 String"}, {}},
+      {"stsb", "STS-B", true, 10, 7, 8, 9, {}, {"dev"}, {"sentence1", "sentence2"}, {"pairID"}},
+      {"qqp", "QQP", true, 6, 3, 4, 5, {"0", "1"}, {"dev"}, {"question1", "question2"}, {}},
+      {"mnli", "MNLI", true, 12, 8, 9, 11, {"contradiction", "entailment", "neutral"}, {"dev_matched", "dev_mismatched"},
+       {"sentence1", "sentence2"}, {"filename"}},
+      {"qnli", "QNLI", true, 4, 1, 2, 3, {"entailment", "not_entailment"}, {"dev"}, {"question", "sentence"}, {}},
+      {"rte", "RTE", true, 4, 1, 2, 3, {"entailment", "not_entailment"}, {"dev"}, {"sentence1", "sentence2"}, {"genre"}},
+      {"wnli", "WNLI", true, 4, 1, 2, 3, {"0", "1"}, {"dev"}, {"sentence1", "sentence2"}, {"genre"}},
   };
   for (const auto& t : tasks)
     if (t.name == name) return t;
@@ -133,7 +134,8 @@ GlueInputs read_glue_inputs(const fs::path& file, const GlueTask& task) {
   if (!first.empty() && first.back() == '\r') first.pop_back();
   if (first.rfind("\xEF\xBB\xBF", 0) == 0) first.erase(0, 3);
   const auto header = split_tab(first);
-  const bool headerless = !task.header && header.front() != "index";  // CoLA train/dev have no header
+  // CoLA's train/dev have no header; a test file's starts with its index column
+  const bool headerless = !task.header && header.front() != "index" && header.front() != "id";
   const bool has_label = column_named(header, {"label", "gold_label", "is_duplicate", "Quality", "score"}) >= 0;
   GlueInputs out;
   if (headerless || has_label) {
@@ -141,12 +143,18 @@ GlueInputs read_glue_inputs(const fs::path& file, const GlueTask& task) {
     out.labelled = true;
     return out;
   }
+  auto position = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    return it == header.end() ? int64_t{-1} : static_cast<int64_t>(it - header.begin());
+  };
   const int64_t idx = column_named(header, {"index", "id"});
-  const int64_t a = column_named(header, {"sentence1", "question1", "#1 String", "question", "sentence"});
-  const int64_t b = task.text_b < 0 ? -1 : column_named(header, {"sentence2", "question2", "#2 String", "sentence"}, a);
-  if (idx < 0 || a < 0 || (task.text_b >= 0 && b < 0))
-    throw UserError(file.string() + ":1: header '" + first + "' has no label column and not the columns of an " +
-                    "unlabelled " + task.name + " file (index, " + (task.text_b < 0 ? "sentence" : "two text columns") + ")");
+  const int64_t a = position(task.test_text.at(0));
+  const int64_t b = task.test_text.size() > 1 ? position(task.test_text[1]) : -1;
+  const bool foreign = std::any_of(task.foreign.begin(), task.foreign.end(), [&](const auto& c) { return position(c) >= 0; });
+  if (idx < 0 || a < 0 || (task.test_text.size() > 1 && b < 0) || foreign)
+    throw UserError(file.string() + ":1: header '" + first + "' has no label column and is not an unlabelled " +
+                    task.name + " file (columns index, " + join(task.test_text) +
+                    (task.foreign.empty() ? "" : ", no " + join(task.foreign)) + "): another task's test file?");
   size_t pos = text.find('\n') == std::string::npos ? text.size() : text.find('\n') + 1;
   int64_t line_no = 1;
   while (pos < text.size()) {

@@ -22,6 +22,10 @@ struct GlueTask {
   int64_t label = 0;                  // field index of the label
   std::vector<std::string> labels;    // class names in id order; empty = regression
   std::vector<std::string> dev_splits;  // dev file stems (MNLI has two)
+  // An unlabelled file's text columns, by header name, and columns that mark another task's
+  // test file with the same text columns (QNLI's "question", STS-B's "filename", MNLI's
+  // "pairID", both "genre").
+  std::vector<std::string> test_text, foreign;
 };
 
 // The task spec for a finetune.task name (UserError for squad or unknown names).
@@ -38,8 +42,10 @@ std::vector<GlueExample> read_glue_tsv(const std::filesystem::path& file, const 
 
 // Any GLUE file of `task` for prediction: a labelled train/dev file (read_glue_tsv), or an
 // unlabelled test file (test.tsv, test_matched.tsv, AX's diagnostic.tsv), whose header names its
-// columns: "index"/"id", the text columns (sentence, sentence1/2, question, question1/2,
-// "#1 String"/"#2 String") and no label column.
+// columns: "index"/"id", the task's text columns (task.test_text: sentence, sentence1/2,
+// question + sentence, question1/2, "#1 String"/"#2 String"), none of task.foreign, and no label
+// column. Another task's test file is refused, where its header tells (CoLA's and SST-2's, or
+// RTE's, WNLI's and AX's, are alike).
 struct GlueInputs {
   std::vector<GlueExample> examples;
   std::vector<std::string> index;  // the file's index column (test files); empty for labelled files

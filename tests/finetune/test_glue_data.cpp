@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "data/data_test_util.h"
 #include "data/wordpiece_tokenizer.h"
@@ -125,4 +127,45 @@ TEST(GlueData, PairTasksKeepTheSecondSepForAnEmptySecondText) {
   EXPECT_EQ(encode_pair(tok, "cat", "", false, 16), (std::vector<int64_t>{2, cat[0], 3}));
   // The budget counts the pair's two [SEP]s: 4 slots leave one token, taken from the longer side.
   EXPECT_EQ(encode_pair(tok, "cat cat", "", true, 4), (std::vector<int64_t>{2, cat[0], 3, 3}));
+}
+
+// Unlabelled test files are told apart by their headers (GLUE's own): a model of one task given
+// another task's test file is refused instead of writing a submission for it; what the headers
+// cannot tell apart (RTE, WNLI and AX; CoLA and SST-2) is read.
+TEST(GlueData, AnotherTasksTestFileIsRefused) {
+  const std::map<std::string, std::string> headers = {
+      {"cola", "index\tsentence"},
+      {"mrpc", "index\t#1 ID\t#2 ID\t#1 String\t#2 String"},
+      {"qnli", "index\tquestion\tsentence"},
+      {"qqp", "id\tquestion1\tquestion2"},
+      {"rte", "index\tsentence1\tsentence2"},
+      {"stsb", "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"},
+      {"mnli", "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
+               "sentence2_parse\tsentence1\tsentence2"}};
+  // task -> the test files (by header) it reads; every other one is refused
+  const std::map<std::string, std::set<std::string>> reads = {
+      {"cola", {"cola"}}, {"sst2", {"cola"}}, {"mrpc", {"mrpc"}}, {"qnli", {"qnli"}}, {"qqp", {"qqp"}},
+      {"rte", {"rte"}},   {"wnli", {"rte"}},  {"stsb", {"rte", "stsb"}}, {"mnli", {"rte", "mnli"}}};
+  const auto p = fs::temp_directory_path() / "rpe_glue_test_header.tsv";
+  for (const auto& [task, ok] : reads)
+    for (const auto& [file, header] : headers) {
+      const auto fields = std::count(header.begin(), header.end(), '\t') + 1;
+      std::string row = "7";
+      for (int i = 1; i < fields; ++i) row += "\ttext " + std::to_string(i);
+      std::ofstream(p, std::ios::binary) << header << "\n" << row << "\n";
+      std::string error;
+      try {
+        const auto in = read_glue_inputs(p, glue_task(task));
+        EXPECT_EQ(in.index, std::vector<std::string>{"7"}) << task << " on " << file;
+      } catch (const UserError& e) {
+        error = e.what();
+      }
+      if (ok.count(file)) {
+        EXPECT_EQ(error, "") << task << " on " << file;
+      } else {
+        EXPECT_NE(error.find("rpe_glue_test_header.tsv:1: header '"), std::string::npos) << task << " on " << file << ": " << error;
+        EXPECT_NE(error.find("is not an unlabelled " + task + " file"), std::string::npos) << error;
+      }
+    }
+  fs::remove(p);
 }
