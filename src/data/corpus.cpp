@@ -2,6 +2,9 @@
 #include "data/corpus.h"
 
 #include <cmath>
+#include <filesystem>
+#include <map>
+#include <utility>
 
 #include "data/text_reader.h"
 #include "util/errors.h"
@@ -30,6 +33,21 @@ std::vector<Document> read_documents(const fs::path& file, const std::string& fo
 int64_t holdout_period(const DataOptions& d) {
   if (!d.valid_files.empty() || !(d.valid_fraction > 0.0)) return 0;
   return std::max<int64_t>(2, std::llround(1.0 / d.valid_fraction));
+}
+
+void require_distinct_text_files(const DataOptions& d) {
+  std::map<std::filesystem::path, std::string> seen;  // the file as it resolves -> the key that listed it
+  for (const auto& [key, files] : {std::pair{"data.train_files", &d.train_files}, {"data.valid_files", &d.valid_files}})
+    for (const auto& f : *files) {
+      std::error_code ec;
+      const auto same = std::filesystem::weakly_canonical(f, ec);
+      const auto [it, fresh] = seen.emplace(ec ? std::filesystem::path(f).lexically_normal() : same, key);
+      if (!fresh)
+        throw UserError(std::string(key) + ": " + f + " is listed in " + it->second + " already (" +
+                        (it->second == key ? "its documents would be trained on twice"
+                                           : "the held-out documents would be trained on") +
+                        "): list each file once");
+    }
 }
 
 }  // namespace rpe

@@ -25,6 +25,10 @@ std::vector<Document> read_documents(const std::filesystem::path& file, const st
 // i % period == period - 1, period = max(2, round(1 / valid_fraction)); period 0 (valid
 // files given, or valid_fraction 0) holds nothing out.
 int64_t holdout_period(const DataOptions& d);
+// Each of data.train_files and data.valid_files once: a file listed twice (in one list or in
+// both, however spelled: "a.txt", "./a.txt", a link to it) would be trained on twice, or be its
+// own held-out set. UserError naming the file and the key.
+void require_distinct_text_files(const DataOptions& d);
 inline bool is_held_out(int64_t document, int64_t period) { return period > 0 && document % period == period - 1; }
 
 }  // namespace rpe

@@ -52,6 +52,10 @@ PrepareSummary prepare_data(const DataOptions& data, const Tokenizer& tokenizer,
 // not, in a few words.
 std::string shards_out_of_date(const std::filesystem::path& dir, const DataOptions& data, const Tokenizer& tokenizer);
 
+// UserError unless `dir` has a manifest of this build's format for the tokenizer's kind
+// (the manifest only: a cheap check before shards_out_of_date).
+void require_prepared_for(const std::filesystem::path& dir, const Tokenizer& tokenizer);
+
 // The shards of a prepared folder, memory-mapped, checked against the tokenizer. Each shard
 // is verified (checksum from the manifest, ids, boundaries) once: a stamp file
 // "<shard>.verified" records size, mtime and checksum, and while those match the next open

@@ -143,9 +143,13 @@ void verify_once(const MappedShard& shard, uint64_t checksum, bool force) {
   const std::string want = std::to_string(shard.bytes()) + " " + std::to_string(manifest::mtime_ns(shard.file())) +
                            " " + manifest::hex64(checksum) + "\n";
   std::error_code ec;
-  if (!force && fs::exists(stamp, ec)) {
+  // Only a regular file is read (a FIFO would block, a link to /dev/zero never end), and no
+  // more of it than a stamp holds; anything else is verified and written over.
+  if (!force && fs::is_regular_file(stamp, ec)) {
     std::ifstream in(stamp);
-    std::string have((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string have(want.size() + 1, '\0');
+    in.read(have.data(), static_cast<std::streamsize>(have.size()));
+    have.resize(static_cast<size_t>(in.gcount()));
     if (have == want) return;
   }
   shard.verify(&checksum);
@@ -157,11 +161,12 @@ void verify_once(const MappedShard& shard, uint64_t checksum, bool force) {
 }
 }  // namespace
 
-PreparedShards open_prepared(const fs::path& dir, const Tokenizer& tok, bool verify_all) {
+namespace {
+// dir's manifest, checked for this build's format and the tokenizer's kind.
+json prepared_manifest(const fs::path& dir, const Tokenizer& tok) {
   const fs::path m = dir / "manifest.json";
   if (!fs::exists(m)) throw UserError(dir.string() + ": no manifest.json (run rpe-train prepare-data first)");
   const json manifest = read_json_file(m);
-  PreparedShards p;
   try {
     const json& settings = manifest.at("settings");
     const int version = settings.at("format_version").get<int>();
@@ -172,6 +177,20 @@ PreparedShards open_prepared(const fs::path& dir, const Tokenizer& tok, bool ver
     const std::string kind = settings.at("tokenizer").get<std::string>();
     if (kind != tok.kind())
       throw UserError(m.string() + ": shards were made with the " + kind + " tokenizer, the config uses " + tok.kind());
+  } catch (const json::exception& e) {
+    throw UserError(m.string() + ": unexpected layout (" + std::string(e.what()) + ")");
+  }
+  return manifest;
+}
+}  // namespace
+
+void require_prepared_for(const fs::path& dir, const Tokenizer& tok) { prepared_manifest(dir, tok); }
+
+PreparedShards open_prepared(const fs::path& dir, const Tokenizer& tok, bool verify_all) {
+  const fs::path m = dir / "manifest.json";
+  const json manifest = prepared_manifest(dir, tok);
+  PreparedShards p;
+  try {
     // A shard listed twice (in one split or in both) would be trained on twice, or be its own
     // held-out set: refused, whatever the spelling ("a.bin", "./a.bin", a link to it).
     std::set<fs::path> seen;

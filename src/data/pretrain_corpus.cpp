@@ -12,10 +12,13 @@ namespace rpe {
 
 namespace {
 PretrainCorpus from_shards(const DataOptions& d, const Tokenizer& tok, Packing packing) {
-  auto shards = std::make_shared<const PreparedShards>(open_prepared(d.shards, tok));
+  // The cheap check (stat() and the manifest) first: stale shards are refused before their
+  // first opening reads every byte of them for its checksum (~11 GB at paper scale, every rank).
+  require_prepared_for(d.shards, tok);
   if (const std::string why = shards_out_of_date(d.shards, d, tok); !why.empty())
     throw UserError(d.shards + ": the shards do not match data.train_files and the tokenizer (" + why +
                     "): run rpe-train prepare-data --config <this config>");
+  auto shards = std::make_shared<const PreparedShards>(open_prepared(d.shards, tok));
   PretrainCorpus c;
   c.train = std::make_shared<ShardSequences>(shards, false, d.shards, tok.special(), d.max_seq_len, packing);
   c.valid = std::make_shared<ShardSequences>(shards, true, d.shards, tok.special(), d.max_seq_len, packing);
@@ -26,6 +29,7 @@ PretrainCorpus from_text(const DataOptions& d, const Tokenizer& tok, Packing pac
   std::vector<Document> train_docs, valid_docs;
   const int64_t period = holdout_period(d);
   int64_t index = 0;
+  require_distinct_text_files(d);
   for (const auto& f : d.train_files)
     for (auto& doc : read_documents(f, d.document_format))
       (is_held_out(index++, period) ? valid_docs : train_docs).push_back(std::move(doc));

@@ -196,10 +196,14 @@ ShardFileInfo ShardBuilder::write(const fs::path& file, int64_t vocab_size) cons
 
 MappedShard::MappedShard(const fs::path& file) : file_(file) {
   const std::string name = file.string();
-  const int fd = ::open(name.c_str(), O_RDONLY);
+  // Non-blocking: opening a FIFO that stands in a shard's place would wait for a writer forever.
+  const int fd = ::open(name.c_str(), O_RDONLY | O_NONBLOCK);
   if (fd < 0) throw UserError(name + ": cannot open shard (" + std::strerror(errno) + ")");
   struct stat st {};
-  ::fstat(fd, &st);
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw UserError(name + ": cannot open shard (not a regular file)");
+  }
   bytes_ = static_cast<size_t>(st.st_size);
   if (bytes_ < kShardHeaderBytes) {
     ::close(fd);

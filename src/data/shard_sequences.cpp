@@ -159,10 +159,13 @@ void ShardSequences::build_index(std::vector<uint64_t>& starts) {
 }
 
 bool ShardSequences::map_cache(const fs::path& file, uint64_t key) {
-  const int fd = ::open(file.c_str(), O_RDONLY);
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK);  // a FIFO there must not block
   if (fd < 0) return false;
   struct stat st {};
-  ::fstat(fd, &st);
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // not a cache: built anew, written over it
+    ::close(fd);
+    return false;
+  }
   const size_t bytes = static_cast<size_t>(st.st_size);
   void* map = bytes >= sizeof(IndexHeader) ? map_off_huge_boundary(fd, bytes) : MAP_FAILED;
   ::close(fd);

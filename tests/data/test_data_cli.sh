@@ -122,6 +122,43 @@ expect_error bit_flip "train-00000.shard: checksum" \
   "$BIN" pretrain --config "$T/cfg.yaml" --set data.shards="$T/flip" --run-dir "$T/r4"
 expect_error stale_shards "the shards do not match data.train_files" \
   "$BIN" pretrain --config "$T/cfg.yaml" --set data.valid_fraction=0.2 --run-dir "$T/r5"
+# A text file listed twice, in one list or in both (however spelled): trained on twice, or its own
+# held-out set.
+expect_error twice_in_train "data.train_files: $T/./corpus.txt is listed in data.train_files already" \
+  "$BIN" prepare-data --config "$T/cfg.yaml" --set "data.train_files=[$T/corpus.txt, $T/./corpus.txt]" --out "$T/x"
+expect_error train_as_valid "data.valid_files: $T/corpus.txt is listed in data.train_files already" \
+  "$BIN" prepare-data --config "$T/cfg.yaml" --set "data.valid_files=[$T/corpus.txt]" --out "$T/x"
+expect_error train_as_valid_text "the held-out documents would be trained on" \
+  "$BIN" pretrain --config "$T/cfg.yaml" --set data.shards= --set "data.valid_files=[$T/corpus.txt]" --run-dir "$T/r7"
+# The text may go once prepared (docs/data.md): prepare-data (which scripts run before every
+# run) still finds the shards up to date; only a rebuild needs the text.
+cp "$T/corpus.txt" "$T/gone.txt"
+"$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/gone.txt" --out "$T/gone_shards" > /dev/null 2>&1 ||
+  fail "prepare-data of gone.txt"
+rm "$T/gone.txt"
+again=$("$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/gone.txt" --out "$T/gone_shards" 2>/dev/null) ||
+  fail "prepare-data after its text was deleted: exit code $?"
+[[ $again == *"up to date"* ]] || fail "prepare-data after its text was deleted: $again"
+expect_error gone_rebuild "$T/gone.txt: file not found" \
+  "$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/gone.txt" --out "$T/gone_shards" --force
+[[ -f $T/gone_shards/manifest.json ]] || fail "a refused rebuild cleared the shards"
+# A FIFO in a shard's place is refused; in place of a .verified stamp or an index cache it is
+# written over (each used to hang the start: opening a FIFO waits for a writer).
+for what in train-00000.shard train-00000.shard.verified index-train; do
+  rm -rf "$T/fifo" && cp -r "$T/shards" "$T/fifo"
+  victim=$T/fifo/$what
+  [[ -e $victim ]] || victim=$(compgen -G "$T/fifo/$what-*" | head -1)
+  [[ -n $victim ]] || { fail "fifo: no $what in the shards folder"; continue; }
+  rm "$victim" && mkfifo "$victim"
+  if [[ $what == *.shard ]]; then
+    expect_error fifo_shard "$victim: cannot open shard (not a regular file)" \
+      timeout 60 "$BIN" pretrain --config "$T/cfg.yaml" --set data.shards="$T/fifo" --run-dir "$T/r8"
+  else
+    timeout 60 "$BIN" pretrain --config "$T/cfg.yaml" --set data.shards="$T/fifo" --run-dir "$T/r8" --overwrite \
+      > "$T/out" 2>&1 || fail "fifo in place of $what: exit code $? ($(tail -1 "$T/out"))"
+    [[ -f $victim && ! -p $victim ]] || fail "fifo in place of $what: not written over"
+  fi
+done
 # SIGKILL during prepare-data: no manifest is left, so nothing is trusted; a rerun completes.
 for i in $(seq 1 3000); do cat "$T/corpus.txt"; done > "$T/big.txt"
 "$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/big.txt" --threads 1 --out "$T/killed" \
