@@ -60,7 +60,7 @@ ChunkReader::ChunkReader(const fs::path& file, DocumentFormat format, size_t chu
     if (FILE* f = std::fopen(name.c_str(), "rb")) {
       const size_t n = std::fread(magic, 1, 2, f);
       std::fclose(f);
-      if (n == 2 && !(magic[0] == 0x1f && magic[1] == 0x8b))
+      if (n == 1 || (n == 2 && !(magic[0] == 0x1f && magic[1] == 0x8b)))  // no gzip file is 1 byte
         throw UserError(name + ": named .gz but not gzip-compressed");
     }
   }

@@ -196,6 +196,9 @@ TEST_F(StreamTest, AFileInTheOtherFormatIsNamedInTheError) {
   test::write_text(dir_ / "fake.gz", "plain text\n");
   d_.train_files = {(dir_ / "fake.gz").string()};
   EXPECT_NE(test::user_error([&] { prepare("w"); }).find("not gzip-compressed"), std::string::npos);
+  test::write_text(dir_ / "one.gz", "x");  // one byte: no gzip file (it was read as the text "x")
+  d_.train_files = {(dir_ / "one.gz").string()};
+  EXPECT_NE(test::user_error([&] { prepare("v"); }).find("one.gz: named .gz but not gzip-compressed"), std::string::npos);
 }
 
 TEST_F(StreamTest, InterruptedRunLeavesNothingTrusted) {
@@ -247,7 +250,11 @@ TEST_F(StreamTest, ShardsOutliveTheirTextAndFollowTheVocabularysContent) {
   EXPECT_NE(shards_out_of_date(dir_ / "out", d_, *tok_).find("a.txt changed"), std::string::npos);
   fs::remove(dir_ / "a.txt");
   EXPECT_EQ(shards_out_of_date(dir_ / "out", d_, *tok_), "");
-  EXPECT_NE(test::user_error([&] { prepare("out"); }).find("a.txt: file not found"), std::string::npos);  // prepare needs it
+  // prepare-data too (scripts run it before every run); only a rebuild needs the text, and says so
+  // before it clears anything.
+  EXPECT_TRUE(prepare("out").up_to_date);
+  EXPECT_NE(test::user_error([&] { prepare("out", /*force=*/true); }).find("a.txt: file not found"), std::string::npos);
+  EXPECT_EQ(shards_out_of_date(dir_ / "out", d_, *tok_), "");
 }
 
 TEST_F(StreamTest, ABitFlipInAShardIsDetected) {
