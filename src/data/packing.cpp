@@ -8,7 +8,7 @@
 namespace rpe {
 
 int64_t PackedSequences::real_tokens() const {
-  return static_cast<int64_t>(std::count_if(tokens.begin(), tokens.end(), [](int32_t t) { return t != 0; }));
+  return static_cast<int64_t>(std::count_if(tokens.begin(), tokens.end(), [&](int32_t t) { return t != pad; }));
 }
 
 void PackedSequences::read(int64_t i, int32_t* out_tokens, uint8_t* out_word_start) const {
@@ -23,6 +23,7 @@ class Packer {
   Packer(const SpecialIds& sp, int64_t seq_len, Packing packing)
       : sp_(sp), room_(seq_len - 2), cross_(packing != Packing::doc_sentences), split_(packing == Packing::contiguous) {
     out_.seq_len = seq_len;
+    out_.pad = sp.pad;
   }
 
   void add(const TokenStream& s) {

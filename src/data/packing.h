@@ -25,6 +25,7 @@ struct PackedSequences : SequenceSource {
   int64_t seq_len = 0;
   std::vector<int32_t> tokens;      // [N * L], padded with [PAD]
   std::vector<uint8_t> word_start;  // [N * L], 1 = starts a word (never on special tokens)
+  int32_t pad = 0;                  // the vocabulary's [PAD] id (not always 0)
   int64_t size() const override { return seq_len ? static_cast<int64_t>(tokens.size()) / seq_len : 0; }
   int64_t length() const override { return seq_len; }
   int64_t real_tokens() const override;  // non-[PAD] tokens

@@ -3,6 +3,9 @@
 // real text is checked by tests/data/wordpiece_parity.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <utility>
+
 #include "data/packing.h"
 #include "data/wordpiece_tokenizer.h"
 #include "data_test_util.h"
@@ -148,6 +151,26 @@ TEST_F(WordPieceTest, FingerprintChangesWithAnyPieceOrId) {
   EXPECT_NE(crc_of(changed, "changed.txt"), base);
   EXPECT_NE(crc_of(swapped, "swapped.txt"), base);
   EXPECT_NE(crc_of(joined, "joined.txt"), base);
+}
+
+// A vocabulary whose [PAD] is not id 0 (here [UNK] and [PAD] swapped): sequences pad with its
+// own id, and real_tokens counts what is not that id (it counted what was not 0).
+TEST(WordPieceOtherPad, PackedSequencesCountTokensByTheVocabularysPad) {
+  auto lines = test::tiny_vocab_lines();
+  std::swap(lines[0], lines[1]);
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  const auto vocab = test::temp_dir() / "vocab.txt";
+  test::write_text(vocab, text);
+  WordPieceTokenizer tok(vocab, true);
+  ASSERT_EQ(tok.special().pad, 1);
+  const auto packed = pack_documents({Document{{"the cat ."}}}, tok, 8, Packing::full_sentences);
+  // [CLS] the cat . [SEP] ([SEP]) then [PAD]s: id 1 here, and no [UNK] (id 0) at all
+  const auto pads = std::count(packed.tokens.begin(), packed.tokens.end(), 1);
+  EXPECT_GE(pads, 2);
+  EXPECT_EQ(packed.tokens.back(), 1);
+  EXPECT_EQ(std::count(packed.tokens.begin(), packed.tokens.end(), 0), 0);
+  EXPECT_EQ(packed.real_tokens(), 8 - pads);
 }
 
 // The real BERT vocabularies, when ../shared/data is there: specials at the documented ids.
