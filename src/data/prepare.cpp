@@ -1,8 +1,14 @@
 // prepare-data: streaming, parallel tokenization of text files into shards, with a manifest.
 #include "data/prepare.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <regex>
 #include <stdexcept>
 #include <thread>
@@ -155,6 +161,29 @@ PrepareSummary summary_from(const json& m) {
 
 constexpr int kMaxPrepareThreads = 1024;
 
+// The output folder, flock'ed while this process checks and writes it: a second prepare-data on
+// the same folder (two jobs, or every node of one running the same script) waits for the first,
+// then finds its shards up to date, instead of deleting the shards it is writing.
+class OutputLock {
+ public:
+  explicit OutputLock(const fs::path& dir) {
+    fs::create_directories(dir);
+    fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ < 0) throw UserError("cannot open " + dir.string() + ": " + std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+    if (errno != EWOULDBLOCK) return;  // a file system without locks: as before
+    log::info("data", "{}: another prepare-data is writing it; waiting for it to finish", dir.string());
+    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  ~OutputLock() { ::close(fd_); }
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace
 
 PrepareSummary prepare_data(const DataOptions& d, const Tokenizer& tok, const PrepareOptions& o) {
@@ -166,6 +195,7 @@ PrepareSummary prepare_data(const DataOptions& d, const Tokenizer& tok, const Pr
           "prepare-data: --threads " + std::to_string(o.threads) + " is out of range (0 = all cores, at most " +
               std::to_string(kMaxPrepareThreads) + ")");
   require_distinct_text_files(d);
+  const OutputLock lock(o.out_dir);
   // Text deleted after preparing (docs/data.md: the shards are all training reads) leaves the
   // shards up to date; only a rebuild needs every input.
   json inputs = manifest::input_identities(d, /*missing_ok=*/true);

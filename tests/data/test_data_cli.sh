@@ -183,5 +183,21 @@ fi
   fail "rerun after a kill: $(tail -1 "$T/out")"
 grep -q "180000 documents" "$T/out" || fail "rerun after a kill: $(cat "$T/out")"
 
+# Two prepare-data runs on one folder at once (two jobs, or every node running the same script):
+# the second waits for the first's lock and finds the shards up to date (one of three such pairs
+# failed before: the second deleted the shards the first was writing).
+pids=()
+for i in 1 2; do
+  "$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/big.txt" --threads 1 --out "$T/race" \
+    > "$T/race$i.out" 2>&1 &
+  pids+=($!)
+done
+wait "${pids[0]}" || fail "concurrent prepare-data 1: $(tail -1 "$T/race1.out")"
+wait "${pids[1]}" || fail "concurrent prepare-data 2: $(tail -1 "$T/race2.out")"
+[[ $(cat "$T/race1.out" "$T/race2.out" | grep -c "up to date") == 1 ]] ||
+  fail "concurrent prepare-data: not one run and one up-to-date check: $(cat "$T/race1.out" "$T/race2.out")"
+"$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/big.txt" --out "$T/race" --verify > "$T/out" 2>&1 ||
+  fail "concurrent prepare-data left shards that do not verify: $(tail -1 "$T/out")"
+
 if [[ $fails -ne 0 ]]; then echo "$fails check(s) failed"; exit 1; fi
 echo "all data CLI checks passed"
