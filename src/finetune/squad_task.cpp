@@ -85,9 +85,12 @@ torch::Tensor squad_window_logits(const Prepared& p, QaModel& model, const torch
   auto logits = dist::gather_batch_rows(dp, n, f.eval_batch_size, {longest, 2}, torch::kFloat, [&](int64_t b, int64_t e) {
     std::vector<const std::vector<int64_t>*> seqs;
     for (int64_t i = b; i < e; ++i) seqs.push_back(&p.dev_f[i].ids);
-    const auto out = model->forward(batch_of(p, seqs, device)).to(torch::kFloat);  // [B, L_batch, 2]
+    // [B, L_batch, 2]: a batch pads its windows to a multiple of 8 (up to max_seq_len), so
+    // L_batch may pass the longest window; the columns past it are padding for every window.
+    const auto out = model->forward(batch_of(p, seqs, device)).to(torch::kFloat);
+    const int64_t width = std::min(out.size(1), longest);
     auto rows = torch::zeros({e - b, longest, 2}, out.options());
-    rows.narrow(1, 0, out.size(1)).copy_(out);
+    rows.narrow(1, 0, width).copy_(out.narrow(1, 0, width));
     progress.done(batches++, done += static_cast<size_t>(e - b));
     return rows;
   });

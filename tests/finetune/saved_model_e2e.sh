@@ -116,6 +116,17 @@ assert scores[0] == scores[1], scores
 PYEOF
 expect_exit2 "impossible.json: question none is unanswerable" "$RPE" predict squad --model "$MODEL" \
   --input impossible.json --out pred/impossible.json
+# One short window per file: its batch pads to a multiple of 8, past the window's length, which
+# is the gathered logits' width (exit 1 before the fix). Questions one "?" apart: at most one of
+# the three windows has a length that is a multiple of 8.
+for k in 0 1 2; do
+  q="what sat$(printf ' ?%.0s' $(seq 0 $k))"
+  printf '{"data":[{"paragraphs":[{"context":"the cat sat on a mat .","qas":[{"id":"s%s","question":"%s",%s' \
+    "$k" "$q" '"answers":[{"text":"the cat","answer_start":0}]}]}]}]}' > short$k.json
+  "$RPE" predict squad --model "$MODEL" --input short$k.json --out pred/short$k.json > predict_short.log 2>&1 ||
+    fail "predict squad on a short window ($q): $(tail -1 predict_short.log)"
+  grep -q "\"s$k\"" pred/short$k.json || fail "predict squad on a short window ($q): no prediction"
+done
 
 # GLUE: RTE fine-tuned by `finetune glue --task rte`, then predicted on dev and on a test file.
 ln -s "$SRC/data/sample/glue" data/full/glue
