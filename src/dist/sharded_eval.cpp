@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "dist/all_or_none.h"
 #include "util/errors.h"
 
 namespace rpe::dist {
@@ -24,14 +25,18 @@ torch::Tensor gather_batch_rows(DataParallel& dp, int64_t n, int64_t batch, torc
   // it on the CPU, where the caller reads it.
   const torch::Device where = dp.distributed() ? dp.device() : torch::Device(torch::kCPU);
   auto all = torch::zeros(shape, torch::TensorOptions(dtype).device(where));
-  for (int64_t k = 0; k * batch < n; ++k) {
-    if (!owns_batch(dp, k)) continue;
-    const int64_t begin = k * batch, end = std::min(n, begin + batch);
-    auto part = all.narrow(0, begin, end - begin);
-    const torch::Tensor got = rows(begin, end);
-    require(got.sizes() == part.sizes(), "gather_batch_rows: rows(begin, end) must be [end - begin, row_shape...]");
-    part.copy_(got);
-  }
+  // A rank whose share fails (out of memory, bad input) stops every rank at once, rather than
+  // leaving the others in the all-reduce until train.dist_timeout_s.
+  all_or_none(dp, "computing its share of a held-out pass", [&] {
+    for (int64_t k = 0; k * batch < n; ++k) {
+      if (!owns_batch(dp, k)) continue;
+      const int64_t begin = k * batch, end = std::min(n, begin + batch);
+      auto part = all.narrow(0, begin, end - begin);
+      const torch::Tensor got = rows(begin, end);
+      require(got.sizes() == part.sizes(), "gather_batch_rows: rows(begin, end) must be [end - begin, row_shape...]");
+      part.copy_(got);
+    }
+  });
   dp.all_reduce_sum(all);  // each row is one rank's, the others add zeros
   return all.cpu();
 }

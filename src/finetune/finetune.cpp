@@ -164,10 +164,24 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   const std::string yaml = to_yaml(cfg);
   size_t dev_items = p.dev_f.size();
   for (const auto& split : p.dev) dev_items += split.ids.size();
+  // The items' token ids, not only their count: the ranks split the training items and score
+  // their own copies of the dev items (a stale file on one node would mix its predictions in).
+  uint32_t train_crc = 0, dev_crc = 0;
+  auto add = [](uint32_t& crc, const std::vector<int64_t>& ids) {
+    const int64_t n = static_cast<int64_t>(ids.size());
+    crc = crc32_update(crc32_update(crc, &n, sizeof n), ids.data(), ids.size() * sizeof(int64_t));
+  };
+  for (const auto& f : p.train_f) add(train_crc, f.ids);
+  for (const auto& ids : p.train_ids) add(train_crc, ids);
+  for (const auto& f : p.dev_f) add(dev_crc, f.ids);
+  for (const auto& split : p.dev)
+    for (const auto& ids : split.ids) add(dev_crc, ids);
   dist::require_same_on_every_rank(dp, {{"the resolved config (CRC-32)", crc32_update(0, yaml.data(), yaml.size())},
                                         {"the tokenizer (CRC-32 of its pieces)", tokenizer_crc32(*p.tok)},
                                         {"the training items", p.train_f.size() + p.train_ids.size()},
-                                        {"the dev items", dev_items}});
+                                        {"the training items' tokens (CRC-32)", train_crc},
+                                        {"the dev items", dev_items},
+                                        {"the dev items' tokens (CRC-32)", dev_crc}});
 
   std::vector<int64_t> seeds = req.seeds.empty() ? std::vector<int64_t>{cfg.train.seed} : req.seeds;
   FinetuneOutcome out{dir, {}};

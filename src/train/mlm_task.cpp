@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "dist/all_or_none.h"
 #include "dist/sharded_eval.h"
 
 namespace rpe {
@@ -93,18 +94,19 @@ EvalOutputs MlmTask::eval_outputs(dist::DataParallel& dp) {
                                  /*shuffle=*/true});
   const auto dopt = torch::TensorOptions(torch::kDouble).device(device_);
   auto sums = torch::zeros({3}, dopt);  // [loss, correct, selected] on the device until the end
-  for (int64_t i = 0; i < batches; ++i) {
-    MlmBatch b = loader.next();
-    if (!dist::owns_batch(dp, i)) continue;
-    const int64_t rows = std::min(kChunk, wanted - i * kChunk);
-    if (rows < kChunk) b = {b.ids.narrow(0, 0, rows), b.labels.narrow(0, 0, rows), b.padding.narrow(0, 0, rows), 0};
-    const auto sel = mlm_selection(b.labels);
-    const auto padding = b.padding.any().item<bool>() ? b.padding.to(device_) : torch::Tensor();  // none: no mask
-    const MlmSums s = mlm_loss(model_, b.ids.to(device_), padding, sel.index.to(device_),
-                               sel.targets.to(device_));
-    sums.slice(0, 0, 2) += torch::stack({s.loss.to(torch::kDouble), s.correct.to(torch::kDouble)});
-    sums[2] += static_cast<double>(sel.index.size(0));
-  }
+  dist::all_or_none(dp, "computing its share of the held-out MLM loss", [&] {  // one rank failing stops all
+    for (int64_t i = 0; i < batches; ++i) {
+      MlmBatch b = loader.next();
+      if (!dist::owns_batch(dp, i)) continue;
+      const int64_t rows = std::min(kChunk, wanted - i * kChunk);
+      if (rows < kChunk) b = {b.ids.narrow(0, 0, rows), b.labels.narrow(0, 0, rows), b.padding.narrow(0, 0, rows), 0};
+      const auto sel = mlm_selection(b.labels);
+      const auto padding = b.padding.any().item<bool>() ? b.padding.to(device_) : torch::Tensor();  // none: no mask
+      const MlmSums s = mlm_loss(model_, b.ids.to(device_), padding, sel.index.to(device_), sel.targets.to(device_));
+      sums.slice(0, 0, 2) += torch::stack({s.loss.to(torch::kDouble), s.correct.to(torch::kDouble)});
+      sums[2] += static_cast<double>(sel.index.size(0));
+    }
+  });
   dp.all_reduce_sum(sums);
   return {sums.cpu()};
 }

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <map>
 
@@ -210,6 +211,31 @@ TEST(DataParallel, FineTuningRanksWithDifferentConfigsStopAtOnce) {
   for (const char* r : {".r0.log", ".r1.log"}) {
     const std::string log = slurp(ft.string() + r);
     EXPECT_NE(log.find("error: ranks disagree on the resolved config (CRC-32): rank 0 has "), std::string::npos) << log;
+  }
+}
+
+// The same dev file name, another content on one node (a stale copy): the ranks score their own
+// copies (dist/sharded_eval.h), so they compare the items' tokens, not only their count. Rank 1
+// runs in a folder whose dev.json has one question's words reordered: as many windows, other ids.
+TEST(DataParallel, FineTuningRanksWithDifferentDevFilesStopAtOnce) {
+  const fs::path ft = test::fresh_dir("dp_ft_dev");
+  fs::remove_all(ft);
+  const fs::path a = test::fresh_dir("dp_ft_dev_a"), b = test::fresh_dir("dp_ft_dev_b");
+  const std::string dev = slurp(test::source_dir() + "/data/sample/squad/dev-v1.1.json");
+  const std::string question = "When does Tara repair the fence?";
+  ASSERT_NE(dev.find(question), std::string::npos);
+  std::string other = dev;
+  other.replace(other.find(question), question.size(), "When does Tara the fence repair?");
+  std::ofstream(a / "dev.json") << dev;
+  std::ofstream(b / "dev.json") << other;
+  auto in = [&](const fs::path& dir) {
+    return "sh -c \"cd " + dir.string() + " && exec " +
+           test::finetune_cmd(test::tiny_pretrained_run(), ft, "--set finetune.dev_file=dev.json") + "\"";
+  };
+  ASSERT_EQ(launch_pair(in(a), in(b), ft), 22);
+  for (const char* r : {".r0.log", ".r1.log"}) {
+    const std::string log = slurp(ft.string() + r);
+    EXPECT_NE(log.find("error: ranks disagree on the dev items' tokens (CRC-32): rank 0 has "), std::string::npos) << log;
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "dist/sharded_eval.h"
 #include "launch_ranks.h"
+#include "util/errors.h"
 
 namespace rpe {
 namespace {
@@ -62,6 +63,19 @@ TEST(ShardedEvalWorker, DISABLED_EachRankComputesItsBatches) {
   Calls few;
   EXPECT_TRUE(torch::equal(gather(dp, 2, 3, few), item_rows(0, 2)));
   EXPECT_EQ(few, env.rank == 0 ? (Calls{{0, 2}}) : Calls{});
+  // A rank whose share fails stops every rank at once (it used to leave the others in the
+  // all-reduce until the timeout): rank 1's own error, rank 0 told why.
+  std::string error;
+  try {
+    dist::gather_batch_rows(dp, 11, 3, {2}, torch::kDouble, [&](int64_t b, int64_t e) {
+      if (env.rank == 1) throw UserError("window 4 is bad");
+      return item_rows(b, e);
+    });
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error, env.rank == 1 ? "window 4 is bad"
+                                 : "rank 1 stopped while computing its share of a held-out pass: window 4 is bad");
 }
 
 TEST(ShardedEval, EachRankComputesItsBatchesOnTwoGlooRanks) {
