@@ -2,7 +2,6 @@
 #include "data/prepare.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -161,22 +160,34 @@ PrepareSummary summary_from(const json& m) {
 
 constexpr int kMaxPrepareThreads = 1024;
 
-// The output folder, flock'ed while this process checks and writes it: a second prepare-data on
-// the same folder (two jobs, or every node of one running the same script) waits for the first,
-// then finds its shards up to date, instead of deleting the shards it is writing.
+// A POSIX record lock on <out>/prepare.lock while this process checks and writes the folder: a
+// second prepare-data on it (two jobs, or every node of one running the same script) waits for
+// the first, then finds its shards up to date, instead of deleting the shards it is writing.
+// fcntl locks, unlike flock, reach across NFS clients (its lock manager) and Lustre (mounted
+// with flock); where the file system has none, a warning says that runs are not kept apart.
 class OutputLock {
  public:
   explicit OutputLock(const fs::path& dir) {
     fs::create_directories(dir);
-    fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd_ < 0) throw UserError("cannot open " + dir.string() + ": " + std::strerror(errno));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
-    if (errno != EWOULDBLOCK) return;  // a file system without locks: as before
+    const fs::path file = dir / "prepare.lock";
+    fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+    if (fd_ < 0) return;  // a folder this process cannot write: an up-to-date check only reads it
+    struct flock whole {};
+    whole.l_type = F_WRLCK;
+    whole.l_whence = SEEK_SET;
+    if (::fcntl(fd_, F_SETLK, &whole) == 0) return;
+    if (errno != EACCES && errno != EAGAIN) {
+      log::warn("data", "{}: cannot lock ({}); another prepare-data on this folder would not wait for this one",
+                file.string(), std::strerror(errno));
+      return;
+    }
     log::info("data", "{}: another prepare-data is writing it; waiting for it to finish", dir.string());
-    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    while (::fcntl(fd_, F_SETLKW, &whole) != 0 && errno == EINTR) {
     }
   }
-  ~OutputLock() { ::close(fd_); }
+  ~OutputLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
   OutputLock(const OutputLock&) = delete;
   OutputLock& operator=(const OutputLock&) = delete;
 
