@@ -1,9 +1,11 @@
 // Result JSON lines (see results.h).
 #include "eval/results.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <ctime>
+#include <map>
 #include <sstream>
 #include <type_traits>
 
@@ -22,7 +24,8 @@ json to_json(const ResultRow& r) {
               {"split", r.split},         {"seed", r.seed},
               {"metric", r.metric},       {"value", r.value},
               {"finetune_max_len", r.finetune_max_len}, {"examples", r.examples},
-              {"select", r.select},       {"git_revision", r.git_revision}, {"time", r.time}};
+              {"select", r.select},       {"git_revision", r.git_revision}, {"time", r.time},
+              {"run_dir", r.run_dir}};
 }
 
 namespace {
@@ -66,7 +69,24 @@ ResultRow result_from_json(const json& j, const std::string& where) {
   if (j.contains("select")) get("select", r.select);  // lines of before the field: the default, final
   if (j.contains("git_revision")) get("git_revision", r.git_revision);
   if (j.contains("time")) get("time", r.time);
+  if (j.contains("run_dir")) get("run_dir", r.run_dir);
   return r;
+}
+
+std::vector<std::string> run_id_clashes(const std::vector<ResultRow>& rows) {
+  std::map<std::string, std::string> first;  // "run_id (seed N)" -> the first folder seen
+  std::vector<std::string> notes;
+  for (const auto& r : rows) {
+    if (r.run_dir.empty()) continue;
+    const std::string id = r.run_id + " (seed " + std::to_string(r.seed) + ")";
+    const auto [it, fresh] = first.emplace(id, r.run_dir);
+    if (fresh || it->second == r.run_dir) continue;
+    const std::string note = "run id " + id + " names two runs, " + it->second + " and " + r.run_dir +
+                             ": the tables keep the later line (give the runs folders of distinct names, or "
+                             "separate finetune.results_file)";
+    if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+  }
+  return notes;
 }
 
 void append_results(const std::filesystem::path& file, const std::vector<ResultRow>& rows) {

@@ -26,6 +26,7 @@ struct ResultRow {
   std::string select = "final";  // finetune.select: the weights scored, the last (final) or dev-best (best)
   std::string git_revision;
   std::string time;            // UTC, ISO 8601
+  std::string run_dir;         // the fine-tuning run folder, absolute ("" in lines of before the field)
 };
 
 // A table's row name for results scored with `select`: as is for the paper's protocol (fixed
@@ -38,6 +39,11 @@ inline std::string with_protocol(const std::string& what, const std::string& sel
 nlohmann::json to_json(const ResultRow& r);
 // UserError naming `where` when a field is missing or mistyped.
 ResultRow result_from_json(const nlohmann::json& j, const std::string& where);
+
+// One line per run id (and seed) that two run folders wrote: run ids are the folder's name,
+// so runs/lr3e-5/squad and runs/lr5e-5/squad share theirs and the tables keep the later line
+// (a re-evaluation of one folder replaces its own lines, as meant). The tables print these.
+std::vector<std::string> run_id_clashes(const std::vector<ResultRow>& rows);
 
 // Appends one line per row (fsynced, so a crash loses nothing already reported).
 void append_results(const std::filesystem::path& file, const std::vector<ResultRow>& rows);

@@ -116,6 +116,7 @@ TextTable table4_scaled(const std::vector<ResultRow>& rows, const ScaledTable4Sp
               {"run", "k", "pretrain len", "fine-tune len", "EM", "F1", "seeds", "paper row", "paper EM", "paper F1"},
               {}, {}};
   auto groups = squad_groups(rows);
+  t.notes = run_id_clashes(rows);
   std::stable_sort(groups.begin(), groups.end(), [](const SquadGroup& a, const SquadGroup& b) {
     return std::tie(a.finetune_len, a.k) < std::tie(b.finetune_len, b.k);
   });
@@ -140,6 +141,7 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
               {"run", "method", "pretrain len", "fine-tune len", "EM", "F1", "seeds", "paper EM", "paper F1"},
               {}, {}};
   auto groups = squad_groups(rows);
+  t.notes = run_id_clashes(rows);
   std::stable_sort(groups.begin(), groups.end(), [](const SquadGroup& a, const SquadGroup& b) {
     return std::make_tuple(a.method != "absolute", a.finetune_len) < std::make_tuple(b.method != "absolute", b.finetune_len);
   });
@@ -201,6 +203,7 @@ TextTable extrapolation_table(const std::vector<MlmCurve>& curves, const std::ve
                         p.loss ? Cell::number(*p.loss, 3) : Cell::shown("n/a (" + p.why + ")", nullptr)});
   }
   auto groups = squad_groups(rows);
+  t.notes = run_id_clashes(rows);
   auto rank = [&](const SquadGroup& g) {
     const auto it = order.find(g.method);
     return std::make_tuple(it == order.end() ? order.size() : it->second, g.method, g.finetune_len);

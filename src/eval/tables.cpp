@@ -287,6 +287,11 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vect
   out.markdown = "# Results\n\nOurs: mean ± sample std over seeds (n = seeds; one seed shows the value). "
                  "Paper: Huang et al. 2020, BERT-base.\n\n";
   out.csv = "table,method,k,pretrain_max_len,finetune_max_len,pretrain_run,column,mean,std,n,paper\n";
+  if (const auto clashes = run_id_clashes(rows); !clashes.empty()) {
+    out.markdown += "**Warning**: results of different runs under one name:\n";
+    for (const auto& note : clashes) out.markdown += "- " + note + "\n";
+    out.markdown += "\n";
+  }
 
   Table t2{"Table 2", "SQuAD 1.1 dev, EM/F1 by position method.",
            {{"EM", "squad_v1", "dev", "exact"}, {"F1", "squad_v1", "dev", "f1"}},

@@ -75,9 +75,13 @@ ResolvedConfig resolve_finetune_config_over(const FinetuneRequest& req, const st
   return r;
 }
 
-eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::string& run_id, int64_t seed) {
+eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::string& run_id, int64_t seed,
+                         const fs::path& seed_dir) {
   eval::ResultRow r;
   r.run_id = run_id;
+  std::error_code ec;
+  const fs::path run = fs::absolute(seed_dir, ec).parent_path();
+  r.run_dir = run.lexically_normal().string();
   r.method = p.rc.cfg.model.attention.method;
   // k only where the method clips distances (its registry entry says so); 0 = none
   const MethodInfo& info = method_info(r.method);

@@ -143,7 +143,7 @@ std::vector<eval::ResultRow> record_glue(const Prepared& p, ClassifierModel& mod
     write_glue_predictions(ctx.dir / ("predictions_" + split.name + ".tsv"), p.glue->labels, pred);
     for (const auto& [k, v] : eval::glue_task_metrics(f.task, pred, split.labels)) {
       results[split.name][k] = v;
-      auto r = base_row(p, model->bert, ctx.run_id, ctx.seed);
+      auto r = base_row(p, model->bert, ctx.run_id, ctx.seed, ctx.dir);
       r.task = f.task;
       r.split = split.name;
       r.metric = k;

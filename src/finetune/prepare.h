@@ -71,7 +71,9 @@ int64_t longest_input(const Prepared& p);
 // inputs of `longest` tokens fit the position method.
 void load_encoder(BertModel& bert, const Prepared& p, int64_t longest);
 
-// A result row with everything but task, split, metric, value and examples (finetune.cpp).
-eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::string& run_id, int64_t seed);
+// A result row with everything but task, split, metric, value and examples (finetune.cpp);
+// `seed_dir` is the seed's folder (run_dir: its parent, absolute).
+eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::string& run_id, int64_t seed,
+                         const std::filesystem::path& seed_dir);
 
 }  // namespace rpe::finetune

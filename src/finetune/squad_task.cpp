@@ -183,7 +183,7 @@ std::vector<eval::ResultRow> record_squad(const Prepared& p, QaModel& model, con
             f.squad_v2 ? fmt::format(" | best F1 {:.2f} at threshold {:.3f}", s.best_f1, s.best_f1_thresh) : "");
   std::vector<eval::ResultRow> rows;
   for (const auto& [k, v] : metrics) {
-    auto r = base_row(p, model->bert, ctx.run_id, ctx.seed);
+    auto r = base_row(p, model->bert, ctx.run_id, ctx.seed, ctx.dir);
     r.task = task_name;
     r.split = "dev";
     r.metric = k;

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "eval/results.h"
+#include "eval/squad_tables.h"
 #include "eval/table_fixture.h"
 #include "eval/tables.h"
 #include "util/atomic_file.h"
@@ -162,6 +163,36 @@ TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
       EXPECT_NE(std::string(e.what()).find("bad.jsonl:2"), std::string::npos) << e.what();
     }
   }
+  rpe::test::remove_tree(dir);
+}
+
+// Run ids are the run folder's name (+ seed): two folders of one name, runs/lr3e-5/squad and
+// runs/lr5e-5/squad, wrote the same id and the tables silently kept the later line. The lines
+// carry their folder (read back; absent in lines of before the field), and the tables say so.
+TEST(Tables, OneRunIdFromTwoFoldersIsNamed) {
+  const auto dir = rpe::test::temp_dir();
+  auto a = squad_row("squad/seed1", "m4", 127, 128, 1, "f1", 80.0), b = a, c = a;
+  a.run_dir = "/runs/lr3e-5/squad";
+  b.run_dir = "/runs/lr5e-5/squad";
+  b.value = 60.0;
+  c.run_dir = a.run_dir;  // a re-evaluation of the first: no clash
+  append_results(dir / "r.jsonl", {a, c});
+  const auto back = read_results(dir / "r.jsonl");
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].run_dir, "/runs/lr3e-5/squad");
+  EXPECT_TRUE(run_id_clashes(back).empty());
+  ResultRow old = a;
+  old.run_dir.clear();  // a line written before the field: no folder, no clash claimed
+  EXPECT_TRUE(run_id_clashes({a, old, c}).empty());
+  const std::string note = "run id squad/seed1 (seed 1) names two runs, /runs/lr3e-5/squad and /runs/lr5e-5/squad: "
+                           "the tables keep the later line (give the runs folders of distinct names, or separate "
+                           "finetune.results_file)";
+  EXPECT_EQ(run_id_clashes({a, b, c}), std::vector<std::string>{note});
+  const auto t = render_tables({a, b}, {"2"});
+  EXPECT_NE(t.markdown.find("**Warning**: results of different runs under one name:\n- " + note + "\n"),
+            std::string::npos) << t.markdown;
+  EXPECT_EQ(render_tables({a, c}, {"2"}).markdown.find("Warning"), std::string::npos);
+  EXPECT_EQ(table5({a, b}, {128}).notes, std::vector<std::string>{note});
   rpe::test::remove_tree(dir);
 }
 
