@@ -8,6 +8,7 @@
 
 #include "data/text_reader.h"
 #include "util/errors.h"
+#include "util/input_file.h"
 
 namespace rpe {
 namespace fs = std::filesystem;
@@ -39,9 +40,7 @@ void require_distinct_text_files(const DataOptions& d) {
   std::map<std::filesystem::path, std::string> seen;  // the file as it resolves -> the key that listed it
   for (const auto& [key, files] : {std::pair{"data.train_files", &d.train_files}, {"data.valid_files", &d.valid_files}})
     for (const auto& f : *files) {
-      std::error_code ec;
-      const auto same = std::filesystem::weakly_canonical(f, ec);
-      const auto [it, fresh] = seen.emplace(ec ? std::filesystem::path(f).lexically_normal() : same, key);
+      const auto [it, fresh] = seen.emplace(same_file_key(f), key);
       if (!fresh)
         throw UserError(std::string(key) + ": " + f + " is listed in " + it->second + " already (" +
                         (it->second == key ? "its documents would be trained on twice"

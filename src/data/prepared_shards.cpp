@@ -197,9 +197,7 @@ PreparedShards open_prepared(const fs::path& dir, const Tokenizer& tok, bool ver
     for (const char* split : {"train", "valid"})
       for (const auto& f : manifest.at("shards").at(split)) {
         const std::string name = f.at("file").get<std::string>();
-        std::error_code ec;
-        const fs::path same = fs::weakly_canonical(dir / name, ec);
-        if (!seen.insert(ec ? (dir / name).lexically_normal() : same).second)
+        if (!seen.insert(same_file_key(dir / name)).second)
           throw UserError(m.string() + ": shard " + name + " is listed more than once (" + split +
                           "); its sequences would be read twice (rerun prepare-data)");
         auto shard = std::make_unique<MappedShard>(dir / name);

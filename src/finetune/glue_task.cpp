@@ -4,13 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
 
-#include "dist/sharded_eval.h"
 #include "eval/glue_metrics.h"
 #include "rpe/version.h"
-#include "train/precision.h"
 #include "util/atomic_file.h"
 #include "util/device.h"
 #include "util/log.h"
@@ -70,25 +67,12 @@ BatchSums GlueTrainTask::forward(const MicroBatch& batch) {
 
 torch::Tensor glue_predictions(const Prepared& p, ClassifierModel& model, const std::vector<std::vector<int64_t>>& ids,
                                const torch::Device& device, dist::DataParallel& dp) {
-  const auto& f = p.rc.cfg.finetune;
   const bool regression = model->classifier->options.out_features() == 1;
-  const bool was_training = model->is_training();
-  model->eval();
-  torch::NoGradGuard no_grad;
-  AutocastGuard autocast(device, p.rc.cfg.train.precision);
-  const auto n = static_cast<int64_t>(ids.size());
-  BatchProgress progress("GLUE examples", static_cast<size_t>(dist::items_of_rank(dp, n, f.eval_batch_size)),
-                         static_cast<size_t>(f.eval_batch_size));
-  size_t batches = 0, done = 0;
-  auto pred = dist::gather_batch_rows(dp, n, f.eval_batch_size, {}, torch::kDouble, [&](int64_t b, int64_t e) {
-    std::vector<const std::vector<int64_t>*> seqs;
-    for (int64_t i = b; i < e; ++i) seqs.push_back(&ids[i]);
-    const auto out = model->forward(batch_of(p, seqs, device));  // [B, C]
-    progress.done(batches++, done += static_cast<size_t>(e - b));
-    return (regression ? out.squeeze(-1) : out.argmax(-1)).to(torch::kDouble);
-  });
-  model->train(was_training);
-  return pred;
+  return dev_pass(p, *model, static_cast<int64_t>(ids.size()), [&](int64_t i) -> const auto& { return ids[i]; },
+                  "GLUE examples", {}, torch::kDouble, device, dp, [&](const Batch& batch) {
+                    const auto out = model->forward(batch);  // [B, C]
+                    return (regression ? out.squeeze(-1) : out.argmax(-1)).to(torch::kDouble);
+                  });
 }
 
 namespace {
@@ -179,16 +163,13 @@ std::vector<eval::ResultRow> run_glue_seed(const Prepared& p, const SeedContext&
                    cfg.data.tokenizer_model);
   GlueTrainTask task(p, model, t, ctx, keeper ? &*keeper : nullptr);
   const TrainOutcome trained = train_seed(*model, task, t, ctx);
-  // The final evaluation (seed_run.h); score keeps the last scored predictions for record.
-  EvalOutputs preds;
-  FinalEvaluation final_eval;
+  FinalEvaluation final_eval;  // seed_run.h
   final_eval.outputs = [&] { return task.eval_outputs(*ctx.dp); };
-  final_eval.score = [&](const EvalOutputs& out) {
-    preds = out;
-    return glue_dev_metrics(p, out);
-  };
+  final_eval.score = [&](const EvalOutputs& out) { return task.score(out); };
   final_eval.metric = metric;
-  final_eval.record = [&](int64_t kept_step) { return record_glue(p, model, ctx, trained, kept_step, preds); };
+  final_eval.record = [&](const EvalOutputs& out, int64_t kept_step) {
+    return record_glue(p, model, ctx, trained, kept_step, out);
+  };
   return finish_seed(p, ctx, trained, keeper ? &*keeper : nullptr, *model, final_eval);
 }
 

@@ -2,13 +2,16 @@
 #include "finetune/seed_run.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 
 #include "dist/all_or_none.h"
+#include "dist/sharded_eval.h"
 #include "eval/results.h"
 #include "train/metrics.h"
 #include "train/optim.h"
+#include "train/precision.h"
 #include "util/errors.h"
 #include "util/log.h"
 
@@ -62,15 +65,48 @@ torch::Tensor ItemTask::count(const MicroBatch& batch) {
   return torch::full({}, static_cast<double>(rows.size(0)), torch::TensorOptions(torch::kDouble).device(rows.device()));
 }
 
-BatchProgress::BatchProgress(const char* what, size_t items, size_t batch)
-    : what_(what), items_(items), every_(std::max<size_t>(1, (items + batch - 1) / batch / 10)) {}
+namespace {
+// A progress line for long evaluations and predictions: about ten per pass, with rate and ETA.
+class BatchProgress {
+ public:
+  BatchProgress(const char* what, size_t items, size_t batch)
+      : what_(what), items_(items), every_(std::max<size_t>(1, (items + batch - 1) / batch / 10)) {}
+  // After each batch, with its items.
+  void done(size_t items) {
+    done_ += items;
+    if (++batches_ % every_ != 0 || done_ >= items_) return;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double rate = static_cast<double>(done_) / std::max(secs, 1e-9);
+    log::info("eval", "{}: {}/{} | {:.0f}/s | ETA {}", what_, done_, items_, rate,
+              format_duration(static_cast<double>(items_ - done_) / std::max(rate, 1e-9)));
+  }
 
-void BatchProgress::done(size_t batch_index, size_t items_done) {
-  if ((batch_index + 1) % every_ != 0 || items_done >= items_) return;
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const double rate = static_cast<double>(items_done) / std::max(secs, 1e-9);
-  log::info("eval", "{}: {}/{} | {:.0f}/s | ETA {}", what_, items_done, items_, rate,
-            format_duration(static_cast<double>(items_ - items_done) / std::max(rate, 1e-9)));
+ private:
+  const char* what_;
+  size_t items_, every_, batches_ = 0, done_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+}  // namespace
+
+torch::Tensor dev_pass(const Prepared& p, torch::nn::Module& model, int64_t n,
+                       const std::function<const std::vector<int64_t>&(int64_t)>& item, const char* what,
+                       torch::IntArrayRef row_shape, torch::ScalarType dtype, const torch::Device& device,
+                       dist::DataParallel& dp, const std::function<torch::Tensor(const Batch&)>& rows) {
+  const int64_t batch = p.rc.cfg.finetune.eval_batch_size;
+  const bool was_training = model.is_training();
+  model.eval();
+  torch::NoGradGuard no_grad;
+  AutocastGuard autocast(device, p.rc.cfg.train.precision);
+  BatchProgress progress(what, static_cast<size_t>(dist::items_of_rank(dp, n, batch)), static_cast<size_t>(batch));
+  auto out = dist::gather_batch_rows(dp, n, batch, row_shape, dtype, [&](int64_t b, int64_t e) {
+    std::vector<const std::vector<int64_t>*> seqs;
+    for (int64_t i = b; i < e; ++i) seqs.push_back(&item(i));
+    auto r = rows(batch_of(p, seqs, device));
+    progress.done(static_cast<size_t>(e - b));
+    return r;
+  });
+  model.train(was_training);
+  return out;
 }
 
 TrainOptions finetune_schedule(const Config& cfg, int64_t n_items) {
@@ -127,8 +163,7 @@ std::vector<eval::ResultRow> finish_seed(const Prepared& p, const SeedContext& c
   }
   return dist::all_or_none(dp, what, [&] {
     if (!ctx.chief()) return std::vector<eval::ResultRow>{};
-    if (earlier_kept) e.score(outputs);
-    auto rows = e.record(keeper->kept().step);
+    auto rows = e.record(outputs, keeper->kept().step);
     eval::append_results(p.rc.cfg.finetune.results_file, rows);
     return rows;
   });

@@ -9,7 +9,6 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
-#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -64,18 +63,16 @@ class ItemTask : public Task {
 // Optimizer steps in one pass over n items: ceil(n / batch_size).
 inline int64_t steps_per_epoch(int64_t n_items, int64_t batch_size) { return (n_items + batch_size - 1) / batch_size; }
 
-// A progress line for long evaluations and predictions: about ten per pass, with rate and ETA.
-class BatchProgress {
- public:
-  BatchProgress(const char* what, size_t items, size_t batch);
-  // After batch `batch_index` (0-based), with `items_done` items finished.
-  void done(size_t batch_index, size_t items_done);
-
- private:
-  const char* what_;
-  size_t items_, every_;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-};
+// The model's outputs for n items (a dev set, or inputs to predict), on every rank: batches of
+// finetune.eval_batch_size in eval mode, without gradients, under the config's precision, split
+// over the ranks and gathered (dist/sharded_eval.h; a collective), with a progress line for this
+// rank's share (`what`: "SQuAD windows"). `item(i)` is item i's token ids; `rows(batch)` runs
+// the model on one batch and returns its [B, row_shape...] rows. Returns [n, row_shape...] in
+// `dtype` on the CPU.
+torch::Tensor dev_pass(const Prepared& p, torch::nn::Module& model, int64_t n,
+                       const std::function<const std::vector<int64_t>&(int64_t)>& item, const char* what,
+                       torch::IntArrayRef row_shape, torch::ScalarType dtype, const torch::Device& device,
+                       dist::DataParallel& dp, const std::function<torch::Tensor(const Batch&)>& rows);
 
 // Fine-tuning steps per seed: ceil(epochs * steps_per_epoch), warmup a fraction of them; dev
 // evaluations every finetune.eval_every steps (the tasks add each epoch's end unless
@@ -102,13 +99,13 @@ void write_final_evaluation(const SeedContext& ctx, const TrainOutcome& trained,
 struct FinalEvaluation {
   // Every rank together: the dev pass's outputs, split over the ranks (the collective part).
   std::function<EvalOutputs()> outputs;
-  // Rank 0: scores `outputs` and keeps what `record` writes; returns the dev fields (the
-  // metrics.jsonl row), with `metric`, the model selection's, among them.
+  // Rank 0: the dev fields of `outputs` (the metrics.jsonl row), with `metric`, the model
+  // selection's, among them.
   std::function<nlohmann::json(const EvalOutputs&)> score;
   std::string metric;
-  // Rank 0: predictions, results.json and result rows of the last scored outputs, those of the
-  // kept model (of optimizer step `kept_step`).
-  std::function<std::vector<eval::ResultRow>(int64_t kept_step)> record;
+  // Rank 0: predictions, results.json and result rows of the kept model's outputs (of optimizer
+  // step `kept_step`).
+  std::function<std::vector<eval::ResultRow>(const EvalOutputs&, int64_t kept_step)> record;
 };
 
 // After a seed's training, on every rank: the dev set scored on the final weights (the curve's

@@ -4,14 +4,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
 
-#include "dist/sharded_eval.h"
 #include "eval/squad_metrics.h"
 #include "finetune/squad_postprocess.h"
 #include "rpe/version.h"
-#include "train/precision.h"
 #include "util/atomic_file.h"
 #include "util/device.h"
 #include "util/log.h"
@@ -71,31 +68,18 @@ bool SquadTask::after_evaluation(int64_t step, const nlohmann::json& fields) {
 }
 
 torch::Tensor squad_window_logits(const Prepared& p, QaModel& model, const torch::Device& device, dist::DataParallel& dp) {
-  const auto& f = p.rc.cfg.finetune;
-  const bool was_training = model->is_training();
-  model->eval();
-  torch::NoGradGuard no_grad;
-  AutocastGuard autocast(device, p.rc.cfg.train.precision);
-  const auto n = static_cast<int64_t>(p.dev_f.size());
   int64_t longest = 0;
   for (const auto& w : p.dev_f) longest = std::max<int64_t>(longest, static_cast<int64_t>(w.ids.size()));
-  BatchProgress progress("SQuAD windows", static_cast<size_t>(dist::items_of_rank(dp, n, f.eval_batch_size)),
-                         static_cast<size_t>(f.eval_batch_size));
-  size_t batches = 0, done = 0;
-  auto logits = dist::gather_batch_rows(dp, n, f.eval_batch_size, {longest, 2}, torch::kFloat, [&](int64_t b, int64_t e) {
-    std::vector<const std::vector<int64_t>*> seqs;
-    for (int64_t i = b; i < e; ++i) seqs.push_back(&p.dev_f[i].ids);
-    // [B, L_batch, 2]: a batch pads its windows to a multiple of 8 (up to max_seq_len), so
-    // L_batch may pass the longest window; the columns past it are padding for every window.
-    const auto out = model->forward(batch_of(p, seqs, device)).to(torch::kFloat);
-    const int64_t width = std::min(out.size(1), longest);
-    auto rows = torch::zeros({e - b, longest, 2}, out.options());
-    rows.narrow(1, 0, width).copy_(out.narrow(1, 0, width));
-    progress.done(batches++, done += static_cast<size_t>(e - b));
-    return rows;
-  });
-  model->train(was_training);
-  return logits;
+  return dev_pass(p, *model, static_cast<int64_t>(p.dev_f.size()), [&](int64_t i) -> const auto& { return p.dev_f[i].ids; },
+                  "SQuAD windows", {longest, 2}, torch::kFloat, device, dp, [&](const Batch& batch) {
+                    // [B, L_batch, 2]: a batch pads its windows to a multiple of 8 (up to max_seq_len),
+                    // so L_batch may pass the longest window; the columns past it are padding for all.
+                    const auto out = model->forward(batch).to(torch::kFloat);
+                    const int64_t width = std::min(out.size(1), longest);
+                    auto rows = torch::zeros({out.size(0), longest, 2}, out.options());
+                    rows.narrow(1, 0, width).copy_(out.narrow(1, 0, width));
+                    return rows;
+                  });
 }
 
 std::map<std::string, SquadPrediction> squad_predictions_from(const Prepared& p, const torch::Tensor& logits) {
@@ -160,13 +144,13 @@ void write_squad_predictions(const fs::path& predictions_file, const std::map<st
 
 namespace {
 
-// Rank 0's files and result rows of a scored dev pass, for the model kept at step `kept_step`.
+// Rank 0's files and result rows of the kept model's predictions (of step `kept_step`).
 std::vector<eval::ResultRow> record_squad(const Prepared& p, QaModel& model, const SeedContext& ctx,
                                           const TrainOutcome& trained, int64_t kept_step,
-                                          const std::map<std::string, SquadPrediction>& preds,
-                                          const std::vector<std::pair<std::string, double>>& metrics,
-                                          const eval::SquadScores& s) {
+                                          const std::map<std::string, SquadPrediction>& preds) {
   const auto& f = p.rc.cfg.finetune;
+  eval::SquadScores s;
+  const auto metrics = score_squad(p, preds, s);
   const std::string task_name = f.squad_v2 ? "squad_v2" : "squad_v1";
   write_squad_predictions(ctx.dir / "predictions.json", preds, f.squad_v2);
   json results = {{"task", task_name}, {"split", "dev"}, {"seed", ctx.seed}, {"total", s.total},
@@ -211,20 +195,12 @@ std::vector<eval::ResultRow> run_squad_seed(const Prepared& p, const SeedContext
   if (ctx.chief()) keeper.emplace(ctx.dir / "model", SavedModelInfo{task_name, {}, 2, f.select, 0, "f1", 0.0}, cfg, cfg.data.tokenizer_model);
   SquadTask task(p, model, t, ctx, keeper ? &*keeper : nullptr);
   const TrainOutcome trained = train_seed(*model, task, t, ctx);
-  // The final evaluation (seed_run.h); score keeps the last scored pass for record.
-  std::map<std::string, SquadPrediction> preds;
-  std::vector<std::pair<std::string, double>> metrics;
-  eval::SquadScores scores;
-  FinalEvaluation final_eval;
+  FinalEvaluation final_eval;  // seed_run.h
   final_eval.outputs = [&] { return task.eval_outputs(*ctx.dp); };
-  final_eval.score = [&](const EvalOutputs& out) {
-    preds = squad_predictions_from(p, out.at(0));
-    metrics = score_squad(p, preds, scores);
-    return dev_fields(scores);
-  };
+  final_eval.score = [&](const EvalOutputs& out) { return task.score(out); };
   final_eval.metric = "f1";
-  final_eval.record = [&](int64_t kept_step) {
-    return record_squad(p, model, ctx, trained, kept_step, preds, metrics, scores);
+  final_eval.record = [&](const EvalOutputs& out, int64_t kept_step) {
+    return record_squad(p, model, ctx, trained, kept_step, squad_predictions_from(p, out.at(0)));
   };
   return finish_seed(p, ctx, trained, keeper ? &*keeper : nullptr, *model, final_eval);
 }

@@ -159,36 +159,43 @@ fs::path Engine::write_checkpoint(TrainState& state) {
   return save_checkpoint(s_.run_dir, model_, &optimizer_, state, s_.config_yaml, s_.train.keep_checkpoints);
 }
 
+EvalOutputs Engine::held_out_outputs() {
+  torch::NoGradGuard no_grad;
+  AutocastGuard autocast(s_.device, s_.train.precision);
+  model_.eval();
+  EvalOutputs outputs = task_.eval_outputs(*s_.dp);  // every rank: its share of the pass, then the gather
+  model_.train();
+  return outputs;
+}
+
+nlohmann::json Engine::record_evaluation(int64_t step, const EvalOutputs& outputs) {
+  nlohmann::json fields = task_.score(outputs);
+  if (fields.empty()) return fields;
+  std::string line;
+  for (const auto& [k, v] : fields.items())
+    line += fmt::format(" | {} {}", k, v.is_number() ? fmt::format("{:.4f}", v.get<double>()) : v.dump());
+  log::info("valid", "step {}{}", step, line);
+  s_.metrics.write_evaluation(step, fields);
+  return fields;
+}
+
 nlohmann::json Engine::evaluate(int64_t step) {
   auto& dp = *s_.dp;
-  EvalOutputs outputs;
-  {
-    torch::NoGradGuard no_grad;
-    model_.eval();
-    AutocastGuard autocast(s_.device, s_.train.precision);
-    outputs = task_.eval_outputs(dp);  // every rank: its share of the pass, then the gather
-  }
-  model_.train();
+  const EvalOutputs outputs = held_out_outputs();
   // Rank 0 scores and records (its failure, e.g. a full disk, stops every rank).
   return dist::all_or_none(dp, "evaluating at step " + std::to_string(step), [&] {
-    if (dp.rank() != 0) return nlohmann::json::object();
-    nlohmann::json fields = task_.score(outputs);
-    if (fields.empty()) return fields;
-    std::string line;
-    for (const auto& [k, v] : fields.items())
-      line += fmt::format(" | {} {}", k, v.is_number() ? fmt::format("{:.4f}", v.get<double>()) : v.dump());
-    log::info("valid", "step {}{}", step, line);
-    s_.metrics.write_evaluation(step, fields);
-    return fields;
+    return dp.rank() == 0 ? record_evaluation(step, outputs) : nlohmann::json::object();
   });
 }
 
 bool Engine::evaluate_and_stop(int64_t step) {
   auto& dp = *s_.dp;
-  const nlohmann::json fields = evaluate(step);
-  // Rank 0's decision (it may write, e.g. the best model so far; its failure stops every rank).
-  const bool stop = dist::all_or_none(dp, "evaluating at step " + std::to_string(step),
-                                      [&] { return dp.rank() == 0 && task_.after_evaluation(step, fields); });
+  const EvalOutputs outputs = held_out_outputs();
+  // Rank 0 scores, records and decides (it may write, e.g. the best model so far); one
+  // agreement for all of it: its failure stops every rank.
+  const bool stop = dist::all_or_none(dp, "evaluating at step " + std::to_string(step), [&] {
+    return dp.rank() == 0 && task_.after_evaluation(step, record_evaluation(step, outputs));
+  });
   return dp.any(stop);  // it reaches every rank (once per evaluation, not per step)
 }
 

@@ -190,9 +190,13 @@ class Engine {
   // A failure to write stops every rank (dist/all_or_none.h).
   std::filesystem::path save(TrainState& state);
   std::filesystem::path write_checkpoint(TrainState& state);  // rank 0's part of save()
-  // The periodic evaluation at `step` (evaluate) and the task's early-stopping decision after
+  // The periodic evaluation at `step` (as evaluate) and the task's early-stopping decision after
   // it (rank 0's), the same on every rank; an evaluation that fails stops every rank.
   bool evaluate_and_stop(int64_t step);
+  // evaluate's parts: the task's outputs in eval mode under the run's precision (every rank),
+  // and rank 0's scoring, log line and metrics row.
+  EvalOutputs held_out_outputs();
+  nlohmann::json record_evaluation(int64_t step, const EvalOutputs& outputs);
 
   // Adds the tokens counted on the device since the last call to state.tokens_seen (host read).
   void flush_tokens(TrainState& state);

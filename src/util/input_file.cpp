@@ -29,4 +29,10 @@ void require_regular_file(const fs::path& path) {
   if (st.type() != fs::file_type::regular) throw UserError("cannot read " + path.string() + ": " + kind_of(st.type()));
 }
 
+fs::path same_file_key(const fs::path& path) {
+  std::error_code ec;
+  const fs::path resolved = fs::weakly_canonical(path, ec);
+  return ec ? path.lexically_normal() : resolved;
+}
+
 }  // namespace rpe

@@ -12,4 +12,8 @@ namespace rpe {
 // file (a FIFO, a socket, a device); returns otherwise.
 void require_regular_file(const std::filesystem::path& path);
 
+// `path` as it resolves (links followed, "./" and ".." gone), to tell two spellings of one file
+// apart; lexically normalised where it cannot be resolved.
+std::filesystem::path same_file_key(const std::filesystem::path& path);
+
 }  // namespace rpe
