@@ -14,6 +14,7 @@
 #include "rpe/version.h"
 #include "util/device.h"
 #include "util/errors.h"
+#include "util/kernel_check.h"
 
 namespace rpe::cli {
 
@@ -36,6 +37,9 @@ int print_version() {
   std::cout << "add & norm CUDA kernel: "
             << (add_norm_kernel_built() ? "built" : "not built (post-LN add & norm runs unfused on CUDA devices)")
             << "\n";
+  if (!disabled_cuda_kernels().empty())
+    std::cout << "turned off by RPE_TRAIN_DISABLE_CUDA_KERNELS: "
+              << join({disabled_cuda_kernels().begin(), disabled_cuda_kernels().end()}) << "\n";
   std::cout << "devices: cpu";
   for (int i = 0; i < hooks.getNumGPUs(); ++i) std::cout << ", cuda:" << i;
   std::cout << "\nposition methods: " << join(attention_method_names()) << "\n";

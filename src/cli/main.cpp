@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "util/cpu_memory.h"
 #include "util/errors.h"
+#include "util/kernel_check.h"
 #include "util/log.h"
 
 void rpe::cli::silence_logs() { spdlog::default_logger()->set_level(spdlog::level::off); }
@@ -76,6 +77,7 @@ int main(int argc, char** argv) {
   rpe::keep_freed_host_memory();
   rpe::flush_denormals();
   try {
+    rpe::disabled_cuda_kernels();  // a misspelt kernel name stops here, not at the first forward pass
     if (version) return rpe::cli::print_version();
     if (!run) {
       std::cout << app.help();

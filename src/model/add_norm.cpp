@@ -72,6 +72,17 @@ const uint8_t* bytes(const Tensor& keep) {
 
 Rows cuda_forward(const Tensor& x, const Tensor& u, const Tensor& keep, double scale, const Tensor& w, const Tensor& b,
                   double eps, bool low) {
+  // The kernel takes N and D from x and reads every other input by them, unchecked: a mismatch
+  // would be an illegal address, which ends the process's CUDA context (no fallback after it).
+  const auto on_x = [&](const Tensor& t) { return !t.defined() || t.device() == x.device(); };
+  TORCH_CHECK(x.scalar_type() == torch::kFloat && w.scalar_type() == torch::kFloat && b.scalar_type() == torch::kFloat,
+              "add & norm's CUDA kernel: x, weight and bias in fp32");
+  TORCH_CHECK(u.scalar_type() == torch::kFloat || u.scalar_type() == torch::kBFloat16 || u.scalar_type() == torch::kHalf,
+              "add & norm's CUDA kernel: an fp32, bf16 or fp16 update, not ", u.scalar_type());
+  TORCH_CHECK(u.sizes() == x.sizes() && (!keep.defined() || keep.sizes() == x.sizes()) && w.numel() == x.size(1) &&
+                  b.numel() == x.size(1),
+              "add & norm's CUDA kernel: update and mask of x's shape ", x.sizes(), ", weight and bias of its width");
+  TORCH_CHECK(x.is_cuda() && on_x(u) && on_x(keep) && on_x(w) && on_x(b), "add & norm's CUDA kernel: inputs on one CUDA device");
   const c10::DeviceGuard guard(x.device());
   const addnorm::Rows n{x.size(0), x.size(1)};
   Rows r{torch::empty_like(x), torch::empty_like(x), low ? torch::empty_like(u) : Tensor(),
@@ -161,15 +172,17 @@ namespace add_norm_detail {
 // (passes below 1). fp32 results agree to reduction order: 1e-4. Results rounded to bf16 (y_low;
 // du of a bf16 update) may land one bf16 step apart where the fp32 values before rounding straddle
 // a boundary: 1e-2 (a step is 2^-8 of the value; a wrong index or scale is far larger).
-// An fp32 update, and a bf16 one with y_low made and read, with and without dropout, at widths
-// that leave lanes and warps idle (80, 768) and row counts that leave a block part-filled.
+// An fp32 update, and bf16 and fp16 ones with y_low made and read, with and without dropout, at
+// widths that leave lanes and warps idle (80, 768) and row counts that leave a block part-filled;
+// 8300 rows take the backward's loop over several row blocks per part (over 8192 rows, as every
+// BERT-base step has: B·L = 32k to 131k).
 double disagreement(const torch::Device& device, Engine engine) {
   const c10::InferenceMode no_inference(false);  // the first use may come under no_grad
   const torch::AutoGradMode grad_mode(true);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(20171206);  // not the global stream
   double worst = 0;
-  for (const auto& [N, D] : {std::pair<int64_t, int64_t>{37, 80}, {300, 768}}) {
-    for (const auto ut : {torch::kFloat, torch::kBFloat16}) {
+  for (const auto& [N, D] : {std::pair<int64_t, int64_t>{37, 80}, {300, 768}, {8300, 80}}) {
+    for (const auto ut : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
       for (const bool drop : {false, true}) {
         const bool low = ut != torch::kFloat;
         const auto on = [&](const Tensor& t) { return t.to(device); };

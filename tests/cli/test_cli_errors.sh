@@ -45,6 +45,11 @@ expect_error "paper table without --names" "read with --names only" "$BIN" metho
 
 # Happy paths.
 "$BIN" --version | grep -q "^rpe-train " || { echo "FAIL --version"; fail=1; }
+# The CUDA kernels' off switch: a misspelt name stops at start-up; a valid one is reported.
+expect_error "unknown CUDA kernel name" "^error: RPE_TRAIN_DISABLE_CUDA_KERNELS: unknown kernel 'addnorm' \(known: all, add_norm, m3, relative_layout\)$" \
+  env RPE_TRAIN_DISABLE_CUDA_KERNELS=m3,addnorm "$BIN" dump-config --config $CFG
+RPE_TRAIN_DISABLE_CUDA_KERNELS=all "$BIN" --version | grep -qx "turned off by RPE_TRAIN_DISABLE_CUDA_KERNELS: add_norm, m3, relative_layout" ||
+  { echo "FAIL --version with RPE_TRAIN_DISABLE_CUDA_KERNELS=all"; fail=1; }
 "$BIN" dump-config --config $CFG --set train.max_steps=9 | grep -q "max_steps: 9" || { echo "FAIL dump-config"; fail=1; }
 # The card's names, from the repository root: presets by name, the paper's method4 for m4.
 "$BIN" dump-config --config base_method4.yaml >"$TMP/base4" &&

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "util/errors.h"
 #include "util/kernel_check.h"
 
 namespace rpe {
@@ -23,6 +24,19 @@ TEST(KernelCheck, ANaNResultIsTheWorstDisagreement) {
   double worst = 0;
   for (const double x : {0.2, off, 0.3}) worst = worse_disagreement(worst, x);
   EXPECT_FALSE(worst < 1) << "a check would call the kernel usable";
+}
+
+// RPE_TRAIN_DISABLE_CUDA_KERNELS names the kernels by the ids their checks' names give.
+TEST(KernelCheck, TheOffSwitchNamesEachKernelByItsId) {
+  EXPECT_EQ(cuda_kernel_id("add & norm"), "add_norm");
+  EXPECT_EQ(cuda_kernel_id("relative layout"), "relative_layout");
+  EXPECT_EQ(cuda_kernel_id("m3"), "m3");
+  EXPECT_TRUE(parse_disabled_cuda_kernels(nullptr).empty());
+  EXPECT_TRUE(parse_disabled_cuda_kernels("").empty());
+  EXPECT_EQ(parse_disabled_cuda_kernels(" m3 ,relative_layout,"), (std::set<std::string>{"m3", "relative_layout"}));
+  EXPECT_EQ(parse_disabled_cuda_kernels("m3,all"), cuda_kernel_ids());
+  EXPECT_EQ(cuda_kernel_ids().size(), 3U);
+  EXPECT_THROW(parse_disabled_cuda_kernels("add norm"), UserError);
 }
 
 }  // namespace

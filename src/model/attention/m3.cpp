@@ -362,6 +362,8 @@ torch::Tensor m3_scores(const torch::Tensor& q, const torch::Tensor& k, const to
                   (w.size(0) == 1 || w.size(0) == q.size(1)),
               "m3: the table must be [1 or H, 2k+1, d] = [1 or ", q.size(1), ", ", 2 * clip + 1, ", ", q.size(3),
               "], got ", w.sizes());
+  TORCH_CHECK(k.device() == q.device() && w.device() == q.device(), "m3: q, k and the table must be on one device, got ",
+              q.device(), ", ", k.device(), " and ", w.device());
   TORCH_CHECK(kernel != M3Kernel::loop || q.is_cpu(), "m3's loop kernel runs on the CPU only, not on ", q.device());
   TORCH_CHECK(kernel != M3Kernel::cuda || (q.is_cuda() && m3_cuda_kernel_built()),
               "m3's CUDA kernel runs on CUDA devices, in builds that have it (", q.device(), ")");
