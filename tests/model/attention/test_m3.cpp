@@ -214,4 +214,15 @@ TEST(M3, MismatchedShapesAreRefused) {
       {q, torch::randn({2, 5, 4}, torch::kDouble)}};           // neither 1 table nor H
   for (const auto& kernel : {rpe::M3Kernel::loop, rpe::M3Kernel::band})
     for (const auto& [k, table] : bad) EXPECT_THROW(rpe::m3_scores(q, k, table, 2, kernel), c10::Error) << table.sizes();
+  // A table or k on another device would hand the CUDA kernel a pointer it cannot read: refused
+  // by name before any kernel (the meta device stands in for a second one here).
+  for (const auto& [k, table] : std::vector<std::pair<torch::Tensor, torch::Tensor>>{{q, w.to(torch::kMeta)},
+                                                                                    {q.to(torch::kMeta), w}}) {
+    try {
+      rpe::m3_scores(q, k, table, 2, rpe::M3Kernel::band);
+      ADD_FAILURE() << "accepted " << k.device() << " and " << table.device();
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("on one device"), std::string::npos) << e.what();
+    }
+  }
 }
