@@ -7,21 +7,29 @@
 # released when idle for seconds, so nothing left on it can be counted on: unpack the archive
 # in the repository root here and carry the run folders into the next call.
 #
-# Usage: scripts/gpu_call.sh [--limit SECONDS] [--to FILE] [--pack PATH]... -- COMMAND [ARGS...]
+# The archive is also rewritten every --refresh seconds while COMMAND runs, and COMMAND's output
+# goes to step.log beside it as it comes: a call the machine itself cuts short (its device time
+# spent before --limit; what is under $OUT then comes back as it is) still brings back the last
+# archive and the whole log, not an empty folder.
+#
+# Usage: scripts/gpu_call.sh [--limit SECONDS] [--refresh SECONDS] [--to FILE] [--pack PATH]... -- COMMAND [ARGS...]
 #   --limit  seconds COMMAND may run (default 540: a call is cut at 600; this leaves the packing
 #            and the transfer time); after it COMMAND and its children are stopped (status 124)
+#   --refresh  seconds between two archives while COMMAND runs (default 60; 0: only at the end)
 #   --to     the archive (default $OUT/results.tgz, $OUT being the folder a call brings back)
 #   --pack   a path to pack, relative to the current folder; repeatable. Default: what the GPU
 #            scripts write: bench/results/gpu_*.md, gpu_run_*, table2_mini_*, table2_run_*, and
 #            the build's logs build-gpu.*.log (those that exist)
 # Exits with COMMAND's status; 2 for bad arguments.
 set -uo pipefail
-LIMIT=540 TO="" PACK=()
-usage() { echo "usage: $0 [--limit SECONDS] [--to FILE] [--pack PATH]... -- COMMAND [ARGS...]" >&2; exit 2; }
+LIMIT=540 REFRESH=60 TO="" PACK=()
+usage() { echo "usage: $0 [--limit SECONDS] [--refresh SECONDS] [--to FILE] [--pack PATH]... -- COMMAND [ARGS...]" >&2; exit 2; }
 while (($#)); do
   case $1 in
     --limit) [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "$0: --limit takes whole seconds, got '${2:-}'" >&2; exit 2; }
       LIMIT=$2; shift 2 ;;
+    --refresh) [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "$0: --refresh takes whole seconds, got '${2:-}'" >&2; exit 2; }
+      REFRESH=$2; shift 2 ;;
     --to) [[ -n ${2:-} ]] || usage; TO=$2; shift 2 ;;
     --pack) [[ -n ${2:-} ]] || usage; PACK+=("$2"); shift 2 ;;
     --) shift; break ;;
@@ -35,28 +43,47 @@ if [[ -z $TO ]]; then
 fi
 mkdir -p "$(dirname "$TO")" || exit 2
 
-# timeout signals COMMAND's whole process group (the scripts' rpe-train children too).
-timeout --kill-after=15 "$LIMIT" "$@"
-status=$?
-((status == 124)) && echo "[gpu_call] stopped after the ${LIMIT} s limit; rerun the same call to continue" >&2
+DEFAULT_PACK=$((${#PACK[@]} == 0))
+# pack [quiet]: the archive of what exists now, through a temporary file (a failed or partial
+# pack leaves the previous archive). Bulk stays behind: checkpoints and saved models (a mini one
+# is ~130 MB with its optimizer, past the next call's 64 MiB carry, so a run cut off here starts
+# over there: gpu_table2.sh's refresh_pretraining), shards and unpacked SQuAD (remade from the
+# carried data), the HF baseline's site-packages.
+pack() {
+  if ((DEFAULT_PACK)); then
+    shopt -s nullglob
+    PACK=(bench/results/gpu_*.md bench/results/gpu_run_* bench/results/table2_mini_* bench/results/table2_run_*
+          build-gpu.*.log)
+    shopt -u nullglob
+  fi
+  present=()
+  for p in "${PACK[@]}"; do [[ -e $p ]] && present+=("$p"); done
+  local members=(-T /dev/null)  # an empty archive when nothing was written (a failed first step)
+  ((${#present[@]})) && members=(-- "${present[@]}")
+  tar czf "$TO.tmp" --exclude=checkpoints --exclude=model --exclude='*.pt' --exclude='*.safetensors' \
+      --exclude=shards --exclude=squad --exclude=hf-site --exclude=corpus.txt --exclude=nbest_predictions.json \
+      "${members[@]}" 2>"$TO.err" && mv "$TO.tmp" "$TO" && { rm -f "$TO.err"; return 0; }
+  [[ ${1:-} == quiet ]] || cat "$TO.err" >&2
+  rm -f "$TO.tmp" "$TO.err"
+  return 1
+}
 
-if ((${#PACK[@]} == 0)); then
-  shopt -s nullglob
-  PACK=(bench/results/gpu_*.md bench/results/gpu_run_* bench/results/table2_mini_* bench/results/table2_run_*
-        build-gpu.*.log)
-  shopt -u nullglob
-fi
-present=()
-for p in "${PACK[@]}"; do [[ -e $p ]] && present+=("$p"); done
-# Bulk stays behind: checkpoints and saved models (a mini one is ~130 MB with its optimizer,
-# past the next call's 64 MiB carry, so a run cut off here starts over there: gpu_table2.sh's
-# refresh_pretraining), shards and unpacked SQuAD (remade from the carried data), the HF
-# baseline's site-packages.
-members=(-T /dev/null)  # an empty archive when nothing was written (a failed first step)
-((${#present[@]})) && members=(-- "${present[@]}")
-if ! tar czf "$TO.tmp" --exclude=checkpoints --exclude=model --exclude='*.pt' --exclude='*.safetensors' \
-       --exclude=shards --exclude=squad --exclude=hf-site --exclude=corpus.txt --exclude=nbest_predictions.json \
-       "${members[@]}" || ! mv "$TO.tmp" "$TO"; then
+# timeout signals COMMAND's whole process group (the scripts' rpe-train children too); the tees
+# are this shell's children, outside that group, and end when COMMAND's output does.
+LOG=$(dirname "$TO")/step.log
+: >"$LOG"
+timeout --kill-after=15 "$LIMIT" "$@" > >(tee -a "$LOG") 2> >(tee -a "$LOG" >&2) &
+step=$!
+waited=0
+while kill -0 "$step" 2>/dev/null; do
+  sleep 1
+  ((++waited, REFRESH > 0 && waited % REFRESH == 0)) && pack quiet  # files being written: the next one
+done
+wait "$step"
+status=$?
+((status == 124)) && echo "[gpu_call] stopped after the ${LIMIT} s limit (gpu_table2.sh continues where it stopped when the same call is run again)" >&2
+
+if ! pack; then
   echo "[gpu_call] packing the results into $TO failed" >&2
   exit $((status ? status : 1))
 fi

@@ -42,11 +42,23 @@ grep -q "stopped after the 1 s limit" err || fail "the limit was not reported: $
 tar tzf out2/r.tgz >list2  # (not piped into grep -q: tar could die of SIGPIPE, failing the pipeline)
 grep -qx $r/plan.json list2 || fail "no archive after the limit"
 
+# Cut short from outside (the machine's own limit, before --limit): the archive of the last
+# refresh and the step's whole log are there all the same.
+setsid "$call" --refresh 1 --to out4/r.tgz -- bash -c 'echo "# late" >bench/results/gpu_late.md; echo step-said; sleep 4242' \
+  >/dev/null 2>&1 &
+leader=$!
+for _ in $(seq 50); do tar tzf out4/r.tgz 2>/dev/null | grep -qx bench/results/gpu_late.md && break; sleep 0.2; done
+{ kill -9 -- -"$leader"; wait "$leader"; } 2>/dev/null || true
+pkill -9 -f "sleep 4242" || true  # timeout runs the step in a process group of its own
+tar tzf out4/r.tgz >list4 || fail "no archive left by the refresh"
+grep -qx bench/results/gpu_late.md list4 || fail "the refreshed archive misses the step's file: $(cat list4)"
+grep -qx step-said out4/step.log || fail "no step.log beside the archive"
+
 # Nothing to pack (a step that failed before writing anything): an empty archive.
 [[ $(status "$call" --to out3/r.tgz --pack nothing -- false) == 1 ]] || fail "exit 1 did not come through"
 [[ -f out3/r.tgz && -z $(tar tzf out3/r.tgz) ]] || fail "no empty archive"
 
-for bad in "--limit x -- true" "--to" "-- " "--pack"; do
+for bad in "--limit x -- true" "--refresh -1 -- true" "--to" "-- " "--pack"; do
   # shellcheck disable=SC2086
   [[ $(env -u OUT "$call" $bad 2>/dev/null; echo $?) == 2 ]] || fail "'$bad' not refused with 2"
 done
