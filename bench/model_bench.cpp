@@ -213,9 +213,23 @@ int main(int argc, char** argv) {
     std::cerr << "rpe-bench-model: --graph-methods and --activation-checkpointing cannot be used together\n";
     return 2;
   }
+  // A case that fails (out of memory, a kernel that cannot launch) is a row with its error, and
+  // the other cases still run: one stage of a GPU call must not cost the rows after it.
+  const auto error_text = [](const std::exception& e) {
+    const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+    return std::string(c10 ? c10->what_without_backtrace() : e.what()).substr(0, 400);
+  };
   for (const auto& L : split(a.lengths))
-    for (const auto& m : methods)
-      if (!a.graphs_only) std::cout << measure(a, m, std::stoll(L), false).dump() << std::endl;
+    for (const auto& m : methods) {
+      if (a.graphs_only) continue;
+      nlohmann::json row = {{"impl", impl_label(a, false)}, {"method", m}, {"length", std::stoll(L)}};
+      try {
+        row = measure(a, m, std::stoll(L), false);
+      } catch (const std::exception& e) {  // c10::Error included: the report lists the failure
+        row["error"] = error_text(e);
+      }
+      std::cout << row.dump() << std::endl;
+    }
   // The graph cases after every eager one, and none after a failed capture: PyTorch may leave the
   // process's CUDA state unusable then (train/cuda_graph.h), and the eager rows must not be lost.
   std::string failed;
@@ -226,9 +240,8 @@ int main(int argc, char** argv) {
       try {
         if (failed.empty()) row = measure(a, m, std::stoll(L), true);
         else row["error"] = "not run: an earlier capture failed (" + failed + ")";
-      } catch (const std::exception& e) {  // c10::Error included: the report lists the failure
-        const auto* c10 = dynamic_cast<const c10::Error*>(&e);
-        row["error"] = std::string(c10 ? c10->what_without_backtrace() : e.what()).substr(0, 400);
+      } catch (const std::exception& e) {
+        row["error"] = error_text(e);
         failed = m + " at L = " + L;
       }
       std::cout << row.dump() << std::endl;

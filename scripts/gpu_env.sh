@@ -3,8 +3,9 @@
 #   gpu_env PYTHON DEPS BUILD
 # - DEPS/usr (scripts/pack_deps.sh): its Debian libraries for CMake and pkg-config, and on
 #   LD_LIBRARY_PATH for every program that runs;
-# - PYTHON's torch/lib on LD_LIBRARY_PATH: a build carried from another machine
-#   (scripts/pack_build.sh) finds LibTorch there (its runpath names the other machine's);
+# - PYTHON's torch/lib and its wheel's CUDA runtime (nvidia/*/lib) on LD_LIBRARY_PATH: a build
+#   carried from another machine (scripts/pack_build.sh) finds LibTorch there (its runpath
+#   names the other machine's), and libcudart without a toolkit registered with the loader;
 # - BUILD/built_with.txt (a carried build): PYTHON's torch must be the version it was built
 #   against, else it refuses, saying so;
 # - RPE_SOURCE_DIR=this checkout, where the test program reads the repository's files.
@@ -34,7 +35,7 @@ gpu_same_torch() {
 }
 
 gpu_env() {
-  local py=$1 deps=$2 build=$3 torch_lib want have
+  local py=$1 deps=$2 build=$3 torch_lib cuda_libs want have
   if [[ -d $deps/usr ]]; then
     local d
     d=$(cd "$deps" && pwd)
@@ -47,7 +48,12 @@ gpu_env() {
   fi
   torch_lib=$("$py" -c "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))") \
     || fail "$py has no torch"
-  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$torch_lib"
+  # The CUDA runtime the programs link (libcudart.so.13, not in torch/lib) from the wheel that
+  # LibTorch loads it from itself (nvidia/cu13/lib beside torch), not whatever toolkit the loader knows.
+  cuda_libs=$("$py" -c "import glob, os, torch
+base = os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), 'nvidia')
+print(':'.join(sorted({os.path.dirname(p) for p in glob.glob(os.path.join(base, '*', 'lib', 'libcudart.so*'))})))")
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$torch_lib${cuda_libs:+:$cuda_libs}"
   if [[ -f $build/built_with.txt ]]; then
     want=$(sed -n 's/^torch //p' "$build/built_with.txt")
     have=$("$py" -c "import torch; print(torch.__version__)")

@@ -50,6 +50,15 @@ scripts/gpu_check.sh --cpu-smoke --build-dir "$work/carried" --python "$py" --on
 grep -q "using the build carried in $work/carried" "$work/log" || fail "the carried build was not reported: $(cat "$work/log")"
 grep -q "^\[  PASSED  \]" "$work/run/tests.log" || fail "no passed tests in $work/run/tests.log"
 
+# The CUDA runtime the carried programs load is the torch wheel's (nvidia/*/lib), found through
+# gpu_env's LD_LIBRARY_PATH, not the toolkit registered here (a GPU image need not have one).
+cudart=$(bash -c 'say() { :; }; fail() { echo "$*" >&2; exit 1; }; source scripts/gpu_env.sh
+  gpu_env "$1" none "$2" && ldd "$2/rpe-train"' _ "$py" "$work/carried" | awk '/libcudart/ {print $3}')
+wheel_nvidia=$("$py" -c "import os, torch; print(os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), 'nvidia'))")
+if [[ -d $wheel_nvidia ]] && ls "$wheel_nvidia"/*/lib/libcudart.so* >/dev/null 2>&1; then
+  [[ $cudart == "$wheel_nvidia"/* ]] || fail "the carried rpe-train loads libcudart from '$cudart', not from $wheel_nvidia"
+fi
+
 # A failed check does not stop the steps after it (a GPU lent by the minute keeps its
 # benchmark): a test program that fails, then the benchmark still runs and writes its report,
 # and the command exits 1 listing the failure.
@@ -59,7 +68,25 @@ expect 1 "[gpu_check]   tests ($work/fail_run/tests_graphs.log)" \
   scripts/gpu_check.sh --cpu-smoke --build-dir "$work/failing" --python "$py" --only tests,bench --out "$work/fail_run"
 grep -qxF "[gpu_check]   tests ($work/fail_run/tests.log)" "$work/err" || fail "the first test process's failure is not listed: $(cat "$work/err")"
 grep -q "^### rpe m4" "$work/fail_run/gpu_cpu_smoke.md" || fail "no benchmark report after a failed test step: $(cat "$work/err")"
-grep -q "2 check(s) failed" "$work/err" || fail "the failures were not listed: $(cat "$work/err")"
+grep -q "5 check(s) failed" "$work/err" || fail "the failures were not listed: $(cat "$work/err")"
+# Each kernel's tests ran in a process of their own; the kernels whose tests failed are turned off
+# for the rest of the call (the benchmark's processes inherit the switch).
+grep -qxF "[gpu_check]   tests of the add_norm kernel ($work/fail_run/tests_add_norm.log); the rest of this call runs without it" \
+  "$work/err" || fail "the add_norm kernel's failed tests are not listed: $(cat "$work/err")"
+grep -qF "RPE_TRAIN_DISABLE_CUDA_KERNELS=relative_layout,add_norm,m3 from here on" "$work/out" "$work/err" \
+  || fail "the failed kernels were not turned off: $(cat "$work/out" "$work/err")"
+
+# A benchmark program that fails costs its own rows only: Hugging Face's baseline (skipped
+# here without transformers, or run), the optimizer step and the report still come.
+cp -a "$work/carried" "$work/failing_bench"
+printf '#!/bin/sh
+echo "CUDA error: an illegal memory access was encountered" >&2
+exit 1
+' >"$work/failing_bench/rpe-bench-model"
+expect 1 "has no profile of m4's step" \
+  scripts/gpu_check.sh --cpu-smoke --build-dir "$work/failing_bench" --python "$py" --only bench --out "$work/fail_bench"
+grep -qF "[gpu_check]   rpe-bench-model (" "$work/err" || fail "the failed benchmark stage is not listed: $(cat "$work/err")"
+[[ -s $work/fail_bench/optim.jsonl ]] || fail "the optimizer step did not run after a failed benchmark stage: $(cat "$work/err")"
 
 # Another torch than the one it was built against: refused before anything runs.
 sed -i "s/^torch .*/torch 0.0.0/" "$work/carried/built_with.txt"
