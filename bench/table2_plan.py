@@ -20,7 +20,9 @@ the paper), so S is what the budget buys once everything else is paid for:
   start       fixed seconds per process: model build, data loading/tokenization, saves, evals
 
 S is capped (--max-steps: the preset's schedule) and must reach --min-steps, else the plan
-fails saying how many minutes would do. Writes the plan as JSON (--out) and prints it.
+fails saying how many minutes would do. --methods plans a subset of the measured methods. Writes
+the plan as JSON (--out: the methods and epochs it was made for, which a continuing run keeps)
+and prints it.
 """
 import argparse
 import json
@@ -85,12 +87,20 @@ def main():
     p.add_argument("--start-s", type=float, default=20.0, help="fixed seconds per process")
     p.add_argument("--max-steps", type=int, default=5000)
     p.add_argument("--min-steps", type=int, default=200)
+    p.add_argument("--methods", default="", help="comma-separated: plan these of the measured methods only")
     p.add_argument("--out", required=True)
     a = p.parse_args()
 
     rows, ft_rows = read_bench(a.bench), read_bench(a.bench_finetune)
     if set(ft_rows) != set(rows):
         sys.exit(f"table2_plan: {a.bench} and {a.bench_finetune} measure different methods")
+    if a.methods:
+        wanted = a.methods.split(",")
+        missing = [m for m in wanted if m not in rows]
+        if missing:
+            sys.exit(f"table2_plan: --methods: {', '.join(missing)} not measured in {a.bench}")
+        rows = {m: rows[m] for m in wanted}
+        ft_rows = {m: ft_rows[m] for m in wanted}
     f_train = squad_windows(a.squad_train, a.length, a.stride, a.max_query, a.squad_train_examples)
     f_dev = squad_windows(a.squad_dev, a.length, a.stride, a.max_query)
     steps_per_epoch = math.ceil(f_train / a.finetune_batch)
@@ -106,7 +116,7 @@ def main():
         "steps": steps, "warmup_steps": max(1, steps // 10), "eval_every": max(1, steps // 5),
         "save_every": max(1, steps // 5), "log_every": max(1, steps // 50),
         "budget_s": a.budget_s, "spent_s": round(a.spent_s, 1), "start_s": a.start_s, "seeds": a.seeds,
-        "epochs": a.epochs,
+        "epochs": a.epochs, "methods": list(rows),
         "squad_windows": {"train": f_train, "dev": f_dev}, "squad_train_examples": a.squad_train_examples,
         "per_method": {m: {"step_ms": r["step_ms"], "tokens_per_s": r["tokens_per_s"],
                            "finetune_step_ms": ft_rows[m]["step_ms"], "finetune_s": round(finetune[m], 1)}

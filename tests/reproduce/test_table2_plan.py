@@ -50,7 +50,16 @@ with tempfile.TemporaryDirectory() as tmp:
     assert abs(p["per_method"]["absolute"]["finetune_s"] - 0.4) < 1e-9, p["per_method"]  # rounded to 0.1 s
     assert abs(p["per_method"]["m4"]["finetune_s"] - 0.7) < 1e-9, p["per_method"]
     assert (p["steps"], p["warmup_steps"], p["eval_every"], p["save_every"], p["log_every"]) == (2257, 225, 451, 451, 45), p
+    assert p["methods"] == ["absolute", "m4"] and p["epochs"] == 2, p
     assert abs(p["estimated_s"] - (16 + 81.112 + 2257 * 0.4)) < 0.06, p["estimated_s"]
+    (tmp / "plan.json").unlink()
+
+    # --methods m4: the plan of m4 alone, fixed = 20 + 0.741333 + 20, (1000 - 16 - 40.741333) / 0.3 = 3144.2
+    r = plan(1000, "--methods", "m4")
+    assert r.returncode == 0, r.stderr
+    p = json.loads((tmp / "plan.json").read_text())
+    assert p["methods"] == ["m4"] and list(p["per_method"]) == ["m4"] and p["steps"] == 3144, p
+    assert plan(1000, "--methods", "m4,rope").returncode != 0  # not measured
     (tmp / "plan.json").unlink()
 
     r = plan(1000, "--squad-train-examples", "1")
