@@ -2,25 +2,35 @@
 # Packs this machine's build for a GPU machine whose time is too short to build there
 # (docs/gpu.md): the four programs the GPU check runs -- rpe-train, rpe_tests, rpe-bench-model,
 # rpe-bench-optim -- and built_with.txt (the LibTorch version and the git revision). A build
-# against a CUDA LibTorch runs on a GPU as it is: its one CUDA source (m3's kernels) is
+# against a CUDA LibTorch runs on a GPU as it is: its CUDA sources (m3's scores, the relative layout, add & norm) are
 # compiled by nvcc for sm_80 and sm_90 with PTX for newer GPUs, every other kernel is
 # LibTorch's, so only the torch versions must agree, which scripts/gpu_env.sh checks there. Carry it with deps/ (scripts/pack_deps.sh) and pass --build-dir DEST.
-# Usage: scripts/pack_build.sh [DEST] [--build-dir DIR] [--python PY]   (default gpu-build,
-# build, .venv/bin/python: the Python whose torch the build used). Exit 2 on a bad request.
+# Usage: scripts/pack_build.sh [DEST] [--build-dir DIR] [--python PY] [--programs a,b]   (default
+# gpu-build, build, .venv/bin/python: the Python whose torch the build used; all four programs).
+# --programs packs some of them: the second stage (scripts/gpu_table2.sh) runs rpe-train and
+# rpe-bench-model only, ~10 MB less of a call's 64 MiB carry. Exit 2 on a bad request.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DEST=gpu-build BUILD=build PY=.venv/bin/python
+DEST=gpu-build BUILD=build PY=.venv/bin/python WANT=""
 while (($#)); do
   case $1 in
     --build-dir) BUILD=$2; shift ;;
     --python) PY=$2; shift ;;
-    -*) echo "usage: $0 [DEST] [--build-dir DIR] [--python PY]" >&2; exit 2 ;;
+    --programs) WANT=$2; shift ;;
+    -*) echo "usage: $0 [DEST] [--build-dir DIR] [--python PY] [--programs a,b]" >&2; exit 2 ;;
     *) DEST=$1 ;;
   esac
   shift
 done
 refuse() { echo "pack_build: $*" >&2; exit 2; }
 PROGRAMS=(rpe-train rpe_tests rpe-bench-model rpe-bench-optim)
+if [[ -n $WANT ]]; then
+  IFS=, read -r -a picked <<<"$WANT"
+  for p in "${picked[@]}"; do
+    [[ " ${PROGRAMS[*]} " == *" $p "* ]] || refuse "--programs: '$p' is not one of ${PROGRAMS[*]}"
+  done
+  PROGRAMS=("${picked[@]}")
+fi
 for p in "${PROGRAMS[@]}"; do
   [[ -x $BUILD/$p ]] || refuse "$BUILD/$p not found (scripts/build.sh builds them, tests included)"
 done

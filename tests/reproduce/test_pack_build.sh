@@ -37,6 +37,9 @@ expect 2 "$work/other was built against the LibTorch in $work/elsewhere, not" \
   scripts/pack_build.sh "$work/x" --build-dir "$work/other" --python "$py"
 expect 1 "$work/other was built against the LibTorch in $work/elsewhere, not $py's torch" \
   scripts/gpu_check.sh --cpu-smoke --build-dir "$work/other" --python "$py" --only tests --out "$work/other_run"
+expect 2 "--programs: 'rpe-bench' is not one of" scripts/pack_build.sh "$work/x" --build-dir "$build" --python "$py" --programs rpe-train,rpe-bench
+scripts/pack_build.sh "$work/stage2" --build-dir "$build" --python "$py" --programs rpe-train,rpe-bench-model
+[[ $(ls "$work/stage2") == $'built_with.txt\nrpe-bench-model\nrpe-train' ]] || fail "--programs packed: $(ls "$work/stage2")"
 scripts/pack_build.sh "$work/carried" --build-dir "$build" --python "$py"
 expect 2 "$work/carried exists" scripts/pack_build.sh "$work/carried" --build-dir "$build" --python "$py"
 for p in rpe-train rpe_tests rpe-bench-model rpe-bench-optim; do [[ -x $work/carried/$p ]] || fail "no $p packed"; done
