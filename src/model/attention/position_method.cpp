@@ -187,7 +187,7 @@ torch::Tensor signed_relative_scores(const torch::Tensor& x, const torch::Tensor
   const int64_t L = x.size(2), reach = relative_reach(k, L);
   auto window = narrow_relative(table, -2, k, reach);  // [H|1, 2k'+1, d]
   if (blocks <= 0) blocks = default_skew_blocks.load();
-  if (L > 0 && x.is_cuda() && relative_layout_usable(x.device())) {
+  if (relative_layout_suits(L, reach) && x.is_cuda() && relative_layout_usable(x.device())) {
     // One GEMM with every slot's row (padded to a multiple of 8) and one kernel to lay it out as
     // [L, L]. The key side (sign < 0) is laid out in [i, j] order, y[i, j] = x_j . table[clip(j - i)],
     // contiguous: returned transposed here, relative_key_scores' transpose gives it back as is.

@@ -17,6 +17,14 @@ bool relative_layout_kernel_built();
 // reference (checked once), unless turned off by set_relative_layout_kernel(false).
 bool relative_layout_usable(const torch::Device& device);
 
+// Whether the kernels suit a length L and reach k' = relative_reach(k, L): the backward sums each
+// clipped end's run (the L - k' distances at or past the clip) in one thread, serially, which is
+// fine for the default unclipped tables (a run of one) and slow for small clips at long lengths
+// (the paper's Table 4: k = 2 at L = 512 sums ~510 elements a thread); past kMaxClippedRun
+// elements the skew path (its gather for short tables) runs instead.
+inline constexpr int64_t kMaxClippedRun = 64;
+inline bool relative_layout_suits(int64_t L, int64_t reach) { return L > 0 && L - reach <= kMaxClippedRun; }
+
 // Turns the kernels off (or on again) for every later call in the process: the benchmarks'
 // --no-relative-kernel, to time the skew path on the same device.
 void set_relative_layout_kernel(bool on);

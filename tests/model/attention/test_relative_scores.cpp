@@ -110,6 +110,18 @@ TEST(RelativeScores, IndicesBuiltOnceServeEveryLaterCallAndAutograd) {
 // x . (every slot's table row, padded to a multiple of 8) laid out as [L, L] must be the naive
 // scores, and its gradient (per slot, summed over the clipped ends, zero on the padding) must be
 // autograd's through ATen's gather.
+// The kernels' backward sums a clipped end's run in one thread: they are taken where those runs
+// are short (the longest is L - k' elements, row L - 1's), the skew path elsewhere.
+TEST(RelativeScores, LayoutKernelIsTakenForShortClippedRunsOnly) {
+  EXPECT_TRUE(relative_layout_suits(512, relative_reach(4096, 512)));  // unclipped (k >= n - 1): runs of one
+  EXPECT_TRUE(relative_layout_suits(128, 127));
+  EXPECT_TRUE(relative_layout_suits(512, 448));   // 64 elements
+  EXPECT_FALSE(relative_layout_suits(512, 447));  // 65
+  EXPECT_FALSE(relative_layout_suits(512, relative_reach(2, 512)));  // Table 4's k = 2 at L = 512
+  EXPECT_TRUE(relative_layout_suits(40, relative_reach(2, 40)));     // short sequences: any k
+  EXPECT_FALSE(relative_layout_suits(0, 0));
+}
+
 TEST(RelativeScores, LayoutKernelArithmeticMatchesLoopAndGather) {
   auto opts = torch::TensorOptions().dtype(torch::kFloat64);
   for (int64_t L : {1, 2, 7, 33})
