@@ -77,19 +77,51 @@ struct Scored {
 // same run and seed replaces the earlier one.
 using Values = std::map<std::tuple<GroupKey, std::string, std::string, std::string>, std::map<std::string, Scored>>;
 
-// The pretraining run a row starts from, as the tables name it: its folder's name; for --init of
-// one checkpoint file of a run, "<run>/<file>" (another step of the same run is another model).
-std::string pretrain_label(const std::string& pretrain_run) {
-  const std::filesystem::path p = folder_path(pretrain_run);
-  if (p.filename() == "checkpoints") return p.parent_path().filename().string();  // stands for the run
-  if (p.parent_path().filename() == "checkpoints") return (p.parent_path().parent_path().filename() / p.filename()).string();
-  return p.filename().string();
+// The pretraining run a row starts from: its folder (a run's checkpoints/ stands for the run), or
+// for --init of one checkpoint file, that file (another step of the same run is another model).
+std::filesystem::path pretrain_identity(const std::string& pretrain_run) {
+  std::filesystem::path p = folder_path(folder_path(pretrain_run).lexically_normal());
+  return p.filename() == "checkpoints" ? p.parent_path() : p;
+}
+
+// As the tables name it: the run folder's name ("<run>/<file>" for a checkpoint file) with
+// `depth` of the folders above it ("lrA/base_m4").
+std::string pretrain_label(const std::filesystem::path& id, size_t depth) {
+  const bool file = id.parent_path().filename() == "checkpoints";
+  std::filesystem::path run = file ? id.parent_path().parent_path() : id;
+  std::filesystem::path label = file ? run.filename() / id.filename() : run.filename();
+  for (auto up = run.parent_path(); depth > 0 && up.has_filename(); --depth, up = up.parent_path())
+    label = up.filename() / label;
+  return label.string();
+}
+
+// Each pretraining run's label: its name, or, where two runs of one name appear (runs/lrA/base_m4
+// and runs/lrB/base_m4), as many folders above it as tell them apart: a row pools the seeds of
+// one model only.
+std::map<std::filesystem::path, std::string> pretrain_labels(const std::vector<ResultRow>& rows) {
+  std::set<std::filesystem::path> ids;
+  for (const auto& r : rows) ids.insert(pretrain_identity(r.pretrain_run));
+  std::map<std::filesystem::path, std::string> labels;
+  for (const auto& id : ids) {
+    const size_t deepest = static_cast<size_t>(std::distance(id.begin(), id.end()));
+    for (size_t depth = 0;; ++depth) {
+      const std::string label = pretrain_label(id, depth);
+      const bool shared = std::any_of(ids.begin(), ids.end(),
+                                      [&](const auto& other) { return other != id && pretrain_label(other, depth) == label; });
+      if (!shared || depth >= deepest) {
+        labels[id] = shared ? id.string() : label;
+        break;
+      }
+    }
+  }
+  return labels;
 }
 
 Values collect(const std::vector<ResultRow>& rows) {
   Values v;
+  const auto labels = pretrain_labels(rows);
   for (const auto& r : rows) {
-    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, pretrain_label(r.pretrain_run), r.select};
+    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, labels.at(pretrain_identity(r.pretrain_run)), r.select};
     v[{g, r.task, r.split, r.metric}][r.run_id + "#" + std::to_string(r.seed)] = {r.value, r.examples};
   }
   return v;

@@ -196,6 +196,22 @@ TEST(Tables, OneRunIdFromTwoFoldersIsNamed) {
   rpe::test::remove_tree(dir);
 }
 
+// Two pretraining runs of one folder name (runs/lrA/base_m4, runs/lrB/base_m4) are two models:
+// two rows, named by as many folders above them as tell them apart, not one row pooling their
+// seeds (which it did when a row was keyed by the folder's name alone).
+TEST(Tables, PretrainingRunsOfOneNameAreNotPooled) {
+  auto a = squad_row("ft_a/seed1", "m4", 127, 128, 1, "f1", 80.0, "/runs/lrA/base_m4");
+  auto b = squad_row("ft_b/seed1", "m4", 127, 128, 1, "f1", 60.0, "/runs/lrB/base_m4/");
+  auto c = squad_row("ft_c/seed2", "m4", 127, 128, 2, "f1", 70.0, "/runs/lrA/base_m4/checkpoints");  // the same run as a
+  auto d = squad_row("ft_d/seed1", "m4", 127, 128, 1, "f1", 50.0, "/runs/lrA/base_m4/checkpoints/step_00000010.pt");
+  const auto t = render_tables({a, b, c, d}, {"2"});
+  EXPECT_NE(t.markdown.find("| lrA/base_m4 | — | 83.63 | 75.00 ± 7.07 (n=2) |"), std::string::npos) << t.markdown;
+  EXPECT_NE(t.markdown.find("| lrB/base_m4 | — | 83.63 | 60.00 |"), std::string::npos) << t.markdown;
+  EXPECT_NE(t.markdown.find("| base_m4/step_00000010.pt | — | 83.63 | 50.00 |"), std::string::npos) << t.markdown;
+  // One run of that name: its name alone, as before.
+  EXPECT_NE(render_tables({a, c}, {"2"}).markdown.find("| base_m4 | — | 83.63 | 75.00 ± 7.07 (n=2) |"), std::string::npos);
+}
+
 // Numbers nlohmann cannot hold (1e400: out_of_range, not parse_error) name file:line; integer
 // fields refuse fractions, which nlohmann would truncate (k 8.5 matched to the paper's k=8).
 TEST(Tables, ResultLinesRefuseOverflowAndFractionalIntegers) {
