@@ -84,7 +84,8 @@ def extrapolation(args):
             if r["value"] is not None:
                 mlm[r["method"]].append((r["length"], r["value"]))
         elif r["measure"] == "SQuAD F1" and r["value"] is not None:
-            squad[r["method"]].append((r["length"], r["value"]["mean"], r["value"]["std"]))
+            # std is null for one seed (no sample std): no error bar
+            squad[r["method"]].append((r["length"], r["value"]["mean"], r["value"]["std"] or 0.0))
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     for method, pts in mlm.items():  # the table's method order
         axes[0].plot(*zip(*pts), marker="o", label=method)

@@ -160,7 +160,8 @@ nlohmann::ordered_json json_row(const std::string& table, const GroupKey& g, con
   j["select"] = g.select;
   j["column"] = column;
   j["mean"] = s ? nlohmann::ordered_json(s->mean) : nlohmann::ordered_json();
-  j["std"] = s ? nlohmann::ordered_json(s->std) : nlohmann::ordered_json();
+  // One seed has no sample std: null (a plot draws no error bar), as the Markdown shows the value alone.
+  j["std"] = s && s->n > 1 ? nlohmann::ordered_json(s->std) : nlohmann::ordered_json();
   j["n"] = s ? s->n : 0;
   j["paper"] = paper ? nlohmann::ordered_json(*paper) : nlohmann::ordered_json();
   return j;
@@ -236,7 +237,7 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
       line.append(" ").append(cell(s)).append(" | ").append(paper_cell(p)).append(" |");
       out.csv += t.name + "," + csv_field(g.label()) + "," + k_text(g.k, "") + "," + std::to_string(g.pretrain_len) + "," +
                  std::to_string(g.finetune_len) + "," + csv_field(g.pretrain_run) + "," + csv_field(t.columns[i].title) + "," +
-                 (s ? fmt(s->mean) + "," + fmt(s->std) + "," + std::to_string(s->n) : ",,0") + "," +
+                 (s ? fmt(s->mean) + "," + (s->n > 1 ? fmt(s->std) : "") + "," + std::to_string(s->n) : ",,0") + "," +
                  (p ? fmt(*p) : "") + "\n";
       out.json.push_back(json_row(t.name, g, t.columns[i].title, s, p));
     }

@@ -52,7 +52,7 @@ Cell stat_cell(const std::vector<double>& values, bool with_n) {
   // One seed has no sample std: its value alone, as render_tables shows it.
   std::string text = s.n == 1 ? fixed(s.mean, 2) : fixed(s.mean, 2) + " ± " + fixed(s.std, 2);
   if (with_n) text += " (n=" + std::to_string(s.n) + ")";
-  return Cell::shown(text, {{"mean", s.mean}, {"std", s.std}, {"n", s.n}});
+  return Cell::shown(text, {{"mean", s.mean}, {"std", s.n > 1 ? nlohmann::json(s.std) : nlohmann::json()}, {"n", s.n}});
 }
 
 std::string with_thousands(double v) {

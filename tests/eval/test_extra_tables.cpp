@@ -48,6 +48,7 @@ TEST(ExtraTables, TextTableRenderings) {
   EXPECT_EQ(s.text, "82.00 ± 2.00 (n=3)");  // sample std: sqrt((4 + 0 + 4) / 2)
   EXPECT_DOUBLE_EQ(s.value["std"].get<double>(), 2.0);
   EXPECT_EQ(stat_cell({}, true).text, "—");
+  EXPECT_TRUE(stat_cell({80.0}, true).value["std"].is_null());  // one seed: no sample std
 }
 
 TEST(ExtraTables, ScaledTable4MatchesPaperRowsByKAndLengthRatio) {

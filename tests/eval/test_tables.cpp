@@ -34,7 +34,7 @@ TEST(Tables, MeanStdAndPaperColumns) {
     other.k = k;
     other.finetune_max_len = ft;
     const auto t2 = render_tables({other}, {"2"});
-    const std::string want = "Table 2,m4," + std::to_string(k) + ",128," + std::to_string(ft) + ",tiny_m4,EM,80.00,0.00,1,\n";
+    const std::string want = "Table 2,m4," + std::to_string(k) + ",128," + std::to_string(ft) + ",tiny_m4,EM,80.00,,1,\n";
     EXPECT_NE(t2.csv.find(want), std::string::npos) << t2.csv;
   }
   EXPECT_NE(t.markdown.find("## Table 4"), std::string::npos);  // m4 SQuAD rows also fill Table 4
@@ -50,8 +50,12 @@ TEST(Tables, MeanStdAndPaperColumns) {
   abs_row.k = 0;
   const auto with_abs = render_tables({abs_row}, {"2"});
   EXPECT_NE(with_abs.markdown.find("| absolute | — | 128 | 128 |"), std::string::npos) << with_abs.markdown;
-  EXPECT_NE(with_abs.csv.find("Table 2,absolute,,128,128,tiny_m4,EM,80.00,0.00,1,81.58"), std::string::npos)
+  EXPECT_NE(with_abs.csv.find("Table 2,absolute,,128,128,tiny_m4,EM,80.00,,1,81.58"), std::string::npos)
       << with_abs.csv;
+  // One seed has no sample std: empty in the CSV, null in the JSON (not 0.00, an error bar of 0).
+  ASSERT_FALSE(with_abs.json.empty());
+  EXPECT_TRUE(with_abs.json[0]["std"].is_null()) << with_abs.json.dump();
+  EXPECT_EQ(with_abs.json[0]["n"], 1);
 }
 
 // Rows are the same experiment whatever the --init spelling ("runs/pre/" is "runs/pre"); an
@@ -106,8 +110,8 @@ TEST(Tables, ProtocolsAndCheckpointsAreRowsOfTheirOwn) {
     steps.push_back(squad_row("ft/seed1", "m4", 127, 128, 1, "exact", 70.0, ck));
   steps[1].run_id = "ft2/seed1";
   const auto s = render_tables(steps, {"2"});
-  EXPECT_NE(s.csv.find(",m4/step_00000100.pt,EM,70.00,0.00,1,"), std::string::npos) << s.csv;
-  EXPECT_NE(s.csv.find(",m4/step_00000200.pt,EM,70.00,0.00,1,"), std::string::npos) << s.csv;
+  EXPECT_NE(s.csv.find(",m4/step_00000100.pt,EM,70.00,,1,"), std::string::npos) << s.csv;
+  EXPECT_NE(s.csv.find(",m4/step_00000200.pt,EM,70.00,,1,"), std::string::npos) << s.csv;
   // select survives the result line; lines written before the field read as final.
   auto j = to_json(rows[1]);
   EXPECT_EQ(result_from_json(j, "x").select, "best");
