@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "data/manifest.h"
@@ -87,6 +88,29 @@ json without_model_path(json settings) {
     settings["tokenizer_model"].erase("path");
   return settings;
 }
+
+// What differs between the settings the shards were prepared with and this config's, by the
+// config key a user would change: "data.train_files (prepared: [...]; this config: [...])".
+std::string settings_difference(const json& prepared, const json& now) {
+  static const std::map<std::string, std::string> key_of{
+      {"format_version", "the shard format (an older rpe-train prepared them)"},
+      {"tokenizer", "data.tokenizer"},
+      {"vocab_size", "the tokenizer's vocabulary size"},
+      {"tokenizer_model", "data.tokenizer_model (its content)"}};
+  const auto shown = [](const json& v) {
+    std::string text = v.is_null() ? "none" : v.dump();
+    return text.size() > 160 ? text.substr(0, 157) + "..." : text;
+  };
+  std::vector<std::string> parts;
+  for (const auto& [key, value] : now.items()) {
+    const json old = prepared.contains(key) ? prepared.at(key) : json();
+    if (old == value) continue;
+    const auto named = key_of.find(key);
+    parts.push_back(named != key_of.end() ? named->second
+                                          : "data." + key + " (prepared: " + shown(old) + "; this config: " + shown(value) + ")");
+  }
+  return parts.empty() ? "settings changed" : join(parts, "; ");
+}
 }  // namespace
 
 std::string mismatch(const fs::path& dir, const json& settings, const json& inputs, json* out, bool check_shards) {
@@ -95,7 +119,8 @@ std::string mismatch(const fs::path& dir, const json& settings, const json& inpu
   try {
     const json manifest = read_json_file(m);
     if (out) *out = manifest;
-    if (without_model_path(manifest.at("settings")) != without_model_path(settings)) return "settings or tokenizer changed";
+    const json prepared = without_model_path(manifest.at("settings")), now = without_model_path(settings);
+    if (prepared != now) return settings_difference(prepared, now);
     const json& old = manifest.at("inputs");
     if (old.size() != inputs.size()) return "input files changed";
     for (size_t i = 0; i < inputs.size(); ++i)
@@ -123,11 +148,14 @@ std::string mismatch(const fs::path& dir, const json& settings, const json& inpu
 
 std::string shards_out_of_date(const fs::path& dir, const DataOptions& d, const Tokenizer& tok) {
   const json inputs = manifest::input_identities(d, /*missing_ok=*/true);
+  const std::string why = manifest::mismatch(dir, manifest::settings_of(d, tok), inputs, nullptr, /*check_shards=*/false);
+  // Only a file the shards were prepared from is "gone since prepare-data" (the manifest lists
+  // it: the match above); one of another config is simply not what they hold.
   for (const auto& f : inputs)
-    if (f.contains("missing"))
+    if (why.empty() && f.contains("missing"))
       log::warn("data", "{}: gone since prepare-data: training on its shards as prepared (their checksums are verified)",
                 f.at("path").get<std::string>());
-  return manifest::mismatch(dir, manifest::settings_of(d, tok), inputs, nullptr, /*check_shards=*/false);
+  return why;
 }
 
 std::vector<TokenStream> PreparedShards::streams(const std::vector<std::unique_ptr<MappedShard>>& shards) {

@@ -16,8 +16,9 @@ PretrainCorpus from_shards(const DataOptions& d, const Tokenizer& tok, Packing p
   // first opening reads every byte of them for its checksum (~11 GB at paper scale, every rank).
   require_prepared_for(d.shards, tok);
   if (const std::string why = shards_out_of_date(d.shards, d, tok); !why.empty())
-    throw UserError(d.shards + ": the shards do not match data.train_files and the tokenizer (" + why +
-                    "): run rpe-train prepare-data --config <this config>");
+    throw UserError(d.shards + ": the shards were prepared with other settings: " + why +
+                    ". Give the settings they were prepared with (a run's own: --config RUN/config.yaml), or "
+                    "rpe-train prepare-data --config <this config> to replace them with this config's");
   auto shards = std::make_shared<const PreparedShards>(open_prepared(d.shards, tok));
   PretrainCorpus c;
   c.train = std::make_shared<ShardSequences>(shards, false, d.shards, tok.special(), d.max_seq_len, packing);

@@ -120,8 +120,15 @@ perl -e 'open(F, "+<", $ARGV[0]) or die; seek(F, 100, 0); read(F, $c, 1); seek(F
   "$T/flip/train-00000.shard"
 expect_error bit_flip "train-00000.shard: checksum" \
   "$BIN" pretrain --config "$T/cfg.yaml" --set data.shards="$T/flip" --run-dir "$T/r4"
-expect_error stale_shards "the shards do not match data.train_files" \
+# Stale for this config: the setting that differs is named, and the way back before the way
+# that replaces the shards.
+expect_error stale_shards "the shards were prepared with other settings: data.valid_fraction (prepared: 0.1; this config: 0.2). Give the settings they were prepared with" \
   "$BIN" pretrain --config "$T/cfg.yaml" --set data.valid_fraction=0.2 --run-dir "$T/r5"
+# Another corpus than the one prepared: named as such, and no "gone since prepare-data" warning
+# for a file the shards never held.
+expect_error other_corpus "data.train_files (prepared: [\"$T/corpus.txt\"]; this config: [\"$T/never.txt\"])" \
+  "$BIN" pretrain --config "$T/cfg.yaml" --set "data.train_files=[$T/never.txt]" --run-dir "$T/r6"
+! grep -q "gone since prepare-data" "$T/err" || fail "a file the shards never held was called gone since prepare-data"
 # A text file listed twice, in one list or in both (however spelled): trained on twice, or its own
 # held-out set.
 expect_error twice_in_train "data.train_files: $T/./corpus.txt is listed in data.train_files already" \
