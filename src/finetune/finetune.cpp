@@ -141,10 +141,10 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   const auto& cfg = p.rc.cfg;
   if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
   const dist::LaunchEnv env = dist::detect_launch_env();
+  micro_batch_size(cfg.train, env.world);  // the same verdict on every rank, before the rendezvous
   dist::DataParallel dp(env, [&] { return training_device(cfg.train.device, env.local_rank, env.distributed()); },
                         cfg.train.dist_timeout_s, cfg.train.bucket_mb);
   const torch::Device device = dp.device();
-  micro_batch_size(cfg.train, dp.world());  // the same verdict on every rank, before any work
   // After the ranks have met, each reads the data and checks the checkpoint's shapes and the
   // lengths (once, before anything is written); a rank that cannot stops them all at once.
   dist::all_or_none(dp, "reading the fine-tuning inputs", [&] {

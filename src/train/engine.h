@@ -61,7 +61,9 @@ inline int64_t micro_batch_size(const TrainOptions& t, int64_t world) {
   const int64_t per_rank = t.grad_accum * world;
   if (t.batch_size % per_rank != 0)
     throw UserError("train.batch_size (" + std::to_string(t.batch_size) + ") is not divisible by grad_accum x world size (" +
-                    std::to_string(t.grad_accum) + " x " + std::to_string(world) + ")");
+                    std::to_string(t.grad_accum) + " x " + std::to_string(world) +
+                    "): give a batch that is (and train.lr for it: a change from the config's recipe), or another "
+                    "number of ranks");
   return t.batch_size / per_rank;
 }
 

@@ -273,6 +273,9 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
   if (t.threads > 0) torch::set_num_threads(static_cast<int>(t.threads));
   torch::manual_seed(static_cast<uint64_t>(t.seed));  // same on every rank: identical init and dropout streams
   const dist::LaunchEnv env = dist::detect_launch_env();
+  // Before the rendezvous: every rank knows the world size from its launcher, so a batch that does
+  // not divide stops each one at once, not after the whole job has met (or one rank at the store).
+  micro_batch_size(t, env.world);
   dist::DataParallel dp(env, [&] { return training_device(t.device, env.local_rank, env.distributed()); },
                         t.dist_timeout_s, t.bucket_mb);
   const torch::Device device = dp.device();

@@ -45,6 +45,11 @@ expect_error "paper table without --names" "read with --names only" "$BIN" metho
 
 # Happy paths.
 "$BIN" --version | grep -q "^rpe-train " || { echo "FAIL --version"; fail=1; }
+# A batch the world size does not divide stops each rank before the rendezvous (the paper's 160
+# on 64 GPUs): not after the whole job has met, nor one rank waiting at the store for the others.
+expect_error "batch over the world size" "train.batch_size \(160\) is not divisible by grad_accum x world size \(1 x 64\)" \
+  env WORLD_SIZE=64 RANK=5 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=9 timeout 60 "$BIN" pretrain --config $CFG \
+  --set train.batch_size=160 --set train.device=cpu --run-dir "$TMP/r_world"
 # The CUDA kernels' off switch: a misspelt name stops at start-up; a valid one is reported.
 expect_error "unknown CUDA kernel name" "^error: RPE_TRAIN_DISABLE_CUDA_KERNELS: unknown kernel 'addnorm' \(known: all, add_norm, m3, relative_layout\)$" \
   env RPE_TRAIN_DISABLE_CUDA_KERNELS=m3,addnorm "$BIN" dump-config --config $CFG
