@@ -70,6 +70,7 @@ set(RPE_CORE_SOURCES
   src/interop/model_file.cpp
   src/interop/hf_bert.cpp
   src/interop/hf_bert_import.cpp
+  src/interop/hf_folder.cpp
   src/interop/method_swap.cpp
   # evaluation: official SQuAD/GLUE metrics, result lines, tables
   src/eval/squad_metrics.cpp

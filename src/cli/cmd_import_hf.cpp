@@ -18,7 +18,7 @@ namespace {
 // there name in their config), is replaced only with --overwrite.
 void refuse_replacing(const std::string& dir, const fs::path& out) {
   std::error_code ec;
-  if (fs::exists(out, ec)) throw UserError("--out " + out.string() + ": exists; pass --overwrite to replace it");
+  refuse_existing_output("--out", out);
   const fs::path vocab_out = (out.has_parent_path() ? out.parent_path() : fs::path(".")) / "vocab.txt";
   const fs::path vocab_in = fs::path(dir) / "vocab.txt";
   if (fs::is_regular_file(vocab_out, ec) && fs::is_regular_file(vocab_in, ec) &&

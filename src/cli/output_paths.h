@@ -50,4 +50,14 @@ inline void check_output_file(const std::string& option, const std::filesystem::
   check_output_folder(option, parent, file);
 }
 
+// An output that is there already (a file, or a folder with content) is replaced only with
+// --overwrite: refused here, before any work, with the same words for every command.
+inline void refuse_existing_output(const std::string& option, const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool empty_folder = fs::is_directory(path, ec) && fs::is_empty(path, ec);
+  if (fs::exists(path, ec) && !empty_folder)
+    throw UserError(option + " " + path.string() + ": exists; pass --overwrite to replace it");
+}
+
 }  // namespace rpe::cli

@@ -9,8 +9,8 @@
 #include "finetune/heads.h"
 #include "finetune/saved_model.h"
 #include "interop/hf_bert.h"
-#include "interop/safetensors.h"
-#include "util/atomic_file.h"
+#include "interop/hf_folder.h"
+#include "model/attention/registry.h"
 #include "util/errors.h"
 #include "util/log.h"
 
@@ -37,6 +37,30 @@ void add_encoder(const ModelOptions& m, torch::OrderedDict<std::string, torch::T
     tensors.emplace_back("bert.embeddings.position_embeddings.weight", torch::zeros({m.max_position, m.hidden}));
 }
 
+// The vocabulary the folder carries. --vocab is refused for these folders (the model is bound to
+// the tokenizer it was fine-tuned with), so a missing one is said as such, with the way back.
+HfVocab carried_vocab(const SavedModel& saved) {
+  const fs::path tokenizer = saved.cfg.data.tokenizer_model;
+  std::error_code ec;
+  if (!fs::is_regular_file(tokenizer, ec))
+    throw UserError(tokenizer.string() + ": missing from the fine-tuned model folder (it carries the tokenizer it was "
+                    "trained with): copy " + tokenizer.filename().string() + " back from the pretraining run");
+  return hf_vocab(saved.cfg, saved.dir / "model.pt");
+}
+
+// Relative methods clip distances at model.max_position - 1, so fine-tuning may run longer
+// windows; HF indexes its unclipped distance table directly and cannot run them.
+void warn_long_windows(const SavedModel& saved) {
+  const Config& cfg = saved.cfg;
+  if (method_info(cfg.model.attention.method).hf_distance_table.empty() ||
+      cfg.finetune.max_seq_len <= cfg.model.max_position)
+    return;  // absolute tables refuse longer windows at fine-tuning already
+  log::warn("export", "{}: fine-tuned on windows of up to {} tokens (finetune.max_seq_len), but HF BERT takes at most "
+            "max_position_embeddings = {}: transformers fails on longer inputs, and truncating to {} tokens gives "
+            "other predictions than rpe-train predict", saved.dir.string(), cfg.finetune.max_seq_len,
+            cfg.model.max_position, cfg.model.max_position);
+}
+
 }  // namespace
 
 void export_hf_finetuned(const fs::path& model_dir, const fs::path& out_dir) {
@@ -44,7 +68,8 @@ void export_hf_finetuned(const fs::path& model_dir, const fs::path& out_dir) {
   const ModelOptions& m = saved.cfg.model;
   const std::string blocker = hf_export_blocker(m);
   if (!blocker.empty()) throw UserError(model_dir.string() + ": cannot export to Hugging Face BERT: " + blocker);
-  const fs::path weights = model_dir / "model.pt";
+  const HfVocab vocab = carried_vocab(saved);  // first: a missing one leaves no partial folder
+  warn_long_windows(saved);
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   std::set<std::string> linked;
   torch::OrderedDict<std::string, torch::Tensor> params;
@@ -99,13 +124,7 @@ void export_hf_finetuned(const fs::path& model_dir, const fs::path& out_dir) {
       if (name == "bert.embeddings.token_type_embeddings.weight") t = t[0].unsqueeze(0).expand_as(t).clone();
   std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   config["finetuned_task"] = saved.info.task;
-  const std::string vocab = hf_vocab_text(saved.cfg, weights);  // first: a missing one leaves no partial folder
-  write_safetensors(out_dir / "model.safetensors", tensors, {{"format", "pt"}});
-  write_file_atomic(out_dir / "config.json", config.dump(2) + "\n");
-  write_file_atomic(out_dir / "vocab.txt", vocab);
-  const json tok{{"do_lower_case", saved.cfg.data.lowercase}, {"tokenizer_class", "BertTokenizer"},
-                 {"model_max_length", m.max_position}};
-  write_file_atomic(out_dir / "tokenizer_config.json", tok.dump(2) + "\n");
+  write_hf_folder(out_dir, tensors, config, vocab, saved.cfg);
   log::info("export", "{} -> {}: {} {} as {}", model_dir.string(), out_dir.string(), saved.info.task,
             m.attention.method, config["architectures"][0].get<std::string>());
 }

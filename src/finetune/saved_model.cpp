@@ -1,13 +1,9 @@
 // Saved fine-tuned models (see saved_model.h).
 #include "finetune/saved_model.h"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <vector>
 
 #include "finetune/glue_data.h"
@@ -29,45 +25,11 @@ std::string tokenizer_name(const Config& cfg) {
   return cfg.data.tokenizer == "wordpiece" ? "vocab.txt" : "tokenizer.model";
 }
 
-// Staging folders of saves whose process is gone (killed while writing: <name>.tmp-<pid>, a
-// BERT-sized model.pt each): removed. A live process's are left alone (two processes saving the
-// same folder, e.g. a rerun beside a stuck one). <name>.tmp-<pid>.replaced is the previous model
-// moved aside by the fallback swap (file systems without an exchange): if the kill came before
-// the new folder was moved in, it is the only model there, so it is put back, not removed.
-void remove_dead_staging(const fs::path& dir) {
-  const std::string prefix = dir.filename().string() + ".tmp-";
-  auto dead_pid = [&](std::string name) {
-    if (!name.starts_with(prefix)) return false;
-    if (name.ends_with(".replaced")) name.resize(name.size() - 9);
-    const std::string pid = name.substr(prefix.size());
-    if (pid.empty() || pid.size() > 9 || !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return false;
-    return ::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH;
-  };
-  std::error_code ec;
-  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
-  std::vector<fs::path> dead;
-  for (const auto& e : fs::directory_iterator(parent, ec))
-    if (dead_pid(e.path().filename().string())) dead.push_back(e.path());
-  for (const auto& path : dead) {
-    if (path.string().ends_with(".replaced") && !fs::exists(dir, ec)) {
-      log::warn("finetune", "{}: restored from {}, left by a save that was killed", dir.string(), path.string());
-      fs::rename(path, dir, ec);
-      if (!ec) continue;
-    }
-    remove_tree(path);
-  }
-}
 }  // namespace
 
 void save_finetuned_model(const fs::path& dir, torch::nn::Module& model, Config cfg, const fs::path& tokenizer_file,
                           const SavedModelInfo& info) {
-  const std::string pid = std::to_string(::getpid());
-  const fs::path tmp = dir.parent_path() / (dir.filename().string() + ".tmp-" + pid);
-  remove_dead_staging(dir);
-  std::error_code ec;
-  fs::create_directories(tmp, ec);
-  if (ec) throw UserError("cannot create " + tmp.string() + ": " + ec.message());
+  const fs::path tmp = make_staging_folder(dir);
   const std::string tok = tokenizer_name(cfg);
   write_file_atomic(tmp / tok, read_file(tokenizer_file));
   cfg.data.tokenizer_model = tok;  // relative: the folder can be moved or copied as a whole

@@ -8,12 +8,10 @@
 #include <set>
 
 #include "config/model_size.h"
-#include "data/sp_tokenizer.h"
+#include "interop/hf_folder.h"
 #include "interop/model_file.h"
-#include "interop/safetensors.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
-#include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/log.h"
 
@@ -210,41 +208,12 @@ torch::Tensor from_hf_layout(const torch::Tensor& hf, const HfTensorLink& link) 
   return hf.flip(0).unsqueeze(0).contiguous();  // [2n-1, d] -> [1, 2n-1, d]
 }
 
-std::string hf_vocab_text(const Config& cfg, const fs::path& checkpoint, const fs::path& vocab) {
-  if (!vocab.empty()) return read_file(vocab);
-  const fs::path named = cfg.data.tokenizer_model;
-  const fs::path beside_ck = checkpoint.parent_path() / named.filename();
-  const fs::path run_sp = checkpoint.parent_path().parent_path() / "tokenizer.model";  // <run>/checkpoints/x.pt
-  auto find = [&](std::vector<fs::path> candidates) -> fs::path {
-    for (const auto& c : candidates)
-      if (!c.empty() && fs::exists(c) && fs::is_regular_file(c)) return c;
-    return {};
-  };
-  if (cfg.data.tokenizer == "wordpiece") {
-    const fs::path f = find({named, named.empty() ? fs::path() : beside_ck});
-    if (f.empty())
-      throw UserError(checkpoint.string() + ": the wordpiece vocabulary '" + named.string() +
-                      "' was not found (pass --vocab FILE)");
-    return read_file(f);
-  }
-  const fs::path sp = find({named, run_sp});
-  if (sp.empty())
-    throw UserError(checkpoint.string() + ": the " + cfg.data.tokenizer + " model '" + named.string() +
-                    "' was not found (pass --vocab FILE, a vocab.txt whose line i is token id i)");
-  log::warn("export", "{} is a SentencePiece model: vocab.txt lists its pieces in id order, but BertTokenizer "
-                      "will not segment text the same way", sp.string());
-  SentencePieceTokenizer tok(sp);
-  std::string text;
-  for (int32_t id = 0; id < tok.vocab_size(); ++id) text += tok.piece(id) + "\n";
-  return text;
-}
-
 void export_hf_bert(const fs::path& checkpoint, const fs::path& out_dir, const fs::path& vocab) {
   LoadedModel loaded = load_model_file(checkpoint);
   const ModelOptions& m = loaded.config.model;
   const std::string blocker = hf_export_blocker(m);
   if (!blocker.empty()) throw UserError(checkpoint.string() + ": cannot export to Hugging Face BERT: " + blocker);
-  const std::string vocab_text = hf_vocab_text(loaded.config, checkpoint, vocab);
+  const HfVocab hf_vocab_files = hf_vocab(loaded.config, checkpoint, vocab);  // first: a refusal writes nothing
 
   auto params = loaded.model->named_parameters();
   const auto links = hf_tensor_links(m);
@@ -263,12 +232,7 @@ void export_hf_bert(const fs::path& checkpoint, const fs::path& out_dir, const f
     tensors.emplace_back("bert.embeddings.position_embeddings.weight", torch::zeros({m.max_position, m.hidden}));
   std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 
-  write_safetensors(out_dir / "model.safetensors", tensors, {{"format", "pt"}});
-  write_file_atomic(out_dir / "config.json", hf_config_from(m).dump(2) + "\n");
-  write_file_atomic(out_dir / "vocab.txt", vocab_text);
-  const json tok{{"do_lower_case", loaded.config.data.lowercase}, {"tokenizer_class", "BertTokenizer"},
-                 {"model_max_length", m.max_position}};
-  write_file_atomic(out_dir / "tokenizer_config.json", tok.dump(2) + "\n");
+  write_hf_folder(out_dir, tensors, hf_config_from(m), hf_vocab_files, loaded.config);
   log::info("export", "{} -> {}: {} as position_embedding_type {}", checkpoint.string(), out_dir.string(),
             m.attention.method, hf_config_from(m)["position_embedding_type"].get<std::string>());
 }

@@ -60,14 +60,9 @@ struct ImportSummary {
 ImportSummary import_hf_bert(const std::filesystem::path& dir, const std::filesystem::path& out_checkpoint,
                              bool allow_missing_mlm_head = false);
 
-// The vocab.txt text to export: `vocab` when given, else the config's wordpiece vocab.txt (as
-// named, or beside `checkpoint`), else its sentencepiece pieces in id order (with a warning).
-std::string hf_vocab_text(const Config& cfg, const std::filesystem::path& checkpoint,
-                          const std::filesystem::path& vocab = {});
-
-// export-hf: writes OUT/{config.json, model.safetensors, vocab.txt}. The vocabulary is
-// `vocab` when given, else the checkpoint's wordpiece vocab.txt (or its sentencepiece
-// pieces, one per line in id order, with a warning: BertTokenizer will not split alike).
+// export-hf: writes OUT/{config.json, model.safetensors, vocab.txt, tokenizer_config.json} as a
+// whole, replacing what OUT held (write_hf_folder). The vocabulary is `vocab` when given, else
+// the checkpoint's own, checked against the model (hf_vocab in hf_folder.h).
 void export_hf_bert(const std::filesystem::path& checkpoint, const std::filesystem::path& out_dir,
                     const std::filesystem::path& vocab = {});
 

@@ -91,22 +91,14 @@ bool is_run_folder(const fs::path& dir) {
   return false;
 }
 
-// True when `inner` is `outer` or lies inside it (both made absolute, symlinks resolved).
-bool inside(const fs::path& inner, const fs::path& outer) {
-  std::error_code ec;
-  const fs::path rel = fs::weakly_canonical(fs::absolute(inner), ec)
-                           .lexically_relative(fs::weakly_canonical(fs::absolute(outer), ec));
-  return !rel.empty() && *rel.begin() != "..";
-}
-
 // --overwrite deletes `dir`: only a run folder, never one holding the working directory or
 // something the new run reads (an --init model, its vocabulary, the corpus).
 void check_overwrite(const fs::path& dir, const RunDirRequest& request) {
   std::error_code ec;
-  if (inside(fs::current_path(ec), dir))
+  if (path_inside(fs::current_path(ec), dir))
     throw UserError("--overwrite: " + dir.string() + " holds the working directory; refusing to delete it");
   for (const auto& input : request.inputs)
-    if (!input.empty() && inside(input, dir))
+    if (!input.empty() && path_inside(input, dir))
       throw UserError("--overwrite: " + dir.string() + " holds " + input.string() +
                       ", which this run reads; write the run elsewhere");
   if (!is_run_folder(dir))

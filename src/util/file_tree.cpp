@@ -1,20 +1,25 @@
 // remove_tree through nftw(3) + remove(3), children before their folder; replace_folder
-// through renameat2(2).
+// through renameat2(2); staging folders named by the writer's pid, checked with kill(2).
 #include "util/file_tree.h"
 
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "util/errors.h"
+#include "util/log.h"
 
 namespace rpe {
+namespace fs = std::filesystem;
 
 namespace {
 thread_local std::string g_failed;  // the entry nftw's callback could not remove
@@ -74,6 +79,56 @@ void replace_folder(const std::filesystem::path& staged, const std::filesystem::
     throw UserError("cannot replace " + target.string() + " with " + staged.string() + ": " + std::strerror(errno));
   }
   fsync_folder(target.parent_path());
+}
+
+
+namespace {
+// Staging folders of writers whose process is gone (killed while writing: <name>.tmp-<pid>, a
+// BERT-sized model each): removed. A live process's are left alone (two processes writing the
+// same folder, e.g. a rerun beside a stuck one). <name>.tmp-<pid>.replaced is the previous folder
+// moved aside by the fallback swap (file systems without an exchange): if the kill came before
+// the new folder was moved in, it is the only copy there, so it is put back, not removed.
+void remove_dead_staging(const fs::path& dir) {
+  const std::string prefix = dir.filename().string() + ".tmp-";
+  auto dead_pid = [&](std::string name) {
+    if (!name.starts_with(prefix)) return false;
+    if (name.ends_with(".replaced")) name.resize(name.size() - 9);
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.size() > 9 || !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+    return ::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH;
+  };
+  std::error_code ec;
+  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+  std::vector<fs::path> dead;
+  for (const auto& e : fs::directory_iterator(parent, ec))
+    if (dead_pid(e.path().filename().string())) dead.push_back(e.path());
+  for (const auto& path : dead) {
+    if (path.string().ends_with(".replaced") && !fs::exists(dir, ec)) {
+      log::warn("files", "{}: restored from {}, left by a writer that was killed", dir.string(), path.string());
+      fs::rename(path, dir, ec);
+      if (!ec) continue;
+    }
+    remove_tree(path);
+  }
+}
+}  // namespace
+
+fs::path make_staging_folder(const fs::path& target) {
+  const fs::path dir = folder_path(target);
+  const fs::path tmp = dir.parent_path() / (dir.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  remove_dead_staging(dir);
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  if (ec) throw UserError("cannot create " + tmp.string() + ": " + ec.message());
+  return tmp;
+}
+
+bool path_inside(const fs::path& inner, const fs::path& outer) {
+  std::error_code ec;
+  const fs::path rel = fs::weakly_canonical(fs::absolute(inner), ec)
+                           .lexically_relative(fs::weakly_canonical(fs::absolute(outer), ec));
+  return !rel.empty() && *rel.begin() != "..";
 }
 
 }  // namespace rpe

@@ -8,6 +8,9 @@ For absolute, shaw (HF relative_key) and m4 (HF relative_key_query):
           `rpe-train import-hf` -> our logits equal transformers' within TOL;
   round trip: that import exported again holds byte-identical tensors (all but the
           position_embeddings table HF keeps, unused, for relative types).
+  SentencePiece: a model of a SentencePiece-tokenized run -> export-hf -> AutoTokenizer loads
+          the folder (its special tokens are the pieces at their ids: <unk>, not a missing
+          [UNK]) and maps an unknown word to the unk id, inside the vocabulary.
 Our logits come from the test-only tool hf_probe. transformers 5 removed the relative
 types, so this needs transformers>=4.40,<5. Exit 77 (ctest skip) when it is missing.
 """
@@ -71,6 +74,32 @@ def random_hf_model(pet, folder, seed):
     (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
 
 
+def sentencepiece_export_loads(rpe_train, probe, work):
+    """True when the folder exported from a SentencePiece run works with AutoTokenizer."""
+    from transformers import AutoTokenizer
+    d = work / "sentencepiece"
+    d.mkdir(parents=True, exist_ok=True)
+    words = ["the", "cat", "sat", "on", "mat", "dog", "ran", "to", "a", "house", "big", "red", "and", "it", "was"]
+    lines = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(12)) for i in range(400)]
+    (d / "corpus.txt").write_text("\n".join(lines) + "\n")
+    run([probe, "init-sp", "m4", d / "run" / "model.pt", d / "corpus.txt"])
+    run([rpe_train, "export-hf", d / "run" / "model.pt", "--out", d / "hf", "--overwrite"])
+    vocab_size = json.loads((d / "hf" / "config.json").read_text())["vocab_size"]
+    try:
+        tok = AutoTokenizer.from_pretrained(d / "hf")
+        ids = tok("the cat sat on the qqzx mat")["input_ids"]
+    except Exception as e:  # transformers 4.x: "WordPiece error: Missing [UNK] token from the vocabulary"
+        print(f"sentencepiece export: AutoTokenizer cannot load or use it: {e!r}")
+        return False
+    model = BertForMaskedLM.from_pretrained(d / "hf").eval()
+    with torch.no_grad():
+        model(input_ids=torch.tensor([ids]))
+    ok = max(ids) < vocab_size and tok.unk_token_id in ids
+    print(f"sentencepiece export: {type(tok).__name__} unk {tok.unk_token!r} = {tok.unk_token_id}, ids {ids}"
+          f"{'' if ok else '  FAIL'}")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rpe-train", required=True)
@@ -94,7 +123,7 @@ def main():
         ours_ck = d / "ours" / "model.pt"
         ours_ck.parent.mkdir(parents=True, exist_ok=True)
         run([args.probe, "init", method, ours_ck, 10 + i])
-        run([args.rpe_train, "export-hf", ours_ck, "--out", d / "exported"])
+        run([args.rpe_train, "export-hf", ours_ck, "--out", d / "exported", "--overwrite"])  # the folder outlives a run
         export_diff = (our_logits(args.probe, ours_ck, ids) - hf_logits(d / "exported", ids)).abs().max().item()
         # import: HF -> ours
         hf_dir = d / "hf"
@@ -103,7 +132,7 @@ def main():
         run([args.rpe_train, "import-hf", hf_dir, "--out", imported, "--overwrite"])  # the folder outlives a run
         import_diff = (our_logits(args.probe, imported, ids) - hf_logits(hf_dir, ids)).abs().max().item()
         # round trip: import -> export keeps every tensor byte for byte
-        run([args.rpe_train, "export-hf", imported, "--out", d / "roundtrip"])
+        run([args.rpe_train, "export-hf", imported, "--out", d / "roundtrip", "--overwrite"])
         a, b = load_file(hf_dir / "model.safetensors"), load_file(d / "roundtrip" / "model.safetensors")
         unused = {"bert.embeddings.position_embeddings.weight"} if method != "absolute" else set()
         keys_a, keys_b = set(a) - unused, set(b) - unused
@@ -112,6 +141,7 @@ def main():
         failed |= not ok
         print(f"{method:9} {pet:19} {export_diff:17.3e} {import_diff:17.3e}  "
               f"{'identical' if same else 'DIFFERENT'} ({len(keys_a)} tensors){'' if ok else '  FAIL'}")
+    failed |= not sentencepiece_export_loads(args.rpe_train, args.probe, work)
     if skipped:
         print(f"skipped (not registered in this build): {', '.join(skipped)}")
     print("FAIL" if failed else "PASS")

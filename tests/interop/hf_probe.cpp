@@ -2,6 +2,8 @@
 //   hf_probe methods                          registered position methods, one per line
 //   hf_probe init METHOD OUT.pt [SEED]        a small random model (every tensor random,
 //                                            biases and LayerNorms included) + vocab.txt beside it
+//   hf_probe init-sp METHOD OUT.pt CORPUS     the same, tokenized by a SentencePiece model trained
+//                                            on CORPUS (OUT's folder/tokenizer.model, as in a run)
 //   hf_probe logits CHECKPOINT ID,ID,...      MLM logits of one sequence as JSON {"logits": [[...]]}
 //   hf_probe init-finetuned METHOD TASK OUT_DIR [SEED [no-token-types]]   a random kept fine-tuned model (squad_v1 or a
 //                                            GLUE task), every tensor random (hf_probe_heads.cpp)
@@ -14,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "data/sp_tokenizer.h"
 #include "interop/model_file.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
@@ -56,6 +59,20 @@ int init_model(const std::string& method, const fs::path& out, int64_t seed) {
   return 0;
 }
 
+int init_sentencepiece_model(const std::string& method, const fs::path& out, const fs::path& corpus) {
+  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  Config cfg = probe_config(method, dir / "vocab.txt");
+  fs::remove(dir / "vocab.txt");  // a SentencePiece run has none
+  cfg.data.tokenizer = "sentencepiece";
+  cfg.data.tokenizer_model = (dir / "tokenizer.model").string();
+  train_sentencepiece({corpus.string()}, "line", cfg.data.tokenizer_model, cfg.model.vocab_size, cfg.data.lowercase);
+  torch::manual_seed(1);
+  BertModel model(cfg.model);
+  probe::randomize_all(*model);
+  save_model_file(out, *model, to_yaml(cfg));
+  return 0;
+}
+
 int print_logits(const fs::path& checkpoint, const std::string& ids_text) {
   LoadedModel loaded = load_model_file(checkpoint);
   std::vector<int64_t> ids;
@@ -85,6 +102,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if ((a.size() == 3 || a.size() == 4) && a[0] == "init") return init_model(a[1], a[2], a.size() == 4 ? std::stoll(a[3]) : 1);
+    if (a.size() == 4 && a[0] == "init-sp") return init_sentencepiece_model(a[1], a[2], a[3]);
     if (a.size() == 3 && a[0] == "logits") return print_logits(a[1], a[2]);
     if (a.size() >= 4 && a.size() <= 6 && a[0] == "init-finetuned") {
       const fs::path work = fs::path(a[3]).parent_path() / (fs::path(a[3]).filename().string() + ".src");
@@ -93,7 +111,7 @@ int main(int argc, char** argv) {
       return probe::init_finetuned(cfg, a[2], a[3], a.size() >= 5 ? std::stoll(a[4]) : 1);
     }
     if (a.size() == 4 && a[0] == "head-logits") return probe::print_head_logits(a[1], a[2], a[3]);
-    std::cerr << "usage: hf_probe methods | init METHOD OUT.pt [SEED] | logits CHECKPOINT ID,ID,... | "
+    std::cerr << "usage: hf_probe methods | init METHOD OUT.pt [SEED] | init-sp METHOD OUT.pt CORPUS | logits CHECKPOINT ID,ID,... | "
                  "init-finetuned METHOD TASK OUT_DIR [SEED [no-token-types]] | head-logits MODEL_DIR ID,... TYPE,...\n";
     return kExitUserError;
   } catch (const UserError& e) {

@@ -29,8 +29,8 @@ flip_byte() {  # FILE OFFSET
   local b; b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
   printf "$(printf '\\%03o' $(( b ^ 90 )))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
 }
-no_tmp_left() {  # DIR WHAT
-  if find "$1" -name '*.tmp.*' | grep -q .; then echo "FAIL: $2 left $(find "$1" -name '*.tmp.*')"; fails=$((fails + 1)); fi
+no_tmp_left() {  # DIR WHAT (temporary files <name>.tmp.*, staging folders <name>.tmp-<pid>)
+  if find "$1" -name '*.tmp[.-]*' | grep -q .; then echo "FAIL: $2 left $(find "$1" -name '*.tmp[.-]*')"; fails=$((fails + 1)); fi
 }
 
 # A small random model (+ vocab.txt beside it) and an HF folder made from it.
@@ -122,7 +122,7 @@ mkdir -p "$work/full"
 if mount -t tmpfs -o size=16k none "$work/full" 2>/dev/null; then
   EXPECT_RC=1 expect_error "import-hf on a full disk" "no space left on device: $work/full/m.pt" "$bin" import-hf "$work/hf" --out "$work/full/m.pt"
   no_tmp_left "$work/full" "import-hf on a full disk"
-  EXPECT_RC=1 expect_error "export-hf on a full disk" "no space left on device: $work/full/hf/model.safetensors" \
+  EXPECT_RC=1 expect_error "export-hf on a full disk" "no space left on device: $work/full/hf.tmp-" \
     "$bin" export-hf "$work/m/model.pt" --out "$work/full/hf"
   no_tmp_left "$work/full" "export-hf on a full disk"
   umount "$work/full"
