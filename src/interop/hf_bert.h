@@ -50,6 +50,7 @@ struct ImportSummary {
   ModelOptions model;
   std::vector<std::string> ignored;  // HF tensors with no counterpart here (pooler, NSP head)
   bool lowercase = true;
+  bool untied_decoder = false;  // config.json's tie_word_embeddings is false
 };
 
 // import-hf: reads DIR/{config.json, model.safetensors, vocab.txt, tokenizer_config.json}

@@ -116,6 +116,7 @@ ImportSummary read_hf_folder(const fs::path& dir) {
   const json hf_config = read_json_object(dir / "config.json");
   ImportSummary summary;
   summary.model = model_options_from_hf(hf_config, (dir / "config.json").string());
+  summary.untied_decoder = hf_config.contains("tie_word_embeddings") && hf_config["tie_word_embeddings"] == false;
   if (!fs::exists(weights) && fs::exists(dir / "model.safetensors.index.json"))
     throw UserError(weights.string() + ": file not found, the weights are sharded (model.safetensors.index.json): "
                                        "save them as one file with save_pretrained(..., max_shard_size=\"100GB\")");
@@ -131,6 +132,17 @@ ImportSummary read_hf_folder(const fs::path& dir) {
                     std::to_string(summary.model.vocab_size));
   summary.lowercase = hf_lowercase(dir);
   return summary;
+}
+
+// A parameter must be stored as floating point (an integer one is no trained weight: converting
+// it would import arbitrary numbers) and be finite (a NaN would surface only as NaN logits later;
+// training never writes such a checkpoint either).
+void check_weight_values(const torch::Tensor& t, const std::string& key, const fs::path& weights) {
+  if (!t.is_floating_point())
+    throw UserError(weights.string() + ": tensor '" + key + "' has dtype " + safetensors_dtype_name(t.scalar_type()) +
+                    ", expected a floating-point weight");
+  if (!torch::isfinite(t).all().item<bool>())
+    throw UserError(weights.string() + ": tensor '" + key + "' holds NaN or infinite values");
 }
 
 // Copies the file's tensors (names normalised) into `params` along hf_tensor_links; every
@@ -151,6 +163,11 @@ void copy_hf_tensors(const std::map<std::string, torch::Tensor>& hf, const fs::p
                                        "--allow-missing-mlm-head to start one from BERT's random init (fine-tuning "
                                        "does not use it; MLM evaluation and export-hf would)");
   if (!has_mlm_head) log::warn("import", "{} has no MLM head (cls.predictions.*): it starts from BERT's random init", weights.string());
+  // Untied and not stored, transformers itself starts that decoder random: no weights to import.
+  if (has_mlm_head && summary.untied_decoder && !hf.count("cls.predictions.decoder.weight"))
+    throw UserError(weights.string() + ": config.json says tie_word_embeddings false, but there is no "
+                                       "cls.predictions.decoder.weight (rpe-train's MLM decoder is tied to the word "
+                                       "embeddings; transformers would start this one random)");
   for (const auto& link : hf_tensor_links(cfg.model)) {
     const std::string key = hf_key(link.hf);
     if (link.hf.rfind("cls.", 0) == 0 && !has_mlm_head) continue;
@@ -163,6 +180,7 @@ void copy_hf_tensors(const std::map<std::string, torch::Tensor>& hf, const fs::p
     if (it->second.sizes() != expected.sizes())
       throw UserError(weights.string() + ": tensor '" + key + "' has shape " + shape_str(it->second) +
                       " but config.json implies " + shape_str(expected));
+    check_weight_values(it->second, key, weights);
     target.copy_(from_hf_layout(it->second.to(torch::kFloat32), link));
   }
 

@@ -412,3 +412,52 @@ TEST(HfBert, ImportReadsTheTokenizersLowerCasing) {
   EXPECT_NE(error().find("tokenizer_config.json: do_lower_case: expected true or false"), std::string::npos) << error();
   EXPECT_FALSE(fs::exists(out));
 }
+
+// Parameters stored as integers are no trained weights, and NaN/Inf ones would surface only as
+// NaN logits later: both are refused, naming the tensor. position_ids (an I64 buffer that
+// transformers saves) is still ignored.
+TEST(HfBert, ImportRefusesIntegerAndNonFiniteWeights) {
+  const fs::path dir = temp_dir("values");
+  export_hf_bert(random_checkpoint(tiny_config("absolute"), dir, 5), dir / "hf", dir / "vocab.txt");
+  const fs::path hf = dir / "hf", out = dir / "x.pt";
+  const auto good = read_safetensors(hf / "model.safetensors").tensors;
+  auto import_with = [&](const std::string& name, const torch::Tensor& value) {
+    std::vector<std::pair<std::string, torch::Tensor>> tensors(good.begin(), good.end());
+    for (auto& [n, t] : tensors)
+      if (n == name) t = value;
+    tensors.emplace_back("bert.embeddings.position_ids", torch::arange(12, torch::kLong).unsqueeze(0));
+    write_safetensors(hf / "model.safetensors", tensors);
+    return error_of([&] { import_hf_bert(hf, out); });
+  };
+  const std::string bias = "bert.encoder.layer.1.output.dense.bias";
+  std::string e = import_with(bias, torch::arange(16, torch::kLong));
+  EXPECT_NE(e.find("model.safetensors: tensor '" + bias + "' has dtype I64, expected a floating-point weight"),
+            std::string::npos) << e;
+  e = import_with(bias, torch::arange(16, torch::kInt));
+  EXPECT_NE(e.find("has dtype I32"), std::string::npos) << e;
+  e = import_with(bias, torch::full({16}, NAN));
+  EXPECT_NE(e.find("tensor '" + bias + "' holds NaN or infinite values"), std::string::npos) << e;
+  torch::Tensor words = good.at("bert.embeddings.word_embeddings.weight").clone();
+  words[3][4] = INFINITY;
+  e = import_with("bert.embeddings.word_embeddings.weight", words);
+  EXPECT_NE(e.find("tensor 'bert.embeddings.word_embeddings.weight' holds NaN or infinite values"), std::string::npos)
+      << e;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_EQ(import_with(bias, good.at(bias)), "(no error)");  // with position_ids I64: accepted
+}
+
+// tie_word_embeddings false without a stored decoder: transformers would start that decoder
+// random, so importing it as tied would give another model than HF's; refused with the reason.
+TEST(HfBert, ImportRefusesAnUntiedDecoderThatIsNotStored) {
+  const fs::path dir = temp_dir("untied");
+  export_hf_bert(random_checkpoint(tiny_config("absolute"), dir, 6), dir / "hf", dir / "vocab.txt");
+  json c = json::parse(read_file(dir / "hf" / "config.json"));
+  c["tie_word_embeddings"] = false;
+  write_file_atomic(dir / "hf" / "config.json", c.dump());
+  const std::string e = error_of([&] { import_hf_bert(dir / "hf", dir / "x.pt"); });
+  EXPECT_NE(e.find("model.safetensors: config.json says tie_word_embeddings false, but there is no "
+                   "cls.predictions.decoder.weight"), std::string::npos) << e;
+  c["tie_word_embeddings"] = true;
+  write_file_atomic(dir / "hf" / "config.json", c.dump());
+  EXPECT_EQ(error_of([&] { import_hf_bert(dir / "hf", dir / "x.pt"); }), "(no error)");
+}
