@@ -374,8 +374,9 @@ def _(w):
     return ["export-hf", w.b("ck_absolute", "model.pt"), "--out", w.p("out_file/sub")]
 
 
-@case("export-hf: disk full", expect=1, pattern=r"cannot write .*hf_full/model\.safetensors: File too large",
-      fsize=64 * 1024, absent=("hf_full/model.safetensors", "hf_full/config.json"))
+# The folder is staged beside --out (hf_full.tmp-<pid>) and swapped in only when complete.
+@case("export-hf: disk full", expect=1, pattern=r"cannot write .*hf_full\.tmp-\d+/model\.safetensors: File too large",
+      fsize=64 * 1024, absent=("hf_full",))
 def _(w):
     return ["export-hf", w.b("ck_absolute", "model.pt"), "--out", w.p("hf_full")]
 
