@@ -25,7 +25,12 @@
 #        (default: all four; DIR is relative to the repository root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage() { echo "usage: $0 [--dir DIR] [--mirror URL] [squad] [glue] [vocab] [corpus]" >&2; exit 2; }
+usage() {  # usage [CODE]: to stderr for a bad argument (2), to stdout for --help (0)
+  local code=${1:-2}
+  ((code == 0)) || exec >&2
+  echo "usage: $0 [--dir DIR] [--mirror URL] [squad] [glue] [vocab] [corpus]"
+  exit "$code"
+}
 DIR=data/full
 MIRROR="${RPE_DATA_MIRROR:-}"
 WHAT=()
@@ -36,6 +41,7 @@ while (($#)); do
     --mirror) (($# >= 2)) || usage; MIRROR="$2"; shift 2 ;;
     --mirror=*) MIRROR="${1#--mirror=}"; shift ;;
     squad|glue|vocab|corpus) WHAT+=("$1"); shift ;;
+    -h|--help) usage 0 ;;
     *) usage ;;
   esac
 done
@@ -68,6 +74,8 @@ source_url() {  # the upstream URL, or its copy under the mirror (MIRROR/HOST/PA
   if [ -z "$MIRROR" ]; then printf '%s\n' "$1"; else printf '%s/%s\n' "${MIRROR%/}" "${1#*://}"; fi
 }
 
+# Said after a failed fetch: the way to a machine without the network.
+OFFLINE=" (offline? --mirror URL reads a copy made elsewhere with wget -x)"
 fetch() {  # fetch URL FILE: skip when present, download to FILE.part, then rename
   local url out="$2" tmp="$2.part" err
   url=$(source_url "$1")
@@ -76,9 +84,9 @@ fetch() {  # fetch URL FILE: skip when present, download to FILE.part, then rena
   TEMPS+=("$tmp")
   say "$url -> $out"
   if [ -t 2 ]; then  # at a terminal: curl's progress bar (and its own error line)
-    curl -fSL --retry 3 --progress-bar -o "$tmp" "$url" || die "cannot fetch $url (curl exit $?); $out not written"
+    curl -fSL --retry 3 --progress-bar -o "$tmp" "$url" || die "cannot fetch $url (curl exit $?); $out not written$OFFLINE"
   elif ! err=$(curl -fsSL --retry 3 -o "$tmp" "$url" 2>&1); then
-    die "cannot fetch $url: ${err##*$'\n'}; $out not written"
+    die "cannot fetch $url: ${err##*$'\n'}; $out not written$OFFLINE"
   fi
   mv -f "$tmp" "$out"
   WORK=$((WORK + 1))

@@ -132,7 +132,8 @@ expect_fail() {  # expect_fail WHAT PATTERN ARGS...: the run fails with one matc
 }
 rm -rf "$O/glue/RTE"
 mv "$G/RTE.zip" "$T/RTE.zip"
-expect_fail "missing RTE.zip" "cannot fetch file://$G/RTE.zip" glue
+# (and says how to get the files without the network)
+expect_fail "missing RTE.zip" "cannot fetch file://$G/RTE.zip.* not written (offline? --mirror URL reads a copy made elsewhere" glue
 [ ! -e "$O/glue/RTE" ] && [ ! -e "$O/glue/RTE.zip" ] || fail "missing RTE.zip: left $O/glue/RTE*"
 echo "not a zip" > "$G/RTE.zip"
 expect_fail "broken RTE.zip" "RTE.zip: cannot unpack" glue
@@ -146,6 +147,7 @@ rm "$G/mrpc_dev_ids.tsv"
 expect_fail "missing dev_ids.tsv" "cannot fetch .*mrpc_dev_ids.tsv" glue
 [ ! -e "$O/glue/MRPC/train.tsv" ] || fail "missing dev_ids.tsv: left MRPC/train.tsv"
 bash "$DL" --mirror > /dev/null 2>&1; [ $? = 2 ] || fail "--mirror without a URL: want exit 2"
+bash "$DL" --help 2>/dev/null | grep -q "^usage: " || fail "--help: want the usage on stdout and exit 0"
 bash "$DL" --mirror "file://$T/nowhere" squad > /dev/null 2>&1; [ $? = 2 ] || fail "--mirror to a missing folder: want exit 2"
 
 [ "$fails" = 0 ] && echo "download_data: all checks passed" || { echo "$fails failure(s)"; exit 1; }
