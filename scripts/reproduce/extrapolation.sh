@@ -10,6 +10,7 @@
 #   scripts/reproduce/extrapolation.sh --scale tiny [--methods absolute,alibi]
 source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
+rp_need_plot  # before any training: the figure is drawn last
 rp_need_squad
 rp_method_list  # every registered method unless --methods
 eval_file="${RPE_EVAL_FILE:-$FIRST_CORPUS}"

@@ -6,6 +6,7 @@
 #   scripts/reproduce/figure4.sh --scale tiny
 source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
+rp_need_plot  # before any training: the figure is drawn last
 rp_method_list m4
 head="${RPE_FIG4_HEAD:-0}"
 [[ "$DRY_RUN" == 1 ]] || mkdir -p "$OUT/figures"

@@ -6,6 +6,7 @@
 #   scripts/reproduce/figure5.sh --scale tiny [--methods absolute,m4]
 source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
+rp_need_plot  # before any training: the figure is drawn last
 rp_method_list absolute,m4
 [[ "$DRY_RUN" == 1 ]] || mkdir -p "$OUT/figures"
 text="${RPE_FIG5_TEXT:-$OUT/figures/figure5_text.txt}"

@@ -287,6 +287,15 @@ rp_extra_table() {
   rp_exec "$BIN" tables "$@"
 }
 
+# rp_need_plot: stop at once (exit 2, one line) when PY cannot draw: plot.py comes last, after
+# hours of training, and would end in a traceback there. quickstart.sh installs no matplotlib
+# (install_deps.sh adds it with --test). Checked in a dry run too, which says what would fail.
+rp_need_plot() {
+  command -v "$PY" >/dev/null || rp_die "python '$PY' not found (the figures need it): pass --python or set RPE_PYTHON"
+  "$PY" -c 'import matplotlib' >/dev/null 2>&1 ||
+    rp_die "$PY has no matplotlib, which draws the figures: scripts/install_deps.sh --test, or $PY -m pip install matplotlib"
+}
+
 # rp_plot WHAT [ARGS...]: a PNG figure (scripts/reproduce/plot.py, matplotlib); tables are C++'s.
 rp_plot() {
   [[ "$DRY_RUN" == 1 ]] && return 0

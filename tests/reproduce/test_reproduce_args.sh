@@ -3,6 +3,7 @@
 # errors with exit 2 before any work, seeds written as rpe-train writes them (so reruns find
 # finished runs), paths taken relative to where the script is started, SQuAD required only
 # where it is used, a dry run that creates nothing, and one script at a time in an --out.
+# No matplotlib stops the figure scripts before any training (exit 2, how to install it).
 # usage: test_reproduce_args.sh RPE_TRAIN SOURCE_DIR
 set -euo pipefail
 BIN="$(realpath "$1")"
@@ -54,4 +55,16 @@ expect_exit2 "error: $WORK/busy is in use by another reproduction script" "$S/ta
   --out "$WORK/busy" --methods m4
 kill "$holder"; wait "$holder" 2>/dev/null || true
 [[ ! -e "$WORK/busy/pretrain" ]] || fail "a script behind the lock made run folders"
+# No matplotlib: the figure scripts stop at once (exit 2, one line saying how to install it),
+# before any training, instead of a traceback after it. A python whose matplotlib fails to import.
+mkdir -p nompl/matplotlib
+echo 'raise ModuleNotFoundError("No module named matplotlib")' >nompl/matplotlib/__init__.py
+printf '#!/bin/sh\nPYTHONPATH=%s exec %s "$@"\n' "$WORK/nompl" "$(command -v python3)" >nompl/python
+chmod +x nompl/python
+for script in figure4 figure5 extrapolation; do
+  expect_exit2 "error: $WORK/nompl/python has no matplotlib.*scripts/install_deps.sh --test" "$S/$script.sh" \
+    --rpe-train "$BIN" --out "$WORK/fig" --python "$WORK/nompl/python"
+  [[ ! -e "$WORK/fig/pretrain" ]] || fail "$script.sh without matplotlib started training"
+done
+expect_exit2 "error: python 'no-such-python' not found" "$S/figure5.sh" --python no-such-python "${common[@]}"
 echo "reproduce args: OK"
