@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
 rp_need_plot  # before any training: the figure is drawn last
 rp_need_squad
-rp_method_list  # every registered method unless --methods
+rp_method_list "" 2  # --methods, else the paper's Table 2 methods at --scale paper, all below
 eval_file="${RPE_EVAL_FILE:-$FIRST_CORPUS}"
 [[ -f "$eval_file" ]] || rp_die "no evaluation text: set RPE_EVAL_FILE or --corpus"
 dir="$OUT/tables/extrapolation"

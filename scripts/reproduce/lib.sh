@@ -41,7 +41,8 @@ usage: $0 [--scale tiny|mini|paper] [--out DIR] [--methods a,b,...] [--seeds 1,2
           [--hf-bert DIR] [--set|--pretrain-set|--finetune-set key=value ...]
           [--rpe-train BIN] [--python PY] [--dry-run]
 tiny reads the project's data/sample; mini and paper need --squad-dir/--glue-dir (and a corpus;
-paper also --vocab). Environment: RPE_CORPUS RPE_VOCAB RPE_SQUAD_DIR RPE_GLUE_DIR RPE_HF_BERT.
+paper also --vocab). --methods: names, or 'paper' (the paper's rows), 'all' (every registered
+method); default: the paper's at --scale paper, all below. Environment: RPE_CORPUS RPE_VOCAB RPE_SQUAD_DIR RPE_GLUE_DIR RPE_HF_BERT.
 EOF
 }
 
@@ -182,16 +183,31 @@ rp_need_squad() {
   SQUAD_SETS+=(finetune.train_file="$SQUAD_DIR/train-v1.1.json" finetune.dev_file="$SQUAD_DIR/dev-v1.1.json")
 }
 
-# rp_method_list [DEFAULT]: METHOD_LIST from --methods, else DEFAULT (comma-separated), else every
-# registered method (`rpe-train methods --names`, the registry's order). Names are the registry's:
-# aliases such as the paper's method4 become m4, and an unknown name stops here (exit 2).
+# rp_method_list [DEFAULT] [PAPER_TABLE]: METHOD_LIST from --methods, else DEFAULT (comma-
+# separated), else the paper's methods at --scale paper and every registered method below it.
+# 'paper' stands for the paper's rows (`rpe-train methods --names --paper-table PAPER_TABLE`,
+# default 2), 'all' for every method (the registry's order). A paper-scale pretraining is days
+# on a cluster: the 6 methods the paper lacks are opt-in there (--methods all). Names are the
+# registry's: aliases such as method4 become m4, a repeat runs once, and an unknown name stops
+# here (exit 2).
 rp_method_list() {
-  local list="${METHODS:-${1:-}}" names=()
-  [[ -n "$list" ]] && IFS=, read -r -a names <<<"$list"
-  local out
+  local list="${METHODS:-${1:-}}" table="${2:-2}" words=() names=() w out seen=" "
+  if [[ -z "$list" ]]; then if [[ "$SCALE" == paper ]]; then list=paper; else list=all; fi; fi
+  IFS=, read -r -a words <<<"$list"
+  for w in "${words[@]}"; do
+    case "$w" in
+      all) mapfile -t -O "${#names[@]}" names < <("$BIN" methods --names) ;;
+      paper) mapfile -t -O "${#names[@]}" names < <("$BIN" methods --names --paper-table "$table") ;;
+      *) names+=("$w") ;;
+    esac
+  done
   out="$("$BIN" methods --names "${names[@]+"${names[@]}"}" 2>/dev/null)" ||
     rp_die "--methods $list: $("$BIN" methods --names "${names[@]+"${names[@]}"}" 2>&1 >/dev/null | sed 's/^error: //')"
-  mapfile -t METHOD_LIST <<<"$out"
+  METHOD_LIST=()
+  while IFS= read -r w; do
+    [[ "$seen" == *" $w "* ]] || METHOD_LIST+=("$w")
+    seen+="$w "
+  done <<<"$out"
 }
 
 rp_sets() {  # prints --set KEY=VALUE for each argument (one word a line, for mapfile)

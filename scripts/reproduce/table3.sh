@@ -5,7 +5,7 @@
 source "$(dirname "$0")/lib.sh"
 rp_parse_args "$@"
 [[ -n "$GLUE_DIR" ]] || rp_die "Table 3 needs --glue-dir (or RPE_GLUE_DIR)"
-rp_method_list  # every registered method unless --methods
+rp_method_list "" 3  # --methods, else the paper's Table 3 methods at --scale paper, all below
 runs=()
 for m in "${METHOD_LIST[@]}"; do
   rp_pretrain "$m" "$m"

@@ -4,6 +4,7 @@
 # finished runs), paths taken relative to where the script is started, SQuAD required only
 # where it is used, a dry run that creates nothing, and one script at a time in an --out.
 # No matplotlib stops the figure scripts before any training (exit 2, how to install it).
+# At paper scale the methods default to the paper's ('all' for every registered one).
 # usage: test_reproduce_args.sh RPE_TRAIN SOURCE_DIR
 set -euo pipefail
 BIN="$(realpath "$1")"
@@ -24,6 +25,9 @@ expect_exit2() {  # expect_exit2 PATTERN ARGS...: exit 2, one stderr line matchi
   [[ "$err" =~ $pattern ]] || fail "$*: '$err' does not match /$pattern/"
 }
 common=(--rpe-train "$BIN" --out "$WORK/out" --dry-run)
+# Paper scale's inputs (the sample data stand in), for dry runs.
+paper=(--corpus "corpus dir/my corpus.txt" --squad-dir "$2/data/sample/squad" --glue-dir "$2/data/sample/glue"
+  --hf-bert "$WORK" --seeds 1)
 expect_exit2 "error: --scale needs a value" "$S/table2.sh" --rpe-train "$BIN" --scale
 expect_exit2 "error: --scale must be tiny, mini or paper, got 'bogus'" "$S/table2.sh" --scale bogus "${common[@]}"
 expect_exit2 "error: --seeds: 'x' is not a non-negative integer" "$S/table2.sh" --seeds 1,x "${common[@]}"
@@ -67,4 +71,18 @@ for script in figure4 figure5 extrapolation; do
   [[ ! -e "$WORK/fig/pretrain" ]] || fail "$script.sh without matplotlib started training"
 done
 expect_exit2 "error: python 'no-such-python' not found" "$S/figure5.sh" --python no-such-python "${common[@]}"
+# At paper scale (days of a cluster per pretraining) the methods are the paper's Table 2/3 rows
+# unless --methods says otherwise ('all': every registered method); below it, every method.
+pretrained() { grep -oE "rpe-train pretrain --config [^ ]+" <<<"$1" | sed 's/.*_//; s/\.yaml//' | tr '\n' ' '; }
+six="absolute shaw m1 m2 m3 m4 "
+all="$(bash "$S/table2.sh" --scale tiny "${common[@]}" 2>&1)"
+[[ $(pretrained "$all" | wc -w) == 12 ]] || fail "tiny scale: not every method by default: $(pretrained "$all")"
+for script in table2 table3 extrapolation; do
+  log="$(bash "$S/$script.sh" --scale paper "${paper[@]}" "${common[@]}" 2>&1)" || fail "$script.sh --scale paper: $log"
+  [[ "$(pretrained "$log")" == "$six" ]] || fail "$script.sh --scale paper pretrains $(pretrained "$log"), not $six"
+  log="$(bash "$S/$script.sh" --scale paper --methods all "${paper[@]}" "${common[@]}" 2>&1)"
+  [[ $(pretrained "$log" | wc -w) == 12 ]] || fail "$script.sh --methods all: $(pretrained "$log")"
+done
+log="$(bash "$S/table2.sh" --scale tiny --methods m4,paper,alibi "${common[@]}" 2>&1)"
+[[ "$(pretrained "$log")" == "m4 absolute shaw m1 m2 m3 alibi " ]] || fail "--methods m4,paper,alibi: $(pretrained "$log")"
 echo "reproduce args: OK"
