@@ -9,6 +9,7 @@
 #   pretrain/<name>.stamp, finetune/<exp>/<name>_s<seed>.stamp
 #                                    the settings the run beside it was asked for (rpe-train
 #                                    dump-config --flat: the resolved config, one key a line)
+#   shards/<prefix>/                 with --corpus at mini/paper scale: its shards (prepare-data)
 #   .lock                            held (flock) while a script works in --out: one at a time
 # Restart rules: a pretraining run with summary.json is done (skipped); one without is continued
 # with --resume from its newest valid checkpoint. A fine-tuning run with seed<N>/results.json is
@@ -42,7 +43,8 @@ usage: $0 [--scale tiny|mini|paper] [--out DIR] [--methods a,b,...] [--seeds 1,2
           [--rpe-train BIN] [--python PY] [--dry-run]
 tiny reads the project's data/sample; mini and paper need --squad-dir/--glue-dir (and a corpus;
 paper also --vocab). --methods: names, or 'paper' (the paper's rows), 'all' (every registered
-method); default: the paper's at --scale paper, all below. Environment: RPE_CORPUS RPE_VOCAB RPE_SQUAD_DIR RPE_GLUE_DIR RPE_HF_BERT.
+method); default: the paper's at --scale paper, all below. --corpus: its shards go to <out>/shards.
+Environment: RPE_CORPUS RPE_VOCAB RPE_SQUAD_DIR RPE_GLUE_DIR RPE_HF_BERT.
 EOF
 }
 
@@ -170,6 +172,11 @@ rp_scale_settings() {
       list+="${list:+, }\"$f\""
     done
     PRE_SETS+=("data.train_files=[${list}]")
+    # The presets name one shared shard folder after their default corpus (data/shards/
+    # mini_wikitext103_uncased): another --corpus, or another --out, would rebuild it over the
+    # shards a run here trains from. This corpus's shards are this --out's own (a later
+    # --pretrain-set data.shards=... still wins). Stamps leave data.shards out (rp_stamp_check).
+    [[ "$PRESET_PREFIX" != tiny ]] && PRE_SETS+=("data.shards=$OUT/shards/$PRESET_PREFIX")
   fi
   FIRST_CORPUS="${CORPUS_FILES[0]:-}"
   IFS=, read -r -a SEED_LIST <<<"$SEEDS"

@@ -31,6 +31,9 @@ rp_stamp_check() {
     fi
     recorded+="${recorded:+$'\n'}$line"
   done <"$stamp"
+  # Where the shards are kept is no setting of the run (its corpus and tokenizer are inputs, by
+  # content): runs stamped before the shards of a --corpus moved under <out> stay reusable.
+  recorded="$(grep -v '^data\.shards: ' <<<"$recorded" || true)" text="$(grep -v '^data\.shards: ' <<<"$text" || true)"
   if ! grep -q '^input: ' "$stamp" && grep -q '^input: ' <<<"$text"; then
     text="$(grep -v '^input: ' <<<"$text")"
     if [[ "$recorded" == "$text" ]]; then

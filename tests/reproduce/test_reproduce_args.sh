@@ -5,6 +5,7 @@
 # where it is used, a dry run that creates nothing, and one script at a time in an --out.
 # No matplotlib stops the figure scripts before any training (exit 2, how to install it).
 # At paper scale the methods default to the paper's ('all' for every registered one).
+# A --corpus's shards go under --out, and stamps leave data.shards out.
 # usage: test_reproduce_args.sh RPE_TRAIN SOURCE_DIR
 set -euo pipefail
 BIN="$(realpath "$1")"
@@ -85,4 +86,25 @@ for script in table2 table3 extrapolation; do
 done
 log="$(bash "$S/table2.sh" --scale tiny --methods m4,paper,alibi "${common[@]}" 2>&1)"
 [[ "$(pretrained "$log")" == "m4 absolute shaw m1 m2 m3 alibi " ]] || fail "--methods m4,paper,alibi: $(pretrained "$log")"
+# A --corpus's shards are the --out's own, not the preset's shared folder (data/shards/...), which
+# another --corpus or --out would rebuild; the preset's own corpus keeps the preset's folder.
+log="$(bash "$S/table2.sh" --scale mini --methods m4 "${paper[@]}" "${common[@]}" 2>&1)"
+[[ $(grep -cF -- "--set data.shards=$WORK/out/shards/mini " <<<"$log") == 2 ]] ||
+  fail "mini --corpus: prepare-data and pretrain do not use <out>/shards/mini: $log"
+log="$(bash "$S/table2.sh" --scale mini --methods m4 --squad-dir "$2/data/sample/squad" "${common[@]}" 2>&1)"
+! grep -q "data.shards=" <<<"$log" || fail "mini without --corpus moved the preset's shards: $log"
+# Where the shards are kept is no setting of a run: a run stamped with the preset's folder is
+# reused with <out>/shards; another key still stops the script.
+(
+  OUT="$WORK/out" RP_ROOT="$2" DRY_RUN=0
+  rp_log() { :; }
+  rp_die() { echo "error: $*" >&2; exit 2; }
+  source "$S/stamps.sh"
+  printf 'data.shards: data/shards/mini_wikitext103_uncased\ntrain.lr: 1\n' >"$WORK/run.stamp"
+  rp_stamp_check "$WORK/run" "$WORK/run.stamp" "pretrain m4" $'data.shards: <out>/shards/mini\ntrain.lr: 1' ||
+    fail "a stamp differing in data.shards only was refused"
+  ( rp_stamp_check "$WORK/run" "$WORK/run.stamp" "pretrain m4" $'data.shards: <out>/shards/mini\ntrain.lr: 2' ) 2>"$WORK/err" &&
+    fail "a stamp of another train.lr was accepted"
+  grep -q "(train.lr: 1 there, train.lr: 2 now)" "$WORK/err" || fail "stamp: $(cat "$WORK/err")"
+)
 echo "reproduce args: OK"
