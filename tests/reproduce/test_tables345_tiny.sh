@@ -4,6 +4,7 @@
 # the paper's numbers, Table 4's k sweep and its fine-tuning lengths beyond the pretraining
 # length, Table 5's drop-in rows at 128..176, and the extrapolation sweep (absolute refused
 # beyond its table, relative methods measured there) with its PNG.
+# Table 4's unclipped k = n - 1 is Table 2's pretrain/m4, reused, in the paper's k = 512 row.
 # usage: test_tables345_tiny.sh RPE_TRAIN PYTHON
 set -euo pipefail
 BIN="$(realpath "$1")"
@@ -53,6 +54,14 @@ csv="$OUT/tables/table4/table4_scaled.csv"
 for k in 2 4 8 16 32 64 127; do
   [[ $(rows "\$1 == \"m4_k$k\" && \$2 == $k && \$4 == 128" "$csv") == 1 ]] || { cat "$csv"; fail "Table 4: no k=$k row"; }
 done
+# k = n - 1 = 127 is Table 2's m4 (max_relative 0 means n - 1): the run Table 3 made above is
+# reused, not pretrained again as m4_k127, and still fills the unclipped row, the paper's k = 512.
+[[ ! -e "$OUT/pretrain/m4_k127" ]] || fail "Table 4 pretrained m4_k127, the same model as pretrain/m4"
+grep -q "pretrain m4: done, skipped" "$OUT/table4.log" || { cat "$OUT/table4.log"; fail "Table 4 did not reuse pretrain/m4"; }
+grep -qx "init: <out>/pretrain/m4" "$OUT/finetune/table4/m4_k127_s1.stamp" || fail "Table 4's k=127 row does not start from pretrain/m4"
+grep -q "^m4_k127,127,128,128,.*,83.63,90.53\$" "$csv" || { cat "$csv"; fail "Table 4: m4_k127 is not the paper's k = 512 row"; }
+[[ $(grep -c "^Table 4,m4,127,128,128,m4," "$OUT/tables/table4/tables.csv") == 2 ]] ||
+  { cat "$OUT/tables/table4/tables.csv"; fail "Table 4: no k=127 EM/F1 rows from pretrain/m4"; }
 for len in 144 160 176; do  # fine-tuned beyond the pretraining length 128
   [[ $(rows "\$1 == \"m4_k64_ft$len\" && \$3 == 128 && \$4 == $len" "$csv") == 1 ]] || { cat "$csv"; fail "Table 4: no length $len row"; }
 done
