@@ -31,6 +31,8 @@ VOCAB="${RPE_VOCAB:-}"          # WordPiece vocab.txt (paper scale)
 SQUAD_DIR="${RPE_SQUAD_DIR:-}"  # folder with train-v1.1.json and dev-v1.1.json
 GLUE_DIR="${RPE_GLUE_DIR:-}"    # GLUE folder (MNLI/, QQP/, SST-2/, MRPC/ ...)
 HF_BERT="${RPE_HF_BERT:-}"      # Hugging Face BERT folder for Table 5 at paper scale
+LAUNCHER="${RPE_LAUNCH:-}"       # prefix of every pretrain/finetune command (torchrun --no-python ...)
+FT_LAUNCHER="${RPE_FINETUNE_LAUNCH:-}"  # fine-tuning's own prefix ("none": one process), else LAUNCHER
 PRE_EXTRA=()                    # --pretrain-set a.b=c (and --set): every pretraining run
 FT_EXTRA=()                     # --finetune-set a.b=c (and --set): every fine-tuning run
 DRY_RUN=0
@@ -40,11 +42,14 @@ rp_usage() {
 usage: $0 [--scale tiny|mini|paper] [--out DIR] [--methods a,b,...] [--seeds 1,2,3]
           [--corpus a.txt,b.txt] [--vocab vocab.txt] [--squad-dir DIR] [--glue-dir DIR]
           [--hf-bert DIR] [--set|--pretrain-set|--finetune-set key=value ...]
-          [--rpe-train BIN] [--python PY] [--dry-run]
+          [--launcher CMD] [--finetune-launcher CMD|none] [--rpe-train BIN] [--python PY] [--dry-run]
 tiny reads the project's data/sample; mini and paper need --squad-dir/--glue-dir (and a corpus;
 paper also --vocab). --methods: names, or 'paper' (the paper's rows), 'all' (every registered
 method); default: the paper's at --scale paper, all below. --corpus: its shards go to <out>/shards.
-Environment: RPE_CORPUS RPE_VOCAB RPE_SQUAD_DIR RPE_GLUE_DIR RPE_HF_BERT.
+--launcher: words put before every pretrain and finetune command (no other), for many GPUs, e.g.
+  --launcher "torchrun --no-python --nproc-per-node=8"   (more: docs/reproduce.md, "Paper scale")
+--finetune-launcher: fine-tuning's own (default: --launcher; none: one process).
+Environment: RPE_CORPUS RPE_VOCAB RPE_SQUAD_DIR RPE_GLUE_DIR RPE_HF_BERT RPE_LAUNCH RPE_FINETUNE_LAUNCH.
 EOF
 }
 
@@ -62,7 +67,7 @@ rp_parse_args() {
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --scale|--out|--methods|--seeds|--corpus|--vocab|--squad-dir|--glue-dir|--hf-bert|--set|--pretrain-set|\
-      --finetune-set|--rpe-train|--python)
+      --finetune-set|--rpe-train|--python|--launcher|--finetune-launcher)
         [[ $# -ge 2 && -n "$2" ]] || rp_die "$1 needs a value (see --help)" ;;
     esac
     case "$1" in
@@ -80,6 +85,8 @@ rp_parse_args() {
       --finetune-set) FT_EXTRA+=("$2"); shift 2 ;;
       --rpe-train) BIN="$2"; shift 2 ;;
       --python) PY="$2"; shift 2 ;;
+      --launcher) LAUNCHER="$2"; shift 2 ;;
+      --finetune-launcher) FT_LAUNCHER="$2"; shift 2 ;;
       --dry-run) DRY_RUN=1; shift ;;
       -h|--help) rp_usage; exit 0 ;;
       *) rp_die "unknown argument '$1' (see --help)" ;;
@@ -104,10 +111,30 @@ rp_parse_args() {
   BIN_FOUND="$(command -v "$BIN" || true)"
   [[ -n "$BIN_FOUND" && -x "$BIN_FOUND" ]] || rp_die "rpe-train binary '$BIN' not found (build it, or pass --rpe-train)"
   BIN="$BIN_FOUND"
+  rp_launcher --launcher "$LAUNCHER"; PRE_LAUNCH=("${RP_WORDS[@]+"${RP_WORDS[@]}"}")
+  if [[ -n "$FT_LAUNCHER" ]]; then rp_launcher --finetune-launcher "$FT_LAUNCHER"; fi
+  FT_LAUNCH=("${RP_WORDS[@]+"${RP_WORDS[@]}"}")
   rp_check_seeds
   OUT="$(rp_abs "${OUT:-$RP_ROOT/runs/reproduce/$SCALE}")"
   if [[ "$DRY_RUN" != 1 ]]; then mkdir -p "$OUT" && OUT="$(cd "$OUT" && pwd)" && rp_lock_out; fi
   rp_scale_settings
+}
+
+# rp_launcher FLAG TEXT: RP_WORDS, the launcher TEXT split at blanks (no quoting; "none" or
+# empty: no launcher), checked here rather than after a pretraining's data is prepared: its
+# program must be found, and torchrun needs --no-python (rpe-train is a program; without it
+# torchrun would run the binary as a Python script).
+rp_launcher() {
+  RP_WORDS=()
+  [[ -z "$2" || "$2" == none ]] && return 0
+  read -r -a RP_WORDS <<<"$2"
+  [[ "${RP_WORDS[0]}" == */* ]] && RP_WORDS[0]="$(rp_abs "${RP_WORDS[0]}")"
+  command -v "${RP_WORDS[0]}" >/dev/null || rp_die "$1: program '${RP_WORDS[0]}' not found"
+  local w torch=0 nopy=0
+  for w in "${RP_WORDS[@]}"; do
+    case "$w" in */torchrun|torchrun|torch.distributed.run) torch=1 ;; --no-python|--no_python) nopy=1 ;; esac
+  done
+  [[ $torch == 0 || $nopy == 1 ]] || rp_die "$1: torchrun needs --no-python (rpe-train is a program, not a Python script)"
 }
 
 # rp_lock_out: one script at a time in OUT (two would train the same run folders at once). The
@@ -254,7 +281,10 @@ rp_pretrain() {
   fi
   # mini/paper presets train from shards (data.shards), prepared once for every method: a no-op when up to date.
   if [[ "$PRESET_PREFIX" != tiny ]]; then rp_exec "$BIN" prepare-data --config "$preset" "${sets[@]}"; fi
-  rp_exec "$BIN" pretrain --config "$preset" --run-dir "$RUN_DIR" "${mode[@]+"${mode[@]}"}" "${sets[@]}"
+  # Only the training itself goes through the launcher (one process per GPU); prepare-data above
+  # and the scripts' other steps (dump-config, inspect, tables) are single-process commands.
+  rp_exec "${PRE_LAUNCH[@]+"${PRE_LAUNCH[@]}"}" "$BIN" pretrain --config "$preset" --run-dir "$RUN_DIR" \
+    "${mode[@]+"${mode[@]}"}" "${sets[@]}"
 }
 
 # rp_finetune KIND EXP NAME INIT SEED [KEY=VALUE ...]: one fine-tuning seed into
@@ -281,7 +311,7 @@ rp_finetune() {
   local over=()
   [[ -d "$dir" ]] && over=(--overwrite)
   rp_stamp_write "$stamp" "$settings"
-  rp_exec "$BIN" "${cmd[@]}" --init "$init" --seeds "$seed" --run-dir "$dir" "${over[@]+"${over[@]}"}" "${sets[@]}"
+  rp_exec "${FT_LAUNCH[@]+"${FT_LAUNCH[@]}"}" "$BIN" "${cmd[@]}" --init "$init" --seeds "$seed" --run-dir "$dir" "${over[@]+"${over[@]}"}" "${sets[@]}"
 }
 
 # rp_collect EXP: the result lines of EXP's finished runs -> $OUT/tables/EXP/results.jsonl.

@@ -6,6 +6,7 @@
 # No matplotlib stops the figure scripts before any training (exit 2, how to install it).
 # At paper scale the methods default to the paper's ('all' for every registered one).
 # A --corpus's shards go under --out, and stamps leave data.shards out.
+# A launcher (torchrun) goes before the pretrain/finetune commands only.
 # usage: test_reproduce_args.sh RPE_TRAIN SOURCE_DIR
 set -euo pipefail
 BIN="$(realpath "$1")"
@@ -107,4 +108,35 @@ log="$(bash "$S/table2.sh" --scale mini --methods m4 --squad-dir "$2/data/sample
     fail "a stamp of another train.lr was accepted"
   grep -q "(train.lr: 1 there, train.lr: 2 now)" "$WORK/err" || fail "stamp: $(cat "$WORK/err")"
 )
+# --launcher / RPE_LAUNCH: put before every pretrain and finetune command, before no other
+# (prepare-data, swap-method, inspect, tables run as one process). A stand-in torchrun on PATH.
+mkdir -p bin
+printf '#!/bin/sh\nexec "$@"\n' >bin/torchrun && chmod +x bin/torchrun
+launch="torchrun --no-python --nproc-per-node=8"
+check_launched() {  # check_launched WHAT LOG: the training commands launched, the others not
+  local trained others
+  trained=$(grep -cE "/rpe-train (pretrain|finetune) " <<<"$2" || true)
+  [[ $trained -gt 0 && $(grep -cE "\] $launch /[^ ]*/rpe-train (pretrain|finetune) " <<<"$2") == "$trained" ]] ||
+    fail "$1: not every pretrain/finetune command is launched: $2"
+  others=$(grep -E "/rpe-train (prepare-data|swap-method|import-hf|inspect|tables) " <<<"$2" || true)
+  ! grep -q torchrun <<<"$others" || fail "$1: launched a command that is no training: $others"
+}
+for script in table2 table3 table4 table5 extrapolation figure4; do
+  log="$(PATH="$WORK/bin:$PATH" bash "$S/$script.sh" --scale paper --methods absolute,m4 "${paper[@]}" \
+    --launcher "$launch" "${common[@]}" 2>&1)" || fail "$script.sh --launcher: $log"
+  check_launched "$script.sh" "$log"
+done
+grep -q "prepare-data " <<<"$log" || fail "paper scale prepares no shards: $log"
+log="$(PATH="$WORK/bin:$PATH" RPE_LAUNCH="$launch" bash "$S/table2.sh" --scale paper --methods m4 "${paper[@]}" "${common[@]}" 2>&1)"
+check_launched "RPE_LAUNCH" "$log"
+# --finetune-launcher: fine-tuning's own (none: one process), e.g. a world size that divides the
+# pretraining batch (160) but not fine-tuning's (32).
+log="$(PATH="$WORK/bin:$PATH" bash "$S/table2.sh" --scale paper --methods m4 "${paper[@]}" --launcher "$launch" \
+  --finetune-launcher none "${common[@]}" 2>&1)"
+grep -qE "\] $launch /[^ ]*/rpe-train pretrain " <<<"$log" && grep -qE "\] /[^ ]*/rpe-train finetune squad " <<<"$log" ||
+  fail "--finetune-launcher none: $log"
+PATH="$WORK/bin:$PATH" expect_exit2 "error: --launcher: torchrun needs --no-python" "$S/table2.sh" \
+  --launcher "torchrun --nproc-per-node=8" "${common[@]}"
+expect_exit2 "error: --finetune-launcher: program 'no-such-launcher' not found" "$S/table2.sh" \
+  --finetune-launcher "no-such-launcher -n 2" "${common[@]}"
 echo "reproduce args: OK"

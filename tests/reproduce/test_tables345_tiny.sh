@@ -5,6 +5,7 @@
 # length, Table 5's drop-in rows at 128..176, and the extrapolation sweep (absolute refused
 # beyond its table, relative methods measured there) with its PNG.
 # Table 4's unclipped k = n - 1 is Table 2's pretrain/m4, reused, in the paper's k = 512 row.
+# Table 4 runs through a stand-in --launcher, which must start its pretrain/finetune commands only.
 # usage: test_tables345_tiny.sh RPE_TRAIN PYTHON
 set -euo pipefail
 BIN="$(realpath "$1")"
@@ -49,7 +50,9 @@ done
 grep -qx "$ROOT/data/sample/glue/MNLI/dev_mismatched.tsv" "$OUT/inputs.txt" && grep -q '/pretrain/m4/checkpoints/step_[0-9]*.pt$' "$OUT/inputs.txt" ||
   { cat "$OUT/inputs.txt"; fail "dump-config --inputs: MNLI's second dev file or the start checkpoint is not named"; }
 
-run table4
+# Table 4 through a launcher (--launcher): a stand-in that records what it starts and runs it.
+printf '#!/bin/sh\necho "$*" >>%s\nexec "$@"\n' "$OUT/launched.txt" >"$OUT/launch" && chmod +x "$OUT/launch"
+run table4 --launcher "$OUT/launch"
 csv="$OUT/tables/table4/table4_scaled.csv"
 for k in 2 4 8 16 32 64 127; do
   [[ $(rows "\$1 == \"m4_k$k\" && \$2 == $k && \$4 == 128" "$csv") == 1 ]] || { cat "$csv"; fail "Table 4: no k=$k row"; }
@@ -62,6 +65,11 @@ grep -qx "init: <out>/pretrain/m4" "$OUT/finetune/table4/m4_k127_s1.stamp" || fa
 grep -q "^m4_k127,127,128,128,.*,83.63,90.53\$" "$csv" || { cat "$csv"; fail "Table 4: m4_k127 is not the paper's k = 512 row"; }
 [[ $(grep -c "^Table 4,m4,127,128,128,m4," "$OUT/tables/table4/tables.csv") == 2 ]] ||
   { cat "$OUT/tables/table4/tables.csv"; fail "Table 4: no k=127 EM/F1 rows from pretrain/m4"; }
+# Only the training went through the launcher: each pretraining and fine-tuning it made, no other command.
+[[ $(grep -c . "$OUT/launched.txt") == $(grep -cE "\] $OUT/launch " "$OUT/table4.log") ]] &&
+  [[ $(grep -cvE "/rpe-train (pretrain|finetune squad) " "$OUT/launched.txt") == 0 ]] &&
+  grep -q "rpe-train pretrain .*pretrain/m4_k2 " "$OUT/launched.txt" && grep -q "rpe-train finetune squad " "$OUT/launched.txt" ||
+  { cat "$OUT/launched.txt"; fail "Table 4: --launcher started other commands than pretrain/finetune, or not those"; }
 for len in 144 160 176; do  # fine-tuned beyond the pretraining length 128
   [[ $(rows "\$1 == \"m4_k64_ft$len\" && \$3 == 128 && \$4 == $len" "$csv") == 1 ]] || { cat "$csv"; fail "Table 4: no length $len row"; }
 done
