@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <set>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "config/config_names.h"
 #include "config/method_catalogue.h"
@@ -177,13 +179,25 @@ Config load_config(const std::filesystem::path& file, const std::vector<std::str
 
 Config load_config_over(const std::string& base_yaml, const std::string& base_name,
                         const std::vector<std::string>& keep_sections, const std::filesystem::path& file,
-                        const std::vector<std::string>& overrides) {
+                        const std::vector<std::string>& overrides, const std::vector<std::string>& keep_keys) {
   YamlTree tree = config_detail::tree_from_text(base_yaml, base_name);
+  std::vector<std::pair<std::string, YAML::Node>> kept;  // keep_keys the base has: "section.key" -> value
+  for (const auto& dotted : keep_keys) {
+    const auto dot = dotted.find('.');
+    const YAML::Node& root = tree.root;  // const: reading a missing key must not add it
+    const YAML::Node section = root[dotted.substr(0, dot)];
+    if (section.IsMap() && section[dotted.substr(dot + 1)])
+      kept.emplace_back(dotted, YAML::Clone(section[dotted.substr(dot + 1)]));
+  }
   std::vector<std::string> drop;
   for (const auto& kv : tree.root)
     if (std::find(keep_sections.begin(), keep_sections.end(), kv.first.Scalar()) == keep_sections.end())
       drop.push_back(kv.first.Scalar());
   for (const auto& key : drop) tree.root.remove(key);
+  for (const auto& [dotted, value] : kept) {
+    const auto dot = dotted.find('.');
+    tree.root[dotted.substr(0, dot)][dotted.substr(dot + 1)] = value;
+  }
   config_detail::merge_tree(tree, config_detail::load_named_tree(file));
   tree.origins[""] = file.string();
   for (const auto& o : overrides) config_detail::apply_override(tree, o);

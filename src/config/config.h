@@ -293,10 +293,11 @@ struct Config {
 Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
 
 // Loads `file` on top of `base_yaml` (a pretrained run's config): the base keeps only its
-// `keep_sections` (model, data), the file and `overrides` then win as usual.
+// `keep_sections` (model, data) and its `keep_keys` ("train.precision": fine-tuning trains in the
+// pretraining's precision unless told otherwise), the file and `overrides` then win as usual.
 Config load_config_over(const std::string& base_yaml, const std::string& base_name,
                         const std::vector<std::string>& keep_sections, const std::filesystem::path& file,
-                        const std::vector<std::string>& overrides = {});
+                        const std::vector<std::string>& overrides = {}, const std::vector<std::string>& keep_keys = {});
 
 // Same from YAML text (e.g. the config embedded in a checkpoint); `name` is used in errors.
 Config config_from_yaml(const std::string& yaml_text, const std::string& name);

@@ -186,6 +186,26 @@ FinetuneRequest pretrained_and_finetune_config(const fs::path& dir, const std::s
   return req;
 }
 
+// Fine-tuning trains in the pretraining's precision unless its config or a --set says otherwise;
+// the rest of the pretraining's train section stays behind.
+TEST(FinetuneConfig, TakesThePretrainingsPrecisionUnlessTold) {
+  const fs::path dir = fs::temp_directory_path() / "rpe_ft_precision";
+  Config pre;
+  FinetuneRequest req = pretrained_and_finetune_config(dir, "m4", pre, "train:\n  lr: 3.0e-5\n");
+  pre.train.precision = "bf16";
+  pre.train.batch_size = 48;
+  save_checkpoint(dir / "pre", *BertModel(pre.model), nullptr, TrainState{}, to_yaml(pre));
+  const auto r = resolve_finetune_config(req);
+  EXPECT_EQ(r.cfg.train.precision, "bf16");
+  EXPECT_EQ(r.cfg.train.batch_size, TrainOptions{}.batch_size);
+  req.sets = {"train.precision=fp32"};
+  EXPECT_EQ(resolve_finetune_config(req).cfg.train.precision, "fp32");
+  std::ofstream(dir / "ft.yaml") << "train:\n  precision: fp32\n";
+  req.sets.clear();
+  EXPECT_EQ(resolve_finetune_config(req).cfg.train.precision, "fp32");
+  remove_tree(dir);
+}
+
 TEST(FinetuneConfig, ResolvesOnTopOfCheckpointAndPinsK) {
   const fs::path dir = fs::temp_directory_path() / "rpe_ft_resolve";
   Config pre;
