@@ -158,8 +158,9 @@ bool existing_run(const fs::path& dir, const RunDirRequest& request) {
   const bool exists = fs::is_directory(status) && !fs::is_empty(dir, ec);
   if (exists && !request.resume && !request.overwrite)
     throw UserError("run folder " + dir.string() + " already exists: " +
-                    (request.can_resume ? "pass --resume to continue it or --overwrite to replace it"
-                                        : "pass --overwrite to replace it"));
+                    (request.can_resume ? "pass --resume to continue it, --overwrite to replace it"
+                                        : "pass --overwrite to replace it") +
+                    ", or --run-dir DIR for a new run beside it");  // replacing may not be what is meant
   if (exists && request.overwrite) check_overwrite(dir, request);
   if (exists) lock_run_dir(dir, /*keep=*/false);
   return exists;

@@ -78,7 +78,7 @@ else
   echo "FAIL pretrain 3 steps"; cat "$TMP/err"; fail=1
 fi
 # An existing run folder is never overwritten silently.
-expect_error "existing run folder" "already exists: pass --resume .* or --overwrite" "$BIN" pretrain --config $CFG --run-dir "$TMP/run"
+expect_error "existing run folder" "already exists: pass --resume .*--overwrite .*, or --run-dir DIR for a new run beside it" "$BIN" pretrain --config $CFG --run-dir "$TMP/run"
 # Inputs that are FIFOs are refused by name, not opened (an open blocks until a writer comes;
 # `timeout` turns such a hang into a failure here).
 mkfifo "$TMP/fifo"

@@ -184,7 +184,7 @@ TEST(StartUp, RankZeroRefusingTheFineTuningFolderStopsEveryRank) {
   ASSERT_EQ(launch_pair(cmd, cmd, ft), 22);
   const std::string r1 = slurp(ft.string() + ".r1.log");
   EXPECT_NE(r1.find("error: rank 0 stopped while creating the run folder: run folder " + ft.string() +
-                    " already exists: pass --overwrite to replace it"),
+                    " already exists: pass --overwrite to replace it, or --run-dir DIR for a new run beside it"),
             std::string::npos)
       << r1;
 }

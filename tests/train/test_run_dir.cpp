@@ -116,9 +116,9 @@ TEST(RunDir, PrepareRefusesWhatWouldLoseWorkOrCannotWork) {
   EXPECT_TRUE(fs::is_directory(dir));
   std::ofstream(dir / "train.log") << "x\n";
   EXPECT_EQ(error_of([&] { prepare_run_dir(dir, {}); }),
-            "run folder " + dir.string() + " already exists: pass --resume to continue it or --overwrite to replace it");
+            "run folder " + dir.string() + " already exists: pass --resume to continue it, --overwrite to replace it, or --run-dir DIR for a new run beside it");
   EXPECT_EQ(error_of([&] { prepare_run_dir(dir, {false, false, /*can_resume=*/false}); }),
-            "run folder " + dir.string() + " already exists: pass --overwrite to replace it");
+            "run folder " + dir.string() + " already exists: pass --overwrite to replace it, or --run-dir DIR for a new run beside it");
   EXPECT_NE(error_of([&] { prepare_run_dir(dir, {true, true}); }).find("--resume and --overwrite exclude each other"),
             std::string::npos);
   EXPECT_TRUE(fs::exists(dir / "train.log"));  // nothing deleted by the refused pair
