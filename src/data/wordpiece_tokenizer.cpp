@@ -23,7 +23,10 @@ size_t count_code_points(std::string_view s) {
 }  // namespace
 
 WordPieceTokenizer::WordPieceTokenizer(const fs::path& vocab_file, bool lowercase) : basic_(lowercase) {
-  if (!fs::exists(vocab_file)) throw UserError(vocab_file.string() + ": wordpiece vocabulary not found");
+  if (!fs::exists(vocab_file))  // the base presets' default path is where download_data.sh puts BERT's
+    throw UserError(vocab_file.string() +
+                    ": wordpiece vocabulary not found (scripts/download_data.sh vocab fetches BERT's uncased and "
+                    "cased ones into data/full/vocab/)");
   const std::string text = read_file(vocab_file);
   if (const size_t bad = find_invalid_utf8(text); bad != std::string::npos)
     throw UserError(vocab_file.string() + ": invalid UTF-8 at byte offset " + std::to_string(bad));

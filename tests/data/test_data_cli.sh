@@ -90,7 +90,7 @@ expect_error non_utf8 "$T/bad.txt: invalid UTF-8 at byte offset 10" \
 : > "$T/empty.txt"
 expect_error empty "$T/empty.txt: file is empty" \
   "$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/empty.txt" --out "$T/x"
-expect_error missing_vocab "$T/nope.txt: wordpiece vocabulary not found" \
+expect_error missing_vocab "$T/nope.txt: wordpiece vocabulary not found (scripts/download_data.sh vocab fetches" \
   "$BIN" prepare-data --config "$T/cfg.yaml" --set data.tokenizer_model="$T/nope.txt" --out "$T/x"
 cp -r "$T/shards" "$T/cut"
 truncate -s -3 "$T/cut/train-00000.shard"
