@@ -22,6 +22,19 @@ size_t count_code_points(std::string_view s) {
 }
 }  // namespace
 
+std::vector<std::string> vocab_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+    start = end + 1;
+  }
+  return lines;
+}
+
 WordPieceTokenizer::WordPieceTokenizer(const fs::path& vocab_file, bool lowercase) : basic_(lowercase) {
   if (!fs::exists(vocab_file))  // the base presets' default path is where download_data.sh puts BERT's
     throw UserError(vocab_file.string() +
@@ -30,17 +43,10 @@ WordPieceTokenizer::WordPieceTokenizer(const fs::path& vocab_file, bool lowercas
   const std::string text = read_file(vocab_file);
   if (const size_t bad = find_invalid_utf8(text); bad != std::string::npos)
     throw UserError(vocab_file.string() + ": invalid UTF-8 at byte offset " + std::to_string(bad));
+  pieces_ = vocab_lines(text);
   PieceMap all;
-  size_t start = 0;
-  while (start < text.size()) {  // one piece per line; the id is the line number
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(start, end - start);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    all[line] = static_cast<int32_t>(pieces_.size());  // a repeated line: the last one wins, as in BERT
-    pieces_.push_back(std::move(line));
-    start = end + 1;
-  }
+  for (size_t id = 0; id < pieces_.size(); ++id)
+    all[pieces_[id]] = static_cast<int32_t>(id);  // a repeated line: the last one wins, as in BERT
   if (pieces_.empty()) throw UserError(vocab_file.string() + ": wordpiece vocabulary is empty");
   int32_t* ids[] = {&special_.pad, &special_.unk, &special_.cls, &special_.sep, &special_.mask};
   for (size_t k = 0; k < 5; ++k) {

@@ -7,6 +7,7 @@
 #pragma once
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "data/bert_basic_tokenizer.h"
 #include "data/tokenizer.h"
@@ -43,5 +44,9 @@ class WordPieceTokenizer : public Tokenizer {
   size_t max_initial_chars_ = 0, max_continuation_chars_ = 0;
   int32_t first_regular_ = 0;
 };
+
+// A vocab.txt's pieces, one a line (id = line number; a trailing '\r' dropped), as
+// WordPieceTokenizer and BERT read them.
+std::vector<std::string> vocab_lines(const std::string& text);
 
 }  // namespace rpe

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "data/sp_tokenizer.h"
+#include "data/wordpiece_tokenizer.h"
 #include "interop/safetensors.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
@@ -22,19 +23,6 @@ namespace {
 constexpr std::array<const char*, 5> kSpecialNames = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
 constexpr std::array<const char*, 5> kSpecialKeys = {"pad_token", "unk_token", "cls_token", "sep_token", "mask_token"};
 using Roles = std::array<int64_t, 5>;  // the id of each special token, -1 where there is none
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  for (size_t start = 0; start < text.size();) {  // one piece per line, as WordPieceTokenizer reads it
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(start, end - start);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    lines.push_back(std::move(line));
-    start = end + 1;
-  }
-  return lines;
-}
 
 // The special tokens' ids in a wordpiece vocabulary: each name's last line, as WordPieceTokenizer
 // (and BERT's) reading keeps the last of repeated lines.
@@ -83,13 +71,13 @@ fs::path own_tokenizer(const Config& cfg, const fs::path& checkpoint) {
 // --vocab FILE: fits the model, and its special tokens sit at the ids the model was trained with.
 HfVocab given_vocab(const Config& cfg, const fs::path& own, const fs::path& vocab) {
   std::string text = read_file(vocab);
-  const auto pieces = lines_of(text);
+  const auto pieces = vocab_lines(text);
   check_size(pieces, cfg.model, vocab);
   std::optional<Roles> trained;
   if (cfg.data.tokenizer != "wordpiece")  // rpe-train's SentencePiece models: [PAD] <unk> [CLS] [SEP] [MASK] = 0-4
     trained = own.empty() ? sentencepiece_roles(SpecialIds{}) : sentencepiece_roles(SentencePieceTokenizer(own).special());
   else if (!own.empty())
-    trained = wordpiece_roles(lines_of(read_file(own)));
+    trained = wordpiece_roles(vocab_lines(read_file(own)));
   else
     log::warn("export", "{}: the model's own vocabulary '{}' was not found, so the special tokens' ids cannot be "
               "checked against it", vocab.string(), cfg.data.tokenizer_model);
@@ -119,7 +107,7 @@ HfVocab hf_vocab(const Config& cfg, const fs::path& checkpoint, const fs::path& 
                     "' was not found (pass --vocab FILE, a vocab.txt whose line i is token id i)");
   if (cfg.data.tokenizer == "wordpiece") {
     std::string text = read_file(own);
-    const auto pieces = lines_of(text);
+    const auto pieces = vocab_lines(text);
     check_size(pieces, cfg.model, own);
     return make_vocab(std::move(text), pieces, wordpiece_roles(pieces));
   }
