@@ -1,7 +1,8 @@
 // rpe-train export-hf RUN_OR_CHECKPOINT --out DIR: writes a transformers BertForMaskedLM folder
 // (config.json, model.safetensors, vocab.txt, tokenizer_config.json) for the methods HF
 // BERT can express (those whose registry entry names an HF position_embedding_type, see
-// `rpe-train methods`; relative ones with one unclipped table shared by the heads).
+// `rpe-train methods`; relative ones with one table shared by the heads, a clipped table
+// padded with its edge rows).
 // Anything else is refused with the reason. A fine-tuned model folder (seed<N>/model)
 // becomes BertForQuestionAnswering or BertForSequenceClassification (finetune/export_hf.h).
 // The folder is written whole and swapped in (interop/hf_folder.h), so an existing --out, whose

@@ -129,7 +129,7 @@ std::string hf_export_blocker(const ModelOptions& m) {
     for (const MethodInfo& e : position_methods())
       if (!e.hf_type.empty()) exportable.push_back(e.name);
     return "method '" + a.method + "' has no Hugging Face BERT equivalent (exportable: " + join(exportable) +
-           "; relative ones with one unclipped table shared across heads)";
+           "; relative ones with one table shared across heads)";
   }
   if (m.pre_ln) return "model.pre_ln is true but Hugging Face BERT is post-LayerNorm";
   if (method.hf_distance_table.empty()) return {};
@@ -137,9 +137,6 @@ std::string hf_export_blocker(const ModelOptions& m) {
     return "model.attention.add_absolute is true but HF relative_key/relative_key_query add no absolute embeddings";
   if (!a.share_across_heads)
     return "model.attention.share_across_heads is false but HF BERT shares one distance table across the heads";
-  if (a.max_relative != 0 && a.max_relative != m.max_position - 1)
-    return "model.attention.max_relative is " + std::to_string(a.max_relative) +
-           " but HF BERT's distance table is unclipped (k = max_position - 1 = " + std::to_string(m.max_position - 1) + ")";
   return method.hf_problem ? method.hf_problem(a) : std::string();
 }
 
@@ -168,7 +165,9 @@ json hf_config_from(const ModelOptions& m) {
 
 std::vector<HfTensorLink> hf_tensor_links(const ModelOptions& m) {
   std::vector<HfTensorLink> links;
-  auto add = [&](const std::string& ours, const std::string& hf, bool rel = false) { links.push_back({ours, hf, rel}); };
+  auto add = [&](const std::string& ours, const std::string& hf, bool rel = false) {
+    links.push_back({ours, hf, rel, rel ? m.max_position : 0});
+  };
   auto add_wb = [&](const std::string& ours, const std::string& hf) {
     add(ours + ".weight", hf + ".weight");
     add(ours + ".bias", hf + ".bias");
@@ -199,8 +198,11 @@ std::vector<HfTensorLink> hf_tensor_links(const ModelOptions& m) {
 
 torch::Tensor to_hf_layout(const torch::Tensor& ours, const HfTensorLink& link) {
   if (!link.relative_table) return ours;
-  // ours [1, 2k+1, d], row s = distance j - i = s - k  ->  HF [2k+1, d], row i - j + k.
-  return ours.squeeze(0).flip(0).contiguous();
+  // ours [1, 2k+1, d], row s = distance j - i = s - k  ->  HF [2n-1, d], row r = i - j + n - 1,
+  // i.e. distance j - i = n - 1 - r, read at clip(n - 1 - r, k) + k as our model reads it.
+  const int64_t k = (ours.size(1) - 1) / 2, n = link.hf_max_position;
+  const auto r = torch::arange(2 * n - 1, torch::TensorOptions(torch::kLong).device(ours.device()));
+  return ours.squeeze(0).index_select(0, ((n - 1) - r).clamp(-k, k) + k).contiguous();
 }
 
 torch::Tensor from_hf_layout(const torch::Tensor& hf, const HfTensorLink& link) {

@@ -6,7 +6,8 @@
 //   relative_key            shaw, keys only     (distance_embedding [2n-1, d] per layer, shared by heads)
 //   relative_key_query      m4                  (same table, also dotted with the keys)
 // HF indexes its distance table by i - j + n - 1 (query i, key j); ours by clip(j - i, k) + k
-// with k = n - 1 (relative_index), so our row s is HF's row 2k - s: the table is flipped.
+// (relative_index). Unclipped (k = n - 1) our row s is HF's row 2k - s: the table is flipped;
+// a clipped table (k < n - 1) exports exactly by repeating its edge rows out to +-(n - 1).
 #pragma once
 #include <torch/torch.h>
 
@@ -21,11 +22,12 @@
 namespace rpe {
 
 // One of our parameters and its HF counterpart. relative_table: ours [1, 2k+1, d] is HF's
-// [2n-1, d] with the rows reversed.
+// [2n-1, d] (n = hf_max_position) with the rows reversed, edge rows repeated when k < n - 1.
 struct HfTensorLink {
   std::string ours;  // e.g. "layers.0.attention.query.weight"
   std::string hf;    // e.g. "bert.encoder.layer.0.attention.self.query.weight"
   bool relative_table = false;
+  int64_t hf_max_position = 0;  // n, for relative tables
 };
 
 // Model options from a parsed config.json (`where` names the file in errors). Refuses,

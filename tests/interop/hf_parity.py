@@ -8,6 +8,9 @@ For absolute, shaw (HF relative_key) and m4 (HF relative_key_query):
           `rpe-train import-hf` -> our logits equal transformers' within TOL;
   round trip: that import exported again holds byte-identical tensors (all but the
           position_embeddings table HF keeps, unused, for relative types).
+  clipped: shaw and m4 clipped at k < n - 1 export as HF's full table (edge rows repeated):
+          transformers' logits equal ours on a sequence longer than k, and the folder
+          imported (as an unclipped model) and exported again is byte-identical.
   SentencePiece: a model of a SentencePiece-tokenized run -> export-hf -> AutoTokenizer loads
           the folder (its special tokens are the pieces at their ids: <unk>, not a missing
           [UNK]) and maps an unknown word to the unk id, inside the vocabulary.
@@ -100,6 +103,27 @@ def sentencepiece_export_loads(rpe_train, probe, work):
     return ok
 
 
+def clipped_exports_match(rpe_train, probe, work, ids):
+    """True when clipped shaw/m4 models export exactly (see the module's docstring)."""
+    ok = True
+    for i, (method, k) in enumerate([("shaw", 3), ("m4", 5)]):
+        d = work / f"{method}_k{k}"
+        ck = d / "ours" / "model.pt"
+        ck.parent.mkdir(parents=True, exist_ok=True)
+        run([probe, "init", method, ck, 40 + i, k])
+        run([rpe_train, "export-hf", ck, "--out", d / "exported", "--overwrite"])
+        diff = (our_logits(probe, ck, ids) - hf_logits(d / "exported", ids)).abs().max().item()
+        run([rpe_train, "import-hf", d / "exported", "--out", d / "imported" / "model.pt", "--overwrite"])
+        run([rpe_train, "export-hf", d / "imported" / "model.pt", "--out", d / "roundtrip", "--overwrite"])
+        a, b = load_file(d / "exported" / "model.safetensors"), load_file(d / "roundtrip" / "model.safetensors")
+        same = set(a) == set(b) and all(torch.equal(a[t], b[t]) for t in a)
+        good = diff < TOL and same
+        ok &= good
+        print(f"{method} k={k}: export max|diff| {diff:.3e}, import -> export "
+              f"{'identical' if same else 'DIFFERENT'}{'' if good else '  FAIL'}")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rpe-train", required=True)
@@ -141,6 +165,8 @@ def main():
         failed |= not ok
         print(f"{method:9} {pet:19} {export_diff:17.3e} {import_diff:17.3e}  "
               f"{'identical' if same else 'DIFFERENT'} ({len(keys_a)} tensors){'' if ok else '  FAIL'}")
+    if "shaw" in registered and "m4" in registered:
+        failed |= not clipped_exports_match(args.rpe_train, args.probe, work, ids)
     failed |= not sentencepiece_export_loads(args.rpe_train, args.probe, work)
     if skipped:
         print(f"skipped (not registered in this build): {', '.join(skipped)}")

@@ -1,7 +1,8 @@
 // Test-only helper for tests/interop/hf_parity.py (not installed):
 //   hf_probe methods                          registered position methods, one per line
-//   hf_probe init METHOD OUT.pt [SEED]        a small random model (every tensor random,
-//                                            biases and LayerNorms included) + vocab.txt beside it
+//   hf_probe init METHOD OUT.pt [SEED [K]]    a small random model (every tensor random,
+//                                            biases and LayerNorms included) + vocab.txt beside it;
+//                                            K: model.attention.max_relative (default 0 = n - 1)
 //   hf_probe init-sp METHOD OUT.pt CORPUS     the same, tokenized by a SentencePiece model trained
 //                                            on CORPUS (OUT's folder/tokenizer.model, as in a run)
 //   hf_probe logits CHECKPOINT ID,ID,...      MLM logits of one sequence as JSON {"logits": [[...]]}
@@ -50,8 +51,10 @@ Config probe_config(const std::string& method, const fs::path& vocab) {
   return cfg;
 }
 
-int init_model(const std::string& method, const fs::path& out, int64_t seed) {
-  const Config cfg = probe_config(method, (out.has_parent_path() ? out.parent_path() : fs::path(".")) / "vocab.txt");
+int init_model(const std::string& method, const fs::path& out, int64_t seed, int64_t max_relative) {
+  Config cfg = probe_config(method, (out.has_parent_path() ? out.parent_path() : fs::path(".")) / "vocab.txt");
+  cfg.model.attention.max_relative = max_relative;
+  validate(cfg);
   torch::manual_seed(seed);
   BertModel model(cfg.model);
   probe::randomize_all(*model);
@@ -101,7 +104,8 @@ int main(int argc, char** argv) {
       for (const auto& n : attention_method_names()) std::cout << n << "\n";
       return 0;
     }
-    if ((a.size() == 3 || a.size() == 4) && a[0] == "init") return init_model(a[1], a[2], a.size() == 4 ? std::stoll(a[3]) : 1);
+    if (a.size() >= 3 && a.size() <= 5 && a[0] == "init")
+      return init_model(a[1], a[2], a.size() >= 4 ? std::stoll(a[3]) : 1, a.size() == 5 ? std::stoll(a[4]) : 0);
     if (a.size() == 4 && a[0] == "init-sp") return init_sentencepiece_model(a[1], a[2], a[3]);
     if (a.size() == 3 && a[0] == "logits") return print_logits(a[1], a[2]);
     if (a.size() >= 4 && a.size() <= 6 && a[0] == "init-finetuned") {
@@ -111,7 +115,7 @@ int main(int argc, char** argv) {
       return probe::init_finetuned(cfg, a[2], a[3], a.size() >= 5 ? std::stoll(a[4]) : 1);
     }
     if (a.size() == 4 && a[0] == "head-logits") return probe::print_head_logits(a[1], a[2], a[3]);
-    std::cerr << "usage: hf_probe methods | init METHOD OUT.pt [SEED] | init-sp METHOD OUT.pt CORPUS | logits CHECKPOINT ID,ID,... | "
+    std::cerr << "usage: hf_probe methods | init METHOD OUT.pt [SEED [K]] | init-sp METHOD OUT.pt CORPUS | logits CHECKPOINT ID,ID,... | "
                  "init-finetuned METHOD TASK OUT_DIR [SEED [no-token-types]] | head-logits MODEL_DIR ID,... TYPE,...\n";
     return kExitUserError;
   } catch (const UserError& e) {

@@ -104,6 +104,41 @@ TEST(HfBert, DistanceTableFollowsTransformersSignConvention) {
   }
 }
 
+// A clipped table (k = 3 < n - 1) exports as HF's full [2n-1, d] table: transformers' loop over
+// that table, at every distance up to n - 1, must give the clipped model's own scores.
+TEST(HfBert, ClippedTableExportsWithItsEdgeRowsRepeated) {
+  for (const std::string method : {"m4", "shaw"}) {
+    if (!registered(method)) continue;
+    Config cfg = tiny_config(method);
+    cfg.model.attention.max_relative = 3;
+    const int64_t n = cfg.model.max_position, d = cfg.model.hidden / cfg.model.heads, H = cfg.model.heads, L = n;
+    torch::manual_seed(5);
+    BertModel model(cfg.model);
+    auto links = hf_tensor_links(cfg.model);
+    auto link = *std::find_if(links.begin(), links.end(), [](const auto& l) { return l.relative_table; });
+    const auto ours_table = model->named_parameters()[link.ours].detach();
+    ASSERT_EQ(ours_table.size(1), 2 * 3 + 1);
+    const auto hf_table = to_hf_layout(ours_table, link);
+    ASSERT_EQ(hf_table.sizes(), (std::vector<int64_t>{2 * n - 1, d}));
+    auto q = torch::randn({1, H, L, d}), k = torch::randn({1, H, L, d});
+    auto layer = model->layers[0]->as<EncoderLayerImpl>();
+    auto ours = layer->attention->position->score_bias(q, k).detach();  // [1, H, L, L]
+    auto expected = torch::zeros({1, H, L, L});
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < L; ++i)
+        for (int64_t j = 0; j < L; ++j) {
+          auto row = hf_table[i - j + n - 1];
+          double e = q[0][h][i].dot(row).item<double>();
+          if (method == "m4") e += k[0][h][j].dot(row).item<double>();
+          expected[0][h][i][j] = e / std::sqrt(static_cast<double>(d));
+        }
+    EXPECT_TRUE(torch::allclose(ours, expected, 1e-5, 1e-6)) << method;
+    // HF's first row is distance j - i = n - 1, clipped to our last row (j - i = +3).
+    EXPECT_TRUE(torch::equal(hf_table[0], ours_table[0][6])) << method;
+    EXPECT_TRUE(torch::equal(hf_table[2 * n - 2], ours_table[0][0])) << method;
+  }
+}
+
 TEST(HfBert, ConfigMapping) {
   json c = {{"model_type", "bert"}, {"hidden_size", 64}, {"num_hidden_layers", 3}, {"num_attention_heads", 4},
             {"intermediate_size", 128}, {"max_position_embeddings", 40}, {"vocab_size", 99},
@@ -147,9 +182,7 @@ TEST(HfBert, ExportRefusesWhatHfBertCannotExpress) {
   m.attention.share_across_heads = false;
   EXPECT_NE(hf_export_blocker(m).find("share_across_heads"), std::string::npos);
   m.attention.share_across_heads = true;
-  m.attention.max_relative = 4;
-  EXPECT_NE(hf_export_blocker(m).find("unclipped"), std::string::npos);
-  m.attention.max_relative = m.max_position - 1;  // the same as 0
+  m.attention.max_relative = 4;  // clipped: exported with its edge rows repeated
   EXPECT_EQ(hf_export_blocker(m), "");
   m.attention.add_absolute = true;
   EXPECT_NE(hf_export_blocker(m).find("add_absolute"), std::string::npos);
