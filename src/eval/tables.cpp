@@ -181,11 +181,25 @@ struct Table {
   std::string reference_label = "BERT (Devlin et al., published)";
 };
 
+// The columns a table shows: those with a result of ours in one of its rows or a published
+// number (the paper's own columns always show, so a missing run reads as "—"). A GLUE task no
+// run fine-tuned (the paper's Table 3 has five of them) would be two columns of dashes.
+std::vector<size_t> shown_columns(const Table& t, const Values& v, const std::vector<GroupKey>& rows) {
+  std::vector<size_t> shown;
+  for (size_t i = 0; i < t.columns.size(); ++i) {
+    const Column& c = t.columns[i];
+    bool any = t.reference && t.reference(i);
+    for (const auto& g : rows) any = any || t.paper(g, i) || v.count({g, c.task, c.split, c.metric});
+    if (any) shown.push_back(i);
+  }
+  return shown;
+}
+
 // The paper's reference row, last, with no result of ours: that BERT is not a run of this project.
-void render_reference(const Table& t, RenderedTables& out) {
+void render_reference(const Table& t, const std::vector<size_t>& shown, RenderedTables& out) {
   const std::string& label = t.reference_label;
   std::string line = "| " + label + " | — | — | — | — |";
-  for (size_t i = 0; i < t.columns.size(); ++i) {
+  for (size_t i : shown) {
     const auto p = t.reference(i);
     line.append(" — | ").append(paper_cell(p)).append(" |");
     out.csv += t.name + "," + csv_field(label) + ",,,,," + csv_field(t.columns[i].title) + ",,,0," + (p ? fmt(*p) : "") + "\n";
@@ -219,10 +233,11 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
     out.markdown += "(no results yet)\n\n";
     return;
   }
+  const std::vector<size_t> shown = shown_columns(t, v, ordered);
   std::string head = "| method | k | pretrain len | fine-tune len | pretrain run |";
   std::string rule = "|---|---|---|---|---|";
-  for (const auto& c : t.columns) {
-    head += " " + c.title + " | " + c.title + " (paper) |";
+  for (size_t i : shown) {
+    head += " " + t.columns[i].title + " | " + t.columns[i].title + " (paper) |";
     rule += "---|---|";
   }
   out.markdown += head + "\n" + rule + "\n";
@@ -230,7 +245,7 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
   for (const auto& g : ordered) {
     std::string line = "| " + g.label() + " | " + k_text(g.k, "—") + " | " + std::to_string(g.pretrain_len) + " | " +
                        std::to_string(g.finetune_len) + " | " + g.pretrain_run + " |";
-    for (size_t i = 0; i < t.columns.size(); ++i) {
+    for (size_t i : shown) {
       const auto s = lookup(v, g, t.columns[i], left_out);
       // The paper's numbers are of its protocol: fixed epochs, the final weights.
       const auto p = papers_protocol(g.select) ? t.paper(g, i) : std::nullopt;
@@ -243,7 +258,7 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
     }
     out.markdown += line + "\n";
   }
-  if (t.reference) render_reference(t, out);
+  if (t.reference) render_reference(t, shown, out);
   out.markdown += "\n";
   if (!left_out.empty()) {
     out.markdown += "Left out of the means above, as scored on part of a dev set only:\n";
