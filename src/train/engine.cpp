@@ -138,6 +138,8 @@ fs::path Engine::save(TrainState& state) {
   if (s_.run_dir.empty()) return {};
   if (s_.dp->distributed() && s_.device.is_cuda())  // rank 0 writes every rank's dropout stream
     state.rng_device_ranks = every_rank_row(*s_.dp, RandomStates::capture(s_.device).device);
+  else  // rows from a multi-GPU checkpoint this run resumed are streams it no longer has
+    state.rng_device_ranks = torch::Tensor();
   // Rank 0 alone writes; its failure (a full disk, weights gone non-finite) stops every rank at
   // once with its reason rather than at their next gradient all-reduce (dist/all_or_none.h).
   return dist::all_or_none(*s_.dp, "saving the checkpoint of step " + std::to_string(state.step), [&] {

@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "tiny_run.h"
+#include "toy_engine.h"
 #include "dist/data_parallel.h"
 #include "train/checkpoint.h"
 #include "util/atomic_file.h"
@@ -345,6 +346,21 @@ TEST(Checkpoint, KeepsEveryRanksDeviceStream) {
   torch::manual_seed(5);
   restore_rank_device_rng(c.state, 1, 2, torch::kCPU);
   EXPECT_TRUE(torch::equal(torch::rand({2}), before));
+}
+
+// A multi-GPU run resumed as one process writes no per-rank streams: the rows it resumed with are
+// streams it no longer draws from, and a later resume on that many GPUs would put them back.
+TEST(Checkpoint, OneProcessDropsTheRanksStreamsItResumedWith) {
+  const fs::path run = test::fresh_dir("ckpt_rank_rng_dropped");
+  test::ToyRun r(test::toy_options(2, 1), {}, {}, run);
+  TrainState s;
+  s.rng_device_ranks = torch::stack({torch::arange(16, torch::kUInt8), torch::arange(16, torch::kUInt8).flip(0)});
+  r.engine->run(s);
+  const auto newest = latest_checkpoint(run);
+  ASSERT_TRUE(newest.has_value());
+  const auto c = load_checkpoint(*newest, *r.model, r.opt.get());
+  EXPECT_EQ(c.state.step, 2);
+  EXPECT_FALSE(c.state.rng_device_ranks.defined());
 }
 
 // On a GPU: rank 1 of 2 takes row 1; a world of 3 leaves the stream as it was.
