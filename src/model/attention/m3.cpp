@@ -66,12 +66,14 @@ Band band_for(int64_t k, int64_t L) { return k >= L ? Band{L - 1, false} : Band{
 // diagonal a group at L = 128, d = 64, so a BERT-base layer launched ~255 groups of small
 // kernels per pass (1.8 s a training step on an H200, 40x the other methods). There a group's
 // product [B, H, L, d, g] may take up to kDeviceGroupBytes.
+// The product is in the promoted type of a and the gate (bf16 activations, an fp32 gate: fp32).
 constexpr int64_t kDeviceGroupBytes = int64_t{1} << 30;
-int64_t group_size(const Tensor& a, int64_t slots, int64_t forced) {
+int64_t group_size(const Tensor& a, const Tensor& w, int64_t slots, int64_t forced) {
   slots = std::max<int64_t>(slots, 1);
   if (forced > 0) return std::min(forced, slots);
   if (a.is_cpu()) return std::clamp<int64_t>(a.size(2) / (2 * a.size(3)), 1, slots);
-  const int64_t slot_bytes = std::max<int64_t>(a.numel() * static_cast<int64_t>(a.element_size()), 1);
+  const auto element = static_cast<int64_t>(c10::elementSize(at::promote_types(a.scalar_type(), w.scalar_type())));
+  const int64_t slot_bytes = std::max<int64_t>(a.numel() * element, 1);
   return std::clamp<int64_t>(kDeviceGroupBytes / slot_bytes, 1, slots);
 }
 
@@ -84,7 +86,7 @@ Tensor windows(const Tensor& c_pad, int64_t L, int64_t s0, int64_t g) {
 // x[..., i, s] = sum_t a_it c_{i+r, t} w_{s, t}, r = s - m: band scores in diagonal-major
 // layout [B, H, L, 2m+1]. a, c: [B, H, L, d]; w_band: [H|1, 2m+1, d].
 Tensor band_scores(const Tensor& a, const Tensor& c, const Tensor& w_band, int64_t m, int64_t forced_group) {
-  const int64_t L = a.size(2), R = 2 * m + 1, g = group_size(a, R, forced_group);
+  const int64_t L = a.size(2), R = 2 * m + 1, g = group_size(a, w_band, R, forced_group);
   auto c_pad = torch::constant_pad_nd(c, {0, 0, m, m});  // [B, H, L+2m, d]
   auto x = torch::empty({a.size(0), a.size(1), L, R}, a.options());
   auto a_col = a.unsqueeze(-1);  // [B, H, L, d, 1]
@@ -101,7 +103,7 @@ Tensor band_scores(const Tensor& a, const Tensor& c, const Tensor& w_band, int64
 //   ga_it = sum_s y_is c_{i+r,t} w_st;  gw_st = sum_{b,i} y_is a_it c_{i+r,t}  (when gw is defined).
 Tensor band_backward(const Tensor& y, const Tensor& a, const Tensor& c, const Tensor& w_band, int64_t m,
                      Tensor* gw, int64_t forced_group) {
-  const int64_t L = a.size(2), R = 2 * m + 1, g = group_size(a, R, forced_group);
+  const int64_t L = a.size(2), R = 2 * m + 1, g = group_size(a, w_band, R, forced_group);
   auto c_pad = torch::constant_pad_nd(c, {0, 0, m, m});
   auto ga = torch::zeros_like(a);
   auto a_col = a.unsqueeze(-1);
@@ -333,7 +335,10 @@ class M3Term : public PositionTermImpl {
   }
 
   torch::Tensor content_scores(const torch::Tensor& q, const torch::Tensor& k) override {
-    return m3_scores(q, k, table_.to(q.dtype()), k_);  // [B, H, L, L]
+    // The fp32 gate: it starts at 1 + N(0, 0.02), and all of m3's position signal is that
+    // deviation, which bf16's spacing near 1 (2^-7) rounds to a few dozen values. The kernels
+    // compute in fp32 (the band multiplies in the promoted type) and round the scores once.
+    return m3_scores(q, k, table_, k_);  // [B, H, L, L]
   }
 
   bool fusable() const override { return false; }  // multiplicative gate: not a float mask

@@ -15,7 +15,8 @@ class M4Term : public PositionTermImpl {
   }
 
   torch::Tensor score_bias(const torch::Tensor& q, const torch::Tensor& k) override {
-    auto w = table_.to(q.dtype()) * scale(d_);  // [H|1, 2k+1, d]; scaling the table spares an [L, L] pass
+    // fp32 under autocast too: relative_scores casts the rows for its GEMMs after its index steps.
+    auto w = table_ * scale(d_);  // [H|1, 2k+1, d]; scaling the table spares an [L, L] pass
     return relative_scores(q, w, k_) + relative_key_scores(k, w, k_);  // [B, H, L, L]: q_i . w_r + k_j . w_r
   }
 

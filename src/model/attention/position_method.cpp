@@ -53,8 +53,11 @@ class ScalarGateTerm : public PositionTermImpl {
     const int64_t L = q.size(2);
     auto slot = relative_index(L, k_, q.device());   // [L, L], clip(j-i, k) + k
     if (!signed_) slot = (slot - k_).abs();          // [L, L], min(|j-i|, k)
-    auto gate = table_.to(q.dtype()).index_select(1, slot.flatten()).view({-1, L, L});  // [H|1, L, L]
-    return torch::matmul(q, k.transpose(-2, -1)) * gate;                                // [B, H, L, L]
+    // The gate stays fp32, and so does the product under bf16/fp16 autocast: the gate starts at
+    // 1, and a learned deviation below bf16's spacing there (2^-7) would vanish in a bf16 gate;
+    // its backward sums each slot's gradient (up to 2L terms) in fp32.
+    auto gate = table_.index_select(1, slot.flatten()).view({-1, L, L});  // [H|1, L, L]
+    return torch::matmul(q, k.transpose(-2, -1)) * gate;                 // [B, H, L, L]
   }
 
   bool fusable() const override { return false; }  // multiplicative: not a float mask
@@ -147,7 +150,7 @@ std::atomic<int64_t> default_skew_blocks{kDefaultSkewBlocks};
 torch::Tensor times_rows(const torch::Tensor& x, const torch::Tensor& rows) {
   const int64_t B = x.size(0), H = x.size(1), L = x.size(2), d = x.size(3), W = rows.size(-2);
   auto xh = x.transpose(0, 1).reshape({H, B * L, d});  // [H, B*L, d], a view where x's layout allows
-  auto s = torch::matmul(xh, rows.transpose(-2, -1));   // [H, B*L, W]
+  auto s = torch::matmul(xh, rows.to(x.scalar_type()).transpose(-2, -1));  // [H, B*L, W]; rows may be fp32
   return s.view({H, B, L, W}).transpose(0, 1);          // [B, H, L, W]; each [L, W] block row-major
 }
 
@@ -185,7 +188,12 @@ torch::Tensor block_scores(const torch::Tensor& xb, const torch::Tensor& table, 
 torch::Tensor signed_relative_scores(const torch::Tensor& x, const torch::Tensor& table, int64_t k, int64_t sign,
                                      int64_t blocks) {
   const int64_t L = x.size(2), reach = relative_reach(k, L);
+  // The index steps below (the skew's rows, the gather) sum a clipped end's gradient over up to
+  // L - k' terms in their input's dtype: in bf16 or fp16, on CUDA one atomic add a term, that sum
+  // loses percents. So they index fp32 and cast after; the GEMMs (fp32 accumulation) stay in x's dtype.
+  const bool reduced = x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf;
   auto window = narrow_relative(table, -2, k, reach);  // [H|1, 2k'+1, d]
+  if (reduced) window = window.to(torch::kFloat);
   if (blocks <= 0) blocks = default_skew_blocks.load();
   if (relative_layout_suits(L, reach) && x.is_cuda() && relative_layout_usable(x.device())) {
     // One GEMM with every slot's row (padded to a multiple of 8) and one kernel to lay it out as
@@ -203,7 +211,8 @@ torch::Tensor signed_relative_scores(const torch::Tensor& x, const torch::Tensor
     auto idx = relative_index(L, reach, x.device());  // [L, L]: clip(j - i, k') + k'
     if (sign < 0)                                      // clip(i - j, k') + k', kept as well
       idx = cached_position_tensor({kNegatedIndex, L, reach, 0, 0}, x.device(), [&] { return 2 * reach - idx; });
-    return gather_relative(times_rows(x, window), idx);                 // [B, H, L, L]
+    auto s = times_rows(x, window);                                    // [B, H, L, 2k'+1]
+    return reduced ? gather_relative(s.to(torch::kFloat), idx).to(x.scalar_type()) : gather_relative(s, idx);
   }
   // The query blocks are one split of x (not a narrow each, whose gradients would each be a
   // zero x-sized tensor, summed after: the split's is one concatenation). Each block's skew is a

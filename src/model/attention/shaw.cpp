@@ -18,7 +18,7 @@ class ShawTerm : public PositionTermImpl {
   }
 
   torch::Tensor score_bias(const torch::Tensor& q, const torch::Tensor& k) override {
-    return relative_scores(q, key_table_.to(q.dtype()) * scale(d_), k_);  // [B, H, L, L]
+    return relative_scores(q, key_table_ * scale(d_), k_);  // [B, H, L, L]; fp32 table: see m4
   }
 
   torch::Tensor value_term(const torch::Tensor& probs) override {

@@ -67,7 +67,10 @@ class T5Method : public PositionMethodImpl {
                                      options_.attention.t5_max_distance);  // [L, L]
     // Gathered head-major, so the result is contiguous: CUDA's fused attention kernels take a
     // mask only with unit stride along keys (a permuted [L, L, H] view falls back to the math one).
-    return table.to(dtype).t().index_select(1, bucket.flatten()).view({1, -1, L, L});  // [1, H|1, L, L]
+    // Gathered from the fp32 table and cast after: the gather's backward sums each bucket's
+    // gradient (up to ~L^2/3 terms at the far buckets) in the table's dtype, and in bf16, on CUDA
+    // one atomic add a term, that sum loses tens of percent.
+    return table.t().index_select(1, bucket.flatten()).to(dtype).view({1, -1, L, L});  // [1, H|1, L, L]
   }
 
   torch::Tensor table;  // [buckets, H|1]

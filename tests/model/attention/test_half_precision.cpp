@@ -34,7 +34,9 @@
 
 #include <cmath>
 
+#include "model/attention/registry.h"
 #include "model/bert.h"
+#include "model/encoder.h"
 #include "train/precision.h"
 
 namespace rpe::test {
@@ -42,7 +44,7 @@ namespace {
 
 constexpr int64_t kLength = 512, kBatch = 2;
 
-ModelOptions half_options(const std::string& method) {
+ModelOptions half_options(const std::string& method, int64_t max_relative = 0) {
   ModelOptions o;
   o.vocab_size = 64;
   o.hidden = 16;
@@ -54,6 +56,7 @@ ModelOptions half_options(const std::string& method) {
   o.attention_dropout = 0.0;
   o.init_std = 0.2;  // logits of order 1, so content scores matter as much as position terms
   o.attention.method = method;
+  o.attention.max_relative = max_relative;
   return o;
 }
 
@@ -71,7 +74,7 @@ Pass run_model(BertModel& model, const torch::Tensor& ids, const torch::Tensor& 
   Pass out;
   torch::Tensor loss;
   {
-    AutocastGuard autocast(torch::kCPU, dtype);
+    AutocastGuard autocast(ids.device(), dtype);
     out.hidden = model->encode(ids, pad);
     loss = (out.hidden.to(torch::kFloat) * r).sum();
   }
@@ -89,22 +92,29 @@ double rel_error(const torch::Tensor& a, const torch::Tensor& ref, double floor 
 }
 
 // Every method in `dtype` autocast against fp32, within the bounds above for unit roundoff u.
-void every_method_matches_fp32(at::ScalarType dtype, double u) {
-  int64_t checked = 0;
+// max_relative > 0: the clipped methods only, clipped there (their gather and skew paths).
+void every_method_matches_fp32(at::ScalarType dtype, double u, const torch::Device& device = torch::kCPU,
+                               int64_t max_relative = 0) {
+  int64_t checked = 0, expected = 0;
   for (const auto& name : attention_method_names()) {
+    if (max_relative > 0 && !method_info(name).clipped) continue;
+    ++expected;
     torch::manual_seed(11);
-    BertModel model(half_options(name));
+    BertModel model(half_options(name, max_relative));
+    model->to(device);
     model->eval();  // no dropout (set to 0 anyway); autograd still records
-    auto ids = torch::randint(5, 64, {kBatch, kLength}, torch::kLong);
+    auto ids = torch::randint(5, 64, {kBatch, kLength}, torch::kLong).to(device);
     auto pad = torch::zeros({kBatch, kLength}, torch::kBool);
     pad[1].narrow(0, kLength - 100, 100).fill_(true);  // one padded sequence, one full one
-    auto r = torch::randn({kBatch, kLength, 16});
+    pad = pad.to(device);
+    auto r = torch::randn({kBatch, kLength, 16}).to(device);
     const bool fusable = model->layers[0]->as<EncoderLayerImpl>()->attention->position->fusable();
     for (bool fused : {false, true}) {
       if (fused && !fusable) continue;
       const Pass ref = run_model(model, ids, pad, r, at::kFloat, fused);
       const Pass got = run_model(model, ids, pad, r, dtype, fused);
-      const std::string what = name + (fused ? " (fused, " : " (plain, ") + c10::toString(dtype) + ")";
+      const std::string what = name + (max_relative > 0 ? " k=" + std::to_string(max_relative) : "") +
+                               (fused ? " (fused, " : " (plain, ") + c10::toString(dtype) + ", " + device.str() + ")";
       if (!fused) {
         // Rows of real queries only (padded queries attend too, but nothing reads them).
         auto tv = 0.5 * (got.probs - ref.probs).abs().sum(-1);  // [B, H, L]
@@ -128,7 +138,8 @@ void every_method_matches_fp32(at::ScalarType dtype, double u) {
     }
     ++checked;
   }
-  EXPECT_EQ(checked, static_cast<int64_t>(attention_method_names().size()));
+  EXPECT_EQ(checked, expected);
+  EXPECT_GE(checked, max_relative > 0 ? 5 : static_cast<int64_t>(attention_method_names().size()));
 }
 
 }  // namespace
@@ -136,5 +147,80 @@ void every_method_matches_fp32(at::ScalarType dtype, double u) {
 TEST(Bf16Autocast, EveryMethodMatchesFp32AtLength512) { every_method_matches_fp32(at::kBFloat16, 1.0 / 256); }
 
 TEST(Fp16Autocast, EveryMethodMatchesFp32AtLength512) { every_method_matches_fp32(at::kHalf, 1.0 / 2048); }
+
+// Clipped at k = 8 < L - 1: the relative methods' gather and skew paths (the default k = n - 1
+// reaches neither at this length) in bf16.
+TEST(Bf16Autocast, ClippedMethodsMatchFp32AtLength512) {
+  every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCPU, 8);
+}
+
+// On a GPU the index steps' backward adds with atomics: in bf16 each add rounds, and a gradient
+// summed over thousands of terms (T5's far buckets, a clipped table's edge rows, m1/m2's slots)
+// drifts by percents. The tables are indexed in fp32 for that; this holds them to the bounds.
+TEST(Bf16Autocast, CudaEveryMethodMatchesFp32AtLength512) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCUDA);
+  every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCUDA, 8);
+}
+
+// The gates of m1, m2 and m3 start at 1 (m3: 1 + N(0, init_std)), and all they say about
+// positions is their deviation from it, finer than bf16's spacing there (2^-7): a gate rounded
+// to bf16 loses it. Under bf16 autocast a gate of 1.003 (bf16: exactly 1) must scale the
+// content scores by 1.003, up to the scores' own rounding (unbiased, averaged out here).
+TEST(Bf16Autocast, GatesKeepDeviationsFinerThanBf16) {
+  for (const std::string name : {"m1", "m2", "m3"}) {
+    ModelOptions o = half_options(name);
+    o.max_position = 64;
+    torch::manual_seed(3);
+    BertModel model(o);
+    auto term = model->layers[0]->as<EncoderLayerImpl>()->attention->position;
+    auto gate = term->position_weights();
+    auto q = torch::randn({2, 4, 64, 4}).to(torch::kBFloat16), k = torch::randn({2, 4, 64, 4}).to(torch::kBFloat16);
+    auto scores = [&](double fill) {
+      torch::NoGradGuard no_grad;
+      gate.fill_(fill);
+      AutocastGuard autocast(torch::kCPU, at::kBFloat16);
+      return term->content_scores(q, k).to(torch::kDouble);  // [B, H, L, L]
+    };
+    const auto one = scores(1.0), off = scores(1.003);
+    const double ratio = (off * one).sum().item<double>() / one.square().sum().item<double>();
+    EXPECT_NEAR(ratio, 1.003, 3e-4) << name;
+  }
+}
+
+// The backward of an index step sums, per table entry, the gradients of every score that reads
+// it. Under bf16 autocast that sum must run in fp32: with scores and upstream gradients exact in
+// bf16 (small integers, multiples of 1/64), fp32 sums are exact, so the tables' gradients must
+// equal those of the fp32 model bit for bit (a bf16 sum rounds them: T5's far buckets sum
+// thousands of terms). T5's bias (built once, shared by the layers) and m1/m2's gates.
+TEST(Bf16Autocast, TableGradientsAreSummedInFp32) {
+  constexpr int64_t L = 300;
+  for (const std::string name : {"t5_bias", "m1", "m2"}) {
+    ModelOptions o = half_options(name);
+    o.max_position = L;
+    torch::manual_seed(4);
+    BertModel model(o);
+    auto q = torch::randint(-1, 2, {2, 4, L, 4}).to(torch::kFloat), k = torch::randint(-1, 2, {2, 4, L, 4}).to(torch::kFloat);
+    auto g = torch::randint(-64, 65, {2, 4, L, L}).to(torch::kFloat) / 64.0;  // exact in bf16
+    auto table_grad = [&](at::ScalarType dtype) {
+      model->zero_grad();
+      torch::Tensor out;
+      {
+        AutocastGuard autocast(torch::kCPU, dtype);
+        out = name == "t5_bias" ? model->position->position_bias(L, torch::kCPU, dtype).expand({2, -1, L, L})
+                                : model->layers[0]->as<EncoderLayerImpl>()->attention->position->content_scores(
+                                      q.to(dtype), k.to(dtype));
+      }
+      out.backward(g.to(out.scalar_type()));
+      auto params = model->named_parameters();
+      return (name == "t5_bias" ? params["position.relative_attention_bias"] : params["layers.0.attention.position.w"])
+          .grad()
+          .clone();
+    };
+    const auto fp32 = table_grad(at::kFloat), bf16 = table_grad(at::kBFloat16);
+    ASSERT_EQ(bf16.scalar_type(), torch::kFloat) << name;
+    EXPECT_TRUE(torch::equal(bf16, fp32)) << name << ": max |diff| " << (bf16 - fp32).abs().max().item<double>();
+  }
+}
 
 }  // namespace rpe::test
