@@ -320,7 +320,7 @@ void Engine::log_window(LogWindow& w, TrainState& state, double lr, EngineResult
   const double steps = static_cast<double>(w.finite_steps);
   const double mean_loss = w.finite_steps ? v[0] / steps : std::nan("");
   const double mean_grad = w.finite_steps ? v[1] / steps : std::nan("");
-  const double acc = v[2] / std::max(1.0, v[3]);
+  const double acc = v[3] > 0 ? v[2] / v[3] : std::nan("");  // a window of skipped steps only: none, as the loss
   const double tok_s = v[4] / std::max(secs, 1e-9);
   const std::string acc_name = task_.accuracy_name();
   log::info(s_.log_tag.c_str(), "step {}/{} | loss {:.4f}{} | lr {:.2e} | gnorm {:.2f}{} | {:.0f} tok/s | ETA {}{}",
@@ -365,7 +365,11 @@ EngineResult Engine::run(TrainState state) {
       update_on_device(st, state, w);
     else
       stop = update_on_host(st, state, w);
-    w.sums.slice(0, 2, 5) += torch::stack({st.correct, st.count, st.tokens});
+    // Accuracy over the steps the loss and grad_norm average (the finite ones: a skipped step's
+    // predictions may come from non-finite logits); tokens/s counts every step's work.
+    const auto scored = torch::stack({st.correct, st.count});
+    w.sums.slice(0, 2, 4) += torch::where(st.finite, scored, torch::zeros_like(scored));
+    w.sums.select(0, 4) += st.tokens;
     seen_tokens_ += st.tokens;
     ++state.step;
     if (device_update_) queue_pending(st, state.step);

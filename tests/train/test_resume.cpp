@@ -200,7 +200,8 @@ TEST(Accumulation, TwoMicroBatchesEqualTheDoubledBatch) {
 
 TEST(NonFinite, OneBadStepIsSkippedAndCounted) {
   const fs::path run = test::fresh_dir("nan_once");
-  const Config cfg = test::tiny_config({"train.max_steps=4", "train.save_every=1", "train.keep_checkpoints=10"});
+  const Config cfg =
+      test::tiny_config({"train.max_steps=4", "train.save_every=1", "train.keep_checkpoints=10", "train.log_every=1"});
   PretrainHooks hooks;
   hooks.on_loss = [](int64_t step, torch::Tensor& loss) {
     if (step == 2) loss = loss * std::numeric_limits<double>::quiet_NaN();
@@ -220,6 +221,11 @@ TEST(NonFinite, OneBadStepIsSkippedAndCounted) {
   std::string line, all;
   while (std::getline(metrics, line)) all += line + "\n";
   EXPECT_NE(all.find("\"event\":\"nonfinite_skip\""), std::string::npos) << all;
+  // The skipped step's window row (log_every 1): no loss, and no accuracy either (its forward
+  // ran, but the row's fields average the same steps); the others have both.
+  EXPECT_NE(all.find("\"mlm_accuracy\":null,\"skipped\":1,\"step\":3"), std::string::npos) << all;
+  EXPECT_NE(all.find("\"step\":4,"), std::string::npos) << all;
+  EXPECT_EQ(all.find("\"mlm_accuracy\":null,\"skipped\":0"), std::string::npos) << all;
   std::ifstream summary(run / "summary.json");
   std::string text((std::istreambuf_iterator<char>(summary)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("\"nonfinite_skipped\": 1"), std::string::npos) << text;
