@@ -264,7 +264,8 @@ void validate_train_settings(const Config& cfg) {
     fail_pair(cfg, "train.min_loss_scale", "train.fp16_init_scale",
               "must be positive and at most train.fp16_init_scale");
   if (!(t.dist_timeout_s > 0.0)) cfg.fail("train.dist_timeout_s", "must be positive");
-  if (!(t.bucket_mb > 0.0)) cfg.fail("train.bucket_mb", "must be positive");
+  if (!(t.bucket_mb > 0.0 && t.bucket_mb <= 1048576.0))  // MiB, as a byte count in an int64 (1 TiB at most)
+    cfg.fail("train.bucket_mb", "must be in (0, 1048576] MiB (25 is the usual)");
   if (t.cuda_graphs && t.device == "cpu") fail_pair(cfg, "train.cuda_graphs", "train.device", "needs a CUDA device");
   if (t.activation_checkpointing != "none" && t.activation_checkpointing != "attention" &&
       t.activation_checkpointing != "layers")

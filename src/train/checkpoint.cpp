@@ -26,11 +26,11 @@ fs::path checkpoint_dir(const fs::path& run_dir) { return run_dir / "checkpoints
 //   older one because that file failed its checksum): renamed out of the way (.superseded)
 //   rather than counted, which would push out the good ones, the file just written included.
 // - Temporary files of a write that died (a kill mid-checkpoint: step_N.pt.tmp.<pid>, GBs
-//   each) are removed: no other process writes this folder.
+//   each, or mid-update of the `latest` pointer) are removed: no other process writes this folder.
 void remove_old(const fs::path& run_dir, int64_t step, int64_t keep_last) {
   std::error_code ec;
   const fs::path dir = checkpoint_dir(run_dir);
-  static const std::regex leftover(R"(step_\d{1,18}\.pt\.tmp\.\d+)");
+  static const std::regex leftover(R"((step_\d{1,18}\.pt|latest)\.tmp\.\d+)");
   const std::string mine = ".tmp." + std::to_string(::getpid());
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();

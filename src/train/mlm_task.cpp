@@ -81,7 +81,7 @@ BatchSums MlmTask::forward(const MicroBatch& b) {
 EvalOutputs MlmTask::eval_outputs(dist::DataParallel& dp) {
   if (!valid_ || valid_->size() == 0) return {};
   // The same held-out sequences and masks whatever the number of ranks and micro-batches:
-  // eval_batches batches of one process's micro-batch (batch_size / grad_accum), drawn across
+  // eval_batches batches of one micro-batch of all ranks together (batch_size / grad_accum), drawn across
   // the whole held-out set by a fixed shuffle (not the first file's only), read kChunk at a time.
   // Every rank draws every chunk (the masks follow the draws), and scores its own (chunk k:
   // rank k mod W, dist/sharded_eval.h).

@@ -52,6 +52,7 @@ TEST_F(ConfigLimits, OptimizerAndNumericsKeysAreRangeChecked) {
       {"train.eval_batches=-5", "train.eval_batches: must be >= 1, got -5"},
       {"train.eval_batches=0", "train.eval_batches: must be >= 1, got 0"},
       {"finetune.epochs=.inf", "finetune.epochs: must be a finite number > 0"},
+      {"train.bucket_mb=1e20", "train.bucket_mb: must be in (0, 1048576] MiB"},  // bytes beyond an int64
   };
   for (const auto& [set, expected] : cases) {
     const std::string e = error_of_set(set);
@@ -59,7 +60,8 @@ TEST_F(ConfigLimits, OptimizerAndNumericsKeysAreRangeChecked) {
   }
   // The values just inside the ranges load.
   EXPECT_EQ(error_of(dir_ / "exp.yaml", {"train.adam_beta1=0", "train.adam_beta2=0.999999", "train.adam_eps=1e-30",
-                                          "train.eval_batches=1", "model.layer_norm_eps=1e-12"}),
+                                          "train.eval_batches=1", "model.layer_norm_eps=1e-12",
+                                          "train.bucket_mb=1048576"}),
             "");
 }
 

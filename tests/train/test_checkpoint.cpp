@@ -181,6 +181,7 @@ TEST(Checkpoint, RotationNeverCountsAnAbandonedNewerFileAndClearsDeadTempFiles) 
   flip_byte(dir / "step_00000010.pt", 100);
   ASSERT_EQ(latest_checkpoint(run)->filename(), "step_00000006.pt");
   std::ofstream(dir / "step_00000012.pt.tmp.999999") << "half a checkpoint";  // a write killed mid-way
+  std::ofstream(dir / "latest.tmp.999999") << "step_0000";                     // and one of the pointer
   s.step = 8;
   save_checkpoint(run, *net, nullptr, s, "cfg", /*keep_last=*/1);
   EXPECT_TRUE(fs::exists(dir / "step_00000008.pt"));
@@ -188,6 +189,7 @@ TEST(Checkpoint, RotationNeverCountsAnAbandonedNewerFileAndClearsDeadTempFiles) 
   EXPECT_FALSE(fs::exists(dir / "step_00000010.pt"));
   EXPECT_TRUE(fs::exists(dir / "step_00000010.pt.superseded"));
   EXPECT_FALSE(fs::exists(dir / "step_00000012.pt.tmp.999999"));
+  EXPECT_FALSE(fs::exists(dir / "latest.tmp.999999"));
   EXPECT_EQ(latest_checkpoint(run)->filename(), "step_00000008.pt");
 }
 
