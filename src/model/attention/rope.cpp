@@ -2,6 +2,8 @@
 // rotated by the angle i * theta_t, theta_t = rope_base^(-2t/d), and likewise k_j, so that
 //   e_ij = R(i) q_i . R(j) k_j / sqrt(d) = q_i . R(j - i) k_j / sqrt(d)
 // depends on j - i only. No parameters; needs an even head size.
+#include <fmt/format.h>
+
 #include <bit>
 #include <cmath>
 
@@ -80,7 +82,7 @@ class RopeMethod : public PositionMethodImpl {
   }
   std::vector<std::string> option_keys() const override { return {"rope_base"}; }
   std::string describe() const override {
-    return "rope (base " + std::to_string(static_cast<int64_t>(options_.attention.rope_base)) + ", no parameters)";
+    return fmt::format("rope (base {:g}, no parameters)", options_.attention.rope_base);
   }
 };
 

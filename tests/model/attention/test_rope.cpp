@@ -43,4 +43,12 @@ TEST(Rope, OddHeadSizeAndBadBaseAreUserErrors) {
   EXPECT_THROW(make_position_method(o), UserError);
 }
 
+// The build log names the base as configured (a fractional one was printed truncated).
+TEST(Rope, DescriptionNamesTheBase) {
+  auto o = tiny_options("rope");
+  EXPECT_EQ(make_position_method(o)->describe(), "rope (base 10000, no parameters)");
+  o.attention.rope_base = 7.5;
+  EXPECT_EQ(make_position_method(o)->describe(), "rope (base 7.5, no parameters)");
+}
+
 }  // namespace rpe::test
