@@ -66,16 +66,21 @@ torch::Tensor ItemTask::count(const MicroBatch& batch) {
 }
 
 namespace {
-// A progress line for long evaluations and predictions: about ten per pass, with rate and ETA.
+// A progress line for long evaluations and predictions: at most about ten per pass, none
+// within kQuiet of the pass's start or the last line (a pass of seconds logs none), with rate and ETA.
 class BatchProgress {
  public:
+  static constexpr double kQuiet = 5.0;  // seconds
   BatchProgress(const char* what, size_t items, size_t batch)
       : what_(what), items_(items), every_(std::max<size_t>(1, (items + batch - 1) / batch / 10)) {}
   // After each batch, with its items.
   void done(size_t items) {
     done_ += items;
     if (++batches_ % every_ != 0 || done_ >= items_) return;
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const auto now = std::chrono::steady_clock::now();
+    if (std::chrono::duration<double>(now - last_).count() < kQuiet) return;
+    last_ = now;
+    const double secs = std::chrono::duration<double>(now - start_).count();
     const double rate = static_cast<double>(done_) / std::max(secs, 1e-9);
     log::info("eval", "{}: {}/{} | {:.0f}/s | ETA {}", what_, done_, items_, rate,
               format_duration(static_cast<double>(items_ - done_) / std::max(rate, 1e-9)));
@@ -84,7 +89,7 @@ class BatchProgress {
  private:
   const char* what_;
   size_t items_, every_, batches_ = 0, done_ = 0;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
 };
 }  // namespace
 

@@ -379,6 +379,10 @@ EngineResult Engine::run(TrainState state) {
       settle(w, state);  // a log line is a host read anyway
       log_window(w, state, lr, result);
     }
+    // An evaluation or a checkpoint inside a window is not training: the window's tokens/s
+    // leaves its time out (the ETA keeps it: they recur).
+    const auto paused = Clock::now();
+    const auto resume_window_clock = [&] { w.start += Clock::now() - paused; };
     const bool eval_now = (t.eval_every > 0 && state.step % t.eval_every == 0) || task_.eval_due(state.step);
     if (eval_now && state.step != t.max_steps && evaluate_and_stop(state.step)) {
       result.stopped_early = true;
@@ -392,6 +396,7 @@ EngineResult Engine::run(TrainState state) {
       state.log_window = w.snapshot();
       save(state);
     }
+    resume_window_clock();
   }
   settle(w, state);
   s_.dp->barrier();  // every rank done with collectives before rank 0 saves and the group closes
