@@ -11,9 +11,9 @@ rp_need_squad
 # K = n - 1 is the model Table 2 pretrains as pretrain/m4 (max_relative 0 means n - 1; the
 # presets' max_position is n): that run is reused, or pretrained here under that name, rather
 # than pretrained again as m4_k<n-1> (at paper scale one more multi-day BERT-base of the same
-# config). Its fine-tuning states k (max_relative = n - 1: the same table, the same function) so
-# that its result lines record k = n - 1, as those of an m4_k<n-1> run did: with max_relative 0
-# they record no k (0), and the tables would put it in no k row, without the paper's numbers.
+# config). Its fine-tuning states k (max_relative = n - 1: the same table, the same function), as
+# an m4_k<n-1> run's config did; its result lines record k = n - 1 either way (a clipped method's
+# lines carry its effective k), the row the tables give the paper's "k = 512".
 t4_pretrain() {
   FT_K=()
   if (( $1 != PRE_LEN - 1 )); then rp_pretrain "m4_k$1" m4 "model.attention.max_relative=$1"; return; fi
