@@ -34,12 +34,19 @@ void record_origins(const YAML::Node& node, const std::string& prefix, const std
   }
 }
 
-// yaml-cpp keeps both pairs of a repeated key and merging applies them in turn, so the last
-// one would silently win: refused. `with_lines`: marks are lines of a file (not of a --set).
-void reject_duplicate_keys(const YAML::Node& node, const std::string& prefix, const std::string& name,
-                           bool with_lines) {
+// A YAML alias (*a) refers to its anchor's node, so nested aliases ("billion laughs": ten
+// references to ten references to ...) make a few hundred bytes a tree of 10^9 values that
+// every walk and copy expands. A config holds a few hundred; this many is refused at once.
+constexpr int64_t kMaxConfigValues = 100000;
+
+void check_keys(const YAML::Node& node, const std::string& prefix, const std::string& name, bool with_lines,
+                int64_t& seen) {
+  if (++seen > kMaxConfigValues)
+    throw UserError(name + ": more than " + std::to_string(kMaxConfigValues) +
+                    " values once its YAML aliases (*name) are expanded; a config holds a few hundred: "
+                    "write them out instead of nesting aliases");
   if (node.IsSequence())
-    for (const auto& item : node) reject_duplicate_keys(item, prefix, name, with_lines);
+    for (const auto& item : node) check_keys(item, prefix, name, with_lines, seen);
   if (!node.IsMap()) return;
   std::map<std::string, int> first_line;
   for (const auto& kv : node) {
@@ -50,8 +57,17 @@ void reject_duplicate_keys(const YAML::Node& node, const std::string& prefix, co
       throw UserError((with_lines ? location(name, kv.first.Mark()) : name) + ": " + path + ": duplicate key" +
                       (with_lines ? " (first set at line " + std::to_string(first->second) + ")" : "") +
                       "; a key may appear once in a mapping");
-    reject_duplicate_keys(kv.second, path, name, with_lines);
+    check_keys(kv.second, path, name, with_lines, seen);
   }
+}
+
+// yaml-cpp keeps both pairs of a repeated key and merging applies them in turn, so the last
+// one would silently win: refused. `with_lines`: marks are lines of a file (not of a --set).
+// Also refuses a tree of more than kMaxConfigValues values (nested aliases), before any copy.
+void reject_duplicate_keys(const YAML::Node& node, const std::string& prefix, const std::string& name,
+                           bool with_lines) {
+  int64_t seen = 0;
+  check_keys(node, prefix, name, with_lines, seen);
 }
 
 // Recursively merges `src` into `dst` (maps merge, everything else replaces).
