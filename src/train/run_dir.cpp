@@ -202,6 +202,12 @@ std::optional<fs::path> checkpoint_to_resume(const fs::path& run_dir, int64_t sa
     throw UserError("--resume: " + (run_dir / "checkpoints").string() +
                     " names a latest checkpoint but holds no step_<N>.pt file (pass --overwrite to start the run "
                     "again)");
+  // A finished run saved its last step: its summary without a checkpoint is a run whose
+  // checkpoints were removed, not one killed before its first (whose restart loses nothing).
+  if (fs::exists(run_dir / "summary.json", ec))
+    throw UserError("--resume: " + (run_dir / "summary.json").string() + " says the run finished, but " +
+                    (run_dir / "checkpoints").string() +
+                    " holds no checkpoint (deleted?); pass --overwrite to start the run again");
   const int64_t logged = last_metrics_step(run_dir / "metrics.jsonl");
   if (save_every > 0 && logged > save_every)
     throw UserError("--resume: " + (run_dir / "metrics.jsonl").string() + " reaches step " + std::to_string(logged) +

@@ -183,6 +183,25 @@ TEST(ResumeRefusal, ARunKilledBeforeItsFirstCheckpointStartsFromZero) {
   EXPECT_EQ(metric_rows(killed), metric_rows(straight));
 }
 
+// A finished run (summary.json) whose checkpoints were removed is not a run killed before its
+// first checkpoint: restarting it from step 0 replaced its metrics and summary (found by
+// adversarial testing, with the default save_every beyond the run's length). Refused, kept.
+TEST(ResumeRefusal, AFinishedRunWithoutCheckpointsIsKept) {
+  const Config cfg = test::tiny_config({"train.max_steps=2", "train.save_every=0"});
+  const fs::path run = test::fresh_dir("resume_finished_no_ckpt");
+  pretrain(cfg, run, {});
+  fs::remove_all(run / "checkpoints");
+  const std::string metrics = file_text(run / "metrics.jsonl"), summary = file_text(run / "summary.json");
+  try {
+    pretrain(cfg, run, {.resume = true});
+    FAIL() << "restarted a finished run";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("summary.json says the run finished, but"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(file_text(run / "metrics.jsonl"), metrics);
+  EXPECT_EQ(file_text(run / "summary.json"), summary);
+}
+
 TEST(Accumulation, TwoMicroBatchesEqualTheDoubledBatch) {
   const std::vector<std::string> common = {"train.max_steps=3", "model.dropout=0", "model.attention_dropout=0"};
   auto with = [&](std::vector<std::string> extra) {
