@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "config/config.h"
 #include "data/prepare.h"
 #include "util/errors.h"
@@ -30,6 +31,8 @@ int run_prepare(const PrepareArgs& a) {
                                      "rpe-train train-tokenizer)");
   const std::string out = a.out.empty() ? d.shards : a.out;
   if (out.empty()) cfg.fail("data.shards", "empty: give the output folder here or with --out");
+  // A folder at least (not yet writable: shards that are up to date are only read).
+  check_output_folder(a.out.empty() ? "data.shards" : "--out", out, {}, /*writable=*/false);
   const auto tok = make_tokenizer(d, d.tokenizer_model);
   const PrepareSummary s = prepare_data(d, *tok, {out, a.threads, a.force});
   const double mb = static_cast<double>(s.bytes) / 1e6;

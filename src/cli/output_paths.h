@@ -15,10 +15,10 @@
 namespace rpe::cli {
 
 // `dir` will be created (with its parents) if missing: its nearest existing ancestor must
-// be a writable folder, and `dir` itself, if it exists, a folder.
+// be a writable folder (a folder at least, unless `writable`), and `dir` itself, if it exists, a folder.
 // `shown` is the path the user gave (the file, when checking a file's folder).
 inline void check_output_folder(const std::string& option, const std::filesystem::path& dir,
-                                const std::filesystem::path& shown = {}) {
+                                const std::filesystem::path& shown = {}, bool writable = true) {
   namespace fs = std::filesystem;
   const std::string named = option + " " + (shown.empty() ? dir : shown).string();
   std::error_code ec;
@@ -35,7 +35,7 @@ inline void check_output_folder(const std::string& option, const std::filesystem
     if (st.type() != fs::file_type::directory)
       throw UserError(named + ": " +
                       (probe == dir && shown.empty() ? "exists and is not a folder" : probe.string() + " is not a folder"));
-    if (::access(probe.c_str(), W_OK | X_OK) != 0)
+    if (writable && ::access(probe.c_str(), W_OK | X_OK) != 0)
       throw UserError(named + ": cannot write in " + probe.string() + ": " + std::strerror(errno));
     return;
   }

@@ -4,11 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include "finetune/glue_data.h"
 #include "train/checkpoint.h"
 #include "util/atomic_file.h"
+#include "util/atomic_writer.h"
 #include "util/errors.h"
 #include "util/json_text.h"
 #include "util/file_tree.h"
@@ -25,20 +27,51 @@ std::string tokenizer_name(const Config& cfg) {
   return cfg.data.tokenizer == "wordpiece" ? "vocab.txt" : "tokenizer.model";
 }
 
+std::string crc_text(const std::string& bytes) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", crc32_update(0, bytes.data(), bytes.size()));
+  return buf;
+}
+
+// task.json's field `key` as a T (`kind` says which, for the message).
+template <class T> T task_field(const json& j, const char* key, const char* kind, const fs::path& file) {
+  if (!j.is_object() || !j.contains(key)) throw UserError(file.string() + ": field '" + key + "' is missing");
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    std::string value = j.at(key).dump();
+    if (value.size() > 40) value = value.substr(0, 40) + "...";
+    throw UserError(file.string() + ": field '" + key + "' must be " + kind + ", got " + value);
+  }
+}
+
+// The tokenizer copied in is the one the model was fine-tuned with (its bytes' CRC-32, kept in
+// task.json): another of as many pieces would map every word to other ids, silently.
+void check_carried_tokenizer(const fs::path& task_file, const json& j, const fs::path& tokenizer) {
+  std::error_code ec;
+  if (!j.contains("tokenizer_crc32") || !fs::is_regular_file(tokenizer, ec)) return;  // older folders; a missing file is said where it is read
+  const auto kept = task_field<std::string>(j, "tokenizer_crc32", "a string", task_file);
+  const std::string now = crc_text(read_file(tokenizer));
+  if (now != kept)
+    throw UserError(tokenizer.string() + ": not the tokenizer this model was fine-tuned with (CRC-32 " + now + ", " +
+                    task_file.filename().string() + " records " + kept + "): copy back the one from its run");
+}
+
 }  // namespace
 
 void save_finetuned_model(const fs::path& dir, torch::nn::Module& model, Config cfg, const fs::path& tokenizer_file,
                           const SavedModelInfo& info) {
   const fs::path tmp = make_staging_folder(dir);
   const std::string tok = tokenizer_name(cfg);
-  write_file_atomic(tmp / tok, read_file(tokenizer_file));
+  const std::string tokenizer_bytes = read_file(tokenizer_file);
+  write_file_atomic(tmp / tok, tokenizer_bytes);
   cfg.data.tokenizer_model = tok;  // relative: the folder can be moved or copied as a whole
   const std::string yaml = to_yaml(cfg);
   write_checkpoint(tmp / "model.pt", model, nullptr, nullptr, yaml);
   write_file_atomic(tmp / "config.yaml", yaml);
   const json task = {{"format", kFormat},      {"task", info.task},     {"labels", info.labels},
                      {"outputs", info.outputs}, {"select", info.select}, {"step", info.step},
-                     {"metric", info.metric},   {"value", info.value}};
+                     {"metric", info.metric},   {"value", info.value},   {"tokenizer_crc32", crc_text(tokenizer_bytes)}};
   write_file_atomic(tmp / "task.json", task.dump(2) + "\n");
   replace_folder(tmp, dir);
 }
@@ -76,26 +109,22 @@ SavedModel read_saved_model(const fs::path& dir) {
   SavedModel out;
   out.dir = dir;
   const fs::path task_file = dir / "task.json";
-  json j;
-  try {
-    j = read_json_file(task_file);  // UserError naming the file for malformed JSON
-    if (j.at("format").get<int>() != kFormat)
-      throw UserError(task_file.string() + ": format " + j.at("format").dump() + " is not supported (expected " +
-                      std::to_string(kFormat) + ")");
-    out.info.task = j.at("task").get<std::string>();
-    out.info.labels = j.at("labels").get<std::vector<std::string>>();
-    out.info.outputs = j.at("outputs").get<int64_t>();
-    out.info.select = j.at("select").get<std::string>();
-    out.info.step = j.at("step").get<int64_t>();
-    out.info.metric = j.at("metric").get<std::string>();
-    out.info.value = j.at("value").get<double>();
-  } catch (const json::exception& e) {
-    throw UserError(task_file.string() + ": " + e.what());
-  }
+  const json j = read_json_file(task_file);  // UserError naming the file for malformed JSON
+  if (const int format = task_field<int>(j, "format", "an integer", task_file); format != kFormat)
+    throw UserError(task_file.string() + ": format " + std::to_string(format) + " is not supported (expected " +
+                    std::to_string(kFormat) + ")");
+  out.info.task = task_field<std::string>(j, "task", "a string", task_file);
+  out.info.labels = task_field<std::vector<std::string>>(j, "labels", "a list of strings", task_file);
+  out.info.outputs = task_field<int64_t>(j, "outputs", "an integer", task_file);
+  out.info.select = task_field<std::string>(j, "select", "a string", task_file);
+  out.info.step = task_field<int64_t>(j, "step", "an integer", task_file);
+  out.info.metric = task_field<std::string>(j, "metric", "a string", task_file);
+  out.info.value = task_field<double>(j, "value", "a number", task_file);
   check_head_shape(task_file, out.info);
   const fs::path weights = dir / "model.pt";
   out.cfg = config_from_yaml(read_checkpoint_config(weights), weights.string() + " (embedded config)");
   out.cfg.data.tokenizer_model = (dir / out.cfg.data.tokenizer_model).string();
+  check_carried_tokenizer(task_file, j, out.cfg.data.tokenizer_model);
   return out;
 }
 

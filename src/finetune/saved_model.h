@@ -5,7 +5,8 @@
 //   config.yaml      the same resolved config, for people
 //   tokenizer.model  the tokenizer (vocab.txt for WordPiece), so the folder stands alone
 //   task.json        {"format": 1, "task", "labels", "outputs", "select", "step", "metric",
-//                     "value", "squad_v2"}: what the head predicts and why these weights
+//                     "value", "tokenizer_crc32"}: what the head predicts, why these weights,
+//                     and the CRC-32 of the tokenizer file's bytes (a replaced copy is refused)
 // The folder is replaced as a whole (a new folder beside it, swapped in by replace_folder), so a
 // reader never sees the weights of one evaluation with the task.json of another, and a crash
 // while saving leaves the previous model in place (on file systems without an atomic exchange,

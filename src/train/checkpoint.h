@@ -98,6 +98,11 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 // Reads only the config text of a checkpoint (to build the model before loading). Verifies it.
 std::string read_checkpoint_config(const std::filesystem::path& file);
 
+// The tokenizer a pretraining checkpoint was trained with: the CRC-32 of its pieces
+// (tokenizer_crc32), from the checkpoint's data identity. None for files without one (imports,
+// fine-tuned models, checkpoints older than the identity).
+std::optional<uint32_t> read_checkpoint_tokenizer_crc(const std::filesystem::path& file);
+
 // Verifies the file, loads parameters into `model` (shapes must match: UserError naming the
 // tensor otherwise) and, if `optimizer` is given, the optimizer state and every RNG state.
 CheckpointContents load_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,

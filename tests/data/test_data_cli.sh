@@ -76,6 +76,14 @@ grep -q "held-out MLM loss" "$T/pretrain.log" || fail "pretrain from shards prin
 "$BIN" train-tokenizer --config "$T/cfg.yaml" --set data.tokenizer=sentencepiece --set data.tokenizer_vocab_size=60 \
   --out "$T/sp.model" > /dev/null 2>&1 || fail "train-tokenizer failed"
 [[ -s $T/sp.model ]] || fail "no sentencepiece model written"
+# An existing model (a run's ids mean its pieces) is replaced only when told.
+sp_sum=$(cksum < "$T/sp.model")
+expect_error sp_exists "$T/sp.model: exists (a run may be using it" \
+  "$BIN" train-tokenizer --config "$T/cfg.yaml" --set data.tokenizer=sentencepiece --set data.tokenizer_vocab_size=50 \
+  --out "$T/sp.model"
+[[ $(cksum < "$T/sp.model") == "$sp_sum" ]] || fail "a refused train-tokenizer changed the existing model"
+"$BIN" train-tokenizer --config "$T/cfg.yaml" --set data.tokenizer=sentencepiece --set data.tokenizer_vocab_size=60 \
+  --out "$T/sp.model" --overwrite > /dev/null 2>&1 || fail "train-tokenizer --overwrite failed"
 "$BIN" prepare-data --config "$T/cfg.yaml" --set data.tokenizer=sentencepiece --set data.tokenizer_model="$T/sp.model" \
   --out "$T/sp_shards" > /dev/null 2>&1 || fail "prepare-data with sentencepiece failed"
 # A tokenizer file alone: a .model file is read as sentencepiece, vocab.txt as WordPiece.
@@ -84,6 +92,9 @@ sp_tok=$(echo "The cat." | "$BIN" tokenize --model "$T/sp.model") || fail "token
 [[ $(echo "The cat." | "$BIN" tokenize --model "$T/vocab.txt") == "$tok" ]] || fail "tokenize --model vocab.txt differs from --config"
 
 # Bad input.
+: > "$T/afile"
+expect_error out_under_file "--out $T/afile/sub: $T/afile is not a folder" \
+  "$BIN" prepare-data --config "$T/cfg.yaml" --out "$T/afile/sub"
 printf 'good line\n\xff\xfe bad bytes\n' > "$T/bad.txt"
 expect_error non_utf8 "$T/bad.txt: invalid UTF-8 at byte offset 10" \
   "$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/bad.txt" --out "$T/x"

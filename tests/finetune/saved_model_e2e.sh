@@ -231,6 +231,23 @@ PYEOF
   --out big.model > /dev/null
 cp -r "$GLUE_DIR/model" big_tok_model
 cp big.model big_tok_model/tokenizer.model
+expect_exit2 "big_tok_model/tokenizer.model: not the tokenizer this model was fine-tuned with" "$RPE" predict glue \
+  --model big_tok_model --input rte_test.tsv --out pred/big.tsv
+# A folder without the tokenizer's checksum (older ones): the piece count still stops it.
+python3 -c 'import json,sys; p=sys.argv[1]; j=json.load(open(p)); del j["tokenizer_crc32"]; json.dump(j,open(p,"w"))' \
+  big_tok_model/task.json
 expect_exit2 "big_tok_model/tokenizer.model has 1000 pieces, more than the model's vocabulary" "$RPE" predict glue \
   --model big_tok_model --input rte_test.tsv --out pred/big.tsv
+# A replaced tokenizer of fewer pieces fits the vocabulary but means other ids: fine-tuning from
+# the pretrained run refuses it (its checkpoint names the tokenizer it was trained with).
+"$RPE" train-tokenizer --config tiny_method4.yaml --set data.tokenizer_vocab_size=100 --set "data.train_files=[wide.txt]" \
+  --out small.model > /dev/null
+expect_exit2 "small.model: not the tokenizer .*tiny_m4.* was pretrained with" "$RPE" finetune glue --task rte \
+  --init runs/tiny_m4 --run-dir runs/glue_other_tok --set data.tokenizer=sentencepiece --set data.tokenizer_model=small.model
+# A task.json field of the wrong type or missing is named as such.
+cp -r "$GLUE_DIR/model" field_model
+python3 -c 'import json,sys; p=sys.argv[1]; j=json.load(open(p)); del j["select"]; j["labels"]="x"; json.dump(j,open(p,"w"))' \
+  field_model/task.json
+expect_exit2 "field_model/task.json: field 'labels' must be a list of strings, got \"x\"" "$RPE" predict glue \
+  --model field_model --input rte_test.tsv --out pred/f.tsv
 echo "saved model e2e: OK"
