@@ -1,4 +1,5 @@
 // The launcher's environment (torchrun, Slurm, Open MPI) -> LaunchEnv (see data_parallel.h).
+#include <cerrno>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -14,9 +15,11 @@ std::optional<int64_t> env_int(const char* name) {
   const char* v = std::getenv(name);
   if (!v || !*v) return std::nullopt;
   char* end = nullptr;
+  errno = 0;
   const long long x = std::strtoll(v, &end, 10);
-  if (*end != '\0' || x < 0) throw UserError(std::string("environment variable ") + name + "='" + v +
-                                             "' is not a non-negative integer");
+  if (*end != '\0' || x < 0 || errno == ERANGE)
+    throw UserError(std::string("environment variable ") + name + "='" + v + "' is not a non-negative integer" +
+                    (errno == ERANGE ? " of 64 bits" : ""));
   return x;
 }
 
@@ -50,6 +53,12 @@ LaunchEnv detect_launch_env() {
                            {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "slurm"}};
   for (const auto& s : sources) {
     const auto rank = env_int(s.rank), world = env_int(s.world);
+    // torchrun sets both for every process: one without the other is a launch gone wrong (or a
+    // stray export), and taking it for one process would train alone what was meant for many.
+    // (Slurm's SLURM_NTASKS alone is an allocation's shell outside srun: one process, rightly.)
+    if (std::string(s.launcher) == "torchrun" && rank.has_value() != world.has_value())
+      throw UserError(std::string("environment variable ") + (rank ? s.rank : s.world) + " is set but " +
+                      (rank ? s.world : s.rank) + " is not: a launcher (torchrun) sets both; unset it to run one process");
     if (!rank || !world) continue;
     e.rank = *rank;
     e.world = *world;

@@ -50,6 +50,12 @@ expect_error "paper table without --names" "read with --names only" "$BIN" metho
 expect_error "batch over the world size" "train.batch_size \(160\) is not divisible by grad_accum x world size \(1 x 64\)" \
   env WORLD_SIZE=64 RANK=5 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=9 timeout 60 "$BIN" pretrain --config $CFG \
   --set train.batch_size=160 --set train.device=cpu --run-dir "$TMP/r_world"
+# Half a torchrun environment (a stray export) is not taken for one process; nor is a rank of
+# more than 64 bits taken for the largest one.
+expect_error "half a torchrun environment" "^error: environment variable WORLD_SIZE is set but RANK is not" \
+  env -u RANK WORLD_SIZE=2 "$BIN" pretrain --config $CFG --set train.device=cpu --run-dir "$TMP/r_half"
+expect_error "a rank beyond 64 bits" "WORLD_SIZE='99999999999999999999' is not a non-negative integer of 64 bits" \
+  env WORLD_SIZE=99999999999999999999 RANK=0 "$BIN" pretrain --config $CFG --set train.device=cpu --run-dir "$TMP/r_big"
 # The CUDA kernels' off switch: a misspelt name stops at start-up; a valid one is reported.
 expect_error "unknown CUDA kernel name" "^error: RPE_TRAIN_DISABLE_CUDA_KERNELS: unknown kernel 'addnorm' \(known: all, add_norm, m3, relative_layout\)$" \
   env RPE_TRAIN_DISABLE_CUDA_KERNELS=m3,addnorm "$BIN" dump-config --config $CFG
