@@ -50,9 +50,10 @@ struct Column {
 };
 
 std::string fmt(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", x);
-  return buf;
+  std::string out(static_cast<size_t>(std::snprintf(nullptr, 0, "%.2f", x)) + 1, '\0');  // 1e308: 312 characters
+  std::snprintf(out.data(), out.size(), "%.2f", x);
+  out.pop_back();
+  return out;
 }
 std::string cell(const std::optional<Stat>& s) {
   if (!s || s->n == 0) return "—";
@@ -243,8 +244,9 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
   out.markdown += head + "\n" + rule + "\n";
   std::vector<std::string> left_out;
   for (const auto& g : ordered) {
-    std::string line = "| " + g.label() + " | " + k_text(g.k, "—") + " | " + std::to_string(g.pretrain_len) + " | " +
-                       std::to_string(g.finetune_len) + " | " + g.pretrain_run + " |";
+    std::string line = "| " + markdown_cell(g.label()) + " | " + k_text(g.k, "—") + " | " +
+                       std::to_string(g.pretrain_len) + " | " + std::to_string(g.finetune_len) + " | " +
+                       markdown_cell(g.pretrain_run) + " |";
     for (size_t i : shown) {
       const auto s = lookup(v, g, t.columns[i], left_out);
       // The paper's numbers are of its protocol: fixed epochs, the final weights.

@@ -13,9 +13,11 @@ namespace fs = std::filesystem;
 
 namespace {
 std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
+  const int n = std::snprintf(nullptr, 0, "%.*f", decimals, v);  // 1e308 takes 309 digits and more
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), "%.*f", decimals, v);
+  out.pop_back();
+  return out;
 }
 
 template <typename Range, typename Fn>
@@ -31,6 +33,15 @@ std::string csv_field(const std::string& s) {
   std::string q = "\"";
   for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
   return q + "\"";
+}
+
+std::string markdown_cell(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else out += (c == '\n' || c == '\r') ? ' ' : c;
+  }
+  return out;
 }
 
 Cell Cell::integer(int64_t v) { return shown(std::to_string(v), v); }
@@ -70,7 +81,8 @@ std::string to_markdown(const TextTable& t) {
   std::string md = "### " + t.title + "\n\n| " + joined(t.columns, " | ", [](const auto& s) { return s; }) + " |\n|";
   for (size_t i = 0; i < t.columns.size(); ++i) md += "---|";
   md += "\n";
-  for (const auto& row : t.rows) md += "| " + joined(row, " | ", [](const Cell& c) { return c.text; }) + " |\n";
+  for (const auto& row : t.rows)
+    md += "| " + joined(row, " | ", [](const Cell& c) { return markdown_cell(c.text); }) + " |\n";
   if (!t.notes.empty()) md += "\n";
   for (const auto& note : t.notes) md += "- " + note + "\n";
   return md;

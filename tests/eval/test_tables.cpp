@@ -313,3 +313,16 @@ TEST(Tables, GlueColumnsAreThePapersAndThoseWithResults) {
     EXPECT_EQ(t.csv.find(absent), std::string::npos) << absent << "\n" << t.csv;
   EXPECT_EQ(t.json.size(), 2u * 6u);  // m4's row and the reference row, six columns each
 }
+
+// Values of any size print whole (a 32-byte buffer cut 1e30 to its first 31 digits, found by
+// adversarial testing), and names holding '|' or a line break stay inside their Markdown cell.
+TEST(Tables, LargeValuesPrintWholeAndNamesStayInTheirCells) {
+  auto big = squad_row("s/seed1", "m4", 0, 128, 1, "exact", 1e30);
+  const auto t = render_tables({big}, {"2"});
+  EXPECT_NE(t.csv.find(",1000000000000000019884624838656.00,"), std::string::npos) << t.csv;
+  EXPECT_NE(t.markdown.find("| 1000000000000000019884624838656.00 |"), std::string::npos) << t.markdown;
+  auto odd = squad_row("s/seed1", "m4 | x\ny", 0, 128, 1, "exact", 50.0);
+  const auto u = render_tables({odd}, {"2"});
+  EXPECT_NE(u.markdown.find("| m4 \\| x y | "), std::string::npos) << u.markdown;
+  EXPECT_EQ(u.markdown.find("\ny |"), std::string::npos) << u.markdown;
+}
