@@ -71,6 +71,8 @@ torch::Tensor BertModelImpl::encode(const torch::Tensor& ids, const torch::Tenso
     }
     auto out = recomputed(  // the layer keeps only its inputs; the copies captured outlive the graph
         [layer = layer.ptr(), pad](const torch::autograd::variable_list& in) -> torch::autograd::variable_list {
+          // Replayed in backward as it ran: in training mode (its dropout), which nothing may switch off between.
+          TORCH_CHECK(layer->is_training(), "recomputed encoder layer: the model left training mode before its backward");
           auto s = layer->forward_stream({in[0], in[1]}, pad, in[2]);
           return {s.x, s.low};
         },

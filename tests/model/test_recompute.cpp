@@ -178,6 +178,25 @@ TEST(Recompute, EvaluationRunsThePlainLayers) {
   }
 }
 
+// The backward replays the forward as it ran, dropout included: a model switched to eval mode
+// in between would replay it without dropout and give other gradients silently; it is refused.
+TEST(Recompute, AModeChangeBeforeTheBackwardIsRefused) {
+  const Batch b = batch(2, 12, 16);
+  auto model = small_model("m4");
+  for (const auto what : {rpe::Recompute::layers, rpe::Recompute::attention}) {
+    model->set_activation_checkpointing(what);
+    model->train();
+    auto out = model->encode(b.ids, b.pad);
+    model->eval();
+    try {
+      (out * b.g).sum().backward();
+      ADD_FAILURE() << "no error";
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("left training mode before its backward"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // What the graph keeps between forward and backward: with whole layers recomputed, the layers'
 // inputs ([B, L, D] each) instead of their activations: under a fifth; with the attention cores,
 // q, k, v instead of the [B, H, L, L] scores, probabilities, dropout masks and m4's relative

@@ -1,6 +1,7 @@
 // The held-out MLM evaluation covers exactly the sequences it promises: eval_batches batches
-// of one process's micro-batch, or the whole held-out set when that is smaller, even when the
-// count is not a multiple of the evaluation's internal chunk of 8 sequences.
+// of one micro-batch of all ranks together, or the whole held-out set when that is smaller, even
+// when the count is not a multiple of the evaluation's internal chunk of 8 sequences. And the MLM
+// loss itself against the cross-entropy written out over every position of the batch.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -94,6 +95,54 @@ TEST(MlmEvalWorker, DISABLED_TwoRanksScoreWhatOneProcessScores) {
 
 TEST(MlmEvaluation, TwoRanksScoreWhatOneProcessScores) {
   test::run_two_ranks("MlmEvalWorker.DISABLED_TwoRanksScoreWhatOneProcessScores", "mlm_eval_ranks");
+}
+
+// mlm_loss gathers the masked rows before the head; the reference runs the head on every
+// position and sums -log softmax(logits)[label] over those with a label, in fp64, with the
+// log-sum-exp written out. Loss, hits and a gradient agree; pad_selection's rows add nothing;
+// a batch with nothing masked has loss 0.
+TEST(MlmLoss, EqualsTheCrossEntropyOverEveryLabelledPosition) {
+  torch::manual_seed(8);
+  BertModel model(test::small_model_options("m4", {.vocab = 50, .dropout = 0.0}));
+  const int64_t B = 3, L = 10, V = 50;
+  auto ids = torch::randint(5, V, {B, L}, torch::kLong);
+  auto padding = torch::zeros({B, L}, torch::kBool);
+  padding[2].narrow(0, 7, 3).fill_(true);
+  auto labels = torch::full({B, L}, kIgnoreLabel, torch::kLong);
+  for (const auto& [b, i] : std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {0, 8}, {1, 0}, {1, 5}, {2, 3}, {2, 6}})
+    labels[b][i] = (b * 7 + i * 3) % V;
+  const auto sel = mlm_selection(labels);
+  ASSERT_EQ(sel.index.size(0), 6);
+
+  const auto ours = mlm_loss(model, ids, padding, sel.index, sel.targets);
+  ours.loss.backward();
+  const auto our_grad = model->word_embeddings->weight.grad().clone();
+  model->zero_grad();
+
+  auto logits = model->mlm_logits(model->encode(ids, padding).reshape({B * L, -1})).to(torch::kDouble);  // [B*L, V]
+  auto flat = labels.reshape({-1});
+  torch::Tensor loss = torch::zeros({}, torch::kDouble);
+  int64_t hits = 0;
+  for (int64_t r = 0; r < B * L; ++r) {
+    const int64_t y = flat[r].item<int64_t>();
+    if (y == kIgnoreLabel) continue;
+    const auto row = logits[r];
+    const auto top = row.max();
+    loss = loss + (top + (row - top).exp().sum().log()) - row[y];
+    hits += row.argmax().item<int64_t>() == y;
+  }
+  loss.backward();
+  const auto ref_grad = model->word_embeddings->weight.grad();
+  EXPECT_NEAR(ours.loss.item<double>(), loss.item<double>(), 1e-5 * loss.item<double>());
+  EXPECT_EQ(ours.correct.item<int64_t>(), hits);
+  EXPECT_LT((our_grad - ref_grad).abs().max().item<double>(), 1e-5 * ref_grad.abs().max().item<double>());
+
+  torch::NoGradGuard no_grad;
+  const auto padded = mlm_loss(model, ids, padding, pad_selection(sel, 9).index, pad_selection(sel, 9).targets);
+  EXPECT_NEAR(padded.loss.item<double>(), ours.loss.item<double>(), 1e-6 * loss.item<double>());
+  EXPECT_EQ(padded.correct.item<int64_t>(), hits);
+  const auto none = mlm_selection(torch::full({B, L}, kIgnoreLabel, torch::kLong));
+  EXPECT_EQ(mlm_loss(model, ids, padding, none.index, none.targets).loss.item<double>(), 0.0);
 }
 
 }  // namespace

@@ -35,6 +35,8 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
     // The graph holds the module (a shared pointer) until its backward has run.
     auto self = std::static_pointer_cast<SelfAttentionImpl>(shared_from_this());
     context = recomputed([self, key_padding](const torch::autograd::variable_list& in) -> torch::autograd::variable_list {
+                // Replayed in backward as it ran: in training mode (its dropout), which nothing may switch off between.
+                TORCH_CHECK(self->is_training(), "recomputed attention: the model left training mode before its backward");
                 return {self->core(in[0], in[1], in[2], key_padding, in[3])};
               },
               {q, k, v, shared_bias})[0];
