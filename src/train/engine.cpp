@@ -105,11 +105,7 @@ StepStats Engine::step(int64_t step) {
   }
   dp.finish_gradient_sync();  // the step's only gradient communication: waits, grads <- mean over ranks
   dp.all_reduce_sum(local);       // on-device statistics, no host copy
-  StepStats st;
-  st.loss = local[0];
-  st.correct = local[1];
-  st.tokens = local[2];
-  st.count = n;
+  StepStats st{local[0], local[1], n, local[2]};  // loss, correct, count, tokens
   st.overflow = scaler_.unscale_(defined_grads(params_));  // fp16: grads / S, and whether one overflowed
   st.grad_norm = global_grad_norm(params_);
   if (t.clip_norm > 0) clip_gradients(params_, st.grad_norm, t.clip_norm);
@@ -136,10 +132,9 @@ fs::path Engine::save(TrainState& state) {
         (good ? "; newest checkpoint, from when they agreed: " + good->string() : std::string()));
   }
   if (s_.run_dir.empty()) return {};
-  if (s_.dp->distributed() && s_.device.is_cuda())  // rank 0 writes every rank's dropout stream
-    state.rng_device_ranks = every_rank_row(*s_.dp, RandomStates::capture(s_.device).device);
-  else  // rows from a multi-GPU checkpoint this run resumed are streams it no longer has
-    state.rng_device_ranks = torch::Tensor();
+  // Rank 0 writes every rank's dropout stream; none when one process resumed a multi-GPU run (not its streams).
+  const bool ranks = s_.dp->distributed() && s_.device.is_cuda();
+  state.rng_device_ranks = ranks ? every_rank_row(*s_.dp, RandomStates::capture(s_.device).device) : torch::Tensor();
   // Rank 0 alone writes; its failure (a full disk, weights gone non-finite) stops every rank at
   // once with its reason rather than at their next gradient all-reduce (dist/all_or_none.h).
   return dist::all_or_none(*s_.dp, "saving the checkpoint of step " + std::to_string(state.step), [&] {
@@ -365,11 +360,7 @@ EngineResult Engine::run(TrainState state) {
       update_on_device(st, state, w);
     else
       stop = update_on_host(st, state, w);
-    // Accuracy over the steps the loss and grad_norm average (the finite ones: a skipped step's
-    // predictions may come from non-finite logits); tokens/s counts every step's work.
-    const auto scored = torch::stack({st.correct, st.count});
-    w.sums.slice(0, 2, 4) += torch::where(st.finite, scored, torch::zeros_like(scored));
-    w.sums.select(0, 4) += st.tokens;
+    w.add_scored(st.finite, st.correct, st.count, st.tokens);
     seen_tokens_ += st.tokens;
     ++state.step;
     if (device_update_) queue_pending(st, state.step);
@@ -379,10 +370,7 @@ EngineResult Engine::run(TrainState state) {
       settle(w, state);  // a log line is a host read anyway
       log_window(w, state, lr, result);
     }
-    // An evaluation or a checkpoint inside a window is not training: the window's tokens/s
-    // leaves its time out (the ETA keeps it: they recur).
-    const auto paused = Clock::now();
-    const auto resume_window_clock = [&] { w.start += Clock::now() - paused; };
+    const auto paused = Clock::now();  // evaluation and checkpoint: left out of the window's tokens/s
     const bool eval_now = (t.eval_every > 0 && state.step % t.eval_every == 0) || task_.eval_due(state.step);
     if (eval_now && state.step != t.max_steps && evaluate_and_stop(state.step)) {
       result.stopped_early = true;
@@ -396,7 +384,7 @@ EngineResult Engine::run(TrainState state) {
       state.log_window = w.snapshot();
       save(state);
     }
-    resume_window_clock();
+    w.leave_out_since(paused);
   }
   settle(w, state);
   s_.dp->barrier();  // every rank done with collectives before rank 0 saves and the group closes

@@ -29,6 +29,20 @@ struct LogWindow {
     return {v[0], v[1], v[2], v[3], static_cast<double>(finite_steps), static_cast<double>(skipped)};
   }
 
+  // One step's accuracy counts and tokens, on the device (no host read). The accuracy averages
+  // the steps the loss and grad_norm do (finite ones: a skipped step's predictions may come
+  // from non-finite logits); tokens/s counts every step's work.
+  void add_scored(const torch::Tensor& finite, const torch::Tensor& correct, const torch::Tensor& count,
+                  const torch::Tensor& tokens) {
+    const auto scored = torch::stack({correct, count});
+    sums.slice(0, 2, 4) += torch::where(finite, scored, torch::zeros_like(scored));
+    sums.select(0, 4) += tokens;
+  }
+
+  // Evaluations and checkpoints inside a window are not training: the time since `t` leaves
+  // its tokens/s (the ETA keeps it: they recur).
+  void leave_out_since(std::chrono::steady_clock::time_point t) { start += std::chrono::steady_clock::now() - t; }
+
   // Continues a window from a checkpoint's snapshot (empty: a fresh window).
   void restore(const std::vector<double>& kept) {
     if (kept.size() != 6) return;
