@@ -69,11 +69,27 @@ template <class F> std::string error_of(F&& f) {
   return "(no error)";
 }
 
+// transformers' BertSelfAttention (4.x), relative types, written as loops over heads and (i, j):
+//   e_ij = (q_i . D[i - j + n - 1]  (+ k_j . D[i - j + n - 1] for relative_key_query)) / sqrt(d)
+// D: HF's distance table [2n-1, d]; q, k: [1, H, L, d]. Returns [1, H, L, L].
+torch::Tensor transformers_scores(const torch::Tensor& D, const torch::Tensor& q, const torch::Tensor& k, int64_t n,
+                                  bool key_query) {
+  const int64_t H = q.size(1), L = q.size(2), d = q.size(3);
+  auto expected = torch::zeros({1, H, L, L});
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j < L; ++j) {
+        auto row = D[i - j + n - 1];
+        double e = q[0][h][i].dot(row).item<double>();
+        if (key_query) e += k[0][h][j].dot(row).item<double>();
+        expected[0][h][i][j] = e / std::sqrt(static_cast<double>(d));
+      }
+  return expected;
+}
+
 }  // namespace
 
-// transformers' BertSelfAttention (4.x), relative types, one head, written as loops:
-//   e_ij = (q_i . D[i - j + n - 1]  (+ k_j . D[i - j + n - 1] for relative_key_query)) / sqrt(d)
-// Our method with the table mapped by from_hf_layout must add exactly these terms.
+// Our method with the table mapped by from_hf_layout must add exactly transformers' terms.
 TEST(HfBert, DistanceTableFollowsTransformersSignConvention) {
   for (const std::string method : {"m4", "shaw"}) {
     if (!registered(method)) continue;
@@ -91,16 +107,7 @@ TEST(HfBert, DistanceTableFollowsTransformersSignConvention) {
     auto q = torch::randn({1, H, L, d}), k = torch::randn({1, H, L, d});
     auto layer = model->layers[0]->as<EncoderLayerImpl>();
     auto ours = layer->attention->position->score_bias(q, k).detach();  // [1, H, L, L]
-    auto expected = torch::zeros({1, H, L, L});
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < L; ++i)
-        for (int64_t j = 0; j < L; ++j) {
-          auto row = hf_table[i - j + n - 1];
-          double e = q[0][h][i].dot(row).item<double>();
-          if (method == "m4") e += k[0][h][j].dot(row).item<double>();
-          expected[0][h][i][j] = e / std::sqrt(static_cast<double>(d));
-        }
-    EXPECT_TRUE(torch::allclose(ours, expected, 1e-5, 1e-6)) << method;
+    EXPECT_TRUE(torch::allclose(ours, transformers_scores(hf_table, q, k, n, method == "m4"), 1e-5, 1e-6)) << method;
   }
 }
 
@@ -123,16 +130,7 @@ TEST(HfBert, ClippedTableExportsWithItsEdgeRowsRepeated) {
     auto q = torch::randn({1, H, L, d}), k = torch::randn({1, H, L, d});
     auto layer = model->layers[0]->as<EncoderLayerImpl>();
     auto ours = layer->attention->position->score_bias(q, k).detach();  // [1, H, L, L]
-    auto expected = torch::zeros({1, H, L, L});
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < L; ++i)
-        for (int64_t j = 0; j < L; ++j) {
-          auto row = hf_table[i - j + n - 1];
-          double e = q[0][h][i].dot(row).item<double>();
-          if (method == "m4") e += k[0][h][j].dot(row).item<double>();
-          expected[0][h][i][j] = e / std::sqrt(static_cast<double>(d));
-        }
-    EXPECT_TRUE(torch::allclose(ours, expected, 1e-5, 1e-6)) << method;
+    EXPECT_TRUE(torch::allclose(ours, transformers_scores(hf_table, q, k, n, method == "m4"), 1e-5, 1e-6)) << method;
     // HF's first row is distance j - i = n - 1, clipped to our last row (j - i = +3).
     EXPECT_TRUE(torch::equal(hf_table[0], ours_table[0][6])) << method;
     EXPECT_TRUE(torch::equal(hf_table[2 * n - 2], ours_table[0][0])) << method;
