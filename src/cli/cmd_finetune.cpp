@@ -62,6 +62,11 @@ int run(const FinetuneArgs& a, const std::string& kind) {
   req.run_dir = a.run_dir;
   req.overwrite = a.overwrite;
   req.sets = a.sets;
+  // The subcommand (and --task) name the task: a --set of it as well would silently win.
+  for (const auto& set : a.sets)
+    if (set.rfind("finetune.task=", 0) == 0)
+      throw UserError("--set " + set + ": the task is named by `finetune squad` or `finetune glue --task NAME`, "
+                      "not by --set");
   if (kind == "squad") {
     req.sets.insert(req.sets.begin(), "finetune.task=squad");
   } else if (!a.task.empty()) {

@@ -50,6 +50,9 @@ expect_error "paper table without --names" "read with --names only" "$BIN" metho
 expect_error "batch over the world size" "train.batch_size \(160\) is not divisible by grad_accum x world size \(1 x 64\)" \
   env WORLD_SIZE=64 RANK=5 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=9 timeout 60 "$BIN" pretrain --config $CFG \
   --set train.batch_size=160 --set train.device=cpu --run-dir "$TMP/r_world"
+# The task is the subcommand's (and --task's): a --set of it would silently win over --task.
+expect_error "task by --set" "^error: --set finetune.task=mrpc: the task is named by" \
+  "$BIN" finetune glue --task rte --init none --set finetune.task=mrpc --run-dir "$TMP/r_task"
 # Half a torchrun environment (a stray export) is not taken for one process; nor is a rank of
 # more than 64 bits taken for the largest one.
 expect_error "half a torchrun environment" "^error: environment variable WORLD_SIZE is set but RANK is not" \
