@@ -51,6 +51,18 @@ int run_eval(const EvalArgs& a) {
       na[id] = v.get<double>();
     }
   const auto gold = finetune::squad_gold(examples);
+  // The official script reads a score for every predicted question (a KeyError otherwise): a
+  // file that lacks some would rank those questions as if scored 0, without a word.
+  if (!a.na_probs.empty()) {
+    if (!v2) throw UserError("--na-probs " + a.na_probs + ": no-answer scores are for SQuAD 2.0; the dataset is 1.1");
+    int64_t missing = 0;
+    std::string first;
+    for (const auto& q : gold)
+      if (preds.count(q.id) && !na.count(q.id) && missing++ == 0) first = q.id;
+    if (missing)
+      throw UserError(a.na_probs + ": no score for question " + first + " (" + std::to_string(missing) +
+                      " predicted questions have none); give one for every question --predictions answers");
+  }
   json out;
   if (!v2) {
     const auto s = eval::evaluate_squad_v1(gold, preds);

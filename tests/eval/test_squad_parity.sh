@@ -30,6 +30,16 @@ PYEOF
 
 compare data/sample/squad/dev-v1.1.json
 compare data/sample/squad2/dev-v2.0.json na
+# A no-answer file that lacks questions (the official script: KeyError), or one given for 1.1: refused.
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop(sorted(d)[0]); json.dump(d, open(sys.argv[2], "w"))' \
+  "$TMP/na.json" "$TMP/na_part.json"  # the last compare's files: every predicted question had a score
+for bad in "data/sample/squad2/dev-v2.0.json:no score for question" "data/sample/squad/dev-v1.1.json:are for SQuAD 2.0"; do
+  set +e
+  err=$("$RPE" evaluate-squad --dataset "${bad%%:*}" --predictions "$TMP/p.json" --na-probs "$TMP/na_part.json" 2>&1 >/dev/null)
+  rc=$?
+  set -e
+  [[ $rc == 2 && $err == *"${bad#*:}"* ]] || { echo "evaluate-squad --na-probs (${bad%%:*}): exit $rc: $err"; exit 1; }
+done
 DATA=../shared/data
 if [[ -f $DATA/squad/dev-v1.1.json ]]; then
   compare $DATA/squad/dev-v1.1.json
