@@ -163,6 +163,7 @@ void write_position_weights(const InspectArgs& a, BertModel& bert, const std::st
 // Figure 5: --attention-layer's probabilities on "[CLS] text [SEP]", averaged over heads.
 void write_attention(const InspectArgs& a, BertModel& bert, const Tokenizer& tok, const Config& cfg) {
   std::string text = a.text;
+  if (!a.text.empty() && !a.text_file.empty()) throw UserError("--text and --text-file: give one");
   if (!a.text_file.empty()) {
     try {
       text = read_file(a.text_file);  // a regular file only: a FIFO would wait for a writer
@@ -178,6 +179,9 @@ void write_attention(const InspectArgs& a, BertModel& bert, const Tokenizer& tok
   for (auto id : enc.ids) ids.push_back(id);
   ids.push_back(tok.special().sep);
   const int64_t limit = std::min<int64_t>({a.tokens, static_cast<int64_t>(ids.size()), cfg.model.max_position});
+  if (limit < static_cast<int64_t>(ids.size()))
+    log::info("inspect", "--attention: the first {} of {} pieces of [CLS] text [SEP] (--tokens {}, model.max_position {})",
+              limit, ids.size(), a.tokens, cfg.model.max_position);
   ids.resize(limit);
   std::vector<std::string> pieces;
   for (auto id : ids) pieces.push_back(tok.piece(static_cast<int32_t>(id)));

@@ -100,5 +100,7 @@ expect_error "wordpiece FIFO" "cannot read $TMP/fifo: a FIFO" timeout 60 "$BIN" 
 expect_error "results FIFO" "cannot read $TMP/fifo: a FIFO" timeout 60 "$BIN" tables --results "$TMP/fifo" --out "$TMP/tf"
 expect_error "inspect --text-file FIFO" "--text-file: cannot read $TMP/fifo: a FIFO" timeout 60 "$BIN" inspect "$TMP/run" \
   --attention "$TMP/att.json" --text-file "$TMP/fifo"
+expect_error "inspect --text and --text-file" "^error: --text and --text-file: give one$" "$BIN" inspect "$TMP/run" \
+  --attention "$TMP/att.json" --text "a b" --text-file "$TMP/fifo"
 [ ! -e "$TMP/tf" ] && [ ! -e "$TMP/att.json" ] || { echo "FAIL outputs written after a FIFO input"; fail=1; }
 exit $fail
