@@ -92,7 +92,10 @@ void add_common(CLI::App* cmd, const std::shared_ptr<FinetuneArgs>& a, const std
   cmd->add_option("--init", a->init,
                   "Pretrained run folder or checkpoint (default: the newest finished run under --runs; none: random init)");
   cmd->add_option("--runs", a->runs, "Where to look for the newest finished pretraining run (default: runs)");
-  cmd->add_option("--seeds", a->seeds, "Comma-separated seeds, one fine-tuning run each (default: train.seed)");
+  cmd->add_option("--seeds", a->seeds, "Comma-separated seeds, one fine-tuning run each (default: train.seed)")
+      ->check([](const std::string& s) {  // "" (an unset shell variable) would run the default seed
+        return s.empty() ? std::string("empty: expected comma-separated integers, e.g. 1,2,3") : std::string();
+      });
   cmd->add_option("--set", a->sets, "Override a key: a.b.c=value (repeatable)");
   cmd->add_option("--run-dir", a->run_dir, "Run folder (default: run.root/run.name)");
   cmd->add_flag("--overwrite", a->overwrite, "Delete an existing run folder first");
