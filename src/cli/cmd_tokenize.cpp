@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "data/tokenizer.h"
 #include "util/errors.h"
+#include "util/utf8.h"
 
 namespace rpe::cli {
 
@@ -22,6 +23,9 @@ struct TokenizeArgs {
 
 int run_tokenize(const TokenizeArgs& a) {
   DataOptions d;
+  if (!a.config.empty() && (!a.model.empty() || !a.tokenizer.empty() || a.cased))
+    throw UserError("tokenize: --config names the tokenizer (data.tokenizer*); --model, --tokenizer and --cased "
+                    "are for a tokenizer file alone: give one or the other");
   if (!a.config.empty()) {
     d = load_config(a.config, a.sets).data;
   } else {
@@ -38,7 +42,11 @@ int run_tokenize(const TokenizeArgs& a) {
   const auto tok = make_tokenizer(d, d.tokenizer_model);
   std::ios::sync_with_stdio(false);
   std::string line;
-  while (std::getline(std::cin, line)) {
+  for (int64_t n = 1; std::getline(std::cin, line); ++n) {
+    // As the corpus reader: other bytes than UTF-8 text are an error, not <unk> pieces.
+    if (const size_t bad = find_invalid_utf8(line); bad != std::string::npos)
+      throw UserError("tokenize: stdin line " + std::to_string(n) + ": invalid UTF-8 at byte offset " +
+                      std::to_string(bad));
     const Encoding e = tok->encode(line);
     nlohmann::json j;
     j["ids"] = e.ids;

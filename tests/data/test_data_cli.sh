@@ -90,6 +90,11 @@ expect_error sp_exists "$T/sp.model: exists (a run may be using it" \
 sp_tok=$(echo "The cat." | "$BIN" tokenize --model "$T/sp.model") || fail "tokenize --model sp.model failed"
 [[ $sp_tok == *'"pieces":["▁'* ]] || fail "tokenize --model sp.model printed $sp_tok"
 [[ $(echo "The cat." | "$BIN" tokenize --model "$T/vocab.txt") == "$tok" ]] || fail "tokenize --model vocab.txt differs from --config"
+printf 'ok\n\xff\xfe bad\n' > "$T/bad_stdin.txt"
+expect_error tokenize_utf8 "tokenize: stdin line 2: invalid UTF-8 at byte offset 0" \
+  sh -c '"$1" tokenize --model "$2" < "$3"' _ "$BIN" "$T/vocab.txt" "$T/bad_stdin.txt"
+expect_error tokenize_both "tokenize: --config names the tokenizer" \
+  "$BIN" tokenize --config "$T/cfg.yaml" --model "$T/vocab.txt"
 
 # Bad input.
 : > "$T/afile"
