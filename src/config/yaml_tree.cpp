@@ -51,6 +51,12 @@ void check_keys(const YAML::Node& node, const std::string& prefix, const std::st
   std::map<std::string, int> first_line;
   for (const auto& kv : node) {
     const std::string key = kv.first.Scalar();
+    // A control character (a quoted "\0") would cut or garble the messages that name the key.
+    if (const auto c = std::find_if(key.begin(), key.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20; });
+        c != key.end())
+      throw UserError((with_lines ? location(name, kv.first.Mark()) : name) + ": " + (prefix.empty() ? "a" : prefix + ": a") +
+                      " key holds the control character " + std::to_string(static_cast<int>(*c)) +
+                      " (keys are plain names)");
     const std::string path = prefix.empty() ? key : prefix + "." + key;
     const auto [first, fresh] = first_line.emplace(key, kv.first.Mark().line + 1);
     if (!fresh)

@@ -109,6 +109,12 @@ TEST_F(ConfigInput, NestedAliasesAreRefusedBeforeTheyExpand) {
   EXPECT_EQ(error_of(ok), "");
 }
 
+// A key holding a control character ("hid\u0000den") cut the message at the NUL: named by line.
+TEST_F(ConfigInput, AKeyWithAControlCharacterIsNamedByItsLine) {
+  const auto f = write("nul_key.yaml", "extends: cfg.yaml\nmodel:\n  \"hid\\u0000den\": 3\n");
+  EXPECT_EQ(error_of(f), f.string() + ":3: model: a key holds the control character 0 (keys are plain names)");
+}
+
 TEST_F(ConfigInput, ConfigTextMustBeUtf8) {
   // Before: run.name "caf\xe9" (Latin-1) became a run folder whose name broke JSON output.
   const auto f = write("latin1.yaml", "extends: cfg.yaml\nrun: {name: \"caf\xe9\"}\n");
