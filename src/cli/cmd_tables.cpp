@@ -7,6 +7,7 @@
 // Every input is read before anything is written: a missing or malformed file is one line
 // naming it (exit 2) and creates no output.
 #include <iostream>
+#include <set>
 
 #include "cli/commands.h"
 #include "cli/output_paths.h"
@@ -70,6 +71,12 @@ int run_extra(const ExtraArgs& a, const std::function<eval::TextTable()>& make) 
 }
 
 eval::TextTable make_cost(const ExtraArgs& a) {
+  std::set<fs::path> seen;
+  for (const auto& r : a.runs) {
+    std::error_code ec;
+    if (!seen.insert(fs::weakly_canonical(r, ec)).second)
+      throw UserError("--runs " + r + ": given twice (each run is one row)");
+  }
   std::vector<eval::RunCost> runs;
   for (const auto& r : a.runs) runs.push_back(eval::read_run_cost(r));
   return eval::cost_table(runs);

@@ -441,6 +441,12 @@ def _(w):
     return ["tables", "cost", "--runs", w.p("costrun"), "--out", w.p("cost_x")]
 
 
+@case("tables cost: one run given twice", pattern=r"--runs .*twice/: given twice", absent=("cost_x",))
+def _(w):
+    w.write("twice/summary.json", '{"method": "m4", "steps": 1, "wall_s": 1.0}')
+    return ["tables", "cost", "--runs", w.p("twice"), w.p("twice") + "/", "--out", w.p("cost_x")]
+
+
 @case("tables extrapolation: truncated MLM file", pattern=r"mlm_cut\.json: malformed JSON", absent=("ex_x",))
 def _(w):
     path = w.write("mlm_cut.json", '{"method": "m4", "pretrain_max_len": 32, "mlm_loss": [{"length": 32, ')
