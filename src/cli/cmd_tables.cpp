@@ -74,7 +74,8 @@ eval::TextTable make_cost(const ExtraArgs& a) {
   std::set<fs::path> seen;
   for (const auto& r : a.runs) {
     std::error_code ec;
-    if (!seen.insert(fs::weakly_canonical(r, ec)).second)
+    const fs::path id = fs::weakly_canonical(r, ec);  // empty on failure: then the path as given
+    if (!seen.insert(ec ? fs::path(r).lexically_normal() : id).second)
       throw UserError("--runs " + r + ": given twice (each run is one row)");
   }
   std::vector<eval::RunCost> runs;

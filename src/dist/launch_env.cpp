@@ -51,21 +51,25 @@ LaunchEnv detect_launch_env() {
   const Names sources[] = {{"RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"},
                            {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun"},
                            {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "slurm"}};
+  bool found = false;
   for (const auto& s : sources) {
     const auto rank = env_int(s.rank), world = env_int(s.world);
-    // torchrun sets both for every process: one without the other is a launch gone wrong (or a
-    // stray export), and taking it for one process would train alone what was meant for many.
-    // (Slurm's SLURM_NTASKS alone is an allocation's shell outside srun: one process, rightly.)
-    if (std::string(s.launcher) == "torchrun" && rank.has_value() != world.has_value())
-      throw UserError(std::string("environment variable ") + (rank ? s.rank : s.world) + " is set but " +
-                      (rank ? s.world : s.rank) + " is not: a launcher (torchrun) sets both; unset it to run one process");
     if (!rank || !world) continue;
+    found = true;
     e.rank = *rank;
     e.world = *world;
     e.local_rank = env_int(s.local).value_or(0);
     e.launcher = s.launcher;
     break;
   }
+  // torchrun sets RANK and WORLD_SIZE for every process: one without the other and no other
+  // launcher's pair is a launch gone wrong (or a stray export), and taking it for one process
+  // would train alone what was meant for many. (SLURM_NTASKS alone is an allocation's shell
+  // outside srun: one process, rightly.)
+  if (!found && (env_int("RANK").has_value() != env_int("WORLD_SIZE").has_value()))
+    throw UserError(std::string("environment variable ") + (env_int("RANK") ? "RANK" : "WORLD_SIZE") +
+                    " is set but " + (env_int("RANK") ? "WORLD_SIZE" : "RANK") +
+                    " is not: a launcher (torchrun) sets both; unset it to run one process");
   if (e.world < 1 || e.rank >= e.world)
     throw UserError("launcher environment (" + e.launcher + "): rank " + std::to_string(e.rank) +
                     " is not below world size " + std::to_string(e.world));

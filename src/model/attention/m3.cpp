@@ -152,8 +152,8 @@ Tensor band_forward(const Tensor& q, const Tensor& k, const Tensor& w, int64_t c
   }
   if (band.clipped) {
     for (const auto& [row, mask] : clipped_regions(rel, clip)) {
-      auto wr = w.select(1, row).unsqueeze(1);  // [H|1, 1, d]
-      e.add_(torch::matmul(q * wr, k.transpose(-2, -1)).mul_(mask.to(e.dtype())));
+      auto wr = w.select(1, row).unsqueeze(1);  // [H|1, 1, d], fp32 under bf16: the product back in q's type for the GEMM
+      e.add_(torch::matmul((q * wr).to(q.scalar_type()), k.transpose(-2, -1)).mul_(mask.to(e.dtype())));
     }
   }
   return e;
@@ -179,7 +179,7 @@ std::array<Tensor, 3> band_grads(const Tensor& g, const Tensor& q, const Tensor&
       auto gm = g * mask.to(g.dtype());         // [B, H, L, L]
       auto gk_sum = torch::matmul(gm, k);        // [B, H, L, d]: sum_j g_ij k_j
       gq.add_(gk_sum * wr);
-      gk.add_(torch::matmul(gm.transpose(-2, -1), q * wr));
+      gk.add_(torch::matmul(gm.transpose(-2, -1), (q * wr).to(gm.scalar_type())));
       auto part = (gk_sum * q).sum(torch::IntArrayRef{0, 2});  // [H, d]
       if (w.size(0) == 1) part = part.sum(0, /*keepdim=*/true);
       gw.select(1, row).add_(part);

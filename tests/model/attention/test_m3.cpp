@@ -171,23 +171,28 @@ TEST(M3, CudaKernelMatchesTheNaiveProductOnCuda) {
 // fp32 result, scores and gradients, in bf16's dtype: the loop kernel computes in fp32 and
 // rounds once; the band kernel (CUDA's fallback; the layer tests on CPU run the loop) multiplies in
 // bf16 and sums in fp32. 40 positions, k = 10: clipped regions, band and several groups.
+// q, k in bf16 with the gate in bf16, or in fp32 as M3Term passes it (its clipped regions and
+// the band's products then mix the two types, forward and backward, with no autocast here).
 TEST(M3, EachKernelInBf16StaysWithinRoundingOfFp32) {
   torch::manual_seed(4);
   auto q = torch::randn({1, 2, 40, 8}), k = torch::randn({1, 2, 40, 8}), w = 1 + 0.1 * torch::randn({2, 21, 8});
   auto up = torch::randn({1, 2, 40, 40});
-  auto run = [&](torch::ScalarType dt, rpe::M3Kernel kernel) {
-    auto qq = q.to(dt).requires_grad_(), kk = k.to(dt).requires_grad_(), ww = w.to(dt).requires_grad_();
+  auto run = [&](torch::ScalarType dt, torch::ScalarType gate_dt, rpe::M3Kernel kernel) {
+    auto qq = q.to(dt).requires_grad_(), kk = k.to(dt).requires_grad_(), ww = w.to(gate_dt).requires_grad_();
     auto e = rpe::m3_scores(qq, kk, ww, 10, kernel);
     auto g = torch::autograd::grad({(e * up.to(dt)).sum()}, {qq, kk, ww});
     return std::vector<torch::Tensor>{e, g[0], g[1], g[2]};
   };
   for (auto kernel : {rpe::M3Kernel::loop, rpe::M3Kernel::band}) {
-    auto lo = run(torch::kBFloat16, kernel), hi = run(torch::kFloat, kernel);
-    for (size_t i = 0; i < lo.size(); ++i) {
-      EXPECT_EQ(lo[i].scalar_type(), torch::kBFloat16) << i;
-      const double scale = hi[i].abs().max().item<double>();
-      EXPECT_LT((lo[i].to(torch::kFloat) - hi[i]).abs().max().item<double>(), 0.02 * scale)
-          << (kernel == rpe::M3Kernel::loop ? "loop " : "band ") << i;
+    const auto hi = run(torch::kFloat, torch::kFloat, kernel);
+    for (auto gate_dt : {torch::kBFloat16, torch::kFloat}) {
+      const auto lo = run(torch::kBFloat16, gate_dt, kernel);
+      for (size_t i = 0; i < lo.size(); ++i) {
+        EXPECT_EQ(lo[i].scalar_type(), i == 3 ? gate_dt : torch::kBFloat16) << i;
+        const double scale = hi[i].abs().max().item<double>();
+        EXPECT_LT((lo[i].to(torch::kFloat) - hi[i]).abs().max().item<double>(), 0.02 * scale)
+            << (kernel == rpe::M3Kernel::loop ? "loop " : "band ") << c10::toString(gate_dt) << " gate, " << i;
+      }
     }
   }
 }
