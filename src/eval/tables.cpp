@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -49,12 +48,7 @@ struct Column {
   std::string title, task, split, metric;
 };
 
-std::string fmt(double x) {
-  std::string out(static_cast<size_t>(std::snprintf(nullptr, 0, "%.2f", x)) + 1, '\0');  // 1e308: 312 characters
-  std::snprintf(out.data(), out.size(), "%.2f", x);
-  out.pop_back();
-  return out;
-}
+std::string fmt(double x) { return fixed(x, 2); }
 std::string cell(const std::optional<Stat>& s) {
   if (!s || s->n == 0) return "—";
   if (s->n == 1) return fmt(s->mean);

@@ -1,8 +1,9 @@
 // Plain results tables rendered as Markdown, CSV and JSON (see text_table.h).
 #include "eval/text_table.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
-#include <cstdio>
 
 #include "eval/tables.h"
 #include "util/atomic_file.h"
@@ -11,14 +12,9 @@
 namespace rpe::eval {
 namespace fs = std::filesystem;
 
+std::string fixed(double v, int decimals) { return fmt::format("{:.{}f}", v, decimals); }  // 1e308: all 309 digits
+
 namespace {
-std::string fixed(double v, int decimals) {
-  const int n = std::snprintf(nullptr, 0, "%.*f", decimals, v);  // 1e308 takes 309 digits and more
-  std::string out(static_cast<size_t>(n) + 1, '\0');
-  std::snprintf(out.data(), out.size(), "%.*f", decimals, v);
-  out.pop_back();
-  return out;
-}
 
 template <typename Range, typename Fn>
 std::string joined(const Range& items, const std::string& sep, Fn&& text) {
@@ -67,7 +63,7 @@ Cell stat_cell(const std::vector<double>& values, bool with_n) {
 }
 
 std::string with_thousands(double v) {
-  const std::string digits = fixed(v, 0);  // printf rounds half to even, as Python's format does
+  const std::string digits = fixed(v, 0);  // exact ties round half to even (as printf), as Python's format does
   const size_t start = !digits.empty() && digits[0] == '-' ? 1 : 0, n = digits.size() - start;
   std::string out = digits.substr(0, start);
   for (size_t i = 0; i < n; ++i) {

@@ -46,6 +46,8 @@ std::string to_markdown(const TextTable& t);
 std::string to_csv(const TextTable& t);
 // RFC 4180: a cell holding a separator, a quote or a line break is quoted, inner quotes doubled.
 std::string csv_field(const std::string& s);
+// `v` with `decimals` digits after the point, whole however large ("%.*f").
+std::string fixed(double v, int decimals);
 // `s` as one Markdown table cell: '|' escaped, line breaks as spaces (a run or method name
 // holding them would otherwise split the row or the table).
 std::string markdown_cell(const std::string& s);

@@ -45,9 +45,10 @@ ResolvedConfig resolve_finetune_config(const FinetuneRequest& req) {
     return r;
   }
   const CheckpointSource source = resolve_checkpoint(req.init, "--init");
-  r = resolve_finetune_config_over(req, read_checkpoint_config(source.checkpoint), source.checkpoint.string(),
-                                   source.run_dir);
+  const CheckpointHeader header = read_checkpoint_header(source.checkpoint);
+  r = resolve_finetune_config_over(req, header.config, source.checkpoint.string(), source.run_dir);
   r.checkpoint = source.checkpoint;
+  r.pretrained_tokenizer_crc = header.tokenizer_crc;
   return r;
 }
 

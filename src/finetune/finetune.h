@@ -4,7 +4,9 @@
 // evaluates on the dev set(s) with the official metrics, and writes predictions.json,
 // results.json (atomically) and one result line per metric to finetune.results_file.
 #pragma once
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,7 @@ struct ResolvedConfig {
   std::filesystem::path checkpoint;  // empty without --init
   std::string pretrain_run;          // the --init argument as given
   int64_t pretrain_max_len = 0;      // data.max_seq_len of the pretraining run
+  std::optional<uint32_t> pretrained_tokenizer_crc;  // the checkpoint's (read_checkpoint_header), if it names one
 };
 
 // The fine-tuning config: the pretrained run's model and data sections, overlaid by the

@@ -8,7 +8,6 @@
 
 #include "data/tokenizer.h"
 #include "interop/method_swap.h"
-#include "train/checkpoint.h"
 #include "util/errors.h"
 #include "util/log.h"
 
@@ -131,11 +130,11 @@ void require_tokenizer_fits(const Tokenizer& tok, const std::string& tokenizer_f
 
 // A tokenizer of as many pieces or fewer, replaced since the pretraining (train-tokenizer run
 // again), fits the vocabulary but maps every word to other ids: the checkpoint names its own.
-void require_pretraining_tokenizer(const Tokenizer& tok, const std::string& tokenizer_file, const fs::path& checkpoint) {
-  if (checkpoint.empty()) return;
-  const auto pretrained = read_checkpoint_tokenizer_crc(checkpoint);
+void require_pretraining_tokenizer(const Tokenizer& tok, const std::string& tokenizer_file, const fs::path& checkpoint,
+                                   const std::optional<uint32_t>& pretrained) {
+  if (!pretrained) return;
   const uint32_t ours = tokenizer_crc32(tok);
-  if (!pretrained || *pretrained == ours) return;
+  if (*pretrained == ours) return;
   throw UserError(fmt::format("{}: not the tokenizer {} was pretrained with (CRC-32 of its pieces {:08x}, the "
                               "checkpoint's {:08x}): its ids would mean other pieces; use the tokenizer of that run",
                               tokenizer_file, checkpoint.string(), ours, *pretrained));
@@ -147,7 +146,7 @@ void read_inputs(Prepared& p, const FinetuneRequest& req) {
   p.tok = make_tokenizer(cfg.data, fs::path(cfg.run.root) / cfg.run.name / "tokenizer.model");
   if (cfg.model.vocab_size == 0) cfg.model.vocab_size = p.tok->vocab_size();
   require_tokenizer_fits(*p.tok, cfg.data.tokenizer_model, cfg.model.vocab_size);
-  require_pretraining_tokenizer(*p.tok, cfg.data.tokenizer_model, p.rc.checkpoint);
+  require_pretraining_tokenizer(*p.tok, cfg.data.tokenizer_model, p.rc.checkpoint, p.rc.pretrained_tokenizer_crc);
   p.squad = f.task == "squad";
   require(!f.token_types || cfg.model.type_vocab_size >= 2,
           "finetune.token_types: pairs need model.type_vocab_size >= 2 (got " +

@@ -1,14 +1,15 @@
 // Saved fine-tuned models (see saved_model.h).
 #include "finetune/saved_model.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstdio>
 #include <vector>
 
 #include "finetune/glue_data.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_file.h"
 #include "util/atomic_file.h"
 #include "util/atomic_writer.h"
 #include "util/errors.h"
@@ -27,11 +28,7 @@ std::string tokenizer_name(const Config& cfg) {
   return cfg.data.tokenizer == "wordpiece" ? "vocab.txt" : "tokenizer.model";
 }
 
-std::string crc_text(const std::string& bytes) {
-  char buf[9];
-  std::snprintf(buf, sizeof buf, "%08x", crc32_update(0, bytes.data(), bytes.size()));
-  return buf;
-}
+std::string crc_text(uint32_t crc) { return fmt::format("{:08x}", crc); }
 
 // task.json's field `key` as a T (`kind` says which, for the message).
 template <class T> T task_field(const json& j, const char* key, const char* kind, const fs::path& file) {
@@ -51,7 +48,7 @@ void check_carried_tokenizer(const fs::path& task_file, const json& j, const fs:
   std::error_code ec;
   if (!j.contains("tokenizer_crc32") || !fs::is_regular_file(tokenizer, ec)) return;  // older folders; a missing file is said where it is read
   const auto kept = task_field<std::string>(j, "tokenizer_crc32", "a string", task_file);
-  const std::string now = crc_text(read_file(tokenizer));
+  const std::string now = crc_text(file_crc32(tokenizer));
   if (now != kept)
     throw UserError(tokenizer.string() + ": not the tokenizer this model was fine-tuned with (CRC-32 " + now + ", " +
                     task_file.filename().string() + " records " + kept + "): copy back the one from its run");
@@ -71,7 +68,7 @@ void save_finetuned_model(const fs::path& dir, torch::nn::Module& model, Config 
   write_file_atomic(tmp / "config.yaml", yaml);
   const json task = {{"format", kFormat},      {"task", info.task},     {"labels", info.labels},
                      {"outputs", info.outputs}, {"select", info.select}, {"step", info.step},
-                     {"metric", info.metric},   {"value", info.value},   {"tokenizer_crc32", crc_text(tokenizer_bytes)}};
+                     {"metric", info.metric},   {"value", info.value},   {"tokenizer_crc32", crc_text(crc32_update(0, tokenizer_bytes.data(), tokenizer_bytes.size()))}};
   write_file_atomic(tmp / "task.json", task.dump(2) + "\n");
   replace_folder(tmp, dir);
 }

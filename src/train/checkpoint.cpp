@@ -226,23 +226,21 @@ std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
   return std::nullopt;
 }
 
-std::string read_checkpoint_config(const fs::path& file) {
+CheckpointHeader read_checkpoint_header(const fs::path& file) {
   auto archive = open_checkpoint(file);
   c10::IValue v;
   if (!archive.try_read("config", v)) throw UserError(file.string() + ": checkpoint has no embedded config");
-  return v.toStringRef();
+  CheckpointHeader h{v.toStringRef(), std::nullopt};
+  static const std::regex tokenizer(R"(, tokenizer ([0-9a-f]{8}),)");  // as trainer.cpp writes the identity
+  std::smatch m;
+  if (archive.try_read("data_identity", v) && v.isString()) {
+    const std::string identity = v.toStringRef();
+    if (std::regex_search(identity, m, tokenizer)) h.tokenizer_crc = static_cast<uint32_t>(std::stoul(m[1].str(), nullptr, 16));
+  }
+  return h;
 }
 
-std::optional<uint32_t> read_checkpoint_tokenizer_crc(const fs::path& file) {
-  auto archive = open_checkpoint(file);
-  c10::IValue v;
-  if (!archive.try_read("data_identity", v) || !v.isString()) return std::nullopt;
-  static const std::regex tokenizer(R"(, tokenizer ([0-9a-f]{8}),)");  // as trainer.cpp writes it
-  std::smatch m;
-  const std::string identity = v.toStringRef();
-  if (!std::regex_search(identity, m, tokenizer)) return std::nullopt;
-  return static_cast<uint32_t>(std::stoul(m[1].str(), nullptr, 16));
-}
+std::string read_checkpoint_config(const fs::path& file) { return read_checkpoint_header(file).config; }
 
 CheckpointContents load_checkpoint(const fs::path& file, torch::nn::Module& model, torch::optim::Optimizer* optimizer) {
   auto archive = open_checkpoint(file);

@@ -95,13 +95,17 @@ std::vector<std::pair<int64_t, std::filesystem::path>> list_checkpoints(const st
 // the check are skipped with a warning.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& run_dir);
 
-// Reads only the config text of a checkpoint (to build the model before loading). Verifies it.
-std::string read_checkpoint_config(const std::filesystem::path& file);
-
-// The tokenizer a pretraining checkpoint was trained with: the CRC-32 of its pieces
-// (tokenizer_crc32), from the checkpoint's data identity. None for files without one (imports,
+// What a checkpoint says of itself, read (and verified) without its tensors: the config text (to
+// build the model before loading) and the tokenizer it was pretrained with, the CRC-32 of its
+// pieces (tokenizer_crc32) from its data identity; none for files without one (imports,
 // fine-tuned models, checkpoints older than the identity).
-std::optional<uint32_t> read_checkpoint_tokenizer_crc(const std::filesystem::path& file);
+struct CheckpointHeader {
+  std::string config;
+  std::optional<uint32_t> tokenizer_crc;
+};
+CheckpointHeader read_checkpoint_header(const std::filesystem::path& file);
+// Its config text alone.
+std::string read_checkpoint_config(const std::filesystem::path& file);
 
 // Verifies the file, loads parameters into `model` (shapes must match: UserError naming the
 // tensor otherwise) and, if `optimizer` is given, the optimizer state and every RNG state.
