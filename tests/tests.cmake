@@ -32,6 +32,7 @@ set(RPE_TEST_SOURCES
   tests/finetune/test_glue_data.cpp
   tests/finetune/test_heads.cpp
   tests/cli/test_inspect_weights.cpp
+  tests/util/test_errors.cpp
   tests/util/test_kernel_check.cpp
 )
 # Every test of src/model/attention/ (one per method, the shared fp64 reference, properties,

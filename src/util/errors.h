@@ -9,9 +9,13 @@ namespace rpe {
 
 inline constexpr int kExitUserError = 2;
 
+// `message` with each NUL byte written as "\0": std::runtime_error keeps a C string, so a NUL
+// from user input (a key, a path, a record) would cut the message there.
+std::string without_nul(const std::string& message);
+
 class UserError : public std::runtime_error {
  public:
-  explicit UserError(const std::string& message) : std::runtime_error(message) {}
+  explicit UserError(const std::string& message) : std::runtime_error(without_nul(message)) {}
 };
 
 // Throws UserError(message) when cond is false.
