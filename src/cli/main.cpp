@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <iostream>
 #include <new>
+#include <string_view>
 #include <system_error>
 
 #include "cli/commands.h"
@@ -14,17 +15,27 @@
 #include "util/errors.h"
 #include "util/kernel_check.h"
 #include "util/log.h"
+#include "util/utf8.h"
 
 void rpe::cli::silence_logs() { spdlog::default_logger()->set_level(spdlog::level::off); }
 
 namespace {
 
-// Multi-line messages (LibTorch's, some library errors) folded into one line.
+// Multi-line messages (LibTorch's, some library errors) folded into one line of text: bytes
+// that are not UTF-8 (a parser quoting a file's own bytes, a path's) are written as \xNN.
 std::string one_line(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   for (auto& c : text)
     if (c == '\n' || c == '\r') c = ' ';
-  return text;
+  std::string out;
+  std::string_view rest(text);
+  for (size_t bad; (bad = rpe::find_invalid_utf8(rest)) != std::string_view::npos; rest.remove_prefix(bad + 1)) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    const auto byte = static_cast<unsigned char>(rest[bad]);
+    out.append(rest.substr(0, bad)).append("\\x").push_back(kHex[byte >> 4]);
+    out.push_back(kHex[byte & 15]);
+  }
+  return out.append(rest);
 }
 
 // Errors the user cannot fix by changing the command: the disk, memory or the device.

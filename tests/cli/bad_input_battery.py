@@ -611,6 +611,13 @@ def _(w):
     return ["evaluate-squad", "--dataset", w.b("squad.json"), "--predictions", w.write("pred_bad.json", "{ nope")]
 
 
+# The parser quotes the file's bytes: the one line escapes those that are not UTF-8 (was raw).
+@case("evaluate-squad: predictions with a byte that is not UTF-8", pattern=r"pred_bytes\.json: .*\\xff")
+def _(w):
+    return ["evaluate-squad", "--dataset", w.b("squad.json"), "--predictions",
+            w.write("pred_bytes.json", b'{"q1": "\xff')]
+
+
 @case("evaluate-squad: predictions of the wrong type", pattern=r"pred_type\.json")
 def _(w):
     return ["evaluate-squad", "--dataset", w.b("squad.json"), "--predictions", w.write("pred_type.json", "[1, 2]")]
@@ -783,7 +790,10 @@ def run_case(w, c):
         r = subprocess.run([w.rpe] + args, cwd=w.dir, capture_output=True, preexec_fn=limits, timeout=300)
     except subprocess.TimeoutExpired:
         return "timed out after 300 s"
-    err = r.stderr.decode("utf-8", "replace")
+    try:  # the error line is text, whatever bytes the input held
+        err = r.stderr.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"stderr is not UTF-8 ({e}): {r.stderr[-300:]!r}"
     lines = err.splitlines()
     w.last_err = lines[0] if lines else ""
     if r.returncode < 0:
