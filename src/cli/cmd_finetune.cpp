@@ -62,16 +62,18 @@ int run(const FinetuneArgs& a, const std::string& kind) {
   req.run_dir = a.run_dir;
   req.overwrite = a.overwrite;
   req.sets = a.sets;
-  // The subcommand (and --task) name the task: a --set of it as well would silently win.
+  // The subcommand (and --task) name the task: a --set of it as well (finetune.task=x, or a
+  // finetune={task: x, ...} mapping) would silently win or lose.
   for (const auto& set : a.sets)
-    if (set.rfind("finetune.task=", 0) == 0)
+    if (assignment_sets(set, "finetune.task"))
       throw UserError("--set " + set + ": the task is named by `finetune squad` or `finetune glue --task NAME`, "
                       "not by --set");
+  // Applied after the user's --set: a finetune={...} mapping replaces the section, task included.
   if (kind == "squad") {
-    req.sets.insert(req.sets.begin(), "finetune.task=squad");
+    req.sets.push_back("finetune.task=squad");
   } else if (!a.task.empty()) {
     if (a.task == "squad") throw UserError("--task squad: use `rpe-train finetune squad`");
-    req.sets.insert(req.sets.begin(), "finetune.task=" + a.task);
+    req.sets.push_back("finetune.task=" + a.task);
   }
   req.kind = kind;
   // Under torchrun every rank trains; only rank 0 logs at info level and prints the results.

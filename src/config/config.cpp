@@ -231,6 +231,10 @@ void flatten(const YAML::Node& node, const std::string& path, std::string& out) 
 }
 }  // namespace
 
+bool assignment_sets(const std::string& assignment, const std::string& key_path) {
+  return config_detail::assignment_sets(assignment, key_path);
+}
+
 std::string to_flat_text(const Config& cfg) {
   std::string out;
   flatten(YAML::Load(to_yaml(cfg)), "", out);

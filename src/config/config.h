@@ -299,6 +299,11 @@ Config load_config_over(const std::string& base_yaml, const std::string& base_na
                         const std::vector<std::string>& keep_sections, const std::filesystem::path& file,
                         const std::vector<std::string>& overrides = {}, const std::vector<std::string>& keep_keys = {});
 
+// Whether the --set `assignment` ("a.b=value") gives `key_path` ("a.b.c") a value: by naming it
+// or a key below it, or by a mapping over one of its sections that holds it ("a={b: {c: 1}}").
+// Malformed ones: false (load_config reports them).
+bool assignment_sets(const std::string& assignment, const std::string& key_path);
+
 // Same from YAML text (e.g. the config embedded in a checkpoint); `name` is used in errors.
 Config config_from_yaml(const std::string& yaml_text, const std::string& name);
 

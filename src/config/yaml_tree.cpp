@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <ios>
 #include <set>
 #include <sstream>
@@ -350,6 +351,28 @@ void apply_override(YamlTree& tree, const std::string& assignment) {
   }
   chain.back()[keys.back()] = value;
   set_origin(tree.origins, path, label);
+}
+
+bool assignment_sets(const std::string& assignment, const std::string& key_path) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  const std::string path = assignment.substr(0, eq);
+  if (path == key_path || path.rfind(key_path + ".", 0) == 0) return true;  // it, or a key below it
+  if (key_path.rfind(path + ".", 0) != 0) return false;  // `path` is not a section above key_path
+  // Read through const nodes: a non-const operator[] may add the key, and assigning a Node
+  // rebinds what it refers to.
+  const std::function<bool(const YAML::Node&, const std::vector<std::string>&, size_t)> holds =
+      [&](const YAML::Node& node, const std::vector<std::string>& keys, size_t i) {
+        if (i == keys.size()) return true;
+        if (!node.IsMap()) return false;
+        const YAML::Node child = node[keys[i]];
+        return child.IsDefined() && holds(child, keys, i + 1);
+      };
+  try {
+    return holds(YAML::Load(assignment.substr(eq + 1)), split_key_path(key_path.substr(path.size() + 1), assignment), 0);
+  } catch (const std::exception&) {  // unparsable: load_config names the fault
+    return false;
+  }
 }
 
 }  // namespace rpe::config_detail

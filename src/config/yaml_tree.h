@@ -34,4 +34,7 @@ void merge_tree(YamlTree& dst, const YamlTree& src);
 // "--set a.b.c=value: ..." for an empty key segment, a null value or bytes that are not UTF-8.
 void apply_override(YamlTree& tree, const std::string& assignment);
 
+// See rpe::assignment_sets (config.h).
+bool assignment_sets(const std::string& assignment, const std::string& key_path);
+
 }  // namespace rpe::config_detail

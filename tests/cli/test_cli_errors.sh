@@ -53,6 +53,8 @@ expect_error "batch over the world size" "train.batch_size \(160\) is not divisi
 # The task is the subcommand's (and --task's): a --set of it would silently win over --task.
 expect_error "task by --set" "^error: --set finetune.task=mrpc: the task is named by" \
   "$BIN" finetune glue --task rte --init none --set finetune.task=mrpc --run-dir "$TMP/r_task"
+expect_error "task by a --set of its section" "^error: --set finetune=\{task: mrpc\}: the task is named by" \
+  "$BIN" finetune squad --init none --set 'finetune={task: mrpc}' --run-dir "$TMP/r_task"
 expect_error "empty --seeds" "--seeds: empty: expected comma-separated integers" \
   "$BIN" finetune glue --task rte --init none --seeds "" --run-dir "$TMP/r_seeds"
 # Half a torchrun environment (a stray export) is not taken for one process; nor is a rank of

@@ -151,4 +151,23 @@ TEST_F(ConfigInput, SetErrorsNameTheSetNotTheConfigFile) {
   EXPECT_HAS(error_of(dir_ / "cfg.yaml", {"model.hidden=x", "model.hidden=y"}), "--set model.hidden=y: model.hidden:");
 }
 
+// finetune's subcommand names the task: it refuses a --set that would, directly or through a
+// mapping over the section (`finetune={task: x}` slipped past a check of the prefix alone).
+TEST(AssignmentSets, NamesTheKeyOrAMappingThatHoldsIt) {
+  using rpe::assignment_sets;
+  EXPECT_TRUE(assignment_sets("finetune.task=mrpc", "finetune.task"));
+  EXPECT_TRUE(assignment_sets("finetune={task: mrpc, lr: 1e-5}", "finetune.task"));
+  EXPECT_TRUE(assignment_sets("finetune={task: {}}", "finetune.task"));
+  EXPECT_TRUE(assignment_sets("model={attention: {method: m4}}", "model.attention.method"));
+  EXPECT_TRUE(assignment_sets("model.attention={method: m4}", "model.attention.method"));
+  EXPECT_FALSE(assignment_sets("finetune={lr: 1e-5}", "finetune.task"));
+  EXPECT_FALSE(assignment_sets("finetune.tasks=x", "finetune.task"));   // another key, prefixed alike
+  EXPECT_FALSE(assignment_sets("finetune.tas=x", "finetune.task"));
+  EXPECT_TRUE(assignment_sets("finetune.task.x=1", "finetune.task"));   // makes it a mapping
+  EXPECT_FALSE(assignment_sets("finetune=[task]", "finetune.task"));
+  EXPECT_FALSE(assignment_sets("finetune={task: [", "finetune.task"));  // unparsable: load_config says so
+  EXPECT_FALSE(assignment_sets("finetune.task", "finetune.task"));      // no '='
+  EXPECT_FALSE(assignment_sets("model={attention: 3}", "model.attention.method"));
+}
+
 }  // namespace
