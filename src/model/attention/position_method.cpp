@@ -123,6 +123,47 @@ torch::Tensor gather_relative(const torch::Tensor& x, const torch::Tensor& idx) 
   return x.gather(-1, idx.expand(sizes));
 }
 
+namespace {
+
+// gather_relative_wide's autograd node. The forward gathers in x's dtype (a copy: exact); the
+// backward widens the incoming gradient to fp32 for a chunk of (b, h) pairs at a time and
+// scatter-adds it into an fp32 [B*H, L, R], cast to x's dtype once at the end. Before, x went
+// through .to(kFloat) and gather: an fp32 [B, H, L, L] each way (~250 MB at B = 20, H = 12,
+// L = 512), where gather's own backward in bf16 would add a clipped end's terms one rounding
+// (on CUDA, atomic) add at a time.
+class WideSumGather : public torch::autograd::Function<WideSumGather> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& idx,
+                               int64_t chunk_bytes) {
+    ctx->saved_data["slots"] = x.size(-1);
+    ctx->saved_data["chunk_bytes"] = chunk_bytes;
+    ctx->save_for_backward({idx});
+    return gather_relative(x, idx);  // [B, H, L, L]
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto idx = ctx->get_saved_variables()[0];  // [L, L]
+    const auto& g = grads[0];                         // [B, H, L, L]
+    const int64_t B = g.size(0), H = g.size(1), L = g.size(2), R = ctx->saved_data["slots"].toInt();
+    const auto rows = g.reshape({B * H, L, L});      // a view unless autograd handed a strided gradient
+    auto dx = torch::zeros({B * H, L, R}, g.options().dtype(torch::kFloat));  // [B*H, L, R]
+    const int64_t chunk =
+        std::max<int64_t>(1, ctx->saved_data["chunk_bytes"].toInt() / std::max<int64_t>(4 * L * L, 1));
+    for (int64_t n0 = 0; n0 < B * H; n0 += chunk) {
+      const int64_t n = std::min(chunk, B * H - n0);
+      dx.narrow(0, n0, n).scatter_add_(-1, idx.expand({n, L, L}), rows.narrow(0, n0, n).to(torch::kFloat));
+    }
+    return {dx.view({B, H, L, R}).to(g.scalar_type()), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor gather_relative_wide(const torch::Tensor& x, const torch::Tensor& idx, int64_t chunk_bytes) {
+  return WideSumGather::apply(x, idx, chunk_bytes);
+}
+
 torch::Tensor narrow_relative(const torch::Tensor& table, int64_t dim, int64_t k, int64_t reach) {
   return table.narrow(dim, k - reach, 2 * reach + 1);
 }
@@ -190,7 +231,8 @@ torch::Tensor signed_relative_scores(const torch::Tensor& x, const torch::Tensor
   const int64_t L = x.size(2), reach = relative_reach(k, L);
   // The index steps below (the skew's rows, the gather) sum a clipped end's gradient over up to
   // L - k' terms in their input's dtype: in bf16 or fp16, on CUDA one atomic add a term, that sum
-  // loses percents. So they index fp32 and cast after; the GEMMs (fp32 accumulation) stay in x's dtype.
+  // loses percents. So the skew's rows index the fp32 table and the gather's backward sums in fp32
+  // (gather_relative_wide); the GEMMs (fp32 accumulation) stay in x's dtype.
   const bool reduced = x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf;
   auto window = narrow_relative(table, -2, k, reach);  // [H|1, 2k'+1, d]
   if (reduced) window = window.to(torch::kFloat);
@@ -212,7 +254,7 @@ torch::Tensor signed_relative_scores(const torch::Tensor& x, const torch::Tensor
     if (sign < 0)                                      // clip(i - j, k') + k', kept as well
       idx = cached_position_tensor({kNegatedIndex, L, reach, 0, 0}, x.device(), [&] { return 2 * reach - idx; });
     auto s = times_rows(x, window);                                    // [B, H, L, 2k'+1]
-    return reduced ? gather_relative(s.to(torch::kFloat), idx).to(x.scalar_type()) : gather_relative(s, idx);
+    return reduced ? gather_relative_wide(s, idx) : gather_relative(s, idx);
   }
   // The query blocks are one split of x (not a narrow each, whose gradients would each be a
   // zero x-sized tensor, summed after: the split's is one concatenation). Each block's skew is a

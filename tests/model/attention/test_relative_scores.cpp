@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <vector>
+
 #include "model/attention/position_cache.h"
 #include "model/attention/position_method.h"
 #include "model/attention/relative_layout.h"
@@ -104,6 +106,66 @@ TEST(RelativeScores, IndicesBuiltOnceServeEveryLaterCallAndAutograd) {
   }
   EXPECT_TRUE(torch::equal(relative_index(L, k, torch::kCPU),
                            (torch::arange(L).unsqueeze(0) - torch::arange(L).unsqueeze(1)).clamp(-k, k) + k));
+}
+
+// Under bf16/fp16 the clipped gather (relative_scores' path for short tables) sums each slot's
+// gradient in fp32 and rounds it once: with inputs exact in the dtype and sums exact in fp32
+// (multiples of 1/64 or 1/1024, at most 300 terms), its gradient must be the fp64 sum rounded to
+// the dtype, bit for bit, whatever chunks the backward widens at a time, on the query side and
+// the key side (negated index). The forward is gather_relative's, bit for bit. On the CPU
+// ATen's own gather backward rounds once as well (it passes here too); on a GPU it adds in the
+// dtype, one atomic at a time, and fails.
+void wide_gather_rounds_once(const torch::Device& device) {
+  constexpr int64_t L = 300, k = 8, R = 2 * k + 1;
+  for (const auto dtype : {torch::kBFloat16, torch::kHalf}) {
+    for (const bool key : {false, true}) {
+      torch::manual_seed(key ? 11 : 12);
+      auto idx = relative_index(L, k, torch::kCPU);
+      if (key) idx = 2 * k - idx;
+      auto x = (torch::randint(-8, 9, {2, 3, L, R}) / 8.0).to(dtype);
+      const int64_t unit = dtype == torch::kHalf ? 1024 : 64;  // steps of 1/unit: exact in the dtype
+      auto g = (torch::randint(-unit, unit + 1, {2, 3, L, L}) / static_cast<double>(unit)).to(dtype);
+      auto xd = x.to(torch::kDouble).requires_grad_();
+      gather_relative(xd, idx).backward(g.to(torch::kDouble));
+      const auto want = xd.grad().to(dtype);
+      ASSERT_FALSE(torch::equal(want.to(torch::kDouble), xd.grad())) << dtype << ": no sum needed rounding";
+      for (const int64_t chunk_bytes : {int64_t{1}, int64_t{4 * L * L * 4}, int64_t{32} << 20}) {
+        auto xr = x.to(device).clone().requires_grad_();
+        auto y = gather_relative_wide(xr, idx.to(device), chunk_bytes);
+        EXPECT_TRUE(torch::equal(y.cpu(), gather_relative(x, idx))) << device << " " << dtype << " key " << key;
+        y.backward(g.to(device));
+        ASSERT_EQ(xr.grad().scalar_type(), dtype);
+        EXPECT_TRUE(torch::equal(xr.grad().cpu(), want))
+            << device << " " << dtype << " key " << key << " chunk " << chunk_bytes << ": max |diff| "
+            << (xr.grad().cpu().to(torch::kDouble) - want.to(torch::kDouble)).abs().max().item<double>();
+      }
+    }
+  }
+}
+
+TEST(WideGather, SumsEachSlotOnceRounded) {
+  wide_gather_rounds_once(torch::kCPU);
+  constexpr int64_t L = 300, k = 8, R = 2 * k + 1;
+  // Through relative_scores at a reach where it takes the gather: the same as widening x first.
+  auto x = (torch::randint(-8, 9, {2, 3, L, 4}) / 8.0).to(torch::kBFloat16).requires_grad_();
+  auto table = (torch::randint(-8, 9, {3, R, 4}) / 8.0).requires_grad_();
+  auto g = (torch::randint(-64, 65, {2, 3, L, L}) / 64.0).to(torch::kBFloat16);
+  auto y = relative_scores(x, table, k);
+  ASSERT_EQ(y.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(y.to(torch::kDouble), naive(x.to(torch::kDouble), table.to(torch::kDouble), k, false)));
+  y.backward(g);
+  auto xd = x.detach().to(torch::kDouble).requires_grad_(), td = table.detach().to(torch::kDouble).requires_grad_();
+  naive(xd, td, k, false).backward(g.to(torch::kDouble));
+  // x's gradient: the bf16 slot sums times the table, a bf16 GEMM; the table's likewise.
+  EXPECT_LT((x.grad().to(torch::kDouble) - xd.grad()).abs().max().item<double>(),
+            xd.grad().abs().max().item<double>() / 32);
+  EXPECT_LT((table.grad().to(torch::kDouble) - td.grad()).abs().max().item<double>(),
+            td.grad().abs().max().item<double>() / 32);
+}
+
+TEST(WideGather, CudaSumsEachSlotOnceRounded) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  wide_gather_rounds_once(torch::kCUDA);
 }
 
 // The CUDA layout kernels' arithmetic (relative_layout_kernels.h), run here in plain loops: s =
