@@ -56,9 +56,8 @@ MicroBatch Engine::to_device(MicroBatch b) const {
 MicroBatch Engine::take_batch() {
   if (!next_) next_ = to_device(task_.next_batch());
   MicroBatch b = std::move(*next_);
-  // Prepared (read, masked, copy queued) while the GPU still runs the kernels queued before: the
-  // host never waits. The copy itself shares the compute stream (a few hundred KB per
-  // micro-batch, microseconds: a separate copy stream would not pay for its events).
+  // Prepared (read, masked, copy queued) while the GPU runs what was queued: the host never waits. The
+  // copy shares the compute stream (a few hundred KB a micro-batch: a copy stream would not pay for its events).
   next_ = to_device(task_.next_batch());
   return b;
 }
@@ -370,16 +369,18 @@ EngineResult Engine::run(TrainState state) {
       settle(w, state);  // a log line is a host read anyway
       log_window(w, state, lr, result);
     }
-    const auto paused = Clock::now();  // evaluation and checkpoint: left out of the window's tokens/s
     const bool eval_now = (t.eval_every > 0 && state.step % t.eval_every == 0) || task_.eval_due(state.step);
+    const bool save_now = t.save_every > 0 && state.step % t.save_every == 0 && state.step != t.max_steps;
+    // Evaluation and checkpoint are left out of tokens/s, from when the step's device work is done.
+    if (eval_now || save_now) settle(w, state);
+    const auto paused = Clock::now();
     if (eval_now && state.step != t.max_steps && evaluate_and_stop(state.step)) {
       result.stopped_early = true;
       settle(w, state);  // the steps since the last log line get theirs, as a run's last step does
       if (state.step % t.log_every != 0) log_window(w, state, lr, result);
       break;
     }
-    if (t.save_every > 0 && state.step % t.save_every == 0 && state.step != t.max_steps && !s_.run_dir.empty()) {
-      settle(w, state);
+    if (save_now && !s_.run_dir.empty()) {
       flush_tokens(state);
       state.log_window = w.snapshot();
       save(state);
