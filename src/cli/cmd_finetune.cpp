@@ -63,12 +63,16 @@ int run(const FinetuneArgs& a, const std::string& kind) {
   req.overwrite = a.overwrite;
   req.sets = a.sets;
   // The subcommand (and --task) name the task: a --set of it as well (finetune.task=x, or a
-  // finetune={task: x, ...} mapping) would silently win or lose.
-  for (const auto& set : a.sets)
+  // finetune={task: x, ...} mapping) would silently win or lose; so would one replacing the
+  // whole section (the task with it, or a scalar the task's own --set would then replace).
+  for (const auto& set : a.sets) {
     if (assignment_sets(set, "finetune.task"))
       throw UserError("--set " + set + ": the task is named by `finetune squad` or `finetune glue --task NAME`, "
                       "not by --set");
-  // Applied after the user's --set: a finetune={...} mapping replaces the section, task included.
+    if (set.rfind("finetune=", 0) == 0)
+      throw UserError("--set " + set + ": set the section's keys one by one (finetune.lr=...), not the whole "
+                      "section: its task is the subcommand's");
+  }
   if (kind == "squad") {
     req.sets.push_back("finetune.task=squad");
   } else if (!a.task.empty()) {

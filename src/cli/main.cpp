@@ -21,21 +21,33 @@ void rpe::cli::silence_logs() { spdlog::default_logger()->set_level(spdlog::leve
 
 namespace {
 
-// Multi-line messages (LibTorch's, some library errors) folded into one line of text: bytes
-// that are not UTF-8 (a parser quoting a file's own bytes, a path's) are written as \xNN.
+// Multi-line messages (LibTorch's, some library errors) folded into one line of text: other
+// control characters and bytes that are not UTF-8 (a parser quoting a file's own bytes, a path's,
+// an argument's) are written as \xNN.
 std::string one_line(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   for (auto& c : text)
     if (c == '\n' || c == '\r') c = ' ';
   std::string out;
-  std::string_view rest(text);
-  for (size_t bad; (bad = rpe::find_invalid_utf8(rest)) != std::string_view::npos; rest.remove_prefix(bad + 1)) {
+  const auto escape = [&out](unsigned char byte) {
     static constexpr char kHex[] = "0123456789abcdef";
-    const auto byte = static_cast<unsigned char>(rest[bad]);
-    out.append(rest.substr(0, bad)).append("\\x").push_back(kHex[byte >> 4]);
+    out.append("\\x").push_back(kHex[byte >> 4]);
     out.push_back(kHex[byte & 15]);
+  };
+  std::string_view rest(text);
+  const size_t bad = rpe::find_invalid_utf8(rest);
+  for (size_t i = 0, next_bad = bad; i < rest.size(); ++i) {
+    if (i == next_bad) {
+      escape(static_cast<unsigned char>(rest[i]));
+      const size_t more = rpe::find_invalid_utf8(rest.substr(i + 1));
+      next_bad = more == std::string_view::npos ? more : i + 1 + more;
+    } else if (const auto byte = static_cast<unsigned char>(rest[i]); (byte < 0x20 && byte != '\t') || byte == 0x7f) {
+      escape(byte);
+    } else {
+      out.push_back(rest[i]);
+    }
   }
-  return out.append(rest);
+  return out;
 }
 
 // Errors the user cannot fix by changing the command: the disk, memory or the device.
@@ -60,7 +72,7 @@ int report(const std::string& message, int code) {
 int main(int argc, char** argv) {
   CLI::App app{"rpe-train: BERT pretraining and fine-tuning with pluggable position embeddings"};
   app.require_subcommand(0, 1);
-  app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string("error: ") + e.what() + "\n"; });
+  app.failure_message([](const CLI::App*, const CLI::Error& e) { return "error: " + one_line(e.what()) + "\n"; });
   bool version = false;
   app.add_flag("--version", version, "Print rpe-train, LibTorch and CUDA versions and the devices seen");
   rpe::cli::Runner run;

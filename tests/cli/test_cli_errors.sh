@@ -53,6 +53,12 @@ expect_error "batch over the world size" "train.batch_size \(160\) is not divisi
 # The task is the subcommand's (and --task's): a --set of it would silently win over --task.
 expect_error "task by --set" "^error: --set finetune.task=mrpc: the task is named by" \
   "$BIN" finetune glue --task rte --init none --set finetune.task=mrpc --run-dir "$TMP/r_task"
+expect_error "the whole finetune section by --set" "^error: --set finetune=3: set the section's keys one by one" \
+  "$BIN" finetune squad --init none --set finetune=3 --run-dir "$TMP/r_task"
+# Every error line is text: a control character or a byte that is not UTF-8 is shown as \xNN
+# (CLI11's own messages too).
+expect_error "an argument with a control byte and a non-UTF-8 byte" "not expected: --bogus\\\\x01\\\\xff" \
+  "$BIN" pretrain --config $CFG $'--bogus\x01\xff'
 expect_error "task by a --set of its section" "^error: --set finetune=\{task: mrpc\}: the task is named by" \
   "$BIN" finetune squad --init none --set 'finetune={task: mrpc}' --run-dir "$TMP/r_task"
 expect_error "empty --seeds" "--seeds: empty: expected comma-separated integers" \
