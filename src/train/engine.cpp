@@ -187,8 +187,7 @@ nlohmann::json Engine::evaluate(int64_t step) {
 bool Engine::evaluate_and_stop(int64_t step) {
   auto& dp = *s_.dp;
   const EvalOutputs outputs = held_out_outputs();
-  // Rank 0 scores, records and decides (it may write, e.g. the best model so far); one
-  // agreement for all of it: its failure stops every rank.
+  // Rank 0 scores, records and decides (it may write, e.g. the best model so far); one agreement for all of it.
   const bool stop = dist::all_or_none(dp, "evaluating at step " + std::to_string(step), [&] {
     return dp.rank() == 0 && task_.after_evaluation(step, record_evaluation(step, outputs));
   });
@@ -372,7 +371,7 @@ EngineResult Engine::run(TrainState state) {
     const bool eval_now = (t.eval_every > 0 && state.step % t.eval_every == 0) || task_.eval_due(state.step);
     const bool save_now = t.save_every > 0 && state.step % t.save_every == 0 && state.step != t.max_steps;
     // Evaluation and checkpoint are left out of tokens/s, from when the step's device work is done.
-    if (eval_now || save_now) settle(w, state);
+    if ((eval_now || save_now) && s_.device.is_cuda()) torch::cuda::synchronize(s_.device.index());
     const auto paused = Clock::now();
     if (eval_now && state.step != t.max_steps && evaluate_and_stop(state.step)) {
       result.stopped_early = true;
@@ -381,6 +380,7 @@ EngineResult Engine::run(TrainState state) {
       break;
     }
     if (save_now && !s_.run_dir.empty()) {
+      settle(w, state);
       flush_tokens(state);
       state.log_window = w.snapshot();
       save(state);
