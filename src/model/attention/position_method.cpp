@@ -146,7 +146,7 @@ class WideSumGather : public torch::autograd::Function<WideSumGather> {
     const auto idx = ctx->get_saved_variables()[0];  // [L, L]
     const auto& g = grads[0];                         // [B, H, L, L]
     const int64_t B = g.size(0), H = g.size(1), L = g.size(2), R = ctx->saved_data["slots"].toInt();
-    const auto rows = g.reshape({B * H, L, L});      // a view unless autograd handed a strided gradient
+    const auto rows = g.reshape({B * H, L, L});      // a view (also of the key side's transposed gradient)
     auto dx = torch::zeros({B * H, L, R}, g.options().dtype(torch::kFloat));  // [B*H, L, R]
     const int64_t chunk =
         std::max<int64_t>(1, ctx->saved_data["chunk_bytes"].toInt() / std::max<int64_t>(4 * L * L, 1));
@@ -161,6 +161,8 @@ class WideSumGather : public torch::autograd::Function<WideSumGather> {
 }  // namespace
 
 torch::Tensor gather_relative_wide(const torch::Tensor& x, const torch::Tensor& idx, int64_t chunk_bytes) {
+  TORCH_CHECK(x.dim() == 4 && idx.dim() == 2, "gather_relative_wide: x [B, H, L, R] and idx [L, L], got ", x.sizes(),
+              " and ", idx.sizes());
   return WideSumGather::apply(x, idx, chunk_bytes);
 }
 

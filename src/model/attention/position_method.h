@@ -143,9 +143,10 @@ torch::Tensor relative_index(int64_t length, int64_t k, const torch::Device& dev
 // x[..., i, r] is position i against relative slot r; returns y[..., i, j] = x[..., i, idx[i, j]].
 torch::Tensor gather_relative(const torch::Tensor& x, const torch::Tensor& idx);
 
-// gather_relative for a bf16/fp16 x whose backward sums each slot's gradient in fp32 (a clipped
-// end's sum has up to L - k terms) and returns it rounded once to x's dtype; neither pass makes
-// an fp32 [B, H, L, L]: the backward widens `chunk_bytes` of the incoming gradient at a time.
+// gather_relative for a bf16/fp16 x ([B, H, L, R]; idx [L, L]) whose backward sums each slot's
+// gradient in fp32 (a clipped end's sum has up to L - k terms) and returns it rounded once to
+// x's dtype; neither pass makes an fp32 [B, H, L, L]: the backward widens `chunk_bytes` of the
+// incoming gradient at a time.
 torch::Tensor gather_relative_wide(const torch::Tensor& x, const torch::Tensor& idx,
                                    int64_t chunk_bytes = int64_t{32} << 20);
 

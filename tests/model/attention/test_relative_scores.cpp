@@ -146,21 +146,26 @@ void wide_gather_rounds_once(const torch::Device& device) {
 TEST(WideGather, SumsEachSlotOnceRounded) {
   wide_gather_rounds_once(torch::kCPU);
   constexpr int64_t L = 300, k = 8, R = 2 * k + 1;
-  // Through relative_scores at a reach where it takes the gather: the same as widening x first.
-  auto x = (torch::randint(-8, 9, {2, 3, L, 4}) / 8.0).to(torch::kBFloat16).requires_grad_();
-  auto table = (torch::randint(-8, 9, {3, R, 4}) / 8.0).requires_grad_();
-  auto g = (torch::randint(-64, 65, {2, 3, L, L}) / 64.0).to(torch::kBFloat16);
-  auto y = relative_scores(x, table, k);
-  ASSERT_EQ(y.scalar_type(), torch::kBFloat16);
-  EXPECT_TRUE(torch::equal(y.to(torch::kDouble), naive(x.to(torch::kDouble), table.to(torch::kDouble), k, false)));
-  y.backward(g);
-  auto xd = x.detach().to(torch::kDouble).requires_grad_(), td = table.detach().to(torch::kDouble).requires_grad_();
-  naive(xd, td, k, false).backward(g.to(torch::kDouble));
-  // x's gradient: the bf16 slot sums times the table, a bf16 GEMM; the table's likewise.
-  EXPECT_LT((x.grad().to(torch::kDouble) - xd.grad()).abs().max().item<double>(),
-            xd.grad().abs().max().item<double>() / 32);
-  EXPECT_LT((table.grad().to(torch::kDouble) - td.grad()).abs().max().item<double>(),
-            td.grad().abs().max().item<double>() / 32);
+  // Through relative_scores and relative_key_scores (its gradient arrives transposed) at a reach
+  // where they take the gather: the scores exact, the gradients within bf16's GEMM roundings.
+  for (const bool key : {false, true}) {
+    auto x = (torch::randint(-8, 9, {2, 3, L, 4}) / 8.0).to(torch::kBFloat16).requires_grad_();
+    auto table = (torch::randint(-8, 9, {3, R, 4}) / 8.0).requires_grad_();
+    auto g = (torch::randint(-64, 65, {2, 3, L, L}) / 64.0).to(torch::kBFloat16);
+    auto y = key ? relative_key_scores(x, table, k) : relative_scores(x, table, k);
+    ASSERT_EQ(y.scalar_type(), torch::kBFloat16);
+    EXPECT_TRUE(torch::equal(y.to(torch::kDouble), naive(x.to(torch::kDouble), table.to(torch::kDouble), k, key)));
+    y.backward(g);
+    auto xd = x.detach().to(torch::kDouble).requires_grad_(), td = table.detach().to(torch::kDouble).requires_grad_();
+    naive(xd, td, k, key).backward(g.to(torch::kDouble));
+    // x's gradient: the bf16 slot sums times the table, a bf16 GEMM; the table's likewise.
+    EXPECT_LT((x.grad().to(torch::kDouble) - xd.grad()).abs().max().item<double>(),
+              xd.grad().abs().max().item<double>() / 32)
+        << "key " << key;
+    EXPECT_LT((table.grad().to(torch::kDouble) - td.grad()).abs().max().item<double>(),
+              td.grad().abs().max().item<double>() / 32)
+        << "key " << key;
+  }
 }
 
 TEST(WideGather, CudaSumsEachSlotOnceRounded) {
