@@ -2,6 +2,9 @@
 # Data pipeline: tokenization / prepare-data MB/s and masking + batching tokens/s (issue 4).
 add_executable(data_bench bench/data_bench.cpp bench/data_bench_child.cpp)
 target_link_libraries(data_bench PRIVATE rpe_core)
+if(RPE_USE_PCH)
+  target_precompile_headers(data_bench REUSE_FROM rpe_core)
+endif()
 # rpe-bench-attention: time and peak memory of one BERT-base layer per position method.
 add_executable(rpe-bench-attention bench/attention_bench.cpp)
 target_link_libraries(rpe-bench-attention PRIVATE rpe_core CLI11::CLI11)

@@ -9,5 +9,4 @@ command -v ninja >/dev/null && GENERATOR=(-G Ninja)
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || [ $# -gt 0 ]; then
   cmake -S . -B "$BUILD_DIR" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 fi
-export CCACHE_BASEDIR="$PWD"
 cmake --build "$BUILD_DIR" --parallel "$(nproc)"

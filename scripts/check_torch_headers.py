@@ -50,12 +50,13 @@ def headers(version, cache):
 def syntax_command(entry, build_include, include):
     """The entry's compile command, checking syntax only, against another torch/include."""
     args, out, skip = shlex.split(entry["command"]), [], False
-    for a in args:
+    for i, a in enumerate(args):
+        nxt = args[i + 1] if i + 1 < len(args) else ""
         if skip:
             skip = False
-        elif a == "-o":
-            skip = True  # nothing is written
-        elif "cmake_pch" not in a:  # a precompiled header of the other version would not fit
+        elif a == "-o" or (a == "-include" and "cmake_pch" in nxt):
+            skip = True  # nothing is written; a precompiled header of the other version would not fit
+        elif "cmake_pch" not in a and a != "-Winvalid-pch":
             out.append(a.replace(build_include, include))
     return out[:1] + ["-fsyntax-only"] + out[1:]
 
