@@ -28,26 +28,7 @@ std::string one_line(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   for (auto& c : text)
     if (c == '\n' || c == '\r') c = ' ';
-  std::string out;
-  const auto escape = [&out](unsigned char byte) {
-    static constexpr char kHex[] = "0123456789abcdef";
-    out.append("\\x").push_back(kHex[byte >> 4]);
-    out.push_back(kHex[byte & 15]);
-  };
-  std::string_view rest(text);
-  const size_t bad = rpe::find_invalid_utf8(rest);
-  for (size_t i = 0, next_bad = bad; i < rest.size(); ++i) {
-    if (i == next_bad) {
-      escape(static_cast<unsigned char>(rest[i]));
-      const size_t more = rpe::find_invalid_utf8(rest.substr(i + 1));
-      next_bad = more == std::string_view::npos ? more : i + 1 + more;
-    } else if (const auto byte = static_cast<unsigned char>(rest[i]); (byte < 0x20 && byte != '\t') || byte == 0x7f) {
-      escape(byte);
-    } else {
-      out.push_back(rest[i]);
-    }
-  }
-  return out;
+  return rpe::escape_for_message(text);
 }
 
 // Errors the user cannot fix by changing the command: the disk, memory or the device.

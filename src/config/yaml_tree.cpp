@@ -268,20 +268,9 @@ void merge_tree(YamlTree& dst, const YamlTree& src) {
 
 namespace {
 
-// How a --set names itself in messages: as typed, control characters escaped (one line).
-std::string set_label(const std::string& assignment) {
-  std::string label = "--set ";
-  for (const unsigned char c : assignment) {
-    if (c >= 0x20 && c != 0x7f) {
-      label += static_cast<char>(c);
-    } else {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      label += hex;
-    }
-  }
-  return label;
-}
+// How a --set names itself in messages: as typed, control characters and bytes that are not
+// UTF-8 escaped (one line).
+std::string set_label(const std::string& assignment) { return "--set " + escape_for_message(assignment); }
 
 // "a.b.c" -> {a, b, c}. An empty segment ("model..hidden", ".x", "x.") would create a key
 // named "" that no section has.

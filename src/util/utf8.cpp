@@ -24,4 +24,26 @@ size_t find_invalid_utf8(std::string_view text) {
   return std::string::npos;
 }
 
+std::string escape_for_message(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  size_t next_bad = find_invalid_utf8(text);
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    const bool invalid = i == next_bad;
+    if (invalid) {
+      const size_t more = find_invalid_utf8(text.substr(i + 1));
+      next_bad = more == std::string_view::npos ? more : i + 1 + more;
+    }
+    if (invalid || (byte < 0x20 && byte != '\t') || byte == 0x7f) {
+      out.append("\\x").push_back(kHex[byte >> 4]);
+      out.push_back(kHex[byte & 15]);
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
 }  // namespace rpe

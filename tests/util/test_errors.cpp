@@ -4,6 +4,7 @@
 #include <string>
 
 #include "util/errors.h"
+#include "util/utf8.h"
 
 namespace rpe {
 namespace {
@@ -21,6 +22,18 @@ TEST(UserErrorText, ANulIsShownNotCutAt) {
   } catch (const UserError& e) {
     EXPECT_STREQ(e.what(), "xa\\0b");
   }
+}
+
+// What the CLI's last line and a --set's label print: one line, valid UTF-8, every other byte
+// readable as \xNN (expected strings written out by hand).
+TEST(EscapeForMessage, ControlAndInvalidBytesBecomeHex) {
+  EXPECT_EQ(escape_for_message("plain ascii, caf\xc3\xa9 \xe2\x82\xac"), "plain ascii, caf\xc3\xa9 \xe2\x82\xac");  // valid UTF-8
+  EXPECT_EQ(escape_for_message("tab\tstays"), "tab\tstays");
+  EXPECT_EQ(escape_for_message(std::string("a\0b\x1b[31m\x7f", 9)), "a\\x00b\\x1b[31m\\x7f");
+  EXPECT_EQ(escape_for_message("\xff"), "\\xff");                          // never a UTF-8 byte
+  EXPECT_EQ(escape_for_message("x\xc3"), "x\\xc3");                        // a cut two-byte sequence
+  EXPECT_EQ(escape_for_message("\xc3\xa9\xc3(\xe2\x82"), "\xc3\xa9\\xc3(\\xe2\\x82");  // each bad byte, then text resumes
+  EXPECT_EQ(escape_for_message(""), "");
 }
 
 }  // namespace
