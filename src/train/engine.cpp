@@ -104,7 +104,7 @@ StepStats Engine::step(int64_t step) {
   }
   dp.finish_gradient_sync();  // the step's only gradient communication: waits, grads <- mean over ranks
   dp.all_reduce_sum(local);       // on-device statistics, no host copy
-  StepStats st{local[0], local[1], n, local[2]};  // loss, correct, count, tokens
+  StepStats st{local[0], local[1], n, local[2], {}, {}, {}};  // loss, correct, count, tokens; the rest below
   st.overflow = scaler_.unscale_(defined_grads(params_));  // fp16: grads / S, and whether one overflowed
   st.grad_norm = global_grad_norm(params_);
   if (t.clip_norm > 0) clip_gradients(params_, st.grad_norm, t.clip_norm);
