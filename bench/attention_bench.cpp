@@ -8,7 +8,8 @@
 // VmHWM - VmRSS-at-start: every byte the layer's forward+backward had resident at once
 // (weights, gradients, activations, allocator slack). On CUDA: the caching allocator's
 // peak allocated bytes. The parent runs no tensor op before forking (OpenMP and fork do
-// not mix), it only collects the children's numbers.
+// not mix), it only collects the children's numbers. --max-relative K clips the relative
+// methods at k = K (Table 4's models) instead of 511.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,14 +51,24 @@ double status_kib(const std::string& key) {
   return 0;
 }
 
-Result measure(const std::string& method, int64_t L, int64_t batch, int reps, const std::string& device_name,
-               int threads) {
-  if (threads > 0) torch::set_num_threads(threads);
+// What every measured case shares (the command line's settings).
+struct Setup {
+  int64_t batch = 2;
+  int reps = 3, threads = 0;
+  std::string device = "cpu";
+  int64_t max_relative = 0;  // the relative methods' clipping distance k; 0 = the default (511)
+};
+
+Result measure(const std::string& method, int64_t L, const Setup& setup) {
+  const int64_t batch = setup.batch;
+  const int reps = setup.reps;
+  if (setup.threads > 0) torch::set_num_threads(setup.threads);
   torch::manual_seed(0);
-  const torch::Device device(device_name);
+  const torch::Device device(setup.device);
   rpe::ModelOptions o;  // BERT-base defaults
   o.max_position = 512;
   o.attention.method = method;
+  o.attention.max_relative = setup.max_relative;
   auto pos_method = rpe::make_position_method(o);
   rpe::EncoderLayer layer(o, pos_method->make_layer_term(0));
   pos_method->to(device);
@@ -112,8 +123,7 @@ Result measure(const std::string& method, int64_t L, int64_t batch, int reps, co
 }
 
 // Runs measure() in a child process; the parent reads "ms peak" back through a pipe.
-Result measure_in_child(const std::string& method, int64_t L, int64_t batch, int reps, const std::string& device,
-                        int threads) {
+Result measure_in_child(const std::string& method, int64_t L, const Setup& setup) {
   int fds[2];
   if (pipe(fds) != 0) return {};
   const pid_t pid = fork();
@@ -121,7 +131,7 @@ Result measure_in_child(const std::string& method, int64_t L, int64_t batch, int
     close(fds[0]);
     std::string msg = "fail";
     try {
-      auto r = measure(method, L, batch, reps, device, threads);
+      auto r = measure(method, L, setup);
       msg = std::to_string(r.ms) + " " + std::to_string(r.peak_mib);
     } catch (const std::exception& e) {
       std::cerr << method << " L=" << L << ": " << e.what() << "\n";
@@ -158,12 +168,11 @@ std::string cpu_name() {
   return "unknown CPU";
 }
 
-struct Options {
+struct Options : Setup {
   std::vector<int64_t> lengths{128, 512};
   std::vector<std::string> methods = rpe::attention_method_names();
-  int64_t batch = 2;
-  int reps = 3, threads = 0, rounds = 1;
-  std::string device = "cpu", out_file;
+  int rounds = 1;
+  std::string out_file;
   int64_t relative_blocks = 0;  // the relative methods' skew blocks; 0 = the default (4)
 };
 
@@ -188,7 +197,7 @@ std::map<Key, std::vector<Result>> measure_rounds(const Options& o) {
   for (int round = 0; round < o.rounds; ++round)
     for (int64_t L : o.lengths)
       for (const auto& m : o.methods) {
-        auto r = measure_in_child(m, L, o.batch, o.reps, o.device, o.threads);
+        auto r = measure_in_child(m, L, o);
         runs[{m, L}].push_back(r);
         std::cerr << "round " << round + 1 << "/" << o.rounds << " " << m << " L=" << L << ": "
                   << (r.ok ? fixed(r.ms, 1) + " ms, " + fixed(r.peak_mib, 1) + " MiB" : "failed") << "\n";
@@ -251,7 +260,7 @@ std::string header(const Options& o) {
     << (o.device == "cpu" ? " (" + cpu_name() + ", " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores)" : "")
     << "; batch " << o.batch << ", median of " << o.reps << " after 1 warm-up, " << o.rounds
     << " interleaved round(s) (ratios: median of per-round ratios); one BERT-base layer (D=768, H=12, "
-    << "FFN 3072, max_position 512, k = 511 by default), training mode";
+    << "FFN 3072, max_position 512, k = " << (o.max_relative > 0 ? o.max_relative : 511) << "), training mode";
   if (o.relative_blocks > 0) h << "; relative scores skewed in " << o.relative_blocks << " query blocks";
   h << ".\n"
     << (o.device == "cpu" ? "Peak memory: child process VmHWM after resetting it (clear_refs 5) minus RSS at start.\n"
@@ -276,6 +285,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device, "cpu or cuda");
   app.add_option("--out", o.out_file, "also write the Markdown table to this file");
   rpe::bench::add_relative_blocks_option(app, o.relative_blocks);
+  rpe::bench::add_max_relative_option(app, o.max_relative);
   CLI11_PARSE(app, argc, argv);
   rpe::set_relative_skew_blocks(o.relative_blocks);  // before the forks: every child inherits it
   rpe::keep_freed_host_memory();  // as rpe-train does

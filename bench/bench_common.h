@@ -1,6 +1,6 @@
 // What the benchmarks share: the whole-model ones' (rpe-bench-model, rpe-bench-optim) size
 // options (BERT-base by default), the device check and the end-of-step sync; the relative
-// methods' layout option (rpe-bench-model, rpe-bench-attention).
+// methods' layout and clipping options (rpe-bench-model, rpe-bench-attention).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
@@ -35,6 +35,14 @@ inline ModelOptions model_options(const ModelSize& s) {
 // pass N to set_relative_skew_blocks once parsed, before any model runs.
 inline void add_relative_blocks_option(CLI::App& app, int64_t& blocks) {
   app.add_option("--relative-blocks", blocks, "relative methods' skew in this many query blocks (0: the default, 4)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+// --max-relative K: the relative methods' clipping distance, model.attention.max_relative (0: the
+// default, k = max_position - 1). The paper's Table 4 models clip at k = 2 to 256; methods
+// without a k ignore it.
+inline void add_max_relative_option(CLI::App& app, int64_t& k) {
+  app.add_option("--max-relative", k, "relative methods' clipping distance k (0: the default, max_position - 1)")
       ->check(CLI::NonNegativeNumber);
 }
 

@@ -225,7 +225,8 @@ def main():
            "rpe (unfused add-norm) = rpe-train with the post-LN add & norm as separate kernels instead of "
            "its fused CUDA kernel (--unfused-add-norm); rpe (recompute attention | layers) = rpe-train with "
            "each layer's attention core or each whole layer recomputed in backward "
-           "(--activation-checkpointing, train.activation_checkpointing). "
+           "(--activation-checkpointing, train.activation_checkpointing); rpe (clipped k = K) = rpe-train "
+           "with the relative methods clipped at distance K instead of 511 (--max-relative, Table 4). "
            "MFU against "
            + (f"{peak:g} TFLOP/s peak dense bf16." if peak else "no peak (a CPU, or --peak-tflops 0): no MFU."),
            ""]

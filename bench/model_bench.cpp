@@ -23,6 +23,8 @@
 // kernels (model/attention/relative_layout.h), rows labelled "rpe (relative skew path)".
 // --unfused-add-norm: the post-LN add & norm as separate ATen kernels instead of its fused CUDA
 // kernel (model/add_norm.h), rows labelled "rpe (unfused add-norm)": what the fusion buys.
+// --max-relative K: the relative methods clipped at k = K (Table 4's models), rows labelled
+// "rpe (clipped k = K)": the clipped ends' summed gradients against the default k = 511.
 // --activation-checkpointing attention|layers: each layer's attention core, or each whole layer,
 // recomputed in backward (model/recompute.h), rows labelled "rpe (recompute attention)" or
 // "rpe (recompute layers)": the memory it saves and the time it costs.
@@ -61,6 +63,7 @@ struct Options {
   int64_t batch_tokens = 16384;
   int steps = 20, warmup = 3, profile_steps = 0;
   int64_t relative_blocks = 0;  // 0: the default (4)
+  int64_t max_relative = 0;     // 0: the default, max_position - 1
   double max_seconds = 0;  // 0: no cap
   bool bf16 = true;
   bool graphs_only = false;  // only the --graph-methods cases, as graphs (no eager rows)
@@ -72,12 +75,13 @@ struct Options {
 using rpe::bench::sync;
 
 // A row's "impl": rpe, rpe-graph, or rpe with --relative-blocks, --no-relative-kernel,
-// --unfused-add-norm or --activation-checkpointing.
+// --max-relative, --unfused-add-norm or --activation-checkpointing.
 std::string impl_label(const Options& a, bool graph) {
   if (graph) return "rpe-graph";
   std::vector<std::string> variants;
   if (a.relative_blocks != 0) variants.push_back("relative blocks " + std::to_string(a.relative_blocks));
   if (a.no_relative_kernel) variants.push_back("relative skew path");
+  if (a.max_relative != 0) variants.push_back("clipped k = " + std::to_string(a.max_relative));
   if (a.unfused_add_norm) variants.push_back("unfused add-norm");
   if (a.recompute != "none") variants.push_back("recompute " + a.recompute);
   if (variants.empty()) return "rpe";
@@ -101,6 +105,7 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L, b
   rpe::ModelOptions o = rpe::bench::model_options(a.size);
   o.max_position = std::max<int64_t>(512, L);
   o.attention.method = method;
+  o.attention.max_relative = a.max_relative;
   rpe::BertModel model(o);
   model->to(device);
   model->train();
@@ -194,6 +199,7 @@ int main(int argc, char** argv) {
   app.add_flag("--graphs-only", a.graphs_only, "only the --graph-methods cases, as CUDA graphs");
   app.add_flag("!--fp32", a.bf16, "fp32 instead of bf16 autocast");
   rpe::bench::add_relative_blocks_option(app, a.relative_blocks);
+  rpe::bench::add_max_relative_option(app, a.max_relative);
   app.add_flag("--no-relative-kernel", a.no_relative_kernel, "relative scores laid out by the skew path, not the kernel (CUDA)");
   app.add_flag("--unfused-add-norm", a.unfused_add_norm, "post-LN add & norm as separate kernels, not fused (CUDA)");
   app.add_option("--activation-checkpointing", a.recompute, "recompute in backward: none, attention or layers")
