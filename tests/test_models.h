@@ -21,4 +21,7 @@ struct SmallSizes {
 // options) as ModelOptions has it.
 ModelOptions small_model_options(const std::string& method, const SmallSizes& sizes = {});
 
+// Whether `method` is in this build's registry (the interop tests loop over a fixed list).
+bool method_registered(const std::string& method);
+
 }  // namespace rpe::test

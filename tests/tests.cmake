@@ -50,6 +50,7 @@ set_source_files_properties(tests/test_paths.cpp PROPERTIES COMPILE_DEFINITIONS
 if(RPE_USE_PCH)
   target_precompile_headers(rpe_tests REUSE_FROM rpe_core)
 endif()
+set_target_properties(rpe_tests PROPERTIES UNITY_BUILD ${RPE_UNITY_BUILD} UNITY_BUILD_BATCH_SIZE 8)
 include(GoogleTest)
 gtest_discover_tests(rpe_tests DISCOVERY_TIMEOUT 120 PROPERTIES TIMEOUT 900)
 
@@ -117,6 +118,9 @@ set_tests_properties(download_data PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 add_executable(hf_probe tests/interop/hf_probe.cpp tests/interop/hf_probe_heads.cpp tests/test_models.cpp)
 target_link_libraries(hf_probe PRIVATE rpe_core)
 target_include_directories(hf_probe PRIVATE tests)
+if(RPE_USE_PCH)
+  target_precompile_headers(hf_probe REUSE_FROM rpe_core)
+endif()
 if(RPE_TEST_PYTHON)
   add_test(NAME hf_parity COMMAND "${RPE_TEST_PYTHON}" ${CMAKE_SOURCE_DIR}/tests/interop/hf_parity.py
            --rpe-train $<TARGET_FILE:rpe-train> --probe $<TARGET_FILE:hf_probe> --workdir ${CMAKE_BINARY_DIR}/hf_parity)

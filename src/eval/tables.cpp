@@ -54,7 +54,7 @@ std::string cell(const std::optional<Stat>& s) {
   if (s->n == 1) return fmt(s->mean);
   return fmt(s->mean) + " ± " + fmt(s->std) + " (n=" + std::to_string(s->n) + ")";
 }
-std::string paper_cell(const std::optional<double>& v) { return v ? fmt(*v) : "—"; }
+std::string paper_text(const std::optional<double>& v) { return v ? fmt(*v) : "—"; }
 // The paper's Tables 2 and 3 compare the methods unclipped (its Table 4: m4 at k = 512 is Table
 // 2's row): a row clipped shorter is another experiment, with no paper number beside it.
 bool unclipped(const GroupKey& g) { return g.k == 0 || g.k >= g.pretrain_len - 1; }
@@ -196,7 +196,7 @@ void render_reference(const Table& t, const std::vector<size_t>& shown, Rendered
   std::string line = "| " + label + " | — | — | — | — |";
   for (size_t i : shown) {
     const auto p = t.reference(i);
-    line.append(" — | ").append(paper_cell(p)).append(" |");
+    line.append(" — | ").append(paper_text(p)).append(" |");
     out.csv += t.name + "," + csv_field(label) + ",,,,," + csv_field(t.columns[i].title) + ",,,0," + (p ? fmt(*p) : "") + "\n";
     // The same keys as a row of ours, null where that BERT has no value of this project.
     auto j = json_row(t.name, GroupKey{label, 0, 0, 0, "", ""}, t.columns[i].title, std::nullopt, p);
@@ -245,7 +245,7 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
       const auto s = lookup(v, g, t.columns[i], left_out);
       // The paper's numbers are of its protocol: fixed epochs, the final weights.
       const auto p = papers_protocol(g.select) ? t.paper(g, i) : std::nullopt;
-      line.append(" ").append(cell(s)).append(" | ").append(paper_cell(p)).append(" |");
+      line.append(" ").append(cell(s)).append(" | ").append(paper_text(p)).append(" |");
       out.csv += t.name + "," + csv_field(g.label()) + "," + k_text(g.k, "") + "," + std::to_string(g.pretrain_len) + "," +
                  std::to_string(g.finetune_len) + "," + csv_field(g.pretrain_run) + "," + csv_field(t.columns[i].title) + "," +
                  (s ? fmt(s->mean) + "," + (s->n > 1 ? fmt(s->std) : "") + "," + std::to_string(s->n) : ",,0") + "," +

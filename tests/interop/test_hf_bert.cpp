@@ -25,11 +25,6 @@ using nlohmann::json;
 
 namespace {
 
-bool registered(const std::string& method) {
-  const auto names = attention_method_names();
-  return std::find(names.begin(), names.end(), method) != names.end();
-}
-
 fs::path temp_dir(const std::string& name) {
   fs::path dir = rpe::test::process_temp_dir() / "hf_bert" / name;
   fs::remove_all(dir);
@@ -92,7 +87,7 @@ torch::Tensor transformers_scores(const torch::Tensor& D, const torch::Tensor& q
 // Our method with the table mapped by from_hf_layout must add exactly transformers' terms.
 TEST(HfBert, DistanceTableFollowsTransformersSignConvention) {
   for (const std::string method : {"m4", "shaw"}) {
-    if (!registered(method)) continue;
+    if (!test::method_registered(method)) continue;
     Config cfg = tiny_config(method);
     const int64_t n = cfg.model.max_position, d = cfg.model.hidden / cfg.model.heads, H = cfg.model.heads, L = 7;
     torch::manual_seed(3);
@@ -115,7 +110,7 @@ TEST(HfBert, DistanceTableFollowsTransformersSignConvention) {
 // that table, at every distance up to n - 1, must give the clipped model's own scores.
 TEST(HfBert, ClippedTableExportsWithItsEdgeRowsRepeated) {
   for (const std::string method : {"m4", "shaw"}) {
-    if (!registered(method)) continue;
+    if (!test::method_registered(method)) continue;
     Config cfg = tiny_config(method);
     cfg.model.attention.max_relative = 3;
     const int64_t n = cfg.model.max_position, d = cfg.model.hidden / cfg.model.heads, H = cfg.model.heads, L = n;
@@ -205,7 +200,7 @@ TEST(HfBert, ExportRefusesWhatHfBertCannotExpress) {
 
 TEST(HfBert, LinksCoverEveryParameter) {
   for (const std::string method : {"absolute", "m4", "shaw"}) {
-    if (!registered(method)) continue;
+    if (!test::method_registered(method)) continue;
     auto m = tiny_config(method).model;
     BertModel model(m);
     std::set<std::string> params, linked;
@@ -219,7 +214,7 @@ TEST(HfBert, LinksCoverEveryParameter) {
 // imported checkpoint holds our original parameters bit for bit.
 TEST(HfBert, RoundTripIsByteIdentical) {
   for (const std::string method : {"absolute", "m4", "shaw"}) {
-    if (!registered(method)) continue;
+    if (!test::method_registered(method)) continue;
     const fs::path dir = temp_dir("rt_" + method);
     const Config cfg = tiny_config(method);
     const fs::path ck = random_checkpoint(cfg, dir, 7);

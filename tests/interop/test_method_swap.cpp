@@ -44,18 +44,13 @@ torch::Tensor logits(BertModelImpl& model) {
   return model.mlm_logits(model.encode(ids, pad).view({-1, model.options().hidden}));
 }
 
-bool registered(const std::string& method) {
-  const auto names = attention_method_names();
-  return std::find(names.begin(), names.end(), method) != names.end();
-}
-
 }  // namespace
 
 TEST(MethodSwap, KeepingAbsoluteWithZeroTablesStartsAsTheLoadedFunction) {
   const fs::path ck = absolute_checkpoint();
   auto original = load_model_file(ck);
   for (const std::string method : {"m4", "shaw"}) {
-    if (!registered(method)) continue;
+    if (!test::method_registered(method)) continue;
     for (bool shared : {false, true}) {
       Config cfg = tiny(method);
       cfg.model.attention.add_absolute = true;  // keep the loaded table
@@ -82,7 +77,7 @@ TEST(MethodSwap, AnAddedAbsoluteTableStartsAtZeroForEveryMethod) {
   const fs::path dir = test::process_temp_dir() / "method_swap_add_abs";
   fs::create_directories(dir);
   for (const std::string method : {"m1", "m3", "deberta", "m4"}) {
-    if (!registered(method)) continue;
+    if (!test::method_registered(method)) continue;
     Config plain = tiny(method);
     torch::manual_seed(21);
     BertModel source(plain.model);

@@ -36,7 +36,7 @@ uint32_t reference_crc(const std::string& bytes) {
   return ~c;
 }
 
-std::string slurp(const fs::path& f) {
+std::string read_bytes(const fs::path& f) {
   std::ifstream in(f, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
@@ -47,7 +47,7 @@ void spit(const fs::path& f, const std::string& bytes) {
 }
 
 void flip_byte(const fs::path& f, size_t offset) {
-  std::string bytes = slurp(f);
+  std::string bytes = read_bytes(f);
   bytes.at(offset) = static_cast<char>(bytes[offset] ^ 0x5A);
   spit(f, bytes);
 }
@@ -55,7 +55,7 @@ void flip_byte(const fs::path& f, size_t offset) {
 // A checkpoint in the format written before the checksum moved into the file: no zip comment,
 // a sidecar with the CRC-32 and size of the whole file.
 void convert_to_sidecar_format(const fs::path& f) {
-  std::string bytes = slurp(f);
+  std::string bytes = read_bytes(f);
   bytes.resize(bytes.size() - 50);  // drop the comment
   bytes[bytes.size() - 2] = 0;      // and announce none in the zip end record
   bytes[bytes.size() - 1] = 0;
@@ -92,8 +92,8 @@ TEST(Checkpoint, ChecksumIsTheZipCommentOfTheFile) {
   s.step = 7;
   const fs::path file = save_checkpoint(run, *net, nullptr, s, "cfg");
   EXPECT_FALSE(fs::exists(file.string() + ".crc32"));  // no sidecar any more
-  EXPECT_EQ(slurp(run / "checkpoints" / "latest"), "step_00000007.pt\n");
-  const std::string bytes = slurp(file);
+  EXPECT_EQ(read_bytes(run / "checkpoints" / "latest"), "step_00000007.pt\n");
+  const std::string bytes = read_bytes(file);
   ASSERT_GT(bytes.size(), 72u);
   const size_t body = bytes.size() - 50;
   EXPECT_EQ(bytes.substr(body - 22, 4), std::string("PK\x05\x06", 4));  // the zip end record...
@@ -206,7 +206,7 @@ TEST(Checkpoint, OldFilesVerifyAgainstTheirSidecarAndBareFilesNeedTheOptIn) {
   load_checkpoint(file, *other, nullptr);
   EXPECT_TRUE(torch::equal(other->weight, net->weight));
 
-  const std::string original = slurp(file);
+  const std::string original = read_bytes(file);
   flip_byte(file, original.size() / 2);
   EXPECT_FALSE(verify_checkpoint(file, &why));
   EXPECT_NE(why.find("checksum mismatch"), std::string::npos) << why;
@@ -263,7 +263,7 @@ TEST(Checkpoint, AFailedWriteNamesTheFileAndKeepsThePreviousCheckpoint) {
   EXPECT_FALSE(fs::exists(second));
   for (const auto& e : fs::directory_iterator(run / "checkpoints"))
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
-  EXPECT_EQ(slurp(run / "checkpoints/latest"), "step_00000001.pt\n");
+  EXPECT_EQ(read_bytes(run / "checkpoints/latest"), "step_00000001.pt\n");
   ASSERT_TRUE(latest_checkpoint(run).has_value());
   EXPECT_EQ(*latest_checkpoint(run), first);
 }
@@ -281,18 +281,18 @@ TEST(Checkpoint, AnAppendedLineIsWholeOrAbsent) {
   } catch (const std::system_error& e) {
     EXPECT_EQ(e.code().value(), EFBIG);
   }
-  EXPECT_EQ(slurp(file), std::string(100, 'a') + "\n");
+  EXPECT_EQ(read_bytes(file), std::string(100, 'a') + "\n");
   std::ofstream(file, std::ios::app) << "{\"torn";  // what a kill mid-write leaves
   append_line_synced(file, "next");
-  EXPECT_EQ(slurp(file), std::string(100, 'a') + "\nnext\n");
+  EXPECT_EQ(read_bytes(file), std::string(100, 'a') + "\nnext\n");
   // A torn first line (no newline anywhere) and one longer than the backward scan's 4 KiB chunk.
   for (const size_t torn : {size_t{5}, size_t{10000}}) {
     std::ofstream(file, std::ios::trunc) << std::string(torn, 'x');
     append_line_synced(file, "only");
-    EXPECT_EQ(slurp(file), "only\n") << torn;
+    EXPECT_EQ(read_bytes(file), "only\n") << torn;
     std::ofstream(file, std::ios::app) << "kept\n" << std::string(torn, 'y');
     append_line_synced(file, "last");
-    EXPECT_EQ(slurp(file), "only\nkept\nlast\n") << torn;
+    EXPECT_EQ(read_bytes(file), "only\nkept\nlast\n") << torn;
   }
 }
 
