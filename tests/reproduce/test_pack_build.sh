@@ -86,8 +86,9 @@ printf '#!/bin/sh
 echo "CUDA error: an illegal memory access was encountered" >&2
 exit 1
 ' >"$work/failing_bench/rpe-bench-model"
-expect 1 "has no profile of m4's step" \
+expect 1 "has no row of m4 clipped at k = 16" \
   scripts/gpu_check.sh --cpu-smoke --build-dir "$work/failing_bench" --python "$py" --only bench --out "$work/fail_bench"
+grep -qF "has no profile of m4's step" "$work/err" || fail "the missing profile is not listed: $(cat "$work/err")"
 grep -qF "[gpu_check]   rpe-bench-model (" "$work/err" || fail "the failed benchmark stage is not listed: $(cat "$work/err")"
 [[ -s $work/fail_bench/optim.jsonl ]] || fail "the optimizer step did not run after a failed benchmark stage: $(cat "$work/err")"
 
