@@ -91,11 +91,11 @@ set_tests_properties(symbol_clashes PROPERTIES SKIP_RETURN_CODE 77)
 # packed by scripts/pack_data.sh --sample; the plan's arithmetic against a hand-worked plan.
 add_test(NAME gpu_table2_cpu_smoke COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_gpu_table2.sh
          ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR} ${RPE_TEST_PYTHON})
-set_tests_properties(gpu_table2_cpu_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+set_tests_properties(gpu_table2_cpu_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
 # A build carried to a GPU machine that has no time to build (scripts/pack_build.sh, gpu_env.sh).
 add_test(NAME pack_build COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_pack_build.sh
          ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR} ${RPE_TEST_PYTHON})
-set_tests_properties(pack_build PROPERTIES TIMEOUT 300)
+set_tests_properties(pack_build PROPERTIES TIMEOUT 450)
 # One call on a machine lent by the call (scripts/gpu_call.sh): status, time limit, what is packed.
 add_test(NAME gpu_call COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reproduce/test_gpu_call.sh ${CMAKE_SOURCE_DIR})
 add_test(NAME table2_plan COMMAND ${RPE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/tests/reproduce/test_table2_plan.py)
