@@ -52,11 +52,15 @@ double status_kib(const std::string& key) {
 }
 
 // What every measured case shares (the command line's settings).
+// The measured layer's position table size; the relative methods' default clipping distance
+// is one less (k = max_position - 1).
+constexpr int64_t kMaxPosition = 512;
+
 struct Setup {
   int64_t batch = 2;
   int reps = 3, threads = 0;
   std::string device = "cpu";
-  int64_t max_relative = 0;  // the relative methods' clipping distance k; 0 = the default (511)
+  int64_t max_relative = 0;  // the relative methods' clipping distance k; 0 = the default (kMaxPosition - 1)
 };
 
 Result measure(const std::string& method, int64_t L, const Setup& setup) {
@@ -66,7 +70,7 @@ Result measure(const std::string& method, int64_t L, const Setup& setup) {
   torch::manual_seed(0);
   const torch::Device device(setup.device);
   rpe::ModelOptions o;  // BERT-base defaults
-  o.max_position = 512;
+  o.max_position = kMaxPosition;
   o.attention.method = method;
   o.attention.max_relative = setup.max_relative;
   auto pos_method = rpe::make_position_method(o);
@@ -260,7 +264,8 @@ std::string header(const Options& o) {
     << (o.device == "cpu" ? " (" + cpu_name() + ", " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores)" : "")
     << "; batch " << o.batch << ", median of " << o.reps << " after 1 warm-up, " << o.rounds
     << " interleaved round(s) (ratios: median of per-round ratios); one BERT-base layer (D=768, H=12, "
-    << "FFN 3072, max_position 512, k = " << (o.max_relative > 0 ? o.max_relative : 511) << "), training mode";
+    << "FFN 3072, max_position " << kMaxPosition << ", k = "
+    << (o.max_relative > 0 ? o.max_relative : kMaxPosition - 1) << "), training mode";
   if (o.relative_blocks > 0) h << "; relative scores skewed in " << o.relative_blocks << " query blocks";
   h << ".\n"
     << (o.device == "cpu" ? "Peak memory: child process VmHWM after resetting it (clear_refs 5) minus RSS at start.\n"
