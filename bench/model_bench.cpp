@@ -24,7 +24,8 @@
 // --unfused-add-norm: the post-LN add & norm as separate ATen kernels instead of its fused CUDA
 // kernel (model/add_norm.h), rows labelled "rpe (unfused add-norm)": what the fusion buys.
 // --max-relative K: the relative methods clipped at k = K (Table 4's models), rows labelled
-// "rpe (clipped k = K)": the clipped ends' summed gradients against the default k = 511.
+// "rpe (clipped k = K)" (methods with no clipping distance keep "rpe"): the clipped ends'
+// summed gradients against the default k = max_position - 1.
 // --activation-checkpointing attention|layers: each layer's attention core, or each whole layer,
 // recomputed in backward (model/recompute.h), rows labelled "rpe (recompute attention)" or
 // "rpe (recompute layers)": the memory it saves and the time it costs.
@@ -40,6 +41,7 @@
 
 #include "bench_common.h"
 #include "profile_steps.h"
+#include "config/method_catalogue.h"
 #include "model/add_norm.h"
 #include "model/attention/position_method.h"
 #include "model/attention/relative_layout.h"
@@ -75,13 +77,15 @@ struct Options {
 using rpe::bench::sync;
 
 // A row's "impl": rpe, rpe-graph, or rpe with --relative-blocks, --no-relative-kernel,
-// --max-relative, --unfused-add-norm or --activation-checkpointing.
-std::string impl_label(const Options& a, bool graph) {
+// --max-relative (only on methods with a clipping distance), --unfused-add-norm or
+// --activation-checkpointing.
+std::string impl_label(const Options& a, const std::string& method, bool graph) {
   if (graph) return "rpe-graph";
   std::vector<std::string> variants;
   if (a.relative_blocks != 0) variants.push_back("relative blocks " + std::to_string(a.relative_blocks));
   if (a.no_relative_kernel) variants.push_back("relative skew path");
-  if (a.max_relative != 0) variants.push_back("clipped k = " + std::to_string(a.max_relative));
+  const rpe::MethodFacts* facts = rpe::find_method_facts(method);
+  if (a.max_relative != 0 && facts && facts->clipped) variants.push_back("clipped k = " + std::to_string(a.max_relative));
   if (a.unfused_add_norm) variants.push_back("unfused add-norm");
   if (a.recompute != "none") variants.push_back("recompute " + a.recompute);
   if (variants.empty()) return "rpe";
@@ -166,7 +170,7 @@ nlohmann::json measure(const Options& a, const std::string& method, int64_t L, b
     peak = static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
   }
 #endif
-  nlohmann::json row = {{"impl", impl_label(a, graph)}, {"method", method},
+  nlohmann::json row = {{"impl", impl_label(a, method, graph)}, {"method", method},
           {"length", L},            {"batch", B},
           {"tokens_per_s", static_cast<double>(B * L) / (med / 1000.0)},
           {"peak_mib", peak},       {"step_ms", med},
@@ -228,7 +232,7 @@ int main(int argc, char** argv) {
   for (const auto& L : split(a.lengths))
     for (const auto& m : methods) {
       if (a.graphs_only) continue;
-      nlohmann::json row = {{"impl", impl_label(a, false)}, {"method", m}, {"length", std::stoll(L)}};
+      nlohmann::json row = {{"impl", impl_label(a, m, false)}, {"method", m}, {"length", std::stoll(L)}};
       try {
         row = measure(a, m, std::stoll(L), false);
       } catch (const std::exception& e) {  // c10::Error included: the report lists the failure
