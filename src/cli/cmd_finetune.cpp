@@ -77,6 +77,13 @@ int run(const FinetuneArgs& a, const std::string& kind) {
     req.sets.push_back("finetune.task=squad");
   } else if (!a.task.empty()) {
     if (a.task == "squad") throw UserError("--task squad: use `rpe-train finetune squad`");
+    // Checked here so the message names --task, not the --set it becomes below.
+    const auto& names = finetune_task_names();
+    if (std::find(names.begin() + 1, names.end(), a.task) == names.end()) {
+      std::string valid;
+      for (auto it = names.begin() + 1; it != names.end(); ++it) valid += (valid.empty() ? "" : ", ") + *it;
+      throw UserError("--task " + a.task + ": unknown GLUE task (valid: " + valid + ")");
+    }
     req.sets.push_back("finetune.task=" + a.task);
   }
   req.kind = kind;

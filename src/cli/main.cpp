@@ -43,6 +43,26 @@ bool environment_error(const std::error_code& ec) {
   }
 }
 
+// CLI11 says only "A subcommand is required" when `finetune` or `predict` is given no task or
+// a misspelt one: name the command, its choices and what it got instead. Empty when the error
+// is another one.
+std::string missing_subcommand_text(const CLI::App* app, const CLI::Error& e) {
+  if (dynamic_cast<const CLI::RequiredError*>(&e) == nullptr) return "";
+  const CLI::App* at = app;
+  std::string command = "rpe-train";
+  while (!at->get_subcommands().empty()) {
+    at = at->get_subcommands().front();
+    command += " " + at->get_name();
+  }
+  if (at == app || at->get_require_subcommand_min() == 0) return "";
+  std::string choices;
+  for (const CLI::App* sub : at->get_subcommands([](const CLI::App*) { return true; }))
+    choices += (choices.empty() ? "" : " or ") + sub->get_name();
+  const auto extra = app->remaining(true);
+  return command + ": name one of " + choices + " (`" + command + " --help`)" +
+         (extra.empty() ? "" : ", got '" + extra.front() + "'");
+}
+
 int report(const std::string& message, int code) {
   std::cerr << "error: " << one_line(message) << "\n";
   return code;
@@ -53,7 +73,10 @@ int report(const std::string& message, int code) {
 int main(int argc, char** argv) {
   CLI::App app{"rpe-train: BERT pretraining and fine-tuning with pluggable position embeddings"};
   app.require_subcommand(0, 1);
-  app.failure_message([](const CLI::App*, const CLI::Error& e) { return "error: " + one_line(e.what()) + "\n"; });
+  app.failure_message([](const CLI::App* at, const CLI::Error& e) {
+    const std::string missing = missing_subcommand_text(at, e);
+    return "error: " + one_line(missing.empty() ? e.what() : missing) + "\n";
+  });
   bool version = false;
   app.add_flag("--version", version, "Print rpe-train, LibTorch and CUDA versions and the devices seen");
   rpe::cli::Runner run;

@@ -317,4 +317,7 @@ std::string to_flat_text(const Config& cfg);
 // Semantic checks (heads divide hidden, method exists, ranges). Called by load_config.
 void validate(const Config& cfg);
 
+// The values finetune.task accepts: squad, then the GLUE tasks.
+const std::vector<std::string>& finetune_task_names();
+
 }  // namespace rpe

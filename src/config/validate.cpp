@@ -210,10 +210,19 @@ void validate_train_loop(const Config& cfg) {
     cfg.fail("init.new_position_params", "must be identity or random, got '" + cfg.init.new_position_params + "'");
 }
 
-void validate_finetune(const Config& cfg) {
-  const auto& f = cfg.finetune;
+}  // namespace
+
+const std::vector<std::string>& finetune_task_names() {
   static const std::vector<std::string> tasks = {"squad", "cola", "sst2", "mrpc", "stsb",
                                                  "qqp",   "mnli", "qnli", "rte",  "wnli"};
+  return tasks;
+}
+
+namespace {
+
+void validate_finetune(const Config& cfg) {
+  const auto& f = cfg.finetune;
+  const auto& tasks = finetune_task_names();
   if (std::find(tasks.begin(), tasks.end(), f.task) == tasks.end())
     cfg.fail("finetune.task", "unknown task '" + f.task + "' (valid: " + join(tasks) + ")");
   if (f.max_seq_len < 16) cfg.fail("finetune.max_seq_len", "must be at least 16");

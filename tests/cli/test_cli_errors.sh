@@ -59,6 +59,15 @@ expect_error "the whole finetune section by --set" "^error: --set finetune=3: se
 # (CLI11's own messages too).
 expect_error "an argument with a control byte and a non-UTF-8 byte" "not expected: --bogus\\\\x01\\\\xff" \
   "$BIN" pretrain --config $CFG $'--bogus\x01\xff'
+# An unknown --task is named as typed, not as the --set finetune.task=... it becomes inside.
+expect_error "an unknown --task" '^error: --task \\xff: unknown GLUE task \(valid: cola, sst2, .*wnli\)$' \
+  "$BIN" finetune glue --task $'\xff' --init none --run-dir "$TMP/r_task"
+# A task where the subcommand goes: the command, its choices and what it got (CLI11 alone says
+# "A subcommand is required").
+expect_error "a task for predict's subcommand" '^error: rpe-train predict: name one of squad or glue \(`rpe-train predict --help`\), got .mrpc.$' \
+  "$BIN" predict mrpc
+expect_error "finetune without its subcommand" '^error: rpe-train finetune: name one of squad or glue \(`rpe-train finetune --help`\)$' \
+  "$BIN" finetune
 expect_error "task by a --set of its section" "^error: --set finetune=\{task: mrpc\}: the task is named by" \
   "$BIN" finetune squad --init none --set 'finetune={task: mrpc}' --run-dir "$TMP/r_task"
 expect_error "empty --seeds" "--seeds: empty: expected comma-separated integers" \
