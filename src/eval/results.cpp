@@ -39,6 +39,24 @@ void require_integer(const json& v, const std::string& where, const char* key) {
                                                 : std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 0x1p63;
   if (!integral) throw UserError(where + ": field '" + key + "' must be an integer, not " + v.dump());
 }
+
+// A metric's value is a percentage, signed for correlations, or a loss; a value outside its
+// range is a hand-edited or foreign line that would move a table's mean. Metrics this list
+// does not know are not checked (a later writer's, read by an older reader).
+void require_in_range(const ResultRow& r, const std::string& where) {
+  static const std::map<std::string, std::pair<double, double>> ranges = {
+      {"exact", {0, 100}},      {"f1", {0, 100}},        {"accuracy", {0, 100}},   {"best_exact", {0, 100}},
+      {"best_f1", {0, 100}},    {"mcc", {-100, 100}},     {"pearson", {-100, 100}}, {"spearman", {-100, 100}},
+      {"loss", {0, HUGE_VAL}},  {"mlm_loss", {0, HUGE_VAL}}, {"valid_loss", {0, HUGE_VAL}}};
+  const auto it = ranges.find(r.metric);
+  if (it == ranges.end()) return;
+  const auto [lo, hi] = it->second;
+  if (r.value >= lo && r.value <= hi) return;
+  std::ostringstream range;
+  range << "[" << lo << ", " << (std::isinf(hi) ? std::string("inf") : std::to_string(static_cast<int>(hi))) << "]";
+  throw UserError(where + ": field 'value' " + json(r.value).dump() + " is outside " + range.str() + ", the range of " +
+                  r.metric);
+}
 }  // namespace
 
 ResultRow result_from_json(const json& j, const std::string& where) {
@@ -70,6 +88,7 @@ ResultRow result_from_json(const json& j, const std::string& where) {
   if (j.contains("git_revision")) get("git_revision", r.git_revision);
   if (j.contains("time")) get("time", r.time);
   if (j.contains("run_dir")) get("run_dir", r.run_dir);
+  require_in_range(r, where);
   return r;
 }
 

@@ -411,6 +411,14 @@ def _(w):
     return ["tables", "--results", w.write("res_type.jsonl", json.dumps(row) + "\n"), "--out", w.p("tables_x")]
 
 
+@case("tables: an F1 of -5", pattern=r"res_range\.jsonl:1: field 'value' -5\.0 is outside \[0, 100\], the range of f1",
+      absent=("tables_x",))
+def _(w):
+    row = json.loads(w.read("results.jsonl"))
+    row["value"] = -5.0
+    return ["tables", "--results", w.write("res_range.jsonl", json.dumps(row) + "\n"), "--out", w.p("tables_x")]
+
+
 # The reproduction's other tables (rpe-train tables cost|table4-scaled|table5|extrapolation).
 @case("tables table5: valid control", expect=0)
 def _(w):

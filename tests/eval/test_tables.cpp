@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <sstream>
 
 #include "eval/results.h"
 #include "eval/squad_tables.h"
@@ -81,7 +82,9 @@ TEST(Tables, OneRowPerRunOnlyWholeDevSetsAndTheUnclippedPaperRow) {
 TEST(Tables, Table4RowsByFineTuneLengthThenK) {
   std::vector<ResultRow> rows;
   for (const auto& [k, ft] : std::vector<std::pair<int64_t, int64_t>>{{511, 512}, {256, 576}, {256, 512}, {2, 512}}) {
-    auto r = squad_row("k" + std::to_string(k) + "_" + std::to_string(ft) + "/seed1", "m4", k, ft, 1, "f1", 90.0);
+    std::ostringstream run;  // not "k" + std::to_string(k) + ...: GCC 12 warns falsely on that (-Wstringop-overflow)
+    run << "k" << k << "_" << ft << "/seed1";
+    auto r = squad_row(run.str(), "m4", k, ft, 1, "f1", 90.0);
     r.pretrain_max_len = 512;
     rows.push_back(r);
   }
@@ -218,7 +221,7 @@ TEST(Tables, PretrainingRunsOfOneNameAreNotPooled) {
 
 // Numbers nlohmann cannot hold (1e400: out_of_range, not parse_error) name file:line; integer
 // fields refuse fractions, which nlohmann would truncate (k 8.5 matched to the paper's k=8).
-TEST(Tables, ResultLinesRefuseOverflowAndFractionalIntegers) {
+TEST(Tables, ResultLinesRefuseOverflowFractionalIntegersAndValuesOutOfRange) {
   const auto dir = rpe::test::temp_dir();
   const std::string line = to_json(squad_row("r/seed1", "m4", 8, 128, 1, "f1", 70.5)).dump();
   auto with = [&](const std::string& from, const std::string& to) {
@@ -226,6 +229,13 @@ TEST(Tables, ResultLinesRefuseOverflowAndFractionalIntegers) {
     const size_t at = l.find(from);
     EXPECT_NE(at, std::string::npos) << from;
     l.replace(at, from.size(), to);
+    std::ofstream(dir / "r.jsonl") << l << "\n";
+    return (dir / "r.jsonl").string();
+  };
+  auto with_metric = [&](const std::string& metric, const std::string& value) {
+    std::string l = line;
+    l.replace(l.find("\"metric\":\"f1\""), 13, "\"metric\":\"" + metric + "\"");
+    l.replace(l.find("\"value\":70.5"), 12, "\"value\":" + value);
     std::ofstream(dir / "r.jsonl") << l << "\n";
     return (dir / "r.jsonl").string();
   };
@@ -246,6 +256,19 @@ TEST(Tables, ResultLinesRefuseOverflowAndFractionalIntegers) {
   EXPECT_EQ(error(with("\"k\":8", "\"k\":\"8\"")), f + ":1: field 'k' has the wrong type");
   // 8.0 is an integer written as a float: read as 8.
   EXPECT_EQ(read_results(with("\"k\":8", "\"k\":8.0")).at(0).k, 8);
+  // A value outside its metric's range (a percentage here) is refused; the ends are allowed.
+  EXPECT_EQ(error(with("\"value\":70.5", "\"value\":-3.5")), f + ":1: field 'value' -3.5 is outside [0, 100], the range of f1");
+  EXPECT_EQ(error(with("\"value\":70.5", "\"value\":100.5")), f + ":1: field 'value' 100.5 is outside [0, 100], the range of f1");
+  EXPECT_EQ(read_results(with("\"value\":70.5", "\"value\":100")).at(0).value, 100.0);
+  EXPECT_EQ(read_results(with("\"value\":70.5", "\"value\":0")).at(0).value, 0.0);
+  // Correlations are signed; losses have no upper end; a metric not listed is not checked.
+  EXPECT_EQ(read_results(with_metric("mcc", "-20")).at(0).value, -20.0);
+  EXPECT_EQ(error(with_metric("mcc", "-120")),
+            f + ":1: field 'value' -120.0 is outside [-100, 100], the range of mcc");
+  EXPECT_EQ(error(with_metric("loss", "-1")),
+            f + ":1: field 'value' -1.0 is outside [0, inf], the range of loss");
+  EXPECT_EQ(read_results(with_metric("loss", "1e30")).at(0).value, 1e30);
+  EXPECT_EQ(read_results(with_metric("ppl", "-7")).at(0).value, -7.0);
   rpe::test::remove_tree(dir);
 }
 
