@@ -57,7 +57,8 @@ double pearson(const std::vector<double>& x, const std::vector<double>& y) {
     sxx += (x[i] - mx) * (x[i] - mx);
     syy += (y[i] - my) * (y[i] - my);
   }
-  return (sxx > 0 && syy > 0) ? sxy / std::sqrt(sxx * syy) : 0.0;
+  // Clamped: points exactly on a line can round to |r| = 1 + 2^-52, a percentage past 100.
+  return (sxx > 0 && syy > 0) ? std::clamp(sxy / std::sqrt(sxx * syy), -1.0, 1.0) : 0.0;
 }
 
 std::vector<double> average_ranks(const std::vector<double>& x) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "eval/glue_metrics.h"
 
@@ -29,6 +30,25 @@ TEST(GlueMetrics, CorrelationsHandComputed) {
   // A constant prediction (a collapsed STS-B regressor) has no correlation defined: 0, as MCC's.
   EXPECT_EQ(pearson({3, 3, 3, 3}, y), 0.0);
   EXPECT_EQ(spearman({3, 3, 3, 3}, y), 0.0);
+}
+
+// Predictions exactly on a line correlate by exactly +-1, but sxy / sqrt(sxx * syy) rounds past
+// 1 for about a fifth of such sets: a result line of 100.00000000000011 would then be refused
+// by the results reader's range check. The correlation is clamped to [-1, 1].
+TEST(GlueMetrics, PearsonOfPointsOnALineStaysWithinOne) {
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<double> u(-5.0, 5.0);
+  for (int trial = 0; trial < 200; ++trial) {
+    const double a = trial % 2 ? u(gen) : -u(gen), b = u(gen);
+    std::vector<double> x(2 + trial % 30), y;
+    for (auto& v : x) {
+      v = u(gen);
+      y.push_back(a * v + b);
+    }
+    const double r = pearson(x, y);
+    ASSERT_LE(std::fabs(r), 1.0) << "trial " << trial << ": " << r - (r > 0 ? 1 : -1);
+    ASSERT_NEAR(std::fabs(r), 1.0, 1e-12) << "trial " << trial;
+  }
 }
 
 TEST(GlueMetrics, TaskMetricNames) {
