@@ -40,21 +40,20 @@ void require_integer(const json& v, const std::string& where, const char* key) {
   if (!integral) throw UserError(where + ": field '" + key + "' must be an integer, not " + v.dump());
 }
 
-// A metric's value is a percentage, signed for correlations, or a loss; a value outside its
-// range is a hand-edited or foreign line that would move a table's mean. Metrics this list
-// does not know are not checked (a later writer's, read by an older reader).
+// Every metric rpe-train writes is a percentage, signed for correlations; a value outside its
+// range is a hand-edited or foreign line that would move a table's mean. Other metrics (SQuAD
+// 2.0's best_*_thresh, any real number) are not checked.
 void require_in_range(const ResultRow& r, const std::string& where) {
   static const std::map<std::string, std::pair<double, double>> ranges = {
-      {"exact", {0, 100}},      {"f1", {0, 100}},        {"accuracy", {0, 100}},   {"best_exact", {0, 100}},
-      {"best_f1", {0, 100}},    {"mcc", {-100, 100}},     {"pearson", {-100, 100}}, {"spearman", {-100, 100}},
-      {"loss", {0, HUGE_VAL}},  {"mlm_loss", {0, HUGE_VAL}}, {"valid_loss", {0, HUGE_VAL}}};
+      {"exact", {0, 100}},        {"f1", {0, 100}},        {"accuracy", {0, 100}},   {"best_exact", {0, 100}},
+      {"best_f1", {0, 100}},      {"HasAns_exact", {0, 100}}, {"HasAns_f1", {0, 100}}, {"NoAns_exact", {0, 100}},
+      {"NoAns_f1", {0, 100}},     {"mcc", {-100, 100}},    {"pearson", {-100, 100}}, {"spearman", {-100, 100}}};
   const auto it = ranges.find(r.metric);
   if (it == ranges.end()) return;
   const auto [lo, hi] = it->second;
   if (r.value >= lo && r.value <= hi) return;
-  std::ostringstream range;
-  range << "[" << lo << ", " << (std::isinf(hi) ? std::string("inf") : std::to_string(static_cast<int>(hi))) << "]";
-  throw UserError(where + ": field 'value' " + json(r.value).dump() + " is outside " + range.str() + ", the range of " +
+  throw UserError(where + ": field 'value' " + json(r.value).dump() + " is outside [" +
+                  std::to_string(static_cast<int>(lo)) + ", " + std::to_string(static_cast<int>(hi)) + "], the range of " +
                   r.metric);
 }
 }  // namespace

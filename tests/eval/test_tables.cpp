@@ -261,14 +261,12 @@ TEST(Tables, ResultLinesRefuseOverflowFractionalIntegersAndValuesOutOfRange) {
   EXPECT_EQ(error(with("\"value\":70.5", "\"value\":100.5")), f + ":1: field 'value' 100.5 is outside [0, 100], the range of f1");
   EXPECT_EQ(read_results(with("\"value\":70.5", "\"value\":100")).at(0).value, 100.0);
   EXPECT_EQ(read_results(with("\"value\":70.5", "\"value\":0")).at(0).value, 0.0);
-  // Correlations are signed; losses have no upper end; a metric not listed is not checked.
+  // SQuAD 2.0's per-kind scores too; correlations are signed; a threshold is any real number.
+  EXPECT_EQ(error(with_metric("HasAns_f1", "-5")), f + ":1: field 'value' -5.0 is outside [0, 100], the range of HasAns_f1");
   EXPECT_EQ(read_results(with_metric("mcc", "-20")).at(0).value, -20.0);
   EXPECT_EQ(error(with_metric("mcc", "-120")),
             f + ":1: field 'value' -120.0 is outside [-100, 100], the range of mcc");
-  EXPECT_EQ(error(with_metric("loss", "-1")),
-            f + ":1: field 'value' -1.0 is outside [0, inf], the range of loss");
-  EXPECT_EQ(read_results(with_metric("loss", "1e30")).at(0).value, 1e30);
-  EXPECT_EQ(read_results(with_metric("ppl", "-7")).at(0).value, -7.0);
+  EXPECT_EQ(read_results(with_metric("best_f1_thresh", "-7")).at(0).value, -7.0);
   rpe::test::remove_tree(dir);
 }
 
