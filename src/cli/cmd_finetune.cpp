@@ -44,6 +44,13 @@ std::vector<int64_t> parse_seeds(const std::string& text) {
   return seeds;
 }
 
+// finetune.task's values but squad (`finetune squad`'s own).
+std::vector<std::string> glue_task_names() {
+  std::vector<std::string> glue = finetune_task_names();
+  glue.erase(std::remove(glue.begin(), glue.end(), "squad"), glue.end());
+  return glue;
+}
+
 // --init when none is given: the newest finished pretraining run (printed, with the reason).
 std::string default_init(const std::string& runs) {
   const auto run = newest_finished_run(runs);
@@ -78,12 +85,9 @@ int run(const FinetuneArgs& a, const std::string& kind) {
   } else if (!a.task.empty()) {
     if (a.task == "squad") throw UserError("--task squad: use `rpe-train finetune squad`");
     // Checked here so the message names --task, not the --set it becomes below.
-    const auto& names = finetune_task_names();
-    if (std::find(names.begin() + 1, names.end(), a.task) == names.end()) {
-      std::string valid;
-      for (auto it = names.begin() + 1; it != names.end(); ++it) valid += (valid.empty() ? "" : ", ") + *it;
-      throw UserError("--task " + a.task + ": unknown GLUE task (valid: " + valid + ")");
-    }
+    const auto glue = glue_task_names();
+    if (std::find(glue.begin(), glue.end(), a.task) == glue.end())
+      throw UserError("--task " + a.task + ": unknown GLUE task (valid: " + join(glue) + ")");
     req.sets.push_back("finetune.task=" + a.task);
   }
   req.kind = kind;
@@ -124,9 +128,12 @@ void add_finetune(CLI::App& app, Runner& run_fn) {
   add_common(squad, sq, "squad_v1.yaml");
   squad->callback([&run_fn, sq] { run_fn = [sq] { return run(*sq, "squad"); }; });
   auto gl = std::make_shared<FinetuneArgs>();
-  auto* glue = cmd->add_subcommand("glue", "A GLUE task (--task cola|sst2|mrpc|stsb|qqp|mnli|qnli|rte|wnli)");
+  auto* glue = cmd->add_subcommand("glue", "A GLUE task (--task " + join(glue_task_names(), "|") + ")");
   add_common(glue, gl, "glue.yaml");
-  glue->add_option("--task", gl->task, "GLUE task (default: finetune.task of the config)");
+  glue->add_option("--task", gl->task, "GLUE task (default: finetune.task of the config)")
+      ->check([](const std::string& s) {  // "" (an unset shell variable) would run the config's task
+        return s.empty() ? "empty: expected one of " + join(glue_task_names()) : std::string();
+      });
   glue->callback([&run_fn, gl] { run_fn = [gl] { return run(*gl, "glue"); }; });
 }
 

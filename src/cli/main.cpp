@@ -58,9 +58,12 @@ std::string missing_subcommand_text(const CLI::App* app, const CLI::Error& e) {
   std::string choices;
   for (const CLI::App* sub : at->get_subcommands([](const CLI::App*) { return true; }))
     choices += (choices.empty() ? "" : " or ") + sub->get_name();
-  const auto extra = app->remaining(true);
+  // The word given where the subcommand goes: that command's first leftover, unless it is an
+  // option (`predict --model x`: x is the option's value, not a subcommand).
+  const auto left = at->remaining();
+  const bool word = !left.empty() && !left.front().empty() && left.front()[0] != '-';
   return command + ": name one of " + choices + " (`" + command + " --help`)" +
-         (extra.empty() ? "" : ", got '" + extra.front() + "'");
+         (word ? ", got '" + left.front() + "'" : "");
 }
 
 int report(const std::string& message, int code) {

@@ -62,6 +62,8 @@ expect_error "an argument with a control byte and a non-UTF-8 byte" "not expecte
 # An unknown --task is named as typed, not as the --set finetune.task=... it becomes inside.
 expect_error "an unknown --task" '^error: --task \\xff: unknown GLUE task \(valid: cola, sst2, .*wnli\)$' \
   "$BIN" finetune glue --task $'\xff' --init none --run-dir "$TMP/r_task"
+expect_error "an empty --task" '^error: --task: empty: expected one of cola, sst2, .*wnli$' \
+  "$BIN" finetune glue --task "" --init none --run-dir "$TMP/r_task"
 # A task where the subcommand goes: the command, its choices and what it got (CLI11 alone says
 # "A subcommand is required").
 expect_error "a task for predict's subcommand" '^error: rpe-train predict: name one of squad or glue \(`rpe-train predict --help`\), got .mrpc.$' \
