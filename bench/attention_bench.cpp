@@ -9,7 +9,7 @@
 // (weights, gradients, activations, allocator slack). On CUDA: the caching allocator's
 // peak allocated bytes. The parent runs no tensor op before forking (OpenMP and fork do
 // not mix), it only collects the children's numbers. --max-relative K clips the relative
-// methods at k = K (Table 4's models) instead of 511.
+// methods at k = K (Table 4's models) instead of the default k = max_position - 1.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,11 +51,11 @@ double status_kib(const std::string& key) {
   return 0;
 }
 
-// What every measured case shares (the command line's settings).
-// The measured layer's position table size; the relative methods' default clipping distance
-// is one less (k = max_position - 1).
+// The measured layer's position table size; the clipped relative methods' default distance is
+// one less (k = max_position - 1).
 constexpr int64_t kMaxPosition = 512;
 
+// What every measured case shares (the command line's settings).
 struct Setup {
   int64_t batch = 2;
   int reps = 3, threads = 0;
