@@ -1,5 +1,6 @@
 #include "test_paths.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -12,8 +13,15 @@ const std::string& source_dir() {
   static const std::string dir = std::getenv("RPE_SOURCE_DIR") ? std::getenv("RPE_SOURCE_DIR") : RPE_SOURCE_DIR;
   return dir;
 }
+// The rpe-train beside this test program: a build carried to another machine
+// (scripts/pack_build.sh) holds both, and the path it was built at need not exist there.
 const std::string& train_binary() {
-  static const std::string path = RPE_TRAIN_BINARY;
+  static const std::string path = [] {
+    std::error_code err;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", err);
+    const auto beside = self.parent_path() / std::filesystem::path(RPE_TRAIN_BINARY).filename();
+    return !err && std::filesystem::exists(beside, err) ? beside.string() : std::string(RPE_TRAIN_BINARY);
+  }();
   return path;
 }
 
@@ -34,5 +42,11 @@ const std::filesystem::path& process_temp_dir() {
     return dir;
   }()};
   return scratch.dir;
+}
+// A carried build (ctest pack_build runs this from the packed copy): its own rpe-train, not the
+// one at the path the tests were built at.
+TEST(TestPaths, TheCliIsTheOneBesideThisProgram) {
+  const auto self = std::filesystem::read_symlink("/proc/self/exe");
+  EXPECT_EQ(std::filesystem::path(train_binary()), self.parent_path() / "rpe-train");
 }
 }  // namespace rpe::test

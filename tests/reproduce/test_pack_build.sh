@@ -53,6 +53,12 @@ scripts/gpu_check.sh --cpu-smoke --build-dir "$work/carried" --python "$py" --on
 grep -q "using the build carried in $work/carried" "$work/log" || fail "the carried build was not reported: $(cat "$work/log")"
 grep -q "^\[  PASSED  \]" "$work/run/tests.log" || fail "no passed tests in $work/run/tests.log"
 
+# The carried test program runs the carried rpe-train, not the one at the path it was built at
+# (the GPU machine has no such path).
+bash -c 'say() { :; }; fail() { echo "$*" >&2; exit 1; }; source scripts/gpu_env.sh
+  gpu_env "$1" none "$2" && "$2/rpe_tests" --gtest_filter=TestPaths.*' _ "$py" "$work/carried" >"$work/paths.log" 2>&1 \
+  || fail "the carried rpe_tests does not run the carried rpe-train: $(cat "$work/paths.log")"
+
 # The CUDA runtime the carried programs load is the torch wheel's (nvidia/*/lib), found through
 # gpu_env's LD_LIBRARY_PATH, not the toolkit registered here (a GPU image need not have one).
 cudart=$(bash -c 'say() { :; }; fail() { echo "$*" >&2; exit 1; }; source scripts/gpu_env.sh
