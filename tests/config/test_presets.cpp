@@ -32,12 +32,14 @@ template <class F> void in_dir(const fs::path& dir, F body) {
   fs::current_path(before);
 }
 
+}  // namespace
+
+// Outside the anonymous namespace: in a unity batch GCC warns of a test class (external linkage)
+// derived from a fixture of internal linkage (-Wsubobject-linkage).
 class Presets : public rpe::test::ConfigFixture {
  protected:
   void SetUp() override { make_dir("rpe_presets_"); }
 };
-
-}  // namespace
 
 TEST_F(Presets, EveryScaleTimesEveryMethodComposes) {
   // Sizes and schedules as the scale files document them (configs/model, configs/train).
