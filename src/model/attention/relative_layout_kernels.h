@@ -25,10 +25,15 @@ struct Dims {
   RPE_HD int64_t block(int64_t bh) const { return bh / H * sb + bh % H * sh; }  // s's [L, W] block of (b, h)
 };
 
+// The slot out[bh, i, j] reads in its row of s: clip(j - i, k) + k.
+RPE_HD int64_t slot(const Dims& n, int64_t i, int64_t j) {
+  const int64_t dist = j - i;
+  return (dist < -n.k ? -n.k : dist > n.k ? n.k : dist) + n.k;
+}
+
 // The offset in s that out[bh, i, j] reads (threads along j: query-side reads coalesce).
 RPE_HD int64_t source(const Dims& n, int64_t bh, int64_t i, int64_t j) {
-  const int64_t dist = j - i, c = (dist < -n.k ? -n.k : dist > n.k ? n.k : dist) + n.k;
-  return n.block(bh) + (n.key_side ? j : i) * n.W + c;
+  return n.block(bh) + (n.key_side ? j : i) * n.W + slot(n, i, j);
 }
 
 struct Run {

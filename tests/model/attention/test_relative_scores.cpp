@@ -206,9 +206,12 @@ TEST(RelativeScores, LayoutKernelArithmeticMatchesLoopAndGather) {
         auto out = torch::empty({B, H, L, L}, opts);
         auto* o = out.data_ptr<double>();
         const auto* sp = s.data_ptr<double>();
-        for (int64_t bh = 0; bh < B * H; ++bh)
-          for (int64_t i = 0; i < L; ++i)
-            for (int64_t j = 0; j < L; ++j) o[(bh * L + i) * L + j] = sp[rlk::source(n, bh, i, j)];
+        // As the kernels read: the query side a row of s at a time, the key side by source().
+        for (int64_t row = 0; row < B * H * L; ++row) {
+          const int64_t bh = row / L, i = row % L;
+          const double* s_row = sp + n.block(bh) + i * W;
+          for (int64_t j = 0; j < L; ++j) o[row * L + j] = key ? sp[rlk::source(n, bh, i, j)] : s_row[rlk::slot(n, i, j)];
+        }
         EXPECT_LT((out - naive(x, table, k, key)).abs().max().item<double>(), 1e-12) << where;
 
         auto g = torch::randn({B, H, L, L}, opts);
@@ -220,7 +223,8 @@ TEST(RelativeScores, LayoutKernelArithmeticMatchesLoopAndGather) {
             for (int64_t c = 0; c < W; ++c) {
               double acc = 0;
               const auto run = rlk::summed(n, r, c);
-              for (int64_t t = run.lo; t <= run.hi; ++t) acc += gp[rlk::grad_offset(n, bh, r, t)];
+              const double* g_row = gp + rlk::grad_offset(n, bh, r, 0);  // the query side's kernel reads a row
+              for (int64_t t = run.lo; t <= run.hi; ++t) acc += key ? gp[rlk::grad_offset(n, bh, r, t)] : g_row[t];
               d[n.block(bh) + r * W + c] = acc;
             }
         auto sr = s.clone().requires_grad_();
