@@ -19,7 +19,9 @@
 #   --to     the archive (default $OUT/results.tgz, $OUT being the folder a call brings back)
 #   --pack   a path to pack, relative to the current folder; repeatable. Default: what the GPU
 #            scripts write: bench/results/gpu_*.md, gpu_run_*, table2_mini_*, table2_run_*, and
-#            the build's logs build-gpu.*.log (those that exist)
+#            the build's logs build-gpu.*.log (those that exist), of their files only those this
+#            call wrote or changed: a report carried in unchanged (the checkout's own copy) would
+#            otherwise, unpacked here, overwrite a newer one from an earlier call
 # Exits with COMMAND's status; 2 for bad arguments.
 set -uo pipefail
 LIMIT=540 REFRESH=60 TO="" PACK=()
@@ -44,6 +46,7 @@ fi
 mkdir -p "$(dirname "$TO")" || exit 2
 
 DEFAULT_PACK=$((${#PACK[@]} == 0))
+SINCE=$(($(date +%s) - 1))  # files changed after this were written by this call (the carry came before)
 # pack [quiet]: the archive of what exists now, through a temporary file (a failed or partial
 # pack leaves the previous archive). Bulk stays behind: checkpoints and saved models (a mini one
 # is ~130 MB with its optimizer, past the next call's 64 MiB carry, so a run cut off here starts
@@ -58,9 +61,10 @@ pack() {
   fi
   present=()
   for p in "${PACK[@]}"; do [[ -e $p ]] && present+=("$p"); done
-  local members=(-T /dev/null)  # an empty archive when nothing was written (a failed first step)
+  local members=(-T /dev/null) newer=()  # an empty archive when nothing was written (a failed first step)
   ((${#present[@]})) && members=(-- "${present[@]}")
-  tar czf "$TO.tmp" --exclude=checkpoints --exclude=model --exclude='*.pt' --exclude='*.safetensors' \
+  ((DEFAULT_PACK)) && newer=(--newer-mtime="@$SINCE")
+  tar czf "$TO.tmp" "${newer[@]}" --exclude=checkpoints --exclude=model --exclude='*.pt' --exclude='*.safetensors' \
       --exclude=shards --exclude=squad --exclude=hf-site --exclude=corpus.txt --exclude=nbest_predictions.json \
       "${members[@]}" 2>"$TO.err" && mv "$TO.tmp" "$TO" && { rm -f "$TO.err"; return 0; }
   [[ ${1:-} == quiet ]] || cat "$TO.err" >&2

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ctest gpu_call: scripts/gpu_call.sh, one call on a machine lent by the call (docs/gpu.md).
 # The step's exit status comes through (3, a clean stop; 124 after the limit, its children
-# stopped too), the archive is made whatever the status, holds the state but not the bulk
-# (checkpoints, shards, saved models, unpacked SQuAD), and bad arguments are refused (exit 2).
+# stopped too), the archive is made whatever the status, holds the state the call wrote but not
+# the bulk (checkpoints, shards, saved models, unpacked SQuAD) nor files carried in unchanged,
+# and bad arguments are refused (exit 2).
 # Usage: test_gpu_call.sh REPO
 set -euo pipefail
 call=$(cd "$1" && pwd)/scripts/gpu_call.sh
@@ -12,26 +13,34 @@ cd "$work"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 status() { set +e; "$@" >"$work/out" 2>"$work/err"; echo $?; set -e; }  # the exit status of a command
 
-# A run folder as the GPU scripts leave it.
+# A run folder as the GPU scripts leave it, written by the step (staged here, copied in by it):
+# only what the call wrote or changed is packed. A report and a run's file carried in unchanged
+# (older) stay out: unpacked here, they would overwrite a newer copy from an earlier call.
 r=bench/results/table2_run_dev
-mkdir -p $r/reproduce/pretrain/m4/checkpoints $r/reproduce/finetune/table2/m4_s1/seed1/model $r/shards $r/squad
-echo '{"steps": 8}' >$r/plan.json
-echo '{"steps": 8}' >$r/reproduce/pretrain/m4/summary.json
-echo '{"step": 1}' >$r/reproduce/pretrain/m4/metrics.jsonl
-head -c 4096 /dev/zero >$r/reproduce/pretrain/m4/checkpoints/step_00000008.pt
-echo '{"f1": 1}' >$r/reproduce/finetune/table2/m4_s1/seed1/results.json
-head -c 4096 /dev/zero >$r/reproduce/finetune/table2/m4_s1/seed1/model/model.pt
-: >$r/shards/train_00000.bin
-: >$r/squad/train-v1.1.json
-echo "# report" >bench/results/gpu_dev.md
+mkdir -p bench/results/table2_run_old staged/$r/reproduce/pretrain/m4/checkpoints staged/$r/reproduce/finetune/table2/m4_s1/seed1/model \
+  staged/$r/shards staged/$r/squad
+echo "# carried" >bench/results/gpu_carried.md
+echo '{"steps": 4}' >bench/results/table2_run_old/plan.json
+touch -d '1 hour ago' bench/results/gpu_carried.md bench/results/table2_run_old/plan.json
+echo '{"steps": 8}' >staged/$r/plan.json
+echo '{"steps": 8}' >staged/$r/reproduce/pretrain/m4/summary.json
+echo '{"step": 1}' >staged/$r/reproduce/pretrain/m4/metrics.jsonl
+head -c 4096 /dev/zero >staged/$r/reproduce/pretrain/m4/checkpoints/step_00000008.pt
+echo '{"f1": 1}' >staged/$r/reproduce/finetune/table2/m4_s1/seed1/results.json
+head -c 4096 /dev/zero >staged/$r/reproduce/finetune/table2/m4_s1/seed1/model/model.pt
+: >staged/$r/shards/train_00000.bin
+: >staged/$r/squad/train-v1.1.json
+echo "# report" >staged/bench/results/gpu_dev.md
 
-[[ $(OUT=$work/out1 status "$call" -- bash -c 'echo step; exit 3') == 3 ]] || fail "exit 3 did not come through: $(cat err)"
+[[ $(OUT=$work/out1 status "$call" -- bash -c 'cp -r staged/bench . && echo step; exit 3') == 3 ]] || fail "exit 3 did not come through: $(cat err)"
 tar tzf out1/results.tgz >list
 for f in $r/plan.json $r/reproduce/pretrain/m4/summary.json $r/reproduce/pretrain/m4/metrics.jsonl \
   $r/reproduce/finetune/table2/m4_s1/seed1/results.json bench/results/gpu_dev.md; do
   grep -qx "$f" list || fail "$f not packed: $(cat list)"
 done
 ! grep -E "checkpoints|\.pt$|shards|squad|/model/" list || fail "bulk packed"
+! grep -E "gpu_carried.md|table2_run_old/plan.json" list || fail "files carried in unchanged packed: $(cat list)"
+! grep "^tar:" err || fail "tar said something: $(cat err)"
 
 # After the limit: status 124, the step's children stopped, the archive made all the same.
 [[ $(status "$call" --limit 1 --to out2/r.tgz -- bash -c 'sleep 4141 & sleep 4141; wait') == 124 ]] \
