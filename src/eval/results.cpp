@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <ctime>
 #include <map>
+#include <set>
 #include <sstream>
 #include <type_traits>
 
@@ -44,13 +45,12 @@ void require_integer(const json& v, const std::string& where, const char* key) {
 // range is a hand-edited or foreign line that would move a table's mean. Other metrics (SQuAD
 // 2.0's best_*_thresh, any real number) are not checked.
 void require_in_range(const ResultRow& r, const std::string& where) {
-  static const std::map<std::string, std::pair<double, double>> ranges = {
-      {"exact", {0, 100}},        {"f1", {0, 100}},        {"accuracy", {0, 100}},   {"best_exact", {0, 100}},
-      {"best_f1", {0, 100}},      {"HasAns_exact", {0, 100}}, {"HasAns_f1", {0, 100}}, {"NoAns_exact", {0, 100}},
-      {"NoAns_f1", {0, 100}},     {"mcc", {-100, 100}},    {"pearson", {-100, 100}}, {"spearman", {-100, 100}}};
-  const auto it = ranges.find(r.metric);
-  if (it == ranges.end()) return;
-  const auto [lo, hi] = it->second;
+  static const std::set<std::string> percentages = {"exact",        "f1",        "accuracy",    "best_exact", "best_f1",
+                                                    "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1"};
+  static const std::set<std::string> correlations = {"mcc", "pearson", "spearman"};
+  const bool signed_range = correlations.count(r.metric) > 0;
+  if (!signed_range && percentages.count(r.metric) == 0) return;
+  const double lo = signed_range ? -100 : 0, hi = 100;
   if (r.value >= lo && r.value <= hi) return;
   throw UserError(where + ": field 'value' " + json(r.value).dump() + " is outside [" +
                   std::to_string(static_cast<int>(lo)) + ", " + std::to_string(static_cast<int>(hi)) + "], the range of " +
