@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "dist/data_parallel.h"
 #include "finetune/finetune.h"
+#include "finetune/glue_data.h"
 #include "train/run_dir.h"
 #include "util/errors.h"
 #include "util/log.h"
@@ -42,13 +43,6 @@ std::vector<int64_t> parse_seeds(const std::string& text) {
       throw UserError("--seeds " + text + ": seed " + std::to_string(seeds.back()) + " appears twice");
   }
   return seeds;
-}
-
-// finetune.task's values but squad (`finetune squad`'s own).
-std::vector<std::string> glue_task_names() {
-  std::vector<std::string> glue = finetune_task_names();
-  glue.erase(std::remove(glue.begin(), glue.end(), "squad"), glue.end());
-  return glue;
 }
 
 // --init when none is given: the newest finished pretraining run (printed, with the reason).
@@ -85,7 +79,7 @@ int run(const FinetuneArgs& a, const std::string& kind) {
   } else if (!a.task.empty()) {
     if (a.task == "squad") throw UserError("--task squad: use `rpe-train finetune squad`");
     // Checked here so the message names --task, not the --set it becomes below.
-    const auto glue = glue_task_names();
+    const auto glue = finetune::glue_task_names();
     if (std::find(glue.begin(), glue.end(), a.task) == glue.end())
       throw UserError("--task " + a.task + ": unknown GLUE task (valid: " + join(glue) + ")");
     req.sets.push_back("finetune.task=" + a.task);
@@ -128,11 +122,11 @@ void add_finetune(CLI::App& app, Runner& run_fn) {
   add_common(squad, sq, "squad_v1.yaml");
   squad->callback([&run_fn, sq] { run_fn = [sq] { return run(*sq, "squad"); }; });
   auto gl = std::make_shared<FinetuneArgs>();
-  auto* glue = cmd->add_subcommand("glue", "A GLUE task (--task " + join(glue_task_names(), "|") + ")");
+  auto* glue = cmd->add_subcommand("glue", "A GLUE task (--task " + join(finetune::glue_task_names(), "|") + ")");
   add_common(glue, gl, "glue.yaml");
   glue->add_option("--task", gl->task, "GLUE task (default: finetune.task of the config)")
       ->check([](const std::string& s) {  // "" (an unset shell variable) would run the config's task
-        return s.empty() ? "empty: expected one of " + join(glue_task_names()) : std::string();
+        return s.empty() ? "empty: expected one of " + join(finetune::glue_task_names()) : std::string();
       });
   glue->callback([&run_fn, gl] { run_fn = [gl] { return run(*gl, "glue"); }; });
 }

@@ -210,16 +210,6 @@ void validate_train_loop(const Config& cfg) {
     cfg.fail("init.new_position_params", "must be identity or random, got '" + cfg.init.new_position_params + "'");
 }
 
-}  // namespace
-
-const std::vector<std::string>& finetune_task_names() {
-  static const std::vector<std::string> tasks = {"squad", "cola", "sst2", "mrpc", "stsb",
-                                                 "qqp",   "mnli", "qnli", "rte",  "wnli"};
-  return tasks;
-}
-
-namespace {
-
 void validate_finetune(const Config& cfg) {
   const auto& f = cfg.finetune;
   const auto& tasks = finetune_task_names();
@@ -288,6 +278,12 @@ void validate_train_settings(const Config& cfg) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& finetune_task_names() {
+  static const std::vector<std::string> tasks = {"squad", "cola", "sst2", "mrpc", "stsb",
+                                                 "qqp",   "mnli", "qnli", "rte",  "wnli"};
+  return tasks;
+}
 
 void validate(const Config& cfg) {
   // In this order: the first problem found is the one reported.

@@ -12,8 +12,9 @@
 namespace rpe::finetune {
 namespace fs = std::filesystem;
 
-const GlueTask& glue_task(const std::string& name) {
-  // Column layouts of the GLUE release files (train/dev; the label is the last or a fixed field).
+namespace {
+// Column layouts of the GLUE release files (train/dev; the label is the last or a fixed field).
+const std::vector<GlueTask>& glue_tasks() {
   static const std::vector<GlueTask> tasks = {
       {"cola", "CoLA", false, 4, 3, -1, 1, {"0", "1"}, {"dev"}, {"sentence"}, {"question"}},
       {"sst2", "SST-2", true, 2, 0, -1, 1, {"0", "1"}, {"dev"}, {"sentence"}, {"question"}},
@@ -26,9 +27,20 @@ const GlueTask& glue_task(const std::string& name) {
       {"rte", "RTE", true, 4, 1, 2, 3, {"entailment", "not_entailment"}, {"dev"}, {"sentence1", "sentence2"}, {"genre"}},
       {"wnli", "WNLI", true, 4, 1, 2, 3, {"0", "1"}, {"dev"}, {"sentence1", "sentence2"}, {"genre"}},
   };
-  for (const auto& t : tasks)
+  return tasks;
+}
+}  // namespace
+
+std::vector<std::string> glue_task_names() {
+  std::vector<std::string> names;
+  for (const auto& t : glue_tasks()) names.push_back(t.name);
+  return names;
+}
+
+const GlueTask& glue_task(const std::string& name) {
+  for (const auto& t : glue_tasks())
     if (t.name == name) return t;
-  throw UserError("finetune.task: '" + name + "' is not a GLUE task (valid: cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli)");
+  throw UserError("finetune.task: '" + name + "' is not a GLUE task (valid: " + join(glue_task_names()) + ")");
 }
 
 namespace {

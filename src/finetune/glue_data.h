@@ -30,6 +30,8 @@ struct GlueTask {
 
 // The task spec for a finetune.task name (UserError for squad or unknown names).
 const GlueTask& glue_task(const std::string& name);
+// The GLUE tasks' names, in the table's order (cola, sst2, ...).
+std::vector<std::string> glue_task_names();
 
 struct GlueExample {
   std::string a, b;

@@ -9,6 +9,7 @@
 
 #include "data/data_test_util.h"
 #include "data/wordpiece_tokenizer.h"
+#include "config/config.h"
 #include "finetune/glue_data.h"
 #include "util/errors.h"
 #include "test_paths.h"
@@ -29,6 +30,22 @@ TEST(GlueData, ReadsAllNineSampleTasks) {
   }
   const auto mnli = read_glue_tsv(root + "MNLI/dev_matched.tsv", glue_task("mnli"));  // 16 columns, gold last
   EXPECT_EQ(mnli.size(), 24u);
+}
+
+// The config's task list (validate.cpp; config cannot read finetune's table) is squad and this
+// table's tasks, in its order: a task added to one and not the other fails here.
+TEST(GlueData, TheConfigsTasksAreSquadAndTheTablesTasks) {
+  std::vector<std::string> want{"squad"};
+  for (const auto& name : glue_task_names()) want.push_back(name);
+  EXPECT_EQ(finetune_task_names(), want);
+  EXPECT_EQ(glue_task_names().size(), 9u);
+  try {
+    glue_task("squad");
+    ADD_FAILURE() << "squad is no GLUE task";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("(valid: cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli)"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(GlueData, RealDevSetsHaveTheirPublishedSizes) {
