@@ -14,6 +14,14 @@ SQuAD file of one paragraph of 100 words and two questions of 10 words as train 
   budget 100 s: 7 steps < 200 -> refused, "at least ceil((16 + 81.112 + 200 * 0.4) / 60) = 3 minutes"
   --squad-train-examples 1: train = the first question's 2 windows (dev stays 4), 1 step an epoch:
                                  absolute 2 * 0.05 + 0.170667 = 0.270667 s, m4 2 * 0.1 + 0.341333 = 0.541333 s
+  1 epoch would buy 2258 steps (fixed 80.556 s), not 1.5 x 2257: the asked 2 epochs stay.
+Slow fine-tuning (absolute 20 s a step, m4 40 s; tokens/s as above), where a second epoch costs
+the pretraining most of its steps:
+  2 epochs: absolute 4 * 20 + 0.170667, m4 4 * 40 + 0.341333, fixed 320.512 s
+  1 epoch:  absolute 2 * 20 + 0.085333, m4 2 * 40 + 0.170667, fixed 200.256 s
+  budget 500 s: 2 epochs (484 - 320.512) / 0.4 = 408 steps, 1 epoch (484 - 200.256) / 0.4 = 709
+                -> 709 >= 1.5 * 408: 1 epoch, 709 steps
+  budget 380 s: 2 epochs 108 steps (< 200, refused before), 1 epoch 409: 1 epoch
 """
 import json
 import subprocess
@@ -36,9 +44,13 @@ with tempfile.TemporaryDirectory() as tmp:
         json.dumps({"method": "absolute", "step_ms": 50.0, "tokens_per_s": 2000.0}) + "\n" +
         json.dumps({"method": "m4", "step_ms": 100.0, "tokens_per_s": 1000.0}) + "\n")
 
-    def plan(budget, *extra):
+    (tmp / "bench_ft_slow.jsonl").write_text(
+        json.dumps({"method": "absolute", "step_ms": 20000.0, "tokens_per_s": 2000.0}) + "\n" +
+        json.dumps({"method": "m4", "step_ms": 40000.0, "tokens_per_s": 1000.0}) + "\n")
+
+    def plan(budget, *extra, ft="bench_ft.jsonl"):
         cmd = [sys.executable, str(root / "bench/table2_plan.py"), "--bench", str(tmp / "bench.jsonl"),
-               "--bench-finetune", str(tmp / "bench_ft.jsonl"), "--finetune-batch", "2",
+               "--bench-finetune", str(tmp / ft), "--finetune-batch", "2",
                "--squad-train", str(tmp / "squad.json"), "--squad-dev", str(tmp / "squad.json"),
                "--budget-s", str(budget), "--spent-s", "16", "--epochs", "2", "--out", str(tmp / "plan.json"), *extra]
         return subprocess.run(cmd, capture_output=True, text=True)
@@ -69,6 +81,16 @@ with tempfile.TemporaryDirectory() as tmp:
     assert abs(p["per_method"]["absolute"]["finetune_s"] - 0.3) < 1e-9, p["per_method"]
     assert abs(p["per_method"]["m4"]["finetune_s"] - 0.5) < 1e-9, p["per_method"]
     (tmp / "plan.json").unlink()
+
+    # The pretraining first: a second fine-tuning epoch that costs it most of its steps is dropped.
+    for budget, steps in ((500, 709), (380, 409)):
+        r = plan(budget, ft="bench_ft_slow.jsonl")
+        assert r.returncode == 0, r.stderr
+        p = json.loads((tmp / "plan.json").read_text())
+        assert p["epochs"] == 1 and p["steps"] == steps, (budget, p)
+        assert p["per_method"]["absolute"]["finetune_s"] == 40.1 and p["per_method"]["m4"]["finetune_s"] == 80.2, p
+        assert "planning 1 epoch" in r.stdout, r.stdout
+        (tmp / "plan.json").unlink()
 
     r = plan(100)
     assert r.returncode != 0 and not (tmp / "plan.json").exists(), r
