@@ -80,6 +80,8 @@ report = run / "report"
 plan = json.loads((run / "plan.json").read_text())
 assert plan["steps"] == 12, plan  # the smoke's cap
 assert plan["squad_train_examples"] == 20 and plan["squad_windows"]["train"] >= 20, plan
+# The paper's baseline and favourite first (a stage spanning sessions has them early), then the rest.
+assert plan["methods"][:2] == ["absolute", "m4"] and sorted(plan["methods"]) == sorted(methods), plan["methods"]
 rows = json.loads((report / "tables.json").read_text())
 for m in methods:
     summary = json.loads((run / "reproduce/pretrain" / m / "summary.json").read_text())
