@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # One call on a GPU machine lent by the call (docs/gpu.md): runs a step of the GPU check under a
-# time limit, then, whatever became of it (failure and time-out included), packs what the next
-# call and this side need into one archive: the reports, the logs, and the state a rerun
-# continues from (the plan, finished runs' summaries, results and metrics, the tokenizer) --
-# without checkpoints, shards, saved models, unpacked data or other bulk. Such a machine is
-# released when idle for seconds, so nothing left on it can be counted on: unpack the archive
-# in the repository root here and carry the run folders into the next call.
+# time limit, then, whatever became of it (failure and time-out included), packs what the call
+# wrote or changed into one archive: the reports, the logs, and the state a rerun continues from
+# (the plan, finished runs' summaries, results and metrics, the tokenizer) -- without
+# checkpoints, shards, saved models, unpacked data or other bulk, and without what was carried
+# in and left as it was (this side has it). Such a machine is released when idle for seconds,
+# so nothing left on it can be counted on: unpack every call's archive in the repository root
+# here, in the order of the calls, and carry the run folders into the next call.
 #
 # The archive is also rewritten every --refresh seconds while COMMAND runs, and COMMAND's output
 # goes to step.log beside it as it comes: a call the machine itself cuts short (its device time
@@ -46,7 +47,9 @@ fi
 mkdir -p "$(dirname "$TO")" || exit 2
 
 DEFAULT_PACK=$((${#PACK[@]} == 0))
-SINCE=$(($(date +%s) - 1))  # files changed after this were written by this call (the carry came before)
+# Files changed after this stamp was made were written by this call (the carry came before it).
+SINCE=$(mktemp) || exit 1
+trap 'rm -f "$SINCE"' EXIT
 # pack [quiet]: the archive of what exists now, through a temporary file (a failed or partial
 # pack leaves the previous archive). Bulk stays behind: checkpoints and saved models (a mini one
 # is ~130 MB with its optimizer, past the next call's 64 MiB carry, so a run cut off here starts
@@ -63,7 +66,7 @@ pack() {
   for p in "${PACK[@]}"; do [[ -e $p ]] && present+=("$p"); done
   local members=(-T /dev/null) newer=()  # an empty archive when nothing was written (a failed first step)
   ((${#present[@]})) && members=(-- "${present[@]}")
-  ((DEFAULT_PACK)) && newer=(--newer-mtime="@$SINCE")
+  ((DEFAULT_PACK)) && newer=(--newer-mtime="$SINCE")  # an absolute path: tar reads that file's mtime
   tar czf "$TO.tmp" "${newer[@]}" --exclude=checkpoints --exclude=model --exclude='*.pt' --exclude='*.safetensors' \
       --exclude=shards --exclude=squad --exclude=hf-site --exclude=corpus.txt --exclude=nbest_predictions.json \
       "${members[@]}" 2>"$TO.err" && mv "$TO.tmp" "$TO" && { rm -f "$TO.err"; return 0; }

@@ -43,13 +43,14 @@ done
 ! grep "^tar:" err || fail "tar said something: $(cat err)"
 
 # After the limit: status 124, the step's children stopped, the archive made all the same.
-[[ $(status "$call" --limit 1 --to out2/r.tgz -- bash -c 'sleep 4141 & sleep 4141; wait') == 124 ]] \
+[[ $(status "$call" --limit 1 --to out2/r.tgz -- bash -c 'echo "# cut" >bench/results/gpu_cut.md; sleep 4141 & sleep 4141; wait') == 124 ]] \
   || fail "no 124 after the limit: $(cat err)"
 for _ in 1 2 3 4 5; do pgrep -f "sleep 4141" >/dev/null || break; sleep 1; done  # signalled, gone soon
 ! pgrep -fa "sleep 4141" || fail "the step's children outlived the limit"
 grep -q "stopped after the 1 s limit" err || fail "the limit was not reported: $(cat err)"
 tar tzf out2/r.tgz >list2  # (not piped into grep -q: tar could die of SIGPIPE, failing the pipeline)
-grep -qx $r/plan.json list2 || fail "no archive after the limit"
+grep -qx bench/results/gpu_cut.md list2 || fail "no archive after the limit: $(cat list2)"
+! grep -qx $r/plan.json list2 || fail "the archive after the limit holds the earlier call's plan, unchanged since"
 
 # Cut short from outside (the machine's own limit, before --limit): the archive of the last
 # refresh and the step's whole log are there all the same.
