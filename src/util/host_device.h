@@ -1,8 +1,8 @@
-// What the project's elementwise CUDA kernels share (m3's scores, the relative layout): a
-// marker for functions compiled for both the host and the device -- a kernels header written
-// once, run by nvcc in the kernels and by the CPU tests in plain loops -- and, for nvcc, the
-// grid-stride loop: one thread per output element at a time, as many blocks as the elements
-// need (capped; each thread then takes several).
+// What the project's CUDA kernels share (m3's scores, the relative layout): a marker for
+// functions compiled for both the host and the device -- a kernels header written once, run by
+// nvcc in the kernels and by the CPU tests in plain loops -- and, for nvcc, the block size and
+// the grid-stride loop (m3's): one thread per output element at a time, as many blocks as the
+// elements need (capped; each thread then takes several).
 #pragma once
 #include <cstdint>
 

@@ -100,9 +100,10 @@ double disagreement(const torch::Device& device) {
   struct Case {
     int64_t L, k, W;
   };
-  // (70: several 32 x 32 tiles of the key side's kernels, and partial ones at the edges)
+  // (70: several 32 x 32 tiles of the key side's kernels, and partial ones at the edges; 300:
+  // rows longer than the query side's block, whose threads then take several elements each)
   for (const auto& c : {Case{11, 10, 24}, Case{11, 3, 8}, Case{9, 0, 8}, Case{13, 5, 16}, Case{70, 69, 144},
-                        Case{70, 20, 48}})
+                        Case{70, 20, 48}, Case{300, 299, 600}})
     for (const bool key_side : {false, true}) {
       auto s = at::randn({3, 2, c.L, c.W}, gen, torch::kDouble).transpose(0, 1);  // [B, H, L, W], H-major
       auto g = at::randn({2, 3, c.L, c.L}, gen, torch::kDouble);

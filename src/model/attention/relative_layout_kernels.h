@@ -1,6 +1,7 @@
 // The index arithmetic of the relative-layout CUDA kernels (relative_layout.h), written once
-// for both compilers: relative_layout_cuda.cu runs it one thread per element, and the CPU tests
-// run the very same functions in plain loops against ATen's gather (test_relative_scores.cpp).
+// for both compilers: relative_layout_cuda.cu runs it on the device (a block per row on the query
+// side, shared-memory tiles on the key side), and the CPU tests run the very same functions in
+// plain loops against ATen's gather (test_relative_scores.cpp).
 //
 // s holds x . table rows: s[b, h, r, c] = x_r . table[c] for slot c = clip(dist, k) + k of
 // distance dist in [-k, k] (columns c > 2k are padding for aligned GEMMs); its [L, W] blocks
