@@ -122,7 +122,7 @@ def main():
     sized = size(a.epochs)
     if a.epochs > 1 and sized["steps"] < a.max_steps:
         one = size(1.0)
-        if one["steps"] >= 1.5 * sized["steps"]:
+        if one["steps"] > sized["steps"] and one["steps"] >= 1.5 * sized["steps"]:
             print(f"table2_plan: {a.epochs:g} epochs of SQuAD leave the pretraining {sized['steps']} of its "
                   f"{a.max_steps} steps, 1 epoch {one['steps']}: planning 1 epoch")
             sized = one

@@ -11,10 +11,10 @@ SQuAD file of one paragraph of 100 words and two questions of 10 words as train 
                                  m4       4 * 0.1  + 2 * 4*128/(3*1000) = 0.741333 s
   fixed = (20 + 0.370667 + 20) + (20 + 0.741333 + 20) = 81.112 s
   budget 1000 s, 16 s spent: (1000 - 16 - 81.112) / (0.1 + 0.3) = 2257.22 -> 2257 steps
+                             (1 epoch would buy 2258, fixed 80.556 s: not 1.5 x 2257, the 2 epochs stay)
   budget 100 s: 7 steps < 200 -> refused, "at least ceil((16 + 81.112 + 200 * 0.4) / 60) = 3 minutes"
   --squad-train-examples 1: train = the first question's 2 windows (dev stays 4), 1 step an epoch:
                                  absolute 2 * 0.05 + 0.170667 = 0.270667 s, m4 2 * 0.1 + 0.341333 = 0.541333 s
-  1 epoch would buy 2258 steps (fixed 80.556 s), not 1.5 x 2257: the asked 2 epochs stay.
 Slow fine-tuning (absolute 20 s a step, m4 40 s; tokens/s as above), where a second epoch costs
 the pretraining most of its steps:
   2 epochs: absolute 4 * 20 + 0.170667, m4 4 * 40 + 0.341333, fixed 320.512 s
@@ -22,6 +22,7 @@ the pretraining most of its steps:
   budget 500 s: 2 epochs (484 - 320.512) / 0.4 = 408 steps, 1 epoch (484 - 200.256) / 0.4 = 709
                 -> 709 >= 1.5 * 408: 1 epoch, 709 steps
   budget 380 s: 2 epochs 108 steps (< 200, refused before), 1 epoch 409: 1 epoch
+  budget 100 s: no step either way: refused, with no switch announced
 """
 import json
 import subprocess
@@ -91,6 +92,9 @@ with tempfile.TemporaryDirectory() as tmp:
         assert p["per_method"]["absolute"]["finetune_s"] == 40.1 and p["per_method"]["m4"]["finetune_s"] == 80.2, p
         assert "planning 1 epoch" in r.stdout, r.stdout
         (tmp / "plan.json").unlink()
+
+    r = plan(100, ft="bench_ft_slow.jsonl")
+    assert r.returncode != 0 and "planning 1 epoch" not in r.stdout and not (tmp / "plan.json").exists(), r
 
     r = plan(100)
     assert r.returncode != 0 and not (tmp / "plan.json").exists(), r
