@@ -1,6 +1,5 @@
 #include "test_paths.h"
 
-#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -42,11 +41,5 @@ const std::filesystem::path& process_temp_dir() {
     return dir;
   }()};
   return scratch.dir;
-}
-// A carried build (ctest pack_build runs this from the packed copy): its own rpe-train, not the
-// one at the path the tests were built at.
-TEST(TestPaths, TheCliIsTheOneBesideThisProgram) {
-  const auto self = std::filesystem::read_symlink("/proc/self/exe");
-  EXPECT_EQ(std::filesystem::path(train_binary()), self.parent_path() / "rpe-train");
 }
 }  // namespace rpe::test

@@ -14,8 +14,8 @@ using rpe::Config;
 using rpe::load_config;
 using rpe::UserError;
 
-namespace {
-
+// At namespace scope, as every fixture here: GCC warns (-Wsubobject-linkage, in a unity batch)
+// of test classes derived from a fixture of internal linkage.
 class ConfigTest : public rpe::test::ConfigFixture {
  protected:
   void SetUp() override {
@@ -30,7 +30,6 @@ class ConfigTest : public rpe::test::ConfigFixture {
   }
 };
 
-}  // namespace
 
 TEST_F(ConfigTest, ExtendsMergesMapsAndLaterFilesWin) {
   const Config c = load_config(dir_ / "exp.yaml");

@@ -20,8 +20,8 @@ namespace fs = std::filesystem;
 using rpe::load_config;
 using rpe::UserError;
 
-namespace {
-
+// At namespace scope, as every fixture here: GCC warns (-Wsubobject-linkage, in a unity batch)
+// of test classes derived from a fixture of internal linkage.
 class ConfigLimits : public rpe::test::ConfigFixture {
  protected:
   void SetUp() override {
@@ -34,7 +34,6 @@ class ConfigLimits : public rpe::test::ConfigFixture {
   std::string error_of_set(const std::string& set) { return error_of(dir_ / "exp.yaml", {set}); }
 };
 
-}  // namespace
 
 TEST_F(ConfigLimits, OptimizerAndNumericsKeysAreRangeChecked) {
   const std::vector<std::pair<std::string, std::string>> cases = {

@@ -7,9 +7,9 @@
 #include <map>
 #include <set>
 
+#include "config/config.h"
 #include "data/data_test_util.h"
 #include "data/wordpiece_tokenizer.h"
-#include "config/config.h"
 #include "finetune/glue_data.h"
 #include "util/errors.h"
 #include "test_paths.h"

@@ -58,6 +58,7 @@ grep -q "^\[  PASSED  \]" "$work/run/tests.log" || fail "no passed tests in $wor
 bash -c 'say() { :; }; fail() { echo "$*" >&2; exit 1; }; source scripts/gpu_env.sh
   gpu_env "$1" none "$2" && "$2/rpe_tests" --gtest_filter=TestPaths.*' _ "$py" "$work/carried" >"$work/paths.log" 2>&1 \
   || fail "the carried rpe_tests does not run the carried rpe-train: $(cat "$work/paths.log")"
+grep -qF "[  PASSED  ] 1 test." "$work/paths.log" || fail "TestPaths.* ran no test: $(cat "$work/paths.log")"
 
 # The CUDA runtime the carried programs load is the torch wheel's (nvidia/*/lib), found through
 # gpu_env's LD_LIBRARY_PATH, not the toolkit registered here (a GPU image need not have one).

@@ -76,3 +76,12 @@ TEST(PretrainSmoke, SameSeedSameLosses) {
   fs::remove_all(a);
   fs::remove_all(b);
 }
+
+// A carried build (ctest pack_build runs this from the packed copy) runs its own rpe-train, not
+// the one at the path the tests were built at (test_paths.cpp).
+TEST(TestPaths, TheCliIsTheOneBesideThisProgram) {
+  const auto self = std::filesystem::read_symlink("/proc/self/exe");
+  const std::filesystem::path cli = rpe::test::train_binary();
+  EXPECT_EQ(cli.parent_path(), self.parent_path());
+  EXPECT_TRUE(std::filesystem::exists(cli)) << cli;
+}
