@@ -17,10 +17,12 @@ namespace rpe::grid {
 
 constexpr int kThreads = 256;  // per block
 
-inline int blocks_for(int64_t total) {
-  const int64_t b = (total + kThreads - 1) / kThreads;
-  return static_cast<int>(b < (int64_t{1} << 30) ? (b > 0 ? b : 1) : (int64_t{1} << 30));
+// A grid of `blocks`, at least one and at most 2^30 (a grid-stride loop then takes the rest).
+inline int capped_blocks(int64_t blocks) {
+  return static_cast<int>(blocks < (int64_t{1} << 30) ? (blocks > 0 ? blocks : 1) : (int64_t{1} << 30));
 }
+
+inline int blocks_for(int64_t total) { return capped_blocks((total + kThreads - 1) / kThreads); }
 
 __device__ inline int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ inline int64_t index_stride() { return static_cast<int64_t>(blockDim.x) * gridDim.x; }

@@ -14,7 +14,7 @@
 namespace rpe::rlk {
 namespace {
 
-using grid::kThreads;
+using grid::capped_blocks, grid::kThreads;
 
 // Element type T, summed in Acc.
 template <class T> struct Io {
@@ -132,10 +132,7 @@ std::string launched() {
 const dim3 kTileThreads(kTile, 8);
 
 // The query side's grid: a block per row (capped; each block then takes several).
-unsigned row_blocks(const Dims& n) {
-  const int64_t rows = n.B * n.H * n.L;
-  return static_cast<unsigned>(rows < (int64_t{1} << 30) ? (rows > 0 ? rows : 1) : (int64_t{1} << 30));
-}
+int row_blocks(const Dims& n) { return capped_blocks(n.B * n.H * n.L); }
 
 template <class T>
 std::string layout(const Dims& n, const void* s, void* out, cudaStream_t stream) {
