@@ -21,9 +21,9 @@ the paper), so S is what the budget buys once everything else is paid for:
 
 S is capped (--max-steps: the preset's schedule) and must reach --min-steps, else the plan
 fails saying how many minutes would do. The pretraining comes first: with --epochs over 1 and S
-under the cap, the plan takes 1 epoch instead when that buys at least 1.5 x the steps (and says so). --methods plans a subset of the measured methods. Writes
-the plan as JSON (--out: the methods and epochs it was made for, which a continuing run keeps)
-and prints it.
+under the cap, the plan takes 1 epoch instead when that buys at least 1.5 x the steps (and says
+so). --methods plans a subset of the measured methods. Writes the plan as JSON (--out: the
+methods and epochs it was made for, which a continuing run keeps) and prints it.
 """
 import argparse
 import json
