@@ -3,7 +3,7 @@
 // in bf16 (its dev passes, the span post-processing of device logits, the saved model), and
 // predict from that model on the device, which must score what fine-tuning scored. Without it,
 // these paths would first meet a GPU minutes into the mini Table 2 stage (scripts/gpu_table2.sh).
-// Skips without CUDA.
+// Skips without CUDA; its twin runs the same on the CPU.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -24,12 +24,12 @@ nlohmann::json read_json(const fs::path& f) {
   return nlohmann::json::parse(in);
 }
 
-TEST(EndToEnd, CudaPretrainFineTuneAndPredict) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  const fs::path pre = fresh_dir("cuda_e2e_pre"), ft = fresh_dir("cuda_e2e_ft");
-  const std::string gpu = " --set train.device=cuda --set train.precision=bf16";
+// The whole path in bf16 on `device` ("cuda" or "cpu"), run folders named after it.
+void pretrain_finetune_and_predict(const std::string& device) {
+  const fs::path pre = fresh_dir(device + "_e2e_pre"), ft = fresh_dir(device + "_e2e_ft");
+  const std::string on_device = " --set train.device=" + device + " --set train.precision=bf16";
   const std::string pre_log = pre.string() + ".log", ft_log = ft.string() + ".log";
-  ASSERT_EQ(run_shell(pretrain_cmd(pre, gpu + " --set train.max_steps=4 --set train.save_every=2 --set train.eval_every=2") +
+  ASSERT_EQ(run_shell(pretrain_cmd(pre, on_device + " --set train.max_steps=4 --set train.save_every=2 --set train.eval_every=2") +
                       " > " + pre_log + " 2>&1"),
             0)
       << slurp(pre_log);
@@ -41,7 +41,7 @@ TEST(EndToEnd, CudaPretrainFineTuneAndPredict) {
   }
   EXPECT_GE(evals, 2u) << "held-out evaluations at steps 2 and 4";
 
-  ASSERT_EQ(run_shell(finetune_cmd(pre, ft, gpu) + " > " + ft_log + " 2>&1"), 0) << slurp(ft_log);
+  ASSERT_EQ(run_shell(finetune_cmd(pre, ft, on_device) + " > " + ft_log + " 2>&1"), 0) << slurp(ft_log);
   fs::path seed;
   for (const auto& e : fs::directory_iterator(ft))
     if (e.is_directory() && e.path().filename().string().rfind("seed", 0) == 0) seed = e.path();
@@ -53,13 +53,21 @@ TEST(EndToEnd, CudaPretrainFineTuneAndPredict) {
   // The saved model on the device again: the same answers to the questions fine-tuning scored
   // (finetune.max_eval_examples; predict answers the whole file).
   const fs::path out = ft / "predict" / "predictions.json";
-  const std::string predict = train_binary() + " predict squad --device cuda --model " + (seed / "model").string() +
+  const std::string predict = train_binary() + " predict squad --device " + device + " --model " + (seed / "model").string() +
                               " --input " + source_dir() + "/data/sample/squad/dev-v1.1.json --out " + out.string();
   ASSERT_EQ(run_shell(predict + " > " + ft_log + ".predict 2>&1"), 0) << slurp(ft_log + ".predict");
   const auto again = read_json(out), scored = read_json(seed / "predictions.json");
   ASSERT_FALSE(scored.empty());
   for (const auto& [id, answer] : scored.items()) EXPECT_EQ(again.value(id, nlohmann::json()), answer) << id;
 }
+
+TEST(EndToEnd, CudaPretrainFineTuneAndPredict) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  pretrain_finetune_and_predict("cuda");
+}
+
+// The same harness on the CPU (its bf16 autocast), where a bug in it costs no GPU time.
+TEST(EndToEnd, PretrainFineTuneAndPredictInBf16OnTheCpu) { pretrain_finetune_and_predict("cpu"); }
 
 }  // namespace
 }  // namespace rpe::test

@@ -141,18 +141,19 @@ TEST(Recompute, Bf16AutocastIsReenteredInBackward) {
   }
 }
 
+namespace {
+
 // On a GPU (scripts/gpu_check.sh runs it): fused attention (SDPA's dropout), the fused add & norm
 // and the CUDA generator's replay, under bf16 autocast. Same kernels both passes, so the loss is
 // the same; gradients within bf16 noise of atomics-summed kernels (other dropout masks would
 // move them by tens of percent).
-TEST(Recompute, CudaGradientsEqualThePlainBackward) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+void fused_bf16_recompute_equals_the_plain_backward(const torch::Device& device) {
   const Batch b = batch(2, 64, 64);
   for (const std::string method : {"absolute", "m4", "t5_bias"}) {
     torch::manual_seed(3);
     rpe::BertModel model(rpe::test::small_model_options(
         method, {.hidden = 64, .layers = 3, .heads = 4, .ffn = 128, .max_position = 64, .dropout = 0.1}));
-    model->to(torch::kCUDA);
+    model->to(device);
     model->set_fused_attention(true);
     const Outcome plain = step(model, b, rpe::Recompute::none, at::kBFloat16);
     for (const auto what : {rpe::Recompute::layers, rpe::Recompute::attention}) {
@@ -162,6 +163,18 @@ TEST(Recompute, CudaGradientsEqualThePlainBackward) {
       EXPECT_TRUE(torch::equal(recomputed.next_draw, plain.next_draw)) << method;
     }
   }
+}
+
+}  // namespace
+
+TEST(Recompute, CudaGradientsEqualThePlainBackward) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  fused_bf16_recompute_equals_the_plain_backward(torch::kCUDA);
+}
+
+// The same harness on the CPU: its fused attention and generator, under bf16 autocast.
+TEST(Recompute, FusedBf16GradientsEqualThePlainBackwardOnTheCpu) {
+  fused_bf16_recompute_equals_the_plain_backward(torch::kCPU);
 }
 
 // Without autograd (evaluation) or in eval mode nothing is recomputed: the plain layers run.

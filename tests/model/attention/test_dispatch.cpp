@@ -133,24 +133,34 @@ TEST(AttentionDispatch, EveryBiasHasUnitStrideAlongKeys) {
   }
 }
 
+namespace {
+
 // The GPU acceptance check (scripts/gpu_check.sh): on CUDA, fused, fp32 (TF32 off, LibTorch's
 // default for matmuls) against the same weights in fp64 on the CPU (plain path), outputs and
 // every gradient (the bias parameters of t5_bias, m4, shaw, ... included), per method. fp32
 // against exact: eps 2^-24, the same chain as above -> 1e-4 of the largest value.
-TEST(AttentionDispatch, WholeModelOnCudaMatchesFp64Cpu) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  const torch::Device cuda(torch::kCUDA);
+void whole_model_matches_fp64_cpu(const torch::Device& device) {
   for (const auto& name : attention_method_names()) {
     auto [model, ids, r, pad] = dispatch_case(name);
     model->to(torch::kFloat64);
     model->set_fused_attention(false);
     const auto exact = outputs_and_grads(model, ids, pad, r.to(torch::kFloat64));
-    model->to(cuda, torch::kFloat32);
+    model->to(device, torch::kFloat32);
     model->set_fused_attention(true);
-    auto got = outputs_and_grads(model, ids.to(cuda), pad.to(cuda), r.to(cuda));
+    auto got = outputs_and_grads(model, ids.to(device), pad.to(device), r.to(device));
     for (auto& t : got) t = t.cpu().to(torch::kFloat64);
     EXPECT_LT(worst_rel(got, exact), 1e-4) << name;
   }
 }
+
+}  // namespace
+
+TEST(AttentionDispatch, WholeModelOnCudaMatchesFp64Cpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  whole_model_matches_fp64_cpu(torch::kCUDA);
+}
+
+// Its harness on the CPU: fused in fp32 there against the plain path in fp64.
+TEST(AttentionDispatch, WholeModelInFp32MatchesFp64) { whole_model_matches_fp64_cpu(torch::kCPU); }
 
 }  // namespace rpe::test

@@ -137,26 +137,24 @@ TEST(M3, CudaKernelElementFunctionsMatchTheNaiveProduct) {
       }
 }
 
-// The CUDA kernel itself (where a GPU and the kernel are): fp64 and fp32 scores and gradients
-// against the naive product on the CPU, at a length past one warp and a block.
-TEST(M3, CudaKernelMatchesTheNaiveProductOnCuda) {
-  if (!torch::cuda::is_available() || !rpe::m3_cuda_kernel_built()) GTEST_SKIP() << "no CUDA device or no CUDA kernel";
+// `kernel` on `device`: fp64 and fp32 scores and gradients against the naive product on the
+// CPU, at length L, clipped (k = 7) and not (k = 300), per-head and shared tables.
+void kernel_matches_the_naive_product(const torch::Device& device, rpe::M3Kernel kernel, int64_t L) {
   torch::manual_seed(6);
-  const torch::Device cuda(torch::kCUDA);
   for (auto dt : {torch::kDouble, torch::kFloat})
     for (int64_t kk : {7, 300})
       for (int64_t Hw : {2, 1}) {
         auto opts = torch::TensorOptions().dtype(torch::kDouble);
-        auto q = torch::randn({2, 2, 300, 16}, opts).requires_grad_(),
-             k = torch::randn({2, 2, 300, 16}, opts).requires_grad_();
+        auto q = torch::randn({2, 2, L, 16}, opts).requires_grad_(),
+             k = torch::randn({2, 2, L, 16}, opts).requires_grad_();
         auto w = torch::randn({Hw, 2 * kk + 1, 16}, opts).requires_grad_();
-        auto g = torch::randn({2, 2, 300, 300}, opts);
+        auto g = torch::randn({2, 2, L, L}, opts);
         auto want = naive_m3(q, k, w, kk);
         auto want_grads = torch::autograd::grad({(want * g).sum()}, {q, k, w});
-        auto qd = q.detach().to(cuda, dt).requires_grad_(), kd = k.detach().to(cuda, dt).requires_grad_();
-        auto wd = w.detach().to(cuda, dt).requires_grad_();
-        auto got = rpe::m3_scores(qd, kd, wd, kk, rpe::M3Kernel::cuda);
-        auto got_grads = torch::autograd::grad({(got * g.to(cuda, dt)).sum()}, {qd, kd, wd});
+        auto qd = q.detach().to(device, dt).requires_grad_(), kd = k.detach().to(device, dt).requires_grad_();
+        auto wd = w.detach().to(device, dt).requires_grad_();
+        auto got = rpe::m3_scores(qd, kd, wd, kk, kernel);
+        auto got_grads = torch::autograd::grad({(got * g.to(device, dt)).sum()}, {qd, kd, wd});
         const double tol = dt == torch::kDouble ? 1e-9 : 2e-3;  // fp32: relative to values of ~10-100
         const std::string what = std::string(dt == torch::kDouble ? "fp64" : "fp32") + " k=" + std::to_string(kk);
         const auto rel = [](const torch::Tensor& a, const torch::Tensor& b) {
@@ -165,6 +163,17 @@ TEST(M3, CudaKernelMatchesTheNaiveProductOnCuda) {
         EXPECT_LT(rel(got, want), tol) << what;
         for (int i = 0; i < 3; ++i) EXPECT_LT(rel(got_grads[i], want_grads[i]), tol) << what << " grad " << i;
       }
+}
+
+// That harness on the CPU with the loop kernel (what the CUDA kernel replaces there).
+TEST(M3, NaiveProductHarnessHoldsForTheCpuLoopKernel) {
+  kernel_matches_the_naive_product(torch::kCPU, rpe::M3Kernel::loop, 40);
+}
+
+// The CUDA kernel itself (where a GPU and the kernel are), at a length past one warp and a block.
+TEST(M3, CudaKernelMatchesTheNaiveProductOnCuda) {
+  if (!torch::cuda::is_available() || !rpe::m3_cuda_kernel_built()) GTEST_SKIP() << "no CUDA device or no CUDA kernel";
+  kernel_matches_the_naive_product(torch::kCUDA, rpe::M3Kernel::cuda, 300);
 }
 
 // Under bf16 (what autocast hands the term) each kernel stays within bf16's rounding of the

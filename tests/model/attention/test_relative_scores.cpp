@@ -297,34 +297,43 @@ TEST(RelativeScores, LayoutKernelKeySideTilesMatchTheGather) {
     }
 }
 
-// On a GPU: relative_scores and relative_key_scores through the layout kernels (fp64) against
-// the loop, values and gradients, and the skew path on the same device (the kernels turned off).
-TEST(RelativeScores, CudaLayoutKernelMatchesLoop) {
-  if (!torch::cuda::is_available() || !relative_layout_kernel_built()) GTEST_SKIP() << "no CUDA device or kernel";
-  ASSERT_TRUE(relative_layout_usable(torch::kCUDA)) << "the kernels disagree with ATen's gather on this GPU";
+// relative_scores and relative_key_scores on `device` (fp64) against the loop on the CPU,
+// values and gradients, with the layout kernels on and off (on a GPU: the kernels, then the skew
+// path on the same device; on the CPU both runs take the gather or skew path).
+void layout_matches_loop(const torch::Device& device, const std::vector<int64_t>& lengths) {
   auto opts = torch::TensorOptions().dtype(torch::kFloat64);
   for (bool kernel : {true, false}) {
     set_relative_layout_kernel(kernel);
-    for (int64_t L : {1, 7, 33, 130, 300})  // 300: rows longer than a query-side block
+    for (int64_t L : lengths)
       for (int64_t k : {0, 3, 40, 200})
         for (bool key : {false, true}) {
           torch::manual_seed(L + k);
           auto x = torch::randn({2, L, 3, 3, 8}, opts).select(2, 1).transpose(1, 2).requires_grad_();
           auto table = torch::randn({3, 2 * k + 1, 8}, opts).requires_grad_();
-          auto xc = x.detach().cuda().requires_grad_(), tc = table.detach().cuda().requires_grad_();
+          auto xc = x.detach().to(device).requires_grad_(), tc = table.detach().to(device).requires_grad_();
           auto got = key ? relative_key_scores(xc, tc, k) : relative_scores(xc, tc, k);
           auto want = naive(x, table, k, key);
           const std::string where = "L=" + std::to_string(L) + " k=" + std::to_string(k) + (key ? " key" : " query") +
                                     (kernel ? " kernel" : " skew");
           EXPECT_LT((got.cpu() - want).abs().max().item<double>(), 1e-10) << where;
           auto g = torch::randn_like(want);
-          auto got_grad = torch::autograd::grad({got}, {xc, tc}, {g.cuda()});
+          auto got_grad = torch::autograd::grad({got}, {xc, tc}, {g.to(device)});
           auto want_grad = torch::autograd::grad({want}, {x, table}, {g});
           EXPECT_LT((got_grad[0].cpu() - want_grad[0]).abs().max().item<double>(), 1e-10) << where << " dx";
           EXPECT_LT((got_grad[1].cpu() - want_grad[1]).abs().max().item<double>(), 1e-10) << where << " dtable";
         }
   }
   set_relative_layout_kernel(true);
+}
+
+// The GPU test's harness on the CPU (short lengths: the loop reference is slow there).
+TEST(RelativeScores, LayoutKernelHarnessHoldsOnTheCpuPaths) { layout_matches_loop(torch::kCPU, {1, 7, 33}); }
+
+// On a GPU: the layout kernels and the skew path.
+TEST(RelativeScores, CudaLayoutKernelMatchesLoop) {
+  if (!torch::cuda::is_available() || !relative_layout_kernel_built()) GTEST_SKIP() << "no CUDA device or kernel";
+  ASSERT_TRUE(relative_layout_usable(torch::kCUDA)) << "the kernels disagree with ATen's gather on this GPU";
+  layout_matches_loop(torch::kCUDA, {1, 7, 33, 130, 300});  // 300: rows longer than a query-side block
 }
 
 }  // namespace
