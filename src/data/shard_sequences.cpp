@@ -19,9 +19,11 @@ namespace fs = std::filesystem;
 
 namespace {
 constexpr char kIndexMagic[8] = {'R', 'P', 'E', 'I', 'N', 'D', 'E', 'X'};
+constexpr uint64_t kIndexVersion = 2;  // 1: real_tokens outside the checksum (rebuilt on sight)
 struct IndexHeader {
   char magic[8];
-  // packing: 0 doc_sentences, 1 full_sentences, 2 contiguous; checksum: of the starts that follow
+  // packing: 0 doc_sentences, 1 full_sentences, 2 contiguous; checksum: of the starts that
+  // follow, then real_tokens (the one field not checked against the run's own values)
   uint64_t version, key, seq_len, packing, count, real_tokens, checksum;
 };
 static_assert(sizeof(IndexHeader) == 64);
@@ -73,11 +75,6 @@ class Planner {
 };
 
 // Checksum of the cached starts: a flipped byte in the cache must not silently move sequences.
-uint64_t starts_checksum(const uint64_t* starts, size_t n) {
-  ShardHasher h;
-  h.update(starts, n * sizeof(uint64_t));
-  return h.value();
-}
 
 uint64_t packing_code(Packing p) { return static_cast<uint64_t>(p); }  // IndexHeader::packing
 
@@ -172,7 +169,7 @@ bool ShardSequences::map_cache(const fs::path& file, uint64_t key) {
   if (map == MAP_FAILED) return false;
   IndexHeader h;
   std::memcpy(&h, map, sizeof h);
-  bool ok = std::memcmp(h.magic, kIndexMagic, 8) == 0 && h.version == 1 && h.key == key &&
+  bool ok = std::memcmp(h.magic, kIndexMagic, 8) == 0 && h.version == kIndexVersion && h.key == key &&
             h.seq_len == static_cast<uint64_t>(seq_len_) && h.packing == packing_code(packing_) &&
             bytes == sizeof h + 8 * (h.count + 1);
   if (ok) {  // the checksum, read in released pieces: the loader maps the pages it needs later
@@ -180,6 +177,7 @@ bool ShardSequences::map_cache(const fs::path& file, uint64_t key) {
     ShardHasher sum;
     scan_mapped(starts, static_cast<int64_t>(h.count + 1), 8,
                 [&](int64_t i, int64_t j) { sum.update(starts + i, static_cast<size_t>(j - i) * 8); });
+    sum.update(&h.real_tokens, sizeof h.real_tokens);
     ok = sum.value() == h.checksum;
     release_mapped(map, bytes);
   }
@@ -198,9 +196,12 @@ bool ShardSequences::map_cache(const fs::path& file, uint64_t key) {
 void ShardSequences::write_cache(const fs::path& file, uint64_t key, const std::vector<uint64_t>& starts) const {
   IndexHeader h{};
   std::memcpy(h.magic, kIndexMagic, 8);
-  h.version = 1, h.key = key, h.seq_len = static_cast<uint64_t>(seq_len_), h.packing = packing_code(packing_);
+  h.version = kIndexVersion, h.key = key, h.seq_len = static_cast<uint64_t>(seq_len_), h.packing = packing_code(packing_);
   h.count = starts.size() - 1, h.real_tokens = static_cast<uint64_t>(real_tokens_);
-  h.checksum = starts_checksum(starts.data(), starts.size());
+  ShardHasher sum;
+  sum.update(starts.data(), starts.size() * sizeof(uint64_t));
+  sum.update(&h.real_tokens, sizeof h.real_tokens);
+  h.checksum = sum.value();
   try {  // every rank may get here at once: each writes a temp file and renames it over the same content
     write_atomic_with(file, [&](const fs::path& tmp) {
       std::ofstream out(tmp, std::ios::binary);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <set>
 
 #include "data/mlm_dataset.h"
@@ -166,6 +167,28 @@ TEST_F(ShardLoaderTest, LazySequencesEqualTheInMemoryPacking) {
   // The index was cached beside the shards: the next open maps it instead of rebuilding.
   EXPECT_TRUE(fs::exists(dir_ / "out" / "index-train-L128-doc.bin"));
   EXPECT_TRUE(sequences(128, Packing::doc_sentences)->index_from_cache());
+}
+
+// The cached index's token count is under its checksum: a bit flipped there (byte 48 of the
+// header: magic, version, key, length, packing and count come first) makes the cache stale, so it
+// is rebuilt with the right count and written again, not trusted.
+TEST_F(ShardLoaderTest, AnIndexCacheWithAFlippedTokenCountIsRebuilt) {
+  const int64_t real = sequences(16, Packing::full_sentences)->real_tokens();
+  const fs::path cache = dir_ / "out" / "index-train-L16-full.bin";
+  ASSERT_TRUE(fs::exists(cache));
+  {
+    std::fstream f(cache, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(48);
+    char byte = 0;
+    f.read(&byte, 1);
+    byte ^= 1;
+    f.seekp(48);
+    f.write(&byte, 1);
+  }
+  const auto again = sequences(16, Packing::full_sentences);
+  EXPECT_FALSE(again->index_from_cache());
+  EXPECT_EQ(again->real_tokens(), real);
+  EXPECT_TRUE(sequences(16, Packing::full_sentences)->index_from_cache()) << "written again";
 }
 
 TEST_F(ShardLoaderTest, TwoRanksReadDisjointSharesWhoseUnionIsTheEpoch) {
