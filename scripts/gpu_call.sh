@@ -94,6 +94,7 @@ if ! pack; then
   echo "[gpu_call] packing the results into $TO failed" >&2
   exit $((status ? status : 1))
 fi
-echo "[gpu_call] exit $status; packed ${#present[@]} path(s) into $TO ($(du -h "$TO" | cut -f1)):" \
+files=$(tar tzf "$TO" | grep -vc '/$' || true)  # the files archived (the default pack skips unchanged ones)
+echo "[gpu_call] exit $status; packed $files file(s) under ${#present[@]} path(s) into $TO ($(du -h "$TO" | cut -f1)):" \
      "unpack with tar xzf in the repository root" >&2
 exit "$status"

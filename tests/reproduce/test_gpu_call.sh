@@ -41,6 +41,8 @@ done
 ! grep -E "checkpoints|\.pt$|shards|squad|/model/" list || fail "bulk packed"
 ! grep -E "gpu_carried.md|table2_run_old/plan.json" list || fail "files carried in unchanged packed: $(cat list)"
 ! grep "^tar:" err || fail "tar said something: $(cat err)"
+n=$(grep -vc '/$' list)
+grep -q "packed $n file(s) under" err || fail "the count is not of the $n files archived: $(grep packed err)"
 
 # After the limit: status 124, the step's children stopped, the archive made all the same.
 [[ $(status "$call" --limit 1 --to out2/r.tgz -- bash -c 'echo "# cut" >bench/results/gpu_cut.md; sleep 4141 & sleep 4141; wait') == 124 ]] \
