@@ -180,9 +180,12 @@ void discard_new_run_folder(const fs::path& dir) {
 bool prepare_run_dir(const fs::path& dir, const RunDirRequest& request) {
   const bool exists = existing_run(dir, request);
   if (exists) lock_run_dir(dir, /*keep=*/true);  // before deleting: not from under a running process
-  if (exists && request.overwrite) remove_tree(dir);
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  // A run folder that is a symlink (runs/x -> a scratch disk) is replaced where it points, the
+  // link kept: removing the link would leave the old run there and write the new one here.
+  const fs::path where = exists && fs::is_symlink(dir, ec) ? fs::canonical(dir, ec) : dir;
+  if (exists && request.overwrite) remove_tree(where);
+  fs::create_directories(where, ec);
   if (ec) throw UserError("cannot create run folder " + dir.string() + ": " + ec.message());
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     throw UserError("run folder " + dir.string() + " is not writable: " + std::strerror(errno));

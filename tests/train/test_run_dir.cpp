@@ -153,6 +153,25 @@ TEST(RunDir, OverwriteRemovesTheTreeButNotWhatSymlinksPointTo) {
   EXPECT_FALSE(fs::exists(dir));
 }
 
+// A run folder that is itself a symlink (runs/x -> a scratch disk) is overwritten where it
+// points: the link stays, the old run there is replaced (not left beside a new one written here).
+TEST(RunDir, OverwriteThroughASymlinkedRunFolderReplacesItsTarget) {
+  const fs::path base = test::fresh_dir("overwrite_link");
+  const fs::path scratch = base / "scratch" / "run", link = base / "run";
+  fs::create_directories(scratch / "checkpoints");
+  std::ofstream(scratch / "config.yaml") << "run: {}\n";
+  std::ofstream(scratch / "train.log") << "x\n";
+  fs::create_directory_symlink(scratch, link);
+  EXPECT_FALSE(prepare_run_dir(link, {false, /*overwrite=*/true}));
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(fs::is_directory(scratch));
+  EXPECT_TRUE(fs::is_empty(scratch)) << "the old run where the link points is replaced";
+  std::ofstream(link / "train.log") << "new\n";  // the new run writes through the link
+  EXPECT_TRUE(fs::exists(scratch / "train.log"));
+  EXPECT_TRUE(prepare_run_dir(link, {/*resume=*/true}));
+  EXPECT_TRUE(fs::is_symlink(link));
+}
+
 // --overwrite deletes only an rpe-train run folder, never one that holds the working directory
 // or something the new run reads; nothing is deleted by a refusal.
 TEST(RunDir, OverwriteDeletesOnlyARunFolderThatHoldsNoInput) {
