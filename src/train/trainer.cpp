@@ -103,8 +103,8 @@ void write_summary(const fs::path& run_dir, const Config& cfg, const PretrainRes
   write_file_atomic(run_dir / "summary.json", summary.dump(2) + "\n");
   log::info("valid", "held-out MLM loss {:.4f}, accuracy {:.3f}, perplexity {:.2f}", r.valid_loss, r.valid_accuracy,
             std::exp(r.valid_loss));
-  log::info("run", "done in {} | {} tokens seen ({} ranks) | peak RSS {:.0f} MiB{} | {} steps skipped | checkpoint {}",
-            format_duration(r.seconds), e.state.tokens_seen, world, static_cast<double>(rss) / (1 << 20),
+  log::info("run", "done in {} | {} tokens seen ({} rank{}) | peak RSS {:.0f} MiB{} | {} steps skipped | checkpoint {}",
+            format_duration(r.seconds), e.state.tokens_seen, world, world == 1 ? "" : "s", static_cast<double>(rss) / (1 << 20),
             dev_peak >= 0 ? fmt::format(" | peak {} memory {:.0f} MiB", device.str(), static_cast<double>(dev_peak) / (1 << 20))
                           : std::string(),
             e.state.nonfinite_total, e.checkpoint.string());
