@@ -34,6 +34,7 @@ set(RPE_TEST_SOURCES
   tests/cli/test_inspect_weights.cpp
   tests/util/test_errors.cpp
   tests/util/test_kernel_check.cpp
+  tests/util/test_log.cpp
 )
 # Every test of src/model/attention/ (one per method, the shared fp64 reference, properties,
 # dispatch, bf16, registry), globbed like the sources.

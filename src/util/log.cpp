@@ -1,17 +1,55 @@
 // Tagged spdlog wrapper: console sink always, file sink once a run folder exists.
 #include "util/log.h"
 
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include <algorithm>
+#include <deque>
+#include <mutex>
+#include <vector>
 
 namespace rpe::log {
+namespace {
+
+// The lines logged since the last file sink opened or closed (the newest kMaxLines): a command
+// that makes its run folder only after reading and checking its inputs (fine-tuning) still gets
+// its start-up lines (data, init, model) into that folder's log.
+class Preamble final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::vector<spdlog::details::log_msg_buffer> take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<spdlog::details::log_msg_buffer> out(std::make_move_iterator(lines_.begin()),
+                                                     std::make_move_iterator(lines_.end()));
+    lines_.clear();
+    return out;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (lines_.size() == kMaxLines) lines_.pop_front();
+    lines_.emplace_back(msg);
+  }
+  void flush_() override {}
+
+ private:
+  static constexpr size_t kMaxLines = 200;
+  std::deque<spdlog::details::log_msg_buffer> lines_;
+};
+
+std::shared_ptr<Preamble>& preamble() {
+  static std::shared_ptr<Preamble> p;
+  return p;
+}
+
+}  // namespace
 
 void init(bool quiet) {
   // Logs go to stdout so that stderr carries only the one-line error of a failed command.
   auto console = std::make_shared<spdlog::sinks::stdout_color_sink_mt>();
-  auto logger = std::make_shared<spdlog::logger>("rpe", console);
+  preamble() = std::make_shared<Preamble>();
+  auto logger = std::make_shared<spdlog::logger>("rpe", spdlog::sinks_init_list{console, preamble()});
   logger->set_pattern("%H:%M:%S %^%l%$ %v");
   logger->set_level(quiet ? spdlog::level::warn : spdlog::level::info);
   logger->flush_on(spdlog::level::info);
@@ -22,11 +60,14 @@ FileSink::FileSink(const std::filesystem::path& file) {
   if (file.empty()) return;
   sink_ = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.string(), /*truncate=*/false);
   sink_->set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
+  if (preamble())
+    for (const auto& line : preamble()->take()) sink_->log(line);  // with their own times
   spdlog::default_logger()->sinks().push_back(sink_);
 }
 
 void FileSink::close() {
   if (!sink_) return;
+  if (preamble()) preamble()->take();  // the next file starts from what is logged after this one
   auto& sinks = spdlog::default_logger()->sinks();
   sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
   sink_.reset();
