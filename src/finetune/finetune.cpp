@@ -153,7 +153,7 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   dist::all_or_none(dp, "reading the fine-tuning inputs", [&] {
     read_inputs(p, req);
     BertModel probe(cfg.model);
-    load_encoder(probe, p, longest_input(p));
+    load_encoder(probe, p, longest_input(p), /*report=*/true);
     log::info("model", "{} layers, hidden {} | position: {} | init {} | device {} | precision {}", cfg.model.layers,
               cfg.model.hidden, probe->position->describe(), p.rc.checkpoint.empty() ? "random" : p.rc.checkpoint.string(),
               device.str(), cfg.train.precision);

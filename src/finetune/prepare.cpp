@@ -167,13 +167,15 @@ int64_t longest_input(const Prepared& p) {
   return longest;
 }
 
-void load_encoder(BertModel& bert, const Prepared& p, int64_t longest) {
+void load_encoder(BertModel& bert, const Prepared& p, int64_t longest, bool report) {
   // Through the method-swap loader: identical to a plain load when the methods agree, and
   // the paper's section 4.4 recipe (new position parameters start neutral) when the
   // fine-tuning config names another method than the pretrained run.
   if (!p.rc.checkpoint.empty()) {
-    const SwapReport r = load_pretrained_encoder(*bert, p.rc.checkpoint, swap_options_from(p.rc.cfg.init));
-    if (!r.added.empty() || !r.dropped.empty())
+    SwapOptions options = swap_options_from(p.rc.cfg.init);
+    options.report = report;
+    const SwapReport r = load_pretrained_encoder(*bert, p.rc.checkpoint, options);
+    if (report && (!r.added.empty() || !r.dropped.empty()))
       log::info("finetune", "method swap: {} tensors loaded, {} added, {} dropped (probe max logit change {:.2e})",
                 r.loaded.size(), r.added.size(), r.dropped.size(), r.probe_max_diff);
   }

@@ -68,8 +68,9 @@ Batch batch_of(const Prepared& p, const std::vector<const std::vector<int64_t>*>
 int64_t longest_input(const Prepared& p);
 
 // Loads the pretrained weights into `bert` (through the method-swap loader) and checks that
-// inputs of `longest` tokens fit the position method.
-void load_encoder(BertModel& bert, const Prepared& p, int64_t longest);
+// inputs of `longest` tokens fit the position method; `report`: log what was loaded (the first
+// load of a run; every seed's model loads the same).
+void load_encoder(BertModel& bert, const Prepared& p, int64_t longest, bool report = false);
 
 // A result row with everything but task, split, metric, value and examples (finetune.cpp);
 // `seed_dir` is the seed's folder (run_dir: its parent, absolute).

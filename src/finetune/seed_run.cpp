@@ -127,8 +127,9 @@ TrainOptions finetune_schedule(const Config& cfg, int64_t n_items) {
 TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOptions& t, const SeedContext& ctx) {
   auto optimizer = make_adamw(model, t);
   ctx.dp->broadcast_parameters(model);  // every rank starts from rank 0's head initialisation
-  log::info("finetune", "seed {}: {} steps, batch {} ({} x {} micro-batches x {} ranks), lr {}, warmup {}, {}", ctx.seed,
-            t.max_steps, t.batch_size, t.batch_size / (t.grad_accum * ctx.dp->world()), t.grad_accum, ctx.dp->world(),
+  const int64_t world = ctx.dp->world();
+  log::info("finetune", "seed {}: {} steps, batch {} ({} x {} micro-batches x {} rank{}), lr {}, warmup {}, {}", ctx.seed,
+            t.max_steps, t.batch_size, t.batch_size / (t.grad_accum * world), t.grad_accum, world, world == 1 ? "" : "s",
             t.lr, t.warmup_steps, t.precision);
   EngineSetup setup;
   setup.train = t;

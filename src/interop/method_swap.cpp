@@ -89,6 +89,7 @@ SwapReport load_pretrained_encoder(BertModelImpl& model, const fs::path& checkpo
     report.probe_max_diff = (probe_logits(model, L) - probe_logits(*source.model, L)).abs().max().item<double>();
     model.train(was_training);
   }
+  if (!options.report) return report;
   log::info("init", "{} ({}) -> {}: {} tensors loaded, {} added{}, {} dropped{}; probe max |logit diff| {}",
             checkpoint.string(), source.config.model.attention.method, method, report.loaded.size(),
             report.added.size(),

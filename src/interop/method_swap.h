@@ -22,6 +22,7 @@ namespace rpe {
 struct SwapOptions {
   bool identity_init = true;  // false: new position parameters keep the method's random init
   bool verify = true;         // compare logits of the loaded and the new model on a probe input
+  bool report = true;         // log the one-line account of what was loaded (once per run, not per seed)
 };
 
 struct SwapReport {

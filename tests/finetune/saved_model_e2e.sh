@@ -58,6 +58,7 @@ run: {root: runs, name: squad_v1}
 EOF
 "$RPE" finetune squad > finetune.log
 grep -q -- "--init runs/tiny_m4 (the newest finished pretraining run" finetune.log || fail "the chosen run was not printed"
+[[ $(grep -c "\[init\] " finetune.log) == 1 ]] || fail "the init line is not printed once: $(grep "\[init\] " finetune.log)"
 SEED_DIR=$(echo runs/squad_v1/seed*)  # train.seed of the preset
 MODEL=$SEED_DIR/model
 for f in model.pt config.yaml tokenizer.model task.json; do test -s "$MODEL/$f" || fail "$MODEL/$f missing"; done
