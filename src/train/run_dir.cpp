@@ -167,7 +167,7 @@ bool existing_run(const fs::path& dir, const RunDirRequest& request) {
 }
 }  // namespace
 
-void check_run_dir(const fs::path& dir, const RunDirRequest& request) { existing_run(dir, request); }
+void check_run_dir(const fs::path& dir, const RunDirRequest& request) { existing_run(folder_path(dir), request); }
 
 void discard_new_run_folder(const fs::path& dir) {
   try {
@@ -177,15 +177,28 @@ void discard_new_run_folder(const fs::path& dir) {
   }
 }
 
-bool prepare_run_dir(const fs::path& dir, const RunDirRequest& request) {
+// --overwrite's deletion. A run folder that is a symlink (runs/x -> a scratch disk) is emptied
+// where it points, the link and the folder there (its mode, group, ACLs; a mount point) kept:
+// removing the link would leave the old run there and write the new one here.
+void remove_run(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_symlink(dir, ec)) {
+    remove_tree(dir);
+    return;
+  }
+  const fs::path target = fs::canonical(dir, ec);
+  if (ec) throw UserError("cannot resolve run folder " + dir.string() + ": " + ec.message());
+  for (const auto& entry : fs::directory_iterator(target, ec)) remove_tree(entry.path());
+  if (ec) throw UserError("cannot list run folder " + target.string() + ": " + ec.message());
+}
+
+bool prepare_run_dir(const fs::path& path, const RunDirRequest& request) {
+  const fs::path dir = folder_path(path);  // "runs/x/" is runs/x (a link is then not followed)
   const bool exists = existing_run(dir, request);
   if (exists) lock_run_dir(dir, /*keep=*/true);  // before deleting: not from under a running process
+  if (exists && request.overwrite) remove_run(dir);
   std::error_code ec;
-  // A run folder that is a symlink (runs/x -> a scratch disk) is replaced where it points, the
-  // link kept: removing the link would leave the old run there and write the new one here.
-  const fs::path where = exists && fs::is_symlink(dir, ec) ? fs::canonical(dir, ec) : dir;
-  if (exists && request.overwrite) remove_tree(where);
-  fs::create_directories(where, ec);
+  fs::create_directories(dir, ec);
   if (ec) throw UserError("cannot create run folder " + dir.string() + ": " + ec.message());
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     throw UserError("run folder " + dir.string() + " is not writable: " + std::strerror(errno));

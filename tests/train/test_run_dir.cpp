@@ -170,6 +170,16 @@ TEST(RunDir, OverwriteThroughASymlinkedRunFolderReplacesItsTarget) {
   EXPECT_TRUE(fs::exists(scratch / "train.log"));
   EXPECT_TRUE(prepare_run_dir(link, {/*resume=*/true}));
   EXPECT_TRUE(fs::is_symlink(link));
+  // The same named with a trailing slash (a shell's completion), which would follow the link.
+  EXPECT_FALSE(prepare_run_dir(link.string() + "/", {false, /*overwrite=*/true}));
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(fs::is_empty(scratch));
+  // The folder there is emptied, not made anew: its permissions stay.
+  std::ofstream(link / "train.log") << "x\n";
+  fs::permissions(scratch, fs::perms::group_write, fs::perm_options::add);
+  const auto perms = fs::status(scratch).permissions();
+  EXPECT_FALSE(prepare_run_dir(link, {false, /*overwrite=*/true}));
+  EXPECT_EQ(fs::status(scratch).permissions(), perms);
 }
 
 // --overwrite deletes only an rpe-train run folder, never one that holds the working directory
