@@ -173,7 +173,7 @@ void load_encoder(BertModel& bert, const Prepared& p, int64_t longest, bool repo
   // fine-tuning config names another method than the pretrained run.
   if (!p.rc.checkpoint.empty()) {
     SwapOptions options = swap_options_from(p.rc.cfg.init);
-    options.report = report;
+    options.report = options.verify = report;  // every seed loads the same: checked and said once
     const SwapReport r = load_pretrained_encoder(*bert, p.rc.checkpoint, options);
     if (report && (!r.added.empty() || !r.dropped.empty()))
       log::info("finetune", "method swap: {} tensors loaded, {} added, {} dropped (probe max logit change {:.2e})",

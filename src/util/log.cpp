@@ -57,11 +57,15 @@ void init(bool quiet) {
 }
 
 FileSink::FileSink(const std::filesystem::path& file) {
-  if (file.empty()) return;
+  if (file.empty()) {  // a run without a file here (another rank): its lines must not open a later one's
+    if (preamble()) preamble()->take();
+    return;
+  }
   sink_ = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.string(), /*truncate=*/false);
   sink_->set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
   if (preamble())
     for (const auto& line : preamble()->take()) sink_->log(line);  // with their own times
+  sink_->flush();
   spdlog::default_logger()->sinks().push_back(sink_);
 }
 

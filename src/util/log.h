@@ -11,8 +11,9 @@ namespace rpe::log {
 // Sets up the console logger (call once in main). quiet=true shows warnings and up only.
 void init(bool quiet = false);
 // <file> as a second sink while this object lives, or until close() (nothing for an empty path).
-// It opens with the lines logged since the previous file sink opened or closed (at most 200),
-// so a run folder made after the inputs were read and checked still logs how the run began.
+// It opens with the lines logged since the previous file sink opened or closed (at most 200; one
+// for no file, another rank's, clears them too), so a run folder made after the inputs were read
+// and checked still logs how the run began.
 class FileSink {
  public:
   explicit FileSink(const std::filesystem::path& file);

@@ -35,7 +35,11 @@ TEST(Log, AFileSinkOpensWithTheLinesLoggedBeforeIt) {
   }
   log::info("test", "between the files");
   { log::FileSink second(dir / "second.log"); }
+  log::info("test", "a run without a file here");
+  { log::FileSink another_rank(""); }
+  { log::FileSink third(dir / "third.log"); }
   spdlog::default_logger()->set_level(level);
+  EXPECT_EQ(slurp_log(dir / "third.log").find("without a file"), std::string::npos) << "a line of a run with no file";
 
   const std::string first = slurp_log(dir / "first.log"), second = slurp_log(dir / "second.log");
   const auto before = first.find("[test] before the first file"), during = first.find("[test] while the first file is open");
