@@ -74,7 +74,12 @@ class Planner {
   uint64_t pos_ = 0, start_ = 0;
 };
 
-// Checksum of the cached starts: a flipped byte in the cache must not silently move sequences.
+// The cache's checksum, after `sum` has taken the starts (whole, or in the pieces a scan reads):
+// the token count too, so that a flipped byte anywhere but in the checked fields is caught.
+uint64_t index_checksum(ShardHasher sum, const IndexHeader& h) {
+  sum.update(&h.real_tokens, sizeof h.real_tokens);
+  return sum.value();
+}
 
 uint64_t packing_code(Packing p) { return static_cast<uint64_t>(p); }  // IndexHeader::packing
 
@@ -177,8 +182,7 @@ bool ShardSequences::map_cache(const fs::path& file, uint64_t key) {
     ShardHasher sum;
     scan_mapped(starts, static_cast<int64_t>(h.count + 1), 8,
                 [&](int64_t i, int64_t j) { sum.update(starts + i, static_cast<size_t>(j - i) * 8); });
-    sum.update(&h.real_tokens, sizeof h.real_tokens);
-    ok = sum.value() == h.checksum;
+    ok = index_checksum(sum, h) == h.checksum;
     release_mapped(map, bytes);
   }
   if (!ok) {  // stale, foreign or corrupt: rebuilt and replaced
@@ -200,8 +204,7 @@ void ShardSequences::write_cache(const fs::path& file, uint64_t key, const std::
   h.count = starts.size() - 1, h.real_tokens = static_cast<uint64_t>(real_tokens_);
   ShardHasher sum;
   sum.update(starts.data(), starts.size() * sizeof(uint64_t));
-  sum.update(&h.real_tokens, sizeof h.real_tokens);
-  h.checksum = sum.value();
+  h.checksum = index_checksum(sum, h);
   try {  // every rank may get here at once: each writes a temp file and renames it over the same content
     write_atomic_with(file, [&](const fs::path& tmp) {
       std::ofstream out(tmp, std::ios::binary);
