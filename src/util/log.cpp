@@ -38,8 +38,9 @@ class Preamble final : public spdlog::sinks::base_sink<std::mutex> {
   std::deque<spdlog::details::log_msg_buffer> lines_;
 };
 
-std::shared_ptr<Preamble>& preamble() {
-  static std::shared_ptr<Preamble> p;
+// One for the process, attached to the logger by init() (before that, or without it, it stays empty).
+const std::shared_ptr<Preamble>& preamble() {
+  static const auto p = std::make_shared<Preamble>();
   return p;
 }
 
@@ -48,7 +49,6 @@ std::shared_ptr<Preamble>& preamble() {
 void init(bool quiet) {
   // Logs go to stdout so that stderr carries only the one-line error of a failed command.
   auto console = std::make_shared<spdlog::sinks::stdout_color_sink_mt>();
-  preamble() = std::make_shared<Preamble>();
   auto logger = std::make_shared<spdlog::logger>("rpe", spdlog::sinks_init_list{console, preamble()});
   logger->set_pattern("%H:%M:%S %^%l%$ %v");
   logger->set_level(quiet ? spdlog::level::warn : spdlog::level::info);
@@ -58,20 +58,19 @@ void init(bool quiet) {
 
 FileSink::FileSink(const std::filesystem::path& file) {
   if (file.empty()) {  // a run without a file here (another rank): its lines must not open a later one's
-    if (preamble()) preamble()->take();
+    preamble()->take();
     return;
   }
   sink_ = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.string(), /*truncate=*/false);
   sink_->set_pattern("%Y-%m-%d %H:%M:%S.%e %l %v");
-  if (preamble())
-    for (const auto& line : preamble()->take()) sink_->log(line);  // with their own times
+  for (const auto& line : preamble()->take()) sink_->log(line);  // with their own times
   sink_->flush();
   spdlog::default_logger()->sinks().push_back(sink_);
 }
 
 void FileSink::close() {
   if (!sink_) return;
-  if (preamble()) preamble()->take();  // the next file starts from what is logged after this one
+  preamble()->take();  // the next file starts from what is logged after this one
   auto& sinks = spdlog::default_logger()->sinks();
   sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
   sink_.reset();
