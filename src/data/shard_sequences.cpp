@@ -93,6 +93,12 @@ uint64_t cache_key(const fs::path& dir, bool valid, int64_t seq_len, Packing pac
 }
 }  // namespace
 
+std::string ShardSequences::index_cache_name(bool valid, int64_t seq_len, Packing packing) {
+  const char* suffix = packing == Packing::doc_sentences ? "-doc" : packing == Packing::full_sentences ? "-full" : "-contiguous";
+  return "index-v" + std::to_string(kIndexVersion) + (valid ? "-valid" : "-train") + "-L" + std::to_string(seq_len) +
+         suffix + ".bin";
+}
+
 ShardSequences::ShardSequences(std::shared_ptr<const PreparedShards> shards, bool valid, const fs::path& dir,
                                const SpecialIds& special, int64_t seq_len, Packing packing)
     : shards_(std::move(shards)),
@@ -103,8 +109,7 @@ ShardSequences::ShardSequences(std::shared_ptr<const PreparedShards> shards, boo
   streams_ = PreparedShards::streams(*files_);
   shard_begin_.push_back(0);
   for (const auto& s : streams_) shard_begin_.push_back(shard_begin_.back() + s.tokens);
-  const char* suffix = packing == Packing::doc_sentences ? "-doc" : packing == Packing::full_sentences ? "-full" : "-contiguous";
-  const std::string name = std::string("index-") + (valid ? "valid" : "train") + "-L" + std::to_string(seq_len) + suffix + ".bin";
+  const std::string name = index_cache_name(valid, seq_len, packing);
   const uint64_t key = cache_key(dir, valid, seq_len, packing);
   if (map_cache(dir / name, key)) return;
   build_index(owned_);

@@ -5,8 +5,10 @@
 // range (and after one at its very end when the packer had room for it), the closing [SEP],
 // then [PAD]. The sample index is therefore N+1 uint64 stream offsets: 8 bytes per sequence.
 // It is computed once from the sentence and document boundaries (no token is read) and
-// cached beside the shards as index-<split>-L<L>-<doc|full|contiguous>.bin, keyed by the manifest's
-// checksum; a later start maps it. Tokens are read from the shards' memory maps on demand.
+// cached beside the shards as index-v<format>-<split>-L<L>-<doc|full|contiguous>.bin, keyed by the
+// manifest's checksum; a later start maps it. The format version is in the name, so binaries of
+// two versions sharing a shard folder each keep their own cache instead of rebuilding and
+// replacing the other's at every start. Tokens are read from the shards' memory maps on demand.
 // Memory: the index (8 bytes per sequence, heap while it is built, then its file's map) is
 // all that grows with the corpus. Whole-file scans (verification, index build, index
 // checksum) release their pages as they go; each read() drops the shard pages it touched (the
@@ -37,6 +39,8 @@ class ShardSequences : public SequenceSource {
   void read(int64_t i, int32_t* tokens, uint8_t* word_start) const override;
   void release_pages() const override;  // this split's shard maps and the index map
   bool index_from_cache() const { return from_cache_; }  // false: computed at this start
+  // The cache's file name in the shards folder (index-v2-train-L512-doc.bin).
+  static std::string index_cache_name(bool valid, int64_t seq_len, Packing packing);
 
  private:
   void build_index(std::vector<uint64_t>& starts);

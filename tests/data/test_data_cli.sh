@@ -167,7 +167,7 @@ expect_error gone_rebuild "$T/gone.txt: file not found" \
 [[ -f $T/gone_shards/manifest.json ]] || fail "a refused rebuild cleared the shards"
 # A FIFO in a shard's place is refused; in place of a .verified stamp or an index cache it is
 # written over (each used to hang the start: opening a FIFO waits for a writer).
-for what in train-00000.shard train-00000.shard.verified index-train; do
+for what in train-00000.shard train-00000.shard.verified "index-v*-train"; do
   rm -rf "$T/fifo" && cp -r "$T/shards" "$T/fifo"
   victim=$T/fifo/$what
   [[ -e $victim ]] || victim=$(compgen -G "$T/fifo/$what-*" | head -1)

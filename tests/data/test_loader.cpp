@@ -165,7 +165,7 @@ TEST_F(ShardLoaderTest, LazySequencesEqualTheInMemoryPacking) {
       }
     }
   // The index was cached beside the shards: the next open maps it instead of rebuilding.
-  EXPECT_TRUE(fs::exists(dir_ / "out" / "index-train-L128-doc.bin"));
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "index-v2-train-L128-doc.bin"));
   EXPECT_TRUE(sequences(128, Packing::doc_sentences)->index_from_cache());
 }
 
@@ -174,7 +174,7 @@ TEST_F(ShardLoaderTest, LazySequencesEqualTheInMemoryPacking) {
 // is rebuilt with the right count and written again, not trusted.
 TEST_F(ShardLoaderTest, AnIndexCacheWithAFlippedTokenCountIsRebuilt) {
   const int64_t real = sequences(16, Packing::full_sentences)->real_tokens();
-  const fs::path cache = dir_ / "out" / "index-train-L16-full.bin";
+  const fs::path cache = dir_ / "out" / ShardSequences::index_cache_name(false, 16, Packing::full_sentences);
   ASSERT_TRUE(fs::exists(cache));
   {
     std::fstream f(cache, std::ios::in | std::ios::out | std::ios::binary);
@@ -189,6 +189,19 @@ TEST_F(ShardLoaderTest, AnIndexCacheWithAFlippedTokenCountIsRebuilt) {
   EXPECT_FALSE(again->index_from_cache());
   EXPECT_EQ(again->real_tokens(), real);
   EXPECT_TRUE(sequences(16, Packing::full_sentences)->index_from_cache()) << "written again";
+}
+
+// An older binary's cache (format 1, named without its version) in the same shard folder is
+// neither read nor replaced: a job still running the old binary keeps its cache, and neither
+// rebuilds the other's at every start.
+TEST_F(ShardLoaderTest, AnOlderFormatsIndexCacheIsLeftToItsOwnBinary) {
+  const fs::path old_cache = dir_ / "out" / "index-train-L16-full.bin";
+  const std::string old_bytes = "RPEINDEX of format 1, as an older binary left it";
+  test::write_text(old_cache, old_bytes);
+  const int64_t real = sequences(16, Packing::full_sentences)->real_tokens();
+  EXPECT_TRUE(sequences(16, Packing::full_sentences)->index_from_cache());
+  EXPECT_EQ(read_file(old_cache), old_bytes);
+  EXPECT_EQ(sequences(16, Packing::full_sentences)->real_tokens(), real);
 }
 
 TEST_F(ShardLoaderTest, TwoRanksReadDisjointSharesWhoseUnionIsTheEpoch) {
