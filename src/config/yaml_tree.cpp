@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 #include <ios>
 #include <set>
 #include <sstream>
@@ -348,17 +347,17 @@ bool assignment_sets(const std::string& assignment, const std::string& key_path)
   const std::string path = assignment.substr(0, eq);
   if (path == key_path || path.rfind(key_path + ".", 0) == 0) return true;  // it, or a key below it
   if (key_path.rfind(path + ".", 0) != 0) return false;  // `path` is not a section above key_path
-  // Read through const nodes: a non-const operator[] may add the key, and assigning a Node
-  // rebinds what it refers to.
-  const std::function<bool(const YAML::Node&, const std::vector<std::string>&, size_t)> holds =
-      [&](const YAML::Node& node, const std::vector<std::string>& keys, size_t i) {
-        if (i == keys.size()) return true;
-        if (!node.IsMap()) return false;
-        const YAML::Node child = node[keys[i]];
-        return child.IsDefined() && holds(child, keys, i + 1);
-      };
   try {
-    return holds(YAML::Load(assignment.substr(eq + 1)), split_key_path(key_path.substr(path.size() + 1), assignment), 0);
+    // Walk down through const nodes, each step a new Node: a non-const operator[] may add the
+    // key, and assigning one Node to another rebinds what it refers to.
+    std::vector<YAML::Node> chain{YAML::Load(assignment.substr(eq + 1))};
+    for (const auto& key : split_key_path(key_path.substr(path.size() + 1), assignment)) {
+      const YAML::Node& node = chain.back();
+      if (!node.IsMap()) return false;
+      chain.push_back(node[key]);
+      if (!chain.back().IsDefined()) return false;
+    }
+    return true;
   } catch (const std::exception&) {  // unparsable: load_config names the fault
     return false;
   }
