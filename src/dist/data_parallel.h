@@ -37,7 +37,12 @@ struct LaunchEnv {
   // job.step; "" if none): the store keys are the job's own, so the ranks of a second job that
   // reach this job's store on a shared port wait for their own instead of joining it.
   std::string job;
-  bool distributed() const { return world > 1; }
+  // RPE_TRAIN_GROUP_OF_ONE=1: a process group (NCCL on a GPU, Gloo on the CPU) even for one
+  // process, so that a machine with one GPU runs the whole multi-process path (rendezvous,
+  // broadcast, the all-reduce overlapped with backward, checks across ranks), collectives of
+  // one rank. Training is the same as without it: the mean of one gradient is itself.
+  bool group_of_one = false;
+  bool distributed() const { return world > 1 || group_of_one; }
 };
 LaunchEnv detect_launch_env();
 
@@ -62,7 +67,7 @@ class DataParallel {
 
   int64_t rank() const { return rank_; }
   int64_t world() const { return world_; }
-  bool distributed() const { return world_ > 1; }
+  bool distributed() const { return impl_ != nullptr; }  // in a process group (of one rank or more)
   const torch::Device& device() const { return device_; }  // this rank's training device
   std::string backend_name() const;
 

@@ -90,6 +90,11 @@ LaunchEnv detect_launch_env() {
   } else if (e.launcher == "slurm" && !env_text("SLURM_JOB_ID").empty()) {
     e.job = env_text("SLURM_JOB_ID") + "." + env_text("SLURM_STEP_ID");
   }
+  if (const std::string one = env_text("RPE_TRAIN_GROUP_OF_ONE"); !one.empty()) {
+    if (one != "0" && one != "1")
+      throw UserError("environment variable RPE_TRAIN_GROUP_OF_ONE='" + one + "' is not 0 or 1");
+    e.group_of_one = one == "1";
+  }
   const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
   e.agent_store = agent && std::string(agent) == "True";
   e.restart_count = env_int("TORCHELASTIC_RESTART_COUNT").value_or(0);

@@ -31,7 +31,7 @@ Engine::Engine(EngineSetup setup, torch::nn::Module& model, torch::optim::Optimi
   if (s_.train.cuda_graphs || s_.emulate_cuda_graphs) {
     auto no = [](const std::string& why) { throw UserError("train.cuda_graphs: " + why + " (set it to false)"); };
     if (!task_.fixed_shapes()) no("pretraining only (these batches change shape)");
-    if (s_.dp->world() > 1) no("one process only for now, got " + std::to_string(s_.dp->world()));
+    if (s_.dp->distributed()) no("one process outside a process group only for now");
     if (!s_.emulate_cuda_graphs && !s_.device.is_cuda()) no("needs a CUDA device, got " + s_.device.str());
     if (!s_.emulate_cuda_graphs && !CudaGraph::built()) no("this build's LibTorch has no CUDA graphs (a CPU one, or one before 2.1)");
     if (s_.hooks.on_loss) no("the on_loss hook cannot see inside a graph");

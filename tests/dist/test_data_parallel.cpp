@@ -103,6 +103,18 @@ TEST(LaunchEnv, ReadsTorchrunThenMpiThenSlurm) {
              EXPECT_EQ(e.launcher, "mpirun");
            });
   EXPECT_EQ(dist::detect_launch_env().world, 1);
+  EXPECT_FALSE(dist::detect_launch_env().distributed());
+  with_env({{"RPE_TRAIN_GROUP_OF_ONE", "1"}}, [] {  // one process in a process group of its own
+    const auto e = dist::detect_launch_env();
+    EXPECT_EQ(e.world, 1);
+    EXPECT_TRUE(e.group_of_one);
+    EXPECT_TRUE(e.distributed());
+  });
+  with_env({{"RPE_TRAIN_GROUP_OF_ONE", "0"}}, [] { EXPECT_FALSE(dist::detect_launch_env().distributed()); });
+  with_env({{"RPE_TRAIN_GROUP_OF_ONE", "yes"}}, [] {
+    EXPECT_EQ(test::user_error([] { dist::detect_launch_env(); }),
+              "environment variable RPE_TRAIN_GROUP_OF_ONE='yes' is not 0 or 1");
+  });
   with_env({{"RANK", "4"}, {"WORLD_SIZE", "2"}}, [] { EXPECT_THROW(dist::detect_launch_env(), UserError); });
   with_env({{"RANK", "x"}, {"WORLD_SIZE", "2"}}, [] { EXPECT_THROW(dist::detect_launch_env(), UserError); });
 }
@@ -158,6 +170,49 @@ TEST(DataParallel, TwoProcessesMatchOneProcessWithRecomputedDebertaLayers) {
   std::string sets = kNoDropout;
   sets += " --set model.attention.method=deberta --set train.activation_checkpointing=layers";
   expect_two_ranks_train_as_one(sets, "dp_deberta");
+}
+
+// One process in a process group of its own (RPE_TRAIN_GROUP_OF_ONE=1, as torchrun
+// --nproc-per-node=1 launches it) against one process without: the multi-process path on one
+// device (rendezvous, broadcast, the all-reduce overlapped with backward over two micro-batches,
+// the checks across ranks at the checkpoint) trains as one process does. On the CPU that path is
+// Gloo's and the weights are equal to the bit; on a GPU it is NCCL's, the one check of it a
+// machine with one GPU allows, and CUDA's atomics may order sums differently from run to run: the
+// logged losses agree to `loss_tol` (relative). Dropout stays on: the same streams either way.
+void expect_group_of_one_trains_as_one(const std::string& device, const std::string& backend, double loss_tol) {
+  const std::string sets =
+      "--set train.max_steps=4 --set train.grad_accum=2 --set train.log_every=1 --set train.device=" + device;
+  const fs::path single = test::fresh_dir("group1_" + device + "_single"), group = test::fresh_dir("group1_" + device);
+  ASSERT_EQ(run_shell(pretrain_cmd(single, sets) + " > " + single.string() + ".log 2>&1"), 0)
+      << slurp(single.string() + ".log");
+  const std::string env = "RPE_TRAIN_GROUP_OF_ONE=1 RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                          std::to_string(free_port());
+  ASSERT_EQ(run_shell(env + " timeout 120 " + pretrain_cmd(group, sets) + " > " + group.string() + ".log 2>&1"), 0)
+      << slurp(group.string() + ".log");
+  const std::string log = slurp(group / "train.log");
+  EXPECT_NE(log.find("rank 0/1 (local 0) via torchrun"), std::string::npos) << log;
+  EXPECT_NE(log.find("| backend " + backend), std::string::npos) << log;
+  const auto a = test::read_jsonl(single / "metrics.jsonl"), b = test::read_jsonl(group / "metrics.jsonl");
+  ASSERT_EQ(a.size(), b.size());
+  int64_t rows = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].contains("split")) continue;
+    ++rows;
+    const double x = a[i]["loss"].get<double>(), y = b[i]["loss"].get<double>();
+    EXPECT_LE(std::abs(x - y), loss_tol * std::abs(x)) << "step " << a[i]["step"] << ": " << x << " vs " << y;
+  }
+  EXPECT_EQ(rows, 4);
+  if (loss_tol > 0) return;
+  const auto pa = params_of(single), pb = params_of(group);
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i;
+}
+
+TEST(DataParallel, AGroupOfOneOnGlooTrainsAsOneProcess) { expect_group_of_one_trains_as_one("cpu", "gloo", 0.0); }
+
+TEST(DataParallel, CudaGroupOfOneOnNcclTrainsAsOneProcess) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  expect_group_of_one_trains_as_one("cuda", "nccl", 1e-4);
 }
 
 // A node that does not see the run folder rank 0 writes: it must neither train a tokenizer of
