@@ -172,40 +172,56 @@ TEST(DataParallel, TwoProcessesMatchOneProcessWithRecomputedDebertaLayers) {
   expect_two_ranks_train_as_one(sets, "dp_deberta");
 }
 
+// Whether two runs logged the same training losses, to `tol` (relative); returns the rows compared.
+int64_t expect_same_losses(const fs::path& a_dir, const fs::path& b_dir, double tol) {
+  const auto a = test::read_jsonl(a_dir / "metrics.jsonl"), b = test::read_jsonl(b_dir / "metrics.jsonl");
+  EXPECT_EQ(a.size(), b.size()) << a_dir << " vs " << b_dir;
+  int64_t rows = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (a[i].contains("split") || !a[i].contains("loss")) continue;
+    ++rows;
+    const double x = a[i]["loss"].get<double>(), y = b[i]["loss"].get<double>();
+    EXPECT_LE(std::abs(x - y), tol * std::abs(x)) << a_dir << " step " << a[i]["step"] << ": " << x << " vs " << y;
+  }
+  return rows;
+}
+
 // One process in a process group of its own (RPE_TRAIN_GROUP_OF_ONE=1, as torchrun
 // --nproc-per-node=1 launches it) against one process without: the multi-process path on one
 // device (rendezvous, broadcast, the all-reduce overlapped with backward over two micro-batches,
-// the checks across ranks at the checkpoint) trains as one process does. On the CPU that path is
-// Gloo's and the weights are equal to the bit; on a GPU it is NCCL's, the one check of it a
-// machine with one GPU allows, and CUDA's atomics may order sums differently from run to run: the
-// logged losses agree to `loss_tol` (relative). Dropout stays on: the same streams either way.
+// the checks across ranks at the checkpoint; for fine-tuning, the dev set scored in shares)
+// trains as one process does. On the CPU that path is Gloo's and the weights are equal to the
+// bit; on a GPU it is NCCL's, the one check of it a machine with one GPU allows, and CUDA's
+// atomics may order sums differently from run to run: the logged losses agree to `loss_tol`
+// (relative). Dropout stays on: the same streams either way.
 void expect_group_of_one_trains_as_one(const std::string& device, const std::string& backend, double loss_tol) {
-  const std::string sets =
-      "--set train.max_steps=4 --set train.grad_accum=2 --set train.log_every=1 --set train.device=" + device;
+  const std::string on = " --set train.log_every=1 --set train.device=" + device;
+  const std::string sets = "--set train.max_steps=4 --set train.grad_accum=2" + on;
   const fs::path single = test::fresh_dir("group1_" + device + "_single"), group = test::fresh_dir("group1_" + device);
-  ASSERT_EQ(run_shell(pretrain_cmd(single, sets) + " > " + single.string() + ".log 2>&1"), 0)
-      << slurp(single.string() + ".log");
   const std::string env = "RPE_TRAIN_GROUP_OF_ONE=1 RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                          std::to_string(free_port());
-  ASSERT_EQ(run_shell(env + " timeout 120 " + pretrain_cmd(group, sets) + " > " + group.string() + ".log 2>&1"), 0)
-      << slurp(group.string() + ".log");
+                          std::to_string(free_port()) + " timeout 120 ";
+  auto run = [&](const std::string& cmd, const fs::path& log) {
+    ASSERT_EQ(run_shell(cmd + " > " + log.string() + " 2>&1"), 0) << slurp(log);
+  };
+  run(pretrain_cmd(single, sets), single.string() + ".log");
+  run(env + pretrain_cmd(group, sets), group.string() + ".log");
   const std::string log = slurp(group / "train.log");
   EXPECT_NE(log.find("rank 0/1 (local 0) via torchrun"), std::string::npos) << log;
   EXPECT_NE(log.find("| backend " + backend), std::string::npos) << log;
-  const auto a = test::read_jsonl(single / "metrics.jsonl"), b = test::read_jsonl(group / "metrics.jsonl");
-  ASSERT_EQ(a.size(), b.size());
-  int64_t rows = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].contains("split")) continue;
-    ++rows;
-    const double x = a[i]["loss"].get<double>(), y = b[i]["loss"].get<double>();
-    EXPECT_LE(std::abs(x - y), loss_tol * std::abs(x)) << "step " << a[i]["step"] << ": " << x << " vs " << y;
-  }
-  EXPECT_EQ(rows, 4);
+  EXPECT_EQ(expect_same_losses(single, group, loss_tol), 4);
+  // Fine-tuning SQuAD from the single run's model, both ways.
+  const fs::path ft_single = single / "ft", ft_group = group / "ft";
+  run(test::finetune_cmd(single, ft_single, on + " --seeds 1"), single.string() + ".ft.log");
+  run(env + test::finetune_cmd(single, ft_group, on + " --seeds 1"), group.string() + ".ft.log");
+  EXPECT_NE(slurp(group.string() + ".ft.log").find("| backend " + backend), std::string::npos);
+  EXPECT_GT(expect_same_losses(ft_single / "seed1", ft_group / "seed1", loss_tol), 0);
   if (loss_tol > 0) return;
   const auto pa = params_of(single), pb = params_of(group);
   ASSERT_EQ(pa.size(), pb.size());
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i;
+  const auto results = [](const fs::path& ft) { return nlohmann::json::parse(slurp(ft / "seed1" / "results.json")); };
+  const auto ra = results(ft_single), rb = results(ft_group);
+  for (const char* key : {"exact", "f1", "total", "steps"}) EXPECT_EQ(ra[key], rb[key]) << key;
 }
 
 TEST(DataParallel, AGroupOfOneOnGlooTrainsAsOneProcess) { expect_group_of_one_trains_as_one("cpu", "gloo", 0.0); }
