@@ -4,11 +4,13 @@
 // exit with 1. Whatever escapes a command, stderr gets exactly one line.
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <iostream>
 #include <new>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "cli/commands.h"
 #include "util/cpu_memory.h"
@@ -66,6 +68,42 @@ std::string missing_subcommand_text(const CLI::App* app, const CLI::Error& e) {
          (word ? ", got '" + left.front() + "'" : "");
 }
 
+// Levenshtein distance, for "did you mean" on a misspelt command.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// CLI11 says "The following argument was not expected: pretrian" for a command it does not know:
+// say it is no command, name the nearest one when it is a likely typo, and list them all. Empty
+// when the error is another one (a stray word after a known command keeps CLI11's text).
+std::string unknown_command_text(const CLI::App* app, const CLI::Error& e) {
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) == nullptr || app->get_parent() != nullptr ||
+      !app->get_subcommands().empty())
+    return "";
+  const auto left = app->remaining();
+  if (left.empty() || left.front().empty() || left.front()[0] == '-') return "";
+  const std::string& word = left.front();
+  std::string commands, nearest;
+  size_t best = 3;  // at most two edits away: a typo, not another word
+  for (const CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; })) {
+    commands += (commands.empty() ? "" : ", ") + sub->get_name();
+    if (const size_t d = edit_distance(word, sub->get_name()); d < best) best = d, nearest = sub->get_name();
+  }
+  return "rpe-train: no command '" + word + "'" + (nearest.empty() ? "" : "; did you mean '" + nearest + "'?") +
+         " (commands: " + commands + "; `rpe-train --help`)";
+}
+
 int report(const std::string& message, int code) {
   std::cerr << "error: " << one_line(message) << "\n";
   return code;
@@ -77,8 +115,9 @@ int main(int argc, char** argv) {
   CLI::App app{"rpe-train: BERT pretraining and fine-tuning with pluggable position embeddings"};
   app.require_subcommand(0, 1);
   app.failure_message([](const CLI::App* at, const CLI::Error& e) {
-    const std::string missing = missing_subcommand_text(at, e);
-    return "error: " + one_line(missing.empty() ? e.what() : missing) + "\n";
+    std::string text = missing_subcommand_text(at, e);
+    if (text.empty()) text = unknown_command_text(at, e);
+    return "error: " + one_line(text.empty() ? e.what() : text) + "\n";
   });
   bool version = false;
   app.add_flag("--version", version, "Print rpe-train, LibTorch and CUDA versions and the devices seen");

@@ -68,6 +68,11 @@ expect_error "an empty --task" '^error: --task: empty: expected one of cola, sst
 # "A subcommand is required").
 expect_error "a task for predict's subcommand" '^error: rpe-train predict: name one of squad or glue \(`rpe-train predict --help`\), got .mrpc.$' \
   "$BIN" predict mrpc
+# A command rpe-train does not know: said so, with the nearest command when it is a typo (CLI11
+# alone says "The following argument was not expected").
+expect_error "a misspelt command" "^error: rpe-train: no command 'pretrian'; did you mean 'pretrain'\\? \\(commands: pretrain, dump-config, .*evaluate-squad, methods; \`rpe-train --help\`\\)$" \
+  "$BIN" pretrian --config $CFG
+expect_error "an unknown command" "^error: rpe-train: no command 'bogus' \\(commands: pretrain, " "$BIN" bogus
 expect_error "finetune without its subcommand" '^error: rpe-train finetune: name one of squad or glue \(`rpe-train finetune --help`\)$' \
   "$BIN" finetune
 expect_error "task by a --set of its section" "^error: --set finetune=\{task: mrpc\}: the task is named by" \
