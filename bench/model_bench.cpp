@@ -26,9 +26,10 @@
 // --max-relative K: the relative methods clipped at k = K (Table 4's models), rows labelled
 // "rpe (clipped k = K)" (methods with no clipping distance keep "rpe"): the clipped ends'
 // summed gradients against the default k = max_position - 1.
-// --activation-checkpointing attention|layers: each layer's attention core, or each whole layer,
-// recomputed in backward (model/recompute.h), rows labelled "rpe (recompute attention)" or
-// "rpe (recompute layers)": the memory it saves and the time it costs.
+// --activation-checkpointing attention|layers|bias: each layer's attention core, each whole layer,
+// or only the fused kernel's saved position bias recomputed in backward (model/recompute.h,
+// model/saved_mask.h), rows labelled "rpe (recompute attention)", "rpe (recompute layers)" or
+// "rpe (recompute bias)": the memory it saves and the time it costs.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -206,8 +207,8 @@ int main(int argc, char** argv) {
   rpe::bench::add_max_relative_option(app, a.max_relative);
   app.add_flag("--no-relative-kernel", a.no_relative_kernel, "relative scores laid out by the skew path, not the kernel (CUDA)");
   app.add_flag("--unfused-add-norm", a.unfused_add_norm, "post-LN add & norm as separate kernels, not fused (CUDA)");
-  app.add_option("--activation-checkpointing", a.recompute, "recompute in backward: none, attention or layers")
-      ->check(CLI::IsMember({"none", "attention", "layers"}));
+  app.add_option("--activation-checkpointing", a.recompute, "recompute in backward: none, attention, layers or bias")
+      ->check(CLI::IsMember({"none", "attention", "layers", "bias"}));
   CLI11_PARSE(app, argc, argv);
   rpe::set_relative_skew_blocks(a.relative_blocks);
   rpe::set_fused_add_norm(!a.unfused_add_norm);

@@ -40,6 +40,7 @@ set(RPE_CORE_SOURCES
   # model: position methods behind one interface (src/model/attention/, globbed below), encoder, BERT
   src/model/add_norm.cpp
   src/model/recompute.cpp
+  src/model/saved_mask.cpp
   src/model/encoder.cpp
   src/model/bert.cpp
   # distributed: process group, parameter broadcast, bucketed gradient all-reduce

@@ -16,6 +16,7 @@ set(RPE_TEST_SOURCES
   tests/data/test_chunk_pipeline.cpp
   tests/model/test_add_norm.cpp
   tests/model/test_recompute.cpp
+  tests/model/test_saved_mask.cpp
   tests/model/test_model.cpp
   tests/config/test_presets.cpp
   tests/train/test_training.cpp

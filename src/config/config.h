@@ -143,7 +143,7 @@ struct TrainOptions {
   std::string device = "auto";    // auto | cpu | cuda | cuda:N (cuda:LOCAL_RANK under torchrun)
   int64_t threads = 0;            // CPU intra-op threads; 0 = LibTorch's default
   bool cuda_graphs = false;       // pretraining on one GPU: each micro-batch's forward + backward replayed as a CUDA graph
-  std::string activation_checkpointing = "none";  // none | attention | layers: recomputed in backward (less memory, more compute)
+  std::string activation_checkpointing = "none";  // none | attention | layers | bias: recomputed in backward (less memory, more compute)
 
   template <class V> void visit(V& v) {
     v("batch_size", batch_size);

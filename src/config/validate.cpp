@@ -267,12 +267,12 @@ void validate_train_settings(const Config& cfg) {
     cfg.fail("train.bucket_mb", "must be in (0, 1048576] MiB (25 is the usual)");
   if (t.cuda_graphs && t.device == "cpu") fail_pair(cfg, "train.cuda_graphs", "train.device", "needs a CUDA device");
   if (t.activation_checkpointing != "none" && t.activation_checkpointing != "attention" &&
-      t.activation_checkpointing != "layers")
+      t.activation_checkpointing != "layers" && t.activation_checkpointing != "bias")
     cfg.fail("train.activation_checkpointing",
-             "must be none, attention or layers, got '" + t.activation_checkpointing + "'");
+             "must be none, attention, layers or bias, got '" + t.activation_checkpointing + "'");
   if (t.cuda_graphs && t.activation_checkpointing != "none")
     fail_pair(cfg, "train.cuda_graphs", "train.activation_checkpointing",
-              "cannot be on together (a recomputed layer resets the random generators, which a captured graph cannot)");
+              "cannot be on together (recomputing in backward is not done inside a captured graph)");
   if (t.cuda_graphs && t.precision == "fp16")
     fail_pair(cfg, "train.cuda_graphs", "train.precision", "needs precision fp32 or bf16 (not fp16's loss scaling)");
 }

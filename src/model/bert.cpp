@@ -102,7 +102,10 @@ torch::Tensor BertModelImpl::captured_attention() const {
 
 void BertModelImpl::set_activation_checkpointing(Recompute what) {
   recompute_ = what;
-  for (auto& layer : layer_list_) layer->attention->set_recompute(what == Recompute::attention);
+  for (auto& layer : layer_list_) {
+    layer->attention->set_recompute(what == Recompute::attention);
+    layer->attention->set_recompute_bias(what == Recompute::bias);
+  }
 }
 
 void BertModelImpl::set_fused_attention(bool fused) {

@@ -20,13 +20,15 @@ Recompute parse_recompute(const std::string& value) {
   if (value == "none") return Recompute::none;
   if (value == "attention") return Recompute::attention;
   if (value == "layers") return Recompute::layers;
-  throw UserError("train.activation_checkpointing: must be none, attention or layers, got '" + value + "'");
+  if (value == "bias") return Recompute::bias;
+  throw UserError("train.activation_checkpointing: must be none, attention, layers or bias, got '" + value + "'");
 }
 
 std::string describe_recompute(Recompute what) {
   switch (what) {
     case Recompute::attention: return "each layer's attention core recomputed in backward";
     case Recompute::layers: return "each encoder layer recomputed in backward";
+    case Recompute::bias: return "each layer's position bias rebuilt in backward, not kept by the fused attention kernel";
     case Recompute::none: break;
   }
   return "";

@@ -25,8 +25,10 @@
 namespace rpe {
 
 // What train.activation_checkpointing recomputes.
-enum class Recompute { none, attention, layers };
-Recompute parse_recompute(const std::string& value);  // "none" | "attention" | "layers"
+// bias: only the fused attention kernel's saved [B, H, L, L] position bias, rebuilt from q and k
+// (model/saved_mask.h): the relative methods' largest saved tensor, for a few thin GEMMs.
+enum class Recompute { none, attention, layers, bias };
+Recompute parse_recompute(const std::string& value);  // "none" | "attention" | "layers" | "bias"
 // For the build log: "each encoder layer recomputed in backward", ...; "" for none.
 std::string describe_recompute(Recompute what);
 

@@ -169,7 +169,7 @@ TEST_F(ConfigTest, InvalidValuesNameTheKey) {
   EXPECT_NE(graphs_recompute.find("train.cuda_graphs: cannot be on together"), std::string::npos) << graphs_recompute;
   EXPECT_NE(graphs_recompute.find("train.activation_checkpointing"), std::string::npos) << graphs_recompute;
   const std::string recompute_what = error_of(dir_ / "exp.yaml", {"train.activation_checkpointing=true"});
-  EXPECT_NE(recompute_what.find("train.activation_checkpointing: must be none, attention or layers, got 'true'"),
+  EXPECT_NE(recompute_what.find("train.activation_checkpointing: must be none, attention, layers or bias, got 'true'"),
             std::string::npos) << recompute_what;
   // a dropout of 1 zeroes every output
   EXPECT_NE(error_of(dir_ / "exp.yaml", {"model.dropout=1"}).find("model.dropout: must be in [0, 1)"),

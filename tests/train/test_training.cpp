@@ -340,7 +340,7 @@ TEST(PretrainSummary, ActivationCheckpointingTrainsAsThePlainRun) {
   pretrain(test::tiny_config(base), plain, {});
   const auto a = training_rows(plain);
   ASSERT_EQ(a.size(), 4u);
-  for (const std::string what : {"layers", "attention"}) {
+  for (const std::string what : {"layers", "attention", "bias"}) {
     auto with = base;
     with.push_back("train.activation_checkpointing=" + what);
     const fs::path run = test::fresh_dir("recompute_" + what);

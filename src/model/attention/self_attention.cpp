@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "model/recompute.h"
+#include "model/saved_mask.h"
 #include "util/torch_compat.h"
 
 namespace rpe {
@@ -55,20 +56,20 @@ torch::Tensor SelfAttentionImpl::core(torch::Tensor q, torch::Tensor k, const to
   const auto inf = std::numeric_limits<float>::infinity();
   torch::Tensor pad;  // [B, 1, 1, L], broadcast over heads and queries; undefined = no padding
   if (key_padding.defined()) pad = key_padding.view({B, 1, 1, L});
-  auto bias = shared_bias.defined() ? shared_bias : position->score_bias(q, k);  // broadcastable to [B, H, L, L]
-  if (bias.defined() && bias.scalar_type() != q.scalar_type()) bias = bias.to(q.scalar_type());
   torch::Tensor context;  // [B, H, L, d]
   if (fused_ && position->fusable() && !capture) {
-    // Fused kernel: padding and the method's bias travel as one float mask; with neither,
-    // no mask at all, which leaves SDPA free to pick its fastest kernel (FlashAttention).
-    torch::Tensor mask;  // undefined = none
-    if (pad.defined()) mask = torch::zeros({B, 1, 1, L}, q.options()).masked_fill(pad, -inf);
-    if (bias.defined()) mask = mask.defined() ? mask + bias : bias;
-    // CUDA's flash/memory-efficient/cuDNN kernels need unit stride along keys, else SDPA
-    // silently takes its math kernel; every method's bias has it (AttentionDispatch test).
-    if (mask.defined() && mask.stride(-1) != 1) mask = mask.contiguous();
+    const auto mask = fused_mask(q, k, pad, shared_bias);
     context = compat::scaled_dot_product_attention(q, k, v, mask, p, scale);
+    // The layer's own bias ([B, H, L, L] for the relative methods), not the shared one made
+    // once per forward for every layer: rebuilt in backward rather than kept (saved_mask.h).
+    if (recompute_bias_ && !shared_bias.defined() && mask.defined() && mask.numel() == B * q.size(1) * L * L &&
+        is_training() && torch::GradMode::is_enabled()) {
+      auto self = std::static_pointer_cast<SelfAttentionImpl>(shared_from_this());
+      rebuild_saved_mask(context, mask, [self, q, k, pad] { return self->fused_mask(q, k, pad, {}); });
+    }
   } else {
+    auto bias = shared_bias.defined() ? shared_bias : position->score_bias(q, k);  // broadcastable to [B, H, L, L]
+    if (bias.defined() && bias.scalar_type() != q.scalar_type()) bias = bias.to(q.scalar_type());
     // Content scores are linear in q, so scaling q ([B, H, L, d]) spares a pass over [B, H, L, L].
     auto logits = position->content_scores(q * scale, k);  // [B, H, L, L]
     if (bias.defined()) logits = logits + bias;
@@ -81,6 +82,23 @@ torch::Tensor SelfAttentionImpl::core(torch::Tensor q, torch::Tensor k, const to
     if (extra.defined()) context = context + extra;
   }
   return context;
+}
+
+torch::Tensor SelfAttentionImpl::fused_mask(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& pad,
+                                            const torch::Tensor& shared_bias) {
+  // Padding and the method's bias travel as one float mask; with neither, no mask at all, which
+  // leaves SDPA free to pick its fastest kernel (FlashAttention).
+  const int64_t B = q.size(0), L = q.size(2);
+  auto bias = shared_bias.defined() ? shared_bias : position->score_bias(q, k);  // broadcastable to [B, H, L, L]
+  if (bias.defined() && bias.scalar_type() != q.scalar_type()) bias = bias.to(q.scalar_type());
+  torch::Tensor mask;  // undefined = none
+  if (pad.defined())
+    mask = torch::zeros({B, 1, 1, L}, q.options()).masked_fill(pad, -std::numeric_limits<float>::infinity());
+  if (bias.defined()) mask = mask.defined() ? mask + bias : bias;
+  // CUDA's flash/memory-efficient/cuDNN kernels need unit stride along keys, else SDPA
+  // silently takes its math kernel; every method's bias has it (AttentionDispatch test).
+  if (mask.defined() && mask.stride(-1) != 1) mask = mask.contiguous();
+  return mask;
 }
 
 }  // namespace rpe

@@ -28,6 +28,9 @@ class SelfAttentionImpl : public torch::nn::Module {
   // While training with autograd on, keep only q, k, v (and the shared bias) for backward and
   // run the attention core again there (train.activation_checkpointing: attention; recompute.h).
   void set_recompute(bool on) { recompute_ = on; }
+  // While training with autograd on, let the fused kernel's saved [B, H, L, L] bias go and
+  // rebuild it from q and k in backward (train.activation_checkpointing: bias; saved_mask.h).
+  void set_recompute_bias(bool on) { recompute_bias_ = on; }
 
   // When set, the next forward keeps its attention probabilities [B, H, L, L] (plain path).
   bool capture = false;
@@ -41,10 +44,15 @@ class SelfAttentionImpl : public torch::nn::Module {
   torch::Tensor core(torch::Tensor q, torch::Tensor k, const torch::Tensor& v, const torch::Tensor& key_padding,
                      const torch::Tensor& shared_bias);
 
+  // The fused path's float mask: padding ([B, 1, 1, L] -> -inf) plus the method's bias (the
+  // shared one if given, else the term's score_bias of q, k), in q's dtype; undefined = none.
+  torch::Tensor fused_mask(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& pad,
+                           const torch::Tensor& shared_bias);
+
   int64_t heads_, head_size_;
   double dropout_p_;
   bool fused_ = false;
-  bool recompute_ = false;
+  bool recompute_ = false, recompute_bias_ = false;
 };
 TORCH_MODULE(SelfAttention);
 

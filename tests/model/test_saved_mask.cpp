@@ -1,0 +1,191 @@
+// train.activation_checkpointing: bias (src/model/saved_mask.h). The mechanism on the CPU, where
+// SDPA's flash kernel keeps a mask that needs no gradient: the node's copy goes after the forward,
+// the backward rebuilds it under the forward's autocast and gives the plain gradients, and a
+// rebuilt mask of another shape is refused. The model on a GPU, where the memory-efficient
+// kernel keeps the relative methods' [B, H, L, L] bias (one that needs a gradient, which the
+// CPU's fused kernel does not take): the same gradients as keeping it, far fewer bytes kept.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#if __has_include(<c10/cuda/CUDACachingAllocator.h>) && defined(USE_C10D_NCCL)
+#define RPE_TEST_CUDA_ALLOCATOR 1
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include "model/bert.h"
+#include "model/saved_mask.h"
+#include "test_models.h"
+#include "util/autocast_guard.h"
+#include "util/torch_compat.h"
+
+namespace rpe {
+namespace {
+
+using torch::Tensor;
+
+struct Qkv {
+  Tensor q, k, v, g;  // [2, 3, 16, 8] each; g: the output's gradient
+};
+
+Qkv inputs() {
+  torch::manual_seed(4);
+  auto leaf = [] { return torch::randn({2, 3, 16, 8}).requires_grad_(); };
+  return {leaf(), leaf(), leaf(), torch::randn({2, 3, 16, 8})};
+}
+
+// The mask a test rebuilds: a function of a tensor that outlives the forward, no gradient.
+Tensor make_mask(const Tensor& base) { return (base * 0.5).sin(); }
+
+std::vector<Tensor> grads_of(const Qkv& x, const Tensor& out) {
+  return torch::autograd::grad({out}, {x.q, x.k, x.v}, {x.g});
+}
+
+TEST(SavedMask, TheCpuFlashKernelsMaskIsRebuiltInBackwardWithThePlainGradients) {
+  const Qkv x = inputs();
+  const auto base = torch::randn({2, 3, 16, 16});
+  const auto plain = grads_of(x, compat::scaled_dot_product_attention(x.q, x.k, x.v, make_mask(base), 0.0, 0.3));
+
+  auto mask = make_mask(base);
+  const auto out = compat::scaled_dot_product_attention(x.q, x.k, x.v, mask, 0.0, 0.3);
+  ASSERT_EQ(out.grad_fn()->name(), "ScaledDotProductFlashAttentionForCpuBackward0") << "SDPA's CPU path changed";
+  int rebuilt = 0;
+  const bool autocast_was_on = compat::autocast_enabled(torch::kCPU);
+  bool autocast_in_rebuild = false;
+  ASSERT_TRUE(rebuild_saved_mask(out, mask, [&] {
+    ++rebuilt;
+    autocast_in_rebuild = compat::autocast_enabled(torch::kCPU);
+    return make_mask(base);
+  }));
+  EXPECT_EQ(mask.storage().use_count(), 1) << "the node let its copy go";
+  mask = Tensor();
+  EXPECT_EQ(rebuilt, 0);
+  const auto got = grads_of(x, out);
+  EXPECT_EQ(rebuilt, 1);
+  EXPECT_EQ(autocast_in_rebuild, autocast_was_on);
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(torch::equal(got[i], plain[i])) << "input " << i;
+}
+
+// The rebuild runs under the autocast state of the forward it belongs to, though the backward
+// runs without one: a mask made in bf16 is made in bf16 again.
+TEST(SavedMask, TheRebuildRunsUnderTheForwardsAutocast) {
+  const Qkv x = inputs();
+  const auto base = torch::randn({2, 3, 16, 16});
+  Tensor out;
+  bool autocast_in_rebuild = false;
+  {
+    const AutocastGuard autocast(torch::kCPU, at::kBFloat16);
+    const auto mask = make_mask(base).to(torch::kBFloat16);  // in q's dtype under autocast, as the model's
+    out = compat::scaled_dot_product_attention(x.q, x.k, x.v, mask, 0.0, 0.3);
+    ASSERT_EQ(out.grad_fn()->name(), "ScaledDotProductFlashAttentionForCpuBackward0") << "SDPA's CPU path changed";
+    ASSERT_TRUE(rebuild_saved_mask(out, mask, [&] {
+      autocast_in_rebuild = compat::autocast_enabled(torch::kCPU);
+      return make_mask(base).to(torch::kBFloat16);
+    }));
+  }
+  ASSERT_FALSE(compat::autocast_enabled(torch::kCPU));
+  grads_of(x, out.to(torch::kFloat));
+  EXPECT_TRUE(autocast_in_rebuild);
+}
+
+TEST(SavedMask, ARebuiltMaskOfAnotherShapeIsRefused) {
+  const Qkv x = inputs();
+  const auto base = torch::randn({2, 3, 16, 16});
+  const auto mask = make_mask(base);
+  const auto out = compat::scaled_dot_product_attention(x.q, x.k, x.v, mask, 0.0, 0.3);
+  ASSERT_TRUE(rebuild_saved_mask(out, mask, [&] { return make_mask(base).narrow(3, 0, 8); }));
+  try {
+    grads_of(x, out);
+    ADD_FAILURE() << "no error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rebuilding the attention mask for backward: got [2, 3, 16, 8], expected "
+                                         "[2, 3, 16, 16]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Nothing to rebuild: no graph, or SDPA's math path (a mask that needs a gradient, on the CPU),
+// which keeps the probabilities, not the mask.
+TEST(SavedMask, WithoutAFusedNodeNothingIsHooked) {
+  const Qkv x = inputs();
+  const auto base = torch::randn({2, 3, 16, 16}).requires_grad_();
+  const auto mask = make_mask(base);
+  const auto out = compat::scaled_dot_product_attention(x.q, x.k, x.v, mask, 0.0, 0.3);
+  EXPECT_FALSE(rebuild_saved_mask(out, mask, [&] { return make_mask(base); }));
+  const torch::NoGradGuard no_grad;
+  const auto eval = compat::scaled_dot_product_attention(x.q, x.k, x.v, mask.detach(), 0.0, 0.3);
+  EXPECT_FALSE(rebuild_saved_mask(eval, mask, [&] { return make_mask(base); }));
+}
+
+// Bytes allocated on `device` now (CUDA), -1 where this build cannot tell.
+double allocated(const torch::Device& device) {
+#ifdef RPE_TEST_CUDA_ALLOCATOR
+  if (device.is_cuda()) {
+    torch::cuda::synchronize();
+    return static_cast<double>(c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].current);
+  }
+#endif
+  return -1;
+}
+
+// The relative methods with fused attention in bf16, the bias kept (none) or rebuilt (bias):
+// the same loss and gradients; on a GPU the bias's [B, H, L, L] bytes per layer are no longer
+// kept between forward and backward. On the CPU the fused kernel takes no bias with a gradient
+// (SDPA's math path runs, which keeps no mask): this twin checks the harness.
+void rebuilt_bias_trains_as_the_kept_one(const torch::Device& device) {
+  const int64_t B = 4, L = 128, H = 4, layers = 3;
+  torch::manual_seed(6);
+  const auto ids = torch::randint(5, 50, {B, L}, torch::kLong).to(device);
+  const auto g = torch::randn({B, L, 64}).to(device);
+  for (const std::string method : {"shaw", "transformer_xl", "m4", "deberta"}) {
+    torch::manual_seed(3);
+    BertModel model(test::small_model_options(
+        method, {.hidden = 64, .layers = layers, .heads = H, .ffn = 128, .max_position = L, .dropout = 0.0}));
+    model->to(device);
+    model->set_fused_attention(true);
+    model->train();
+    std::vector<std::vector<Tensor>> grads;
+    std::vector<double> losses, kept;
+    for (const auto what : {Recompute::none, Recompute::bias}) {
+      model->zero_grad();
+      model->set_activation_checkpointing(what);
+      const double before = allocated(device);
+      Tensor loss;
+      {
+        const AutocastGuard autocast(device, at::kBFloat16);
+        loss = (model->encode(ids, {}).to(torch::kFloat) * g).sum();
+      }
+      kept.push_back(allocated(device) - before);
+      loss.backward();
+      losses.push_back(loss.item<double>());
+      grads.emplace_back();
+      for (const auto& p : model->parameters()) grads.back().push_back(p.grad().defined() ? p.grad().cpu() : Tensor());
+    }
+    EXPECT_EQ(losses[0], losses[1]) << method;
+    for (size_t i = 0; i < grads[0].size(); ++i) {
+      ASSERT_EQ(grads[0][i].defined(), grads[1][i].defined()) << method << " parameter " << i;
+      if (!grads[0][i].defined()) continue;
+      // Equal values rebuilt by equal kernels; atomics in the kernels' backward may sum in another order.
+      const double scale = std::max(1e-6, grads[0][i].abs().max().item<double>());
+      EXPECT_LE((grads[0][i] - grads[1][i]).abs().max().item<double>() / scale, 1e-2) << method << " parameter " << i;
+    }
+    if (device.is_cuda() && kept[0] >= 0) {
+      const double bias_bytes = static_cast<double>(B * H * L * L * 2);  // bf16, a layer
+      EXPECT_LT(kept[1], kept[0] - 0.8 * layers * bias_bytes)
+          << method << ": kept " << kept[0] << " bytes with the bias, " << kept[1] << " rebuilding it";
+    }
+  }
+}
+
+TEST(SavedMask, CudaRebuiltBiasTrainsAsTheKeptOneAndIsNotKept) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  rebuilt_bias_trains_as_the_kept_one(torch::kCUDA);
+}
+
+TEST(SavedMask, RebuiltBiasHarnessRunsOnTheCpu) { rebuilt_bias_trains_as_the_kept_one(torch::kCPU); }
+
+}  // namespace
+}  // namespace rpe
