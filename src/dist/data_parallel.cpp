@@ -135,6 +135,10 @@ DataParallel::DataParallel(const LaunchEnv& env, const std::function<torch::Devi
   const auto timeout = milliseconds(static_cast<int64_t>(timeout_s * 1000));
   const auto store = meet(env, timeout_s);
   device_ = agree_on_device(*store, env, timeout_s, choose_device);
+#ifdef RPE_HAVE_NCCL
+  // NCCL works on one GPU, named (its barriers too): a device given without an index is the current one.
+  if (device_.is_cuda() && !device_.has_index()) device_ = torch::Device(torch::kCUDA, c10::cuda::current_device());
+#endif
   const torch::Device device = device_;
   const int r = static_cast<int>(env.rank), w = static_cast<int>(env.world);
   if (device.is_cuda()) {

@@ -43,6 +43,7 @@ struct LaunchEnv {
   // one rank. Training is the same as without it: the mean of one gradient is itself.
   bool group_of_one = false;
   bool distributed() const { return world > 1 || group_of_one; }
+  int64_t group_ranks() const { return distributed() ? world : 0; }  // 0: no process group
 };
 LaunchEnv detect_launch_env();
 

@@ -145,7 +145,7 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
   const dist::LaunchEnv env = dist::detect_launch_env();
   micro_batch_size(cfg.train, env.world);  // the same verdict on every rank, before the rendezvous
-  dist::DataParallel dp(env, [&] { return training_device(cfg.train.device, env.local_rank, env.world > 1); },
+  dist::DataParallel dp(env, [&] { return training_device(cfg.train.device, env.local_rank, env.group_ranks()); },
                         cfg.train.dist_timeout_s, cfg.train.bucket_mb);
   const torch::Device device = dp.device();
   // After the ranks have met, each reads the data and checks the checkpoint's shapes and the

@@ -132,7 +132,7 @@ PredictOutcome predict(const PredictRequest& req) {
   refuse_overwriting_input(req, files);
   // A bad --device is named as such, not as the saved config's train.device.
   const torch::Device device =
-      training_device(p.rc.cfg.train.device, 0, /*distributed=*/false, req.device.empty() ? "train.device" : "--device");
+      training_device(p.rc.cfg.train.device, 0, /*group_ranks=*/0, req.device.empty() ? "train.device" : "--device");
   log::info("predict", "model {} ({}, step {}, {} {:.2f}) | device {} | precision {}", saved.dir.string(), saved.info.task,
             saved.info.step, saved.info.metric, saved.info.value, device.str(), p.rc.cfg.train.precision);
   PredictOutcome out = p.squad ? predict_squad_file(p, saved, req, device) : predict_glue_file(p, saved, req, device);

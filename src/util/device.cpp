@@ -31,13 +31,13 @@ int64_t rank_gpu(int64_t local_rank, int64_t visible) {
                   " (CUDA_VISIBLE_DEVICES): start at most one process per visible GPU");
 }
 
-torch::Device training_device(const std::string& name, int64_t local_rank, bool distributed,
+torch::Device training_device(const std::string& name, int64_t local_rank, int64_t group_ranks,
                               const std::string& key) {
-  if (distributed && name.rfind("cuda:", 0) == 0)
+  if (group_ranks > 1 && name.rfind("cuda:", 0) == 0)
     throw UserError(key + ": '" + name + "' would put every process of this multi-process run on one GPU "
                     "(NCCL refuses that): use 'cuda' or 'auto', and each process takes its own (cuda:LOCAL_RANK)");
   torch::Device d = resolve_device(name, key);
-  if (d.is_cuda() && distributed)
+  if (d.is_cuda() && !d.has_index() && group_ranks > 0)
     d = torch::Device(torch::kCUDA,
                       static_cast<c10::DeviceIndex>(rank_gpu(local_rank, torch::cuda::device_count())));
   if (name == "auto") {  // say which device and why, never a silent fallback

@@ -10,11 +10,12 @@ namespace rpe {
 // `key`, the option the name came from.
 torch::Device resolve_device(const std::string& name, const std::string& key = "train.device");
 
-// The device of one training process: resolve_device(name), except that in a multi-process
-// run ("auto" or "cuda") rank-local process `local_rank` takes GPU rank_gpu(local_rank, visible
-// GPUs); "cuda:N" is refused there (every rank on one GPU). Says so in the log when "auto" ends
-// on the CPU (no GPU visible), so a missing GPU is never silent.
-torch::Device training_device(const std::string& name, int64_t local_rank, bool distributed,
+// The device of one training process: resolve_device(name), except that in a process group
+// (`group_ranks`: its world size; 0 outside any) "auto" or "cuda" gives rank-local process
+// `local_rank` GPU rank_gpu(local_rank, visible GPUs) -- NCCL needs a GPU index -- and that
+// "cuda:N" is refused in a group of several (every rank on one GPU). Says so in the log when
+// "auto" ends on the CPU (no GPU visible), so a missing GPU is never silent.
+torch::Device training_device(const std::string& name, int64_t local_rank, int64_t group_ranks,
                               const std::string& key = "train.device");
 
 // The GPU index of rank-local process `local_rank` when `visible` GPUs are visible to it:

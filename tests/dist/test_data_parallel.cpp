@@ -128,11 +128,16 @@ TEST(LaunchEnv, EachProcessTakesItsOwnGpu) {
   EXPECT_EQ(rank_gpu(3, 1), 0);
   const auto few = test::user_error([] { rank_gpu(4, 2); });
   EXPECT_NE(few.find("rank-local process 4 (LOCAL_RANK) needs GPU cuda:4 but sees only 2"), std::string::npos) << few;
-  const auto one = test::user_error([] { training_device("cuda:1", 0, /*distributed=*/true); });
+  const auto one = test::user_error([] { training_device("cuda:1", 0, /*group_ranks=*/2); });
   EXPECT_NE(one.find("train.device: 'cuda:1' would put every process of this multi-process run on one GPU"),
             std::string::npos)
       << one;
-  EXPECT_EQ(training_device("cpu", 3, /*distributed=*/true), torch::Device(torch::kCPU));
+  EXPECT_EQ(training_device("cpu", 3, /*group_ranks=*/2), torch::Device(torch::kCPU));
+  // A group of one (RPE_TRAIN_GROUP_OF_ONE) may name its GPU: refused here only for want of one.
+  if (!torch::cuda::is_available()) {
+    const auto alone = test::user_error([] { training_device("cuda:1", 0, /*group_ranks=*/1); });
+    EXPECT_EQ(alone.find("multi-process"), std::string::npos) << alone;
+  }
 }
 
 // Pretrains `sets` in one process and on two Gloo ranks with the same global batch: the weights
@@ -180,7 +185,7 @@ int64_t expect_same_losses(const fs::path& a_dir, const fs::path& b_dir, double 
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
     if (a[i].contains("split") || !a[i].contains("loss")) continue;
     ++rows;
-    const double x = a[i]["loss"].get<double>(), y = b[i]["loss"].get<double>();
+    const double x = a[i].at("loss").get<double>(), y = b[i].at("loss").get<double>();
     EXPECT_LE(std::abs(x - y), tol * std::abs(x)) << a_dir << " step " << a[i]["step"] << ": " << x << " vs " << y;
   }
   return rows;
