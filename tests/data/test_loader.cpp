@@ -191,12 +191,12 @@ TEST_F(ShardLoaderTest, AnIndexCacheWithAFlippedTokenCountIsRebuilt) {
   EXPECT_TRUE(sequences(16, Packing::full_sentences)->index_from_cache()) << "written again";
 }
 
-// An older binary's cache (format 1, named without its version) in the same shard folder is
-// neither read nor replaced: a job still running the old binary keeps its cache, and neither
-// rebuilds the other's at every start.
+// An older binary's cache (named without a format version, as formats 1 and 2 were) in the same
+// shard folder is neither read nor replaced: a job still running the old binary keeps its cache,
+// and neither rebuilds the other's at every start.
 TEST_F(ShardLoaderTest, AnOlderFormatsIndexCacheIsLeftToItsOwnBinary) {
   const fs::path old_cache = dir_ / "out" / "index-train-L16-full.bin";
-  const std::string old_bytes = "RPEINDEX of format 1, as an older binary left it";
+  const std::string old_bytes = "RPEINDEX, as an older binary left it";
   test::write_text(old_cache, old_bytes);
   const int64_t real = sequences(16, Packing::full_sentences)->real_tokens();
   EXPECT_TRUE(sequences(16, Packing::full_sentences)->index_from_cache());
