@@ -76,20 +76,20 @@ torch::autograd::SavedVariable* saved_mask_of(torch::autograd::Node* node) {
 
 }  // namespace
 
-bool rebuild_saved_mask(const torch::Tensor& context, const torch::Tensor& mask, std::function<torch::Tensor()> rebuild) {
+bool rebuild_mask_in_backward(const torch::Tensor& context, const torch::Tensor& mask, std::function<torch::Tensor()> rebuild) {
   const auto node = context.grad_fn();
   if (!node || !mask.defined()) return false;
   auto* saved = saved_mask_of(node.get());
   if (saved == nullptr) return false;
   auto hooks = std::make_unique<RebuiltMask>(mask, std::move(rebuild));
-  const RebuiltMask* view = hooks.get();
+  const RebuiltMask* registered = hooks.get();
   saved->register_hooks(std::move(hooks));  // calls the pack hook, then drops the node's reference
-  return view->rebuilds();
+  return registered->rebuilds();
 }
 
 #else  // before LibTorch 2.6 the node's saved mask stays
 
-bool rebuild_saved_mask(const torch::Tensor&, const torch::Tensor&, std::function<torch::Tensor()>) { return false; }
+bool rebuild_mask_in_backward(const torch::Tensor&, const torch::Tensor&, std::function<torch::Tensor()>) { return false; }
 
 #endif
 

@@ -2,9 +2,11 @@
 #include "model/attention/self_attention.h"
 
 #include <limits>
+#include <mutex>
 
 #include "model/recompute.h"
 #include "model/saved_mask.h"
+#include "util/log.h"
 #include "util/torch_compat.h"
 
 namespace rpe {
@@ -60,12 +62,21 @@ torch::Tensor SelfAttentionImpl::core(torch::Tensor q, torch::Tensor k, const to
   if (fused_ && position->fusable() && !capture) {
     const auto mask = fused_mask(q, k, pad, shared_bias);
     context = compat::scaled_dot_product_attention(q, k, v, mask, p, scale);
-    // The layer's own bias ([B, H, L, L] for the relative methods), not the shared one made
-    // once per forward for every layer: rebuilt in backward rather than kept (saved_mask.h).
-    if (recompute_bias_ && !shared_bias.defined() && mask.defined() && mask.numel() == B * q.size(1) * L * L &&
+    // The layer's own [B, H, L, L] mask (the relative methods' bias), not a shared bias (T5's,
+    // ALiBi's: made once a forward, padding folded in), which every layer reads and which stays:
+    // rebuilt in backward rather than kept (saved_mask.h).
+    if (recompute_bias_ && mask.defined() && !mask.is_same(shared_bias) && mask.numel() == B * q.size(1) * L * L &&
         is_training() && torch::GradMode::is_enabled()) {
       auto self = std::static_pointer_cast<SelfAttentionImpl>(shared_from_this());
-      rebuild_saved_mask(context, mask, [self, q, k, pad] { return self->fused_mask(q, k, pad, {}); });
+      const auto rebuild = [self, q, k, pad, shared_bias] { return self->fused_mask(q, k, pad, shared_bias); };
+      const bool rebuilt = rebuild_mask_in_backward(context, mask, rebuild);
+      if (!rebuilt && q.is_cuda()) {
+        static std::once_flag once;
+        std::call_once(once, [&] {
+          log::warn("model", "train.activation_checkpointing bias: SDPA keeps a copy of its own of the mask at L = {} "
+                             "(a length that is no multiple of 8, or its math kernel): that memory is not saved", L);
+        });
+      }
     }
   } else {
     auto bias = shared_bias.defined() ? shared_bias : position->score_bias(q, k);  // broadcastable to [B, H, L, L]
