@@ -131,6 +131,10 @@ if(RPE_TEST_PYTHON)
   add_test(NAME hf_heads_parity COMMAND "${RPE_TEST_PYTHON}" ${CMAKE_SOURCE_DIR}/tests/interop/hf_heads_parity.py
            --rpe-train $<TARGET_FILE:rpe-train> --probe $<TARGET_FILE:hf_probe> --workdir ${CMAKE_BINARY_DIR}/hf_heads_parity)
   set_tests_properties(hf_heads_parity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  # DeBERTa's position bias against transformers' DisentangledSelfAttention, term by term.
+  add_test(NAME hf_deberta_parity COMMAND "${RPE_TEST_PYTHON}" ${CMAKE_SOURCE_DIR}/tests/interop/hf_deberta_parity.py
+           --probe $<TARGET_FILE:hf_probe>)
+  set_tests_properties(hf_deberta_parity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 endif()
 add_test(NAME hf_cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/interop/test_hf_cli_errors.sh
          $<TARGET_FILE:rpe-train> $<TARGET_FILE:hf_probe>)

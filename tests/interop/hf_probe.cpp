@@ -9,6 +9,9 @@
 //   hf_probe init-finetuned METHOD TASK OUT_DIR [SEED [no-token-types]]   a random kept fine-tuned model (squad_v1 or a
 //                                            GLUE task), every tensor random (hf_probe_heads.cpp)
 //   hf_probe head-logits MODEL_DIR ID,... TYPE,...       its head's logits as JSON {"logits": [...]}
+//   hf_probe deberta-bias SEED L K            a random DeBERTa layer's position bias (c2p + p2c) for
+//                                            random q, k of length L at clipping distance K, with
+//                                            its inputs and weights, as JSON {name: {shape, data}}
 // Exit 2 with a one-line message on bad input, like rpe-train.
 #include <fstream>
 #include <iostream>
@@ -21,6 +24,7 @@
 #include "interop/model_file.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
+#include "model/encoder.h"
 #include "test_models.h"
 #include "util/errors.h"
 
@@ -95,6 +99,37 @@ int print_logits(const fs::path& checkpoint, const std::string& ids_text) {
   return 0;
 }
 
+// DeBERTa's score_bias of layer 0 in fp64, beside what made it (tests/interop/hf_deberta_parity.py).
+int print_deberta_bias(int64_t seed, int64_t L, int64_t k) {
+  auto o = test::small_model_options("deberta", {.hidden = 32, .heads = 4, .ffn = 64, .max_position = 24});
+  o.attention.max_relative = k;
+  torch::manual_seed(seed);
+  BertModel model(o);
+  probe::randomize_all(*model);
+  model->to(torch::kDouble);
+  const torch::NoGradGuard no_grad;
+  const int64_t H = o.heads, d = o.hidden / o.heads;
+  auto q = torch::randn({1, H, L, d}, torch::kDouble), key = torch::randn({1, H, L, d}, torch::kDouble);
+  auto bias = model->layers[0]->as<EncoderLayerImpl>()->attention->position->score_bias(q, key);  // [1, H, L, L]
+  nlohmann::json out;
+  auto put = [&](const std::string& name, const torch::Tensor& t) {
+    auto c = t.contiguous();
+    out[name] = {{"shape", c.sizes().vec()}, {"data", std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel())}};
+  };
+  put("q", q);
+  put("k", key);
+  put("bias", bias);
+  for (const auto& p : model->named_parameters()) {
+    const auto& name = p.key();
+    if (name == "position.rel_embeddings" || name == "layers.0.attention.position.pos_key_proj" ||
+        name == "layers.0.attention.position.pos_query_proj")
+      put(name.substr(name.rfind('.') + 1), p.value());
+  }
+  require(out.size() == 6, "deberta-bias: the model's parameter names changed");
+  std::cout << out.dump() << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,8 +150,10 @@ int main(int argc, char** argv) {
       return probe::init_finetuned(cfg, a[2], a[3], a.size() >= 5 ? std::stoll(a[4]) : 1);
     }
     if (a.size() == 4 && a[0] == "head-logits") return probe::print_head_logits(a[1], a[2], a[3]);
+    if (a.size() == 4 && a[0] == "deberta-bias") return print_deberta_bias(std::stoll(a[1]), std::stoll(a[2]), std::stoll(a[3]));
     std::cerr << "usage: hf_probe methods | init METHOD OUT.pt [SEED [K]] | init-sp METHOD OUT.pt CORPUS | logits CHECKPOINT ID,ID,... | "
-                 "init-finetuned METHOD TASK OUT_DIR [SEED [no-token-types]] | head-logits MODEL_DIR ID,... TYPE,...\n";
+                 "init-finetuned METHOD TASK OUT_DIR [SEED [no-token-types]] | head-logits MODEL_DIR ID,... TYPE,... | "
+                 "deberta-bias SEED L K\n";
     return kExitUserError;
   } catch (const UserError& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -5,7 +5,9 @@
 // P: relative embeddings [2k+1, D] shared by all layers (owned by the model-level method,
 // only read by the layers); W^{K,r}, W^{Q,r}: [D, D] per layer, split into heads. The c2p
 // and p2c terms are Q P^K^T and K P^Q^T laid out as [L, L] by relative_scores; no [L, L, d] tensor.
-// Not modelled: DeBERTa's log buckets, LayerNorm on P and the enhanced mask decoder.
+// Not modelled: DeBERTa's log buckets, LayerNorm on P and the enhanced mask decoder. p2c reads P^Q
+// at the paper's d(j,i) (eq. 4); Microsoft's code, as transformers ports it, at d(i,j) (ctest
+// hf_deberta_parity checks both terms against transformers, docs/attention.md).
 #include "model/attention/position_method.h"
 
 namespace rpe {

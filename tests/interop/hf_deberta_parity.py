@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""rpe-train's DeBERTa position bias against Hugging Face transformers' DeBERTa (v1) attention.
+
+hf_probe deberta-bias gives a random DeBERTa layer's bias c2p + p2c for random q, k, with the
+relative table P and the two projections. transformers' DisentangledSelfAttention is given the
+same weights (pos_proj = P^K's projection, pos_q_proj = P^Q's, its bias zero) and the same q, k,
+and its disentangled_att_bias must agree, term by term, at a length that no distance clips:
+
+  c2p = q_i . P^K at distance i - j: equal to transformers';
+  p2c = k_j . P^Q at distance j - i, the paper's delta(j, i) (He et al. 2020, eq. 4), which
+        ../shared/docs/methods.md specifies: equal to transformers' p2c evaluated at the
+        negated relative positions. Microsoft's code, which transformers ports, reads P^Q at
+        i - j instead (checked here too, so that a change on either side shows).
+
+Exit 77 (ctest skip) without transformers 4.x.
+"""
+import argparse
+import json
+import math
+import subprocess
+import sys
+
+try:
+    import torch
+    import transformers
+    from transformers import DebertaConfig
+    from transformers.models.deberta.modeling_deberta import DisentangledSelfAttention, build_relative_position
+except ImportError as e:  # pragma: no cover - environment dependent
+    print(f"SKIP: {e} (pip install 'transformers>=4.40,<5')")
+    sys.exit(77)
+if int(transformers.__version__.split(".")[0]) >= 5:
+    print(f"SKIP: transformers {transformers.__version__} is not 4.x")
+    sys.exit(77)
+
+# fp64 on both sides, but transformers takes p2c's 1 / sqrt(3 d) in fp32 (scaled_size_sqrt): ~1e-8 apart
+TOL = 1e-6
+
+
+def ours(probe, seed, length, k):
+    r = subprocess.run([probe, "deberta-bias", str(seed), str(length), str(k)], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"hf_probe deberta-bias failed ({r.returncode}): {r.stderr}")
+    return {name: torch.tensor(t["data"], dtype=torch.float64).view(t["shape"]) for name, t in json.loads(r.stdout).items()}
+
+
+def hf_term(kind, t, span):
+    """transformers' attention with one position term (c2p or p2c) and our weights."""
+    heads, hidden = t["q"].shape[1], t["rel_embeddings"].shape[1]
+    cfg = DebertaConfig(hidden_size=hidden, num_attention_heads=heads, intermediate_size=2 * hidden,
+                        relative_attention=True, max_relative_positions=span, pos_att_type=[kind],
+                        max_position_embeddings=64)
+    att = DisentangledSelfAttention(cfg).double().eval()
+    with torch.no_grad():
+        if kind == "c2p":  # ours: P @ W (W [D, D]); transformers' Linear: P @ weight^T
+            att.pos_proj.weight.copy_(t["pos_key_proj"].T)
+        else:
+            att.pos_q_proj.weight.copy_(t["pos_query_proj"].T)
+            att.pos_q_proj.bias.zero_()
+    return att
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--probe", required=True)
+    args = ap.parse_args()
+    span, failures = 8, []
+    for seed, length in ((1, 7), (2, 5)):  # lengths <= span: no distance reaches a clipped end
+        t = ours(args.probe, seed, length, span)
+        q, k = t["q"], t["k"]
+        d = q.shape[-1]
+        # Rows: ours hold distances -span..span (2 span + 1), transformers' -span..span-1 (2 span).
+        rel = t["rel_embeddings"][: 2 * span]
+        rel_pos = build_relative_position(q, k)  # [1, L, L]: i - j
+        with torch.no_grad():
+            q_scaled = q / math.sqrt(3 * d)  # as transformers' forward scales q before the bias
+            c2p = hf_term("c2p", t, span).disentangled_att_bias(q_scaled, k, rel_pos, rel, 3)
+            p2c_att = hf_term("p2c", t, span)
+            p2c_paper = p2c_att.disentangled_att_bias(q_scaled, k, -rel_pos, rel, 3)
+            p2c_code = p2c_att.disentangled_att_bias(q_scaled, k, rel_pos, rel, 3)
+        want = c2p + p2c_paper
+        diff = (t["bias"] - want).abs().max().item()
+        code_diff = (t["bias"] - (c2p + p2c_code)).abs().max().item()
+        print(f"seed {seed}, L {length}: |ours - (c2p + p2c at j - i)| = {diff:.3g}; "
+              f"|ours - (c2p + p2c at i - j, Microsoft's code)| = {code_diff:.3g}")
+        if not diff <= TOL:
+            failures.append(f"L {length}: ours differs from transformers' c2p + p2c(delta(j, i)) by {diff}")
+        if not code_diff > 1e-3:
+            failures.append(f"L {length}: p2c no longer tells delta(j, i) from delta(i, j) ({code_diff})")
+    if failures:
+        sys.exit("FAILED: " + "; ".join(failures))
+    print("ok: DeBERTa's c2p equals transformers'; p2c equals it at the paper's delta(j, i)")
+
+
+if __name__ == "__main__":
+    main()
