@@ -10,7 +10,9 @@
 
 #include <cmath>
 #include <functional>
+#include <memory>
 
+#include "../dist/launch_ranks.h"
 #include "dist/data_parallel.h"
 #include "finetune/heads.h"
 #include "host_sync.h"
@@ -200,9 +202,10 @@ class MlmToyTask : public Task {
 
 // Host-synchronising ops of a whole Engine::run of `steps` optimizer steps (2 micro-batches
 // each, clipping on, `precision`: bf16, or fp16 with its loss scaling), logging once at its end;
-// their list goes to `list`.
+// their list goes to `list`. `group`: in a process group of one (NCCL on CUDA, Gloo on the CPU),
+// whose gradient all-reduce is overlapped with the backward by hooks on the autograd threads.
 size_t syncs_of_a_run(const torch::Device& device, const std::string& optimizer, const std::string& precision,
-                      int64_t steps, std::string* list = nullptr) {
+                      int64_t steps, std::string* list = nullptr, bool group = false) {
   torch::manual_seed(0);
   BertModel model(options("m4"));
   model->to(device);
@@ -220,11 +223,15 @@ size_t syncs_of_a_run(const torch::Device& device, const std::string& optimizer,
   t.precision = precision;
   auto opt = make_optimizer(*model, t);
   MlmToyTask task(model);
-  dist::DataParallel dp;
+  dist::LaunchEnv env;
+  env.group_of_one = group;
+  env.master_port = free_port();
+  auto dp = group ? std::make_unique<dist::DataParallel>(env, device, 60.0, 0.05)  // several buckets
+                  : std::make_unique<dist::DataParallel>();
   EngineSetup s;
   s.train = t;
   s.device = device;
-  s.dp = &dp;
+  s.dp = dp.get();
   Engine engine(std::move(s), *model, *opt, task);
   HostSyncWatch watch(device);
   const auto result = engine.run(TrainState{});
@@ -250,6 +257,22 @@ TEST(HostSync, EngineStepsReadTheDeviceOnlyToLog) {
         EXPECT_EQ(six, three) << "reads that grow with the steps; 3 steps read " << list;
         EXPECT_LE(three, device.is_cpu() ? 2u : 4u) << "more reads than the end of a run needs: " << list;
       }
+}
+
+// In a process group (here of one: NCCL on CUDA, the path of every multi-GPU run) the step's
+// gradient all-reduce, its statistics' all-reduce and the buckets' waits read nothing either:
+// the same count for 3 steps as for 6, and at most one read more than one process makes (the
+// first step's all-reduce of which parameters any rank reached, read once).
+TEST(HostSync, AProcessGroupAddsNoReadsOfTheDevice) {
+  for (const auto& device : devices_to_test()) {
+    SCOPED_TRACE(device.str());
+    std::string list;
+    const size_t alone = syncs_of_a_run(device, "adamw", "bf16", 3),
+                 three = syncs_of_a_run(device, "adamw", "bf16", 3, &list, /*group=*/true),
+                 six = syncs_of_a_run(device, "adamw", "bf16", 6, nullptr, /*group=*/true);
+    EXPECT_EQ(six, three) << "reads that grow with the steps; 3 steps read " << list;
+    EXPECT_LE(three, alone + 1) << "reads one process does not make: " << list;
+  }
 }
 
 }  // namespace
