@@ -65,16 +65,19 @@ torch::Tensor SelfAttentionImpl::core(torch::Tensor q, torch::Tensor k, const to
     // The layer's own [B, H, L, L] mask (the relative methods' bias), not a shared bias (T5's,
     // ALiBi's: made once a forward, padding folded in), which every layer reads and which stays:
     // rebuilt in backward rather than kept (saved_mask.h).
-    if (recompute_bias_ && mask.defined() && !mask.is_same(shared_bias) && mask.numel() == B * q.size(1) * L * L &&
-        is_training() && torch::GradMode::is_enabled()) {
+    if (recompute_bias_ && is_training() && torch::GradMode::is_enabled()) {
+      const bool own = mask.defined() && !mask.is_same(shared_bias) && mask.numel() == B * q.size(1) * L * L;
       auto self = std::static_pointer_cast<SelfAttentionImpl>(shared_from_this());
       const auto rebuild = [self, q, k, pad, shared_bias] { return self->fused_mask(q, k, pad, shared_bias); };
-      const bool rebuilt = rebuild_mask_in_backward(context, mask, rebuild);
-      if (!rebuilt && q.is_cuda()) {
-        static std::once_flag once;
+      if (!(own && rebuild_mask_in_backward(context, mask, rebuild)) && q.is_cuda()) {
+        static std::once_flag once;  // said once a process: the same holds for every layer and step
         std::call_once(once, [&] {
-          log::warn("model", "train.activation_checkpointing bias: SDPA keeps a copy of its own of the mask at L = {} "
-                             "(a length that is no multiple of 8, or its math kernel): that memory is not saved", L);
+          if (own)
+            log::warn("model", "train.activation_checkpointing bias: SDPA keeps a copy of its own of the mask at "
+                               "L = {} (a length that is no multiple of 8, or its math kernel): no memory saved", L);
+          else
+            log::warn("model", "train.activation_checkpointing bias: this method keeps no [B, H, L, L] bias of a "
+                               "layer's own in its fused attention: nothing to rebuild, no memory saved");
         });
       }
     }
