@@ -76,7 +76,8 @@ torch::autograd::SavedVariable* saved_mask_of(torch::autograd::Node* node) {
 
 }  // namespace
 
-bool rebuild_mask_in_backward(const torch::Tensor& context, const torch::Tensor& mask, std::function<torch::Tensor()> rebuild) {
+bool rebuild_mask_in_backward(const torch::Tensor& context, const torch::Tensor& mask,
+                              std::function<torch::Tensor()> rebuild) {
   const auto node = context.grad_fn();
   if (!node || !mask.defined()) return false;
   auto* saved = saved_mask_of(node.get());
@@ -89,7 +90,9 @@ bool rebuild_mask_in_backward(const torch::Tensor& context, const torch::Tensor&
 
 #else  // before LibTorch 2.6 the node's saved mask stays
 
-bool rebuild_mask_in_backward(const torch::Tensor&, const torch::Tensor&, std::function<torch::Tensor()>) { return false; }
+bool rebuild_mask_in_backward(const torch::Tensor&, const torch::Tensor&, std::function<torch::Tensor()>) {
+  return false;
+}
 
 #endif
 

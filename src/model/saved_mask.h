@@ -27,6 +27,7 @@ namespace rpe {
 // math path keeps the probabilities instead; a LibTorch before 2.6 is not looked into) or the
 // node keeps a tensor other than `mask` itself (SDPA padded a length that is no multiple of 8
 // into a copy, or broadcast a small mask): then it keeps it as before.
-bool rebuild_mask_in_backward(const torch::Tensor& context, const torch::Tensor& mask, std::function<torch::Tensor()> rebuild);
+bool rebuild_mask_in_backward(const torch::Tensor& context, const torch::Tensor& mask,
+                              std::function<torch::Tensor()> rebuild);
 
 }  // namespace rpe

@@ -10,6 +10,16 @@
 #include "util/torch_compat.h"
 
 namespace rpe {
+namespace {
+
+// train.activation_checkpointing: bias where it has nothing to rebuild, said once a process
+// (the same holds for every layer and step).
+void warn_bias_mode_saves_nothing(const char* why) {
+  static std::once_flag once;
+  std::call_once(once, [&] { log::warn("model", "train.activation_checkpointing bias: {}: no memory saved", why); });
+}
+
+}  // namespace
 
 SelfAttentionImpl::SelfAttentionImpl(const ModelOptions& o, std::shared_ptr<PositionTermImpl> pos)
     : position(std::move(pos)), heads_(o.heads), head_size_(o.hidden / o.heads), dropout_p_(o.attention_dropout) {
@@ -69,19 +79,15 @@ torch::Tensor SelfAttentionImpl::core(torch::Tensor q, torch::Tensor k, const to
       const bool own = mask.defined() && !mask.is_same(shared_bias) && mask.numel() == B * q.size(1) * L * L;
       auto self = std::static_pointer_cast<SelfAttentionImpl>(shared_from_this());
       const auto rebuild = [self, q, k, pad, shared_bias] { return self->fused_mask(q, k, pad, shared_bias); };
-      if (!(own && rebuild_mask_in_backward(context, mask, rebuild)) && q.is_cuda()) {
-        static std::once_flag once;  // said once a process: the same holds for every layer and step
-        std::call_once(once, [&] {
-          if (own)
-            log::warn("model", "train.activation_checkpointing bias: SDPA keeps a copy of its own of the mask at "
-                               "L = {} (a length that is no multiple of 8, or its math kernel): no memory saved", L);
-          else
-            log::warn("model", "train.activation_checkpointing bias: this method keeps no [B, H, L, L] bias of a "
-                               "layer's own in its fused attention: nothing to rebuild, no memory saved");
-        });
-      }
+      if (!(own && rebuild_mask_in_backward(context, mask, rebuild)) && q.is_cuda())
+        warn_bias_mode_saves_nothing(own ? "SDPA keeps a copy of its own of the mask (a length that is no "
+                                           "multiple of 8, or its math kernel)"
+                                         : "this method keeps no [B, H, L, L] bias of a layer's own in its "
+                                           "fused attention");
     }
   } else {
+    if (recompute_bias_ && is_training() && q.is_cuda())
+      warn_bias_mode_saves_nothing("the attention runs unfused here (m1-m3, or model.attention.backend plain)");
     auto bias = shared_bias.defined() ? shared_bias : position->score_bias(q, k);  // broadcastable to [B, H, L, L]
     if (bias.defined() && bias.scalar_type() != q.scalar_type()) bias = bias.to(q.scalar_type());
     // Content scores are linear in q, so scaling q ([B, H, L, d]) spares a pass over [B, H, L, L].
