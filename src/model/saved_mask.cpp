@@ -9,7 +9,7 @@
 #include "util/autocast_guard.h"
 #include "util/torch_compat.h"
 
-#if !RPE_TORCH_BEFORE(6)
+#if !RPE_TORCH_BEFORE(11)
 #include <torch/csrc/autograd/generated/Functions.h>
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/autograd/saved_variable_hooks.h>
@@ -17,7 +17,7 @@
 
 namespace rpe {
 
-#if !RPE_TORCH_BEFORE(6)
+#if !RPE_TORCH_BEFORE(11)
 namespace {
 
 namespace gen = torch::autograd::generated;
@@ -88,7 +88,7 @@ bool rebuild_mask_in_backward(const torch::Tensor& context, const torch::Tensor&
   return registered->rebuilds();
 }
 
-#else  // before LibTorch 2.6 the node's saved mask stays
+#else  // before LibTorch 2.11 the node's saved mask stays: the generated nodes it reads are 2.11's
 
 bool rebuild_mask_in_backward(const torch::Tensor&, const torch::Tensor&, std::function<torch::Tensor()>) {
   return false;

@@ -24,9 +24,10 @@ namespace rpe {
 // makes that mask again, equal to the bit, when backward needs it (it runs with autograd off,
 // under the autocast state of this call, on the backward's thread). Returns whether the node's
 // saved mask will be rebuilt: false when autograd recorded no SDPA node that keeps a mask (SDPA's
-// math path keeps the probabilities instead; a LibTorch before 2.6 is not looked into) or the
-// node keeps a tensor other than `mask` itself (SDPA padded a length that is no multiple of 8
-// into a copy, or broadcast a small mask): then it keeps it as before.
+// math path keeps the probabilities instead; a LibTorch before 2.11, whose generated node types
+// this was not checked against, is not looked into) or the node keeps a tensor other than `mask`
+// itself (SDPA padded a length that is no multiple of 8 into a copy, or broadcast a small mask):
+// then it keeps it as before.
 bool rebuild_mask_in_backward(const torch::Tensor& context, const torch::Tensor& mask,
                               std::function<torch::Tensor()> rebuild);
 
