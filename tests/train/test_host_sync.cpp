@@ -261,9 +261,9 @@ TEST(HostSync, EngineStepsReadTheDeviceOnlyToLog) {
 
 // In a process group (here of one: NCCL on CUDA, the path of every multi-GPU run) the step's
 // gradient all-reduce, its statistics' all-reduce and the buckets' waits read nothing either:
-// the same count for 3 steps as for 6, and on CUDA at most two waits more than one process
-// makes (the first step's all-reduce of which parameters any rank reached: its flags copied to
-// the device and back, once); on the CPU none.
+// the same count for 3 steps as for 6, and once a run what one process does not do: the first
+// step's all-reduce of which parameters any rank reached (its flags copied to the device and
+// back: two waits on CUDA, none on the CPU) and the replica check at the run's end (one read).
 TEST(HostSync, AProcessGroupAddsNoReadsOfTheDevice) {
   for (const auto& device : devices_to_test()) {
     SCOPED_TRACE(device.str());
@@ -272,7 +272,7 @@ TEST(HostSync, AProcessGroupAddsNoReadsOfTheDevice) {
                  three = syncs_of_a_run(device, "adamw", "bf16", 3, &list, /*group=*/true),
                  six = syncs_of_a_run(device, "adamw", "bf16", 6, nullptr, /*group=*/true);
     EXPECT_EQ(six, three) << "reads that grow with the steps; 3 steps read " << list;
-    EXPECT_LE(three, alone + (device.is_cuda() ? 2u : 0u)) << "reads one process does not make: " << list;
+    EXPECT_LE(three, alone + (device.is_cuda() ? 3u : 1u)) << "reads one process does not make: " << list;
   }
 }
 
