@@ -163,6 +163,26 @@ TEST(Bf16Autocast, CudaEveryMethodMatchesFp32AtLength512) {
   every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCUDA, 8);
 }
 
+// The plain path's attention probabilities, which its softmax keeps for backward, stay in the
+// autocast type (summed in fp32): an fp32 [B, H, L, L] copy per layer would be its largest saved
+// tensor (m1/m2 peaked at 18.5 GB on the H100 at L = 512, against m4's 10.4). Within the bounds
+// of EveryMethodMatchesFp32AtLength512 all the same (above).
+TEST(Bf16Autocast, ThePlainPathKeepsItsProbabilitiesInTheAutocastType) {
+  for (const auto dtype : {at::kBFloat16, at::kHalf}) {
+    torch::manual_seed(5);
+    BertModel model(half_options("m1"));
+    model->capture_attention(0);  // the probabilities the softmax returned (and keeps)
+    auto ids = torch::randint(5, 64, {kBatch, 32}, torch::kLong);
+    {
+      AutocastGuard autocast(torch::kCPU, dtype);
+      model->encode(ids, {});
+    }
+    EXPECT_EQ(model->captured_attention().scalar_type(), dtype);
+    const auto rows = model->captured_attention().to(torch::kFloat).sum(-1);
+    EXPECT_LT((rows - 1).abs().max().item<double>(), dtype == at::kHalf ? 1e-2 : 5e-2) << "rows sum to 1";
+  }
+}
+
 // The gates of m1, m2 and m3 start at 1 (m3: 1 + N(0, init_std)), and all they say about
 // positions is their deviation from it, finer than bf16's spacing there (2^-7): a gate rounded
 // to bf16 loses it. Under bf16 autocast a gate of 1.003 (bf16: exactly 1) must scale the
