@@ -263,7 +263,9 @@ TEST(HostSync, EngineStepsReadTheDeviceOnlyToLog) {
 // gradient all-reduce, its statistics' all-reduce and the buckets' waits read nothing either:
 // the same count for 3 steps as for 6, and once a run what one process does not do: the first
 // step's all-reduce of which parameters any rank reached (its flags copied to the device and
-// back: two waits on CUDA, none on the CPU) and the replica check at the run's end (one read).
+// back: two waits on CUDA, none on the CPU), the replica check at the run's end (its norms
+// copied back: one), and the agreement that the closing log line was written (dp.gather's sum:
+// to the device and back, two on CUDA) -- 5 on CUDA, 1 on the CPU (the replica check's item).
 TEST(HostSync, AProcessGroupAddsNoReadsOfTheDevice) {
   for (const auto& device : devices_to_test()) {
     SCOPED_TRACE(device.str());
@@ -272,7 +274,7 @@ TEST(HostSync, AProcessGroupAddsNoReadsOfTheDevice) {
                  three = syncs_of_a_run(device, "adamw", "bf16", 3, &list, /*group=*/true),
                  six = syncs_of_a_run(device, "adamw", "bf16", 6, nullptr, /*group=*/true);
     EXPECT_EQ(six, three) << "reads that grow with the steps; 3 steps read " << list;
-    EXPECT_LE(three, alone + (device.is_cuda() ? 3u : 1u)) << "reads one process does not make: " << list;
+    EXPECT_LE(three, alone + (device.is_cuda() ? 5u : 1u)) << "reads one process does not make: " << list;
   }
 }
 

@@ -14,9 +14,10 @@ namespace {
 
 // The attention probabilities softmax(logits) over keys, summed in fp32 and returned -- and kept
 // for backward -- in the autocast type (bf16 or fp16; the logits' own type without autocast), as
-// FlashAttention and Megatron's fused softmax keep P. torch::softmax, on autocast's fp32 list,
+// FlashAttention and Megatron's fused softmax keep P. torch::softmax, on CUDA autocast's fp32 list,
 // would keep an fp32 [B, H, L, L] per layer, the plain path's largest saved tensor; m1-m3's logits
-// are fp32 on purpose (their gates' deviations from 1 are finer than bf16), the others' bf16.
+// are fp32 on purpose (their gates' deviations from 1 are finer than bf16), so theirs would be fp32
+// on the CPU too; the other methods' logits are bf16.
 class KeptSoftmax : public torch::autograd::Function<KeptSoftmax> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
@@ -38,16 +39,25 @@ class KeptSoftmax : public torch::autograd::Function<KeptSoftmax> {
 
 torch::Tensor softmax_kept_in_autocast_type(const torch::Tensor& logits) {
   const auto type = logits.device().type();
-  const auto kept = compat::autocast_enabled(type) ? compat::get_autocast_dtype(type) : logits.scalar_type();
-  if (kept == logits.scalar_type() && !compat::autocast_enabled(type)) return torch::softmax(logits, -1);
-  return KeptSoftmax::apply(logits, kept);
+  // Without autocast, or for fp64 logits (which autocast leaves alone), the plain softmax.
+  if (!compat::autocast_enabled(type) || logits.scalar_type() == torch::kDouble) return torch::softmax(logits, -1);
+  return KeptSoftmax::apply(logits, compat::get_autocast_dtype(type));
 }
 
-// train.activation_checkpointing: bias where it has nothing to rebuild, said once a process
-// (the same holds for every layer and step).
-void warn_bias_mode_saves_nothing(const char* why) {
-  static std::once_flag once;
-  std::call_once(once, [&] { log::warn("model", "train.activation_checkpointing bias: {}: no memory saved", why); });
+// train.activation_checkpointing: bias where it has nothing to rebuild, said once a process for
+// each reason (the same holds for every layer and step).
+enum class IdleBias { no_own_bias, copied_mask, unfused, count };
+void warn_bias_mode_saves_nothing(IdleBias why) {
+  static std::once_flag once[static_cast<int>(IdleBias::count)];
+  std::call_once(once[static_cast<int>(why)], [why] {
+    const char* reason =
+        why == IdleBias::no_own_bias ? "this method keeps no [B, H, L, L] bias of a layer's own in its fused attention"
+        : why == IdleBias::unfused   ? "the attention runs unfused here (m1-m3, shaw_values, or backend plain)"
+        : RPE_TORCH_BEFORE(11)       ? "this LibTorch is older than 2.11, whose autograd nodes it reads"
+                                     : "SDPA keeps a copy of its own of the mask (a length that is no multiple of 8, "
+                                       "or its math kernel)";
+    log::warn("model", "train.activation_checkpointing bias: {}: no memory saved", reason);
+  });
 }
 
 }  // namespace
@@ -111,14 +121,11 @@ torch::Tensor SelfAttentionImpl::core(torch::Tensor q, torch::Tensor k, const to
       auto self = std::static_pointer_cast<SelfAttentionImpl>(shared_from_this());
       const auto rebuild = [self, q, k, pad, shared_bias] { return self->fused_mask(q, k, pad, shared_bias); };
       if (!(own && rebuild_mask_in_backward(context, mask, rebuild)) && q.is_cuda())
-        warn_bias_mode_saves_nothing(own ? "SDPA keeps a copy of its own of the mask (a length that is no "
-                                           "multiple of 8, or its math kernel)"
-                                         : "this method keeps no [B, H, L, L] bias of a layer's own in its "
-                                           "fused attention");
+        warn_bias_mode_saves_nothing(own ? IdleBias::copied_mask : IdleBias::no_own_bias);
     }
   } else {
-    if (recompute_bias_ && is_training() && q.is_cuda())
-      warn_bias_mode_saves_nothing("the attention runs unfused here (m1-m3, or model.attention.backend plain)");
+    if (recompute_bias_ && is_training() && torch::GradMode::is_enabled() && q.is_cuda())
+      warn_bias_mode_saves_nothing(IdleBias::unfused);
     auto bias = shared_bias.defined() ? shared_bias : position->score_bias(q, k);  // broadcastable to [B, H, L, L]
     if (bias.defined() && bias.scalar_type() != q.scalar_type()) bias = bias.to(q.scalar_type());
     // Content scores are linear in q, so scaling q ([B, H, L, d]) spares a pass over [B, H, L, L].

@@ -27,10 +27,15 @@ class ShawTerm : public PositionTermImpl {
     auto idx = relative_index(L, reach, probs.device());  // [L, L]
     auto sizes = probs.sizes().vec();
     sizes.back() = 2 * reach + 1;
-    // slots[b, h, i, r] = sum over j with clip(j-i) = r of a_ij: [B, H, L, 2k'+1]
-    auto slots = torch::zeros(sizes, probs.options()).scatter_add(-1, idx.expand(probs.sizes()), probs);
-    auto wv = narrow_relative(value_table_, 1, k_, reach).to(probs.dtype());  // [H|1, 2k'+1, d]
-    return torch::matmul(slots, wv);                                          // [B, H, L, d]
+    // slots[b, h, i, r] = sum over j with clip(j-i) = r of a_ij: [B, H, L, 2k'+1], summed in fp32
+    // at least (under autocast the probabilities are bf16/fp16, and CUDA's scatter_add adds
+    // atomically in the tensor's type: a clipped end's slot sums ~L - k of them, which bf16 rounds
+    // by percents); the wider copy of probs lives only for this step (scatter_add's backward gathers).
+    const auto sum_type = probs.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+    auto slots = torch::zeros(sizes, probs.options().dtype(sum_type))
+                     .scatter_add(-1, idx.expand(probs.sizes()), probs.to(sum_type));
+    auto wv = narrow_relative(value_table_, 1, k_, reach).to(sum_type);  // [H|1, 2k'+1, d]
+    return torch::matmul(slots, wv).to(probs.scalar_type());             // [B, H, L, d]; autocast: its matmul's type
   }
 
   bool fusable() const override { return !value_table_.defined(); }

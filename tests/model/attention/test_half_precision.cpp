@@ -44,7 +44,7 @@ namespace {
 
 constexpr int64_t kLength = 512, kBatch = 2;
 
-ModelOptions half_options(const std::string& method, int64_t max_relative = 0) {
+ModelOptions half_options(const std::string& method, int64_t max_relative = 0, bool shaw_values = false) {
   ModelOptions o;
   o.vocab_size = 64;
   o.hidden = 16;
@@ -57,6 +57,7 @@ ModelOptions half_options(const std::string& method, int64_t max_relative = 0) {
   o.init_std = 0.2;  // logits of order 1, so content scores matter as much as position terms
   o.attention.method = method;
   o.attention.max_relative = max_relative;
+  o.attention.shaw_values = shaw_values;
   return o;
 }
 
@@ -93,14 +94,16 @@ double rel_error(const torch::Tensor& a, const torch::Tensor& ref, double floor 
 
 // Every method in `dtype` autocast against fp32, within the bounds above for unit roundoff u.
 // max_relative > 0: the clipped methods only, clipped there (their gather and skew paths).
+// shaw_values: Shaw with its value term alone (unfused: the probabilities summed into slots).
 void every_method_matches_fp32(at::ScalarType dtype, double u, const torch::Device& device = torch::kCPU,
-                               int64_t max_relative = 0) {
+                               int64_t max_relative = 0, bool shaw_values = false) {
   int64_t checked = 0, expected = 0;
   for (const auto& name : attention_method_names()) {
     if (max_relative > 0 && !method_info(name).clipped) continue;
+    if (shaw_values && name != "shaw") continue;
     ++expected;
     torch::manual_seed(11);
-    BertModel model(half_options(name, max_relative));
+    BertModel model(half_options(name, max_relative, shaw_values));
     model->to(device);
     model->eval();  // no dropout (set to 0 anyway); autograd still records
     auto ids = torch::randint(5, 64, {kBatch, kLength}, torch::kLong).to(device);
@@ -139,7 +142,7 @@ void every_method_matches_fp32(at::ScalarType dtype, double u, const torch::Devi
     ++checked;
   }
   EXPECT_EQ(checked, expected);
-  EXPECT_GE(checked, max_relative > 0 ? 5 : static_cast<int64_t>(attention_method_names().size()));
+  EXPECT_GE(checked, shaw_values ? 1 : max_relative > 0 ? 5 : static_cast<int64_t>(attention_method_names().size()));
 }
 
 }  // namespace
@@ -154,6 +157,13 @@ TEST(Bf16Autocast, ClippedMethodsMatchFp32AtLength512) {
   every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCPU, 8);
 }
 
+// Shaw's value term sums each row's probabilities into its 2k + 1 slots: at k = 8 a clipped end's
+// slot holds ~500 of them, which must be summed in fp32 (on CUDA, scatter_add's atomic adds round
+// in the tensor's type; the probabilities are bf16 under autocast).
+TEST(Bf16Autocast, ShawValuesMatchFp32AtLength512) {
+  every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCPU, 8, /*shaw_values=*/true);
+}
+
 // On a GPU the index steps' backward adds with atomics: in bf16 each add rounds, and a gradient
 // summed over thousands of terms (T5's far buckets, a clipped table's edge rows, m1/m2's slots)
 // drifts by percents. The tables are indexed in fp32 for that; this holds them to the bounds.
@@ -161,26 +171,36 @@ TEST(Bf16Autocast, CudaEveryMethodMatchesFp32AtLength512) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCUDA);
   every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCUDA, 8);
+  every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCUDA, 8, /*shaw_values=*/true);
 }
 
 // The plain path's attention probabilities, which its softmax keeps for backward, stay in the
 // autocast type (summed in fp32): an fp32 [B, H, L, L] copy per layer would be its largest saved
 // tensor (m1/m2 peaked at 18.5 GB on the H100 at L = 512, against m4's 10.4). Within the bounds
 // of EveryMethodMatchesFp32AtLength512 all the same (above).
+// m1's logits are fp32 (its gates), m4's bf16 (on CUDA autocast's softmax would make them fp32;
+// the CPU's keeps them): on a GPU (scripts/gpu_check.sh runs Bf16Autocast.*) both cases.
 TEST(Bf16Autocast, ThePlainPathKeepsItsProbabilitiesInTheAutocastType) {
-  for (const auto dtype : {at::kBFloat16, at::kHalf}) {
-    torch::manual_seed(5);
-    BertModel model(half_options("m1"));
-    model->capture_attention(0);  // the probabilities the softmax returned (and keeps)
-    auto ids = torch::randint(5, 64, {kBatch, 32}, torch::kLong);
-    {
-      AutocastGuard autocast(torch::kCPU, dtype);
-      model->encode(ids, {});
-    }
-    EXPECT_EQ(model->captured_attention().scalar_type(), dtype);
-    const auto rows = model->captured_attention().to(torch::kFloat).sum(-1);
-    EXPECT_LT((rows - 1).abs().max().item<double>(), dtype == at::kHalf ? 1e-2 : 5e-2) << "rows sum to 1";
-  }
+  std::vector<torch::Device> devices{torch::kCPU};
+  if (torch::cuda::is_available()) devices.emplace_back(torch::kCUDA);
+  for (const auto& device : devices)
+    for (const std::string method : {"m1", "m4"})
+      for (const auto dtype : {at::kBFloat16, at::kHalf}) {
+        const std::string what = method + " " + c10::toString(dtype) + " on " + device.str();
+        torch::manual_seed(5);
+        BertModel model(half_options(method));
+        model->to(device);
+        model->set_fused_attention(false);
+        model->capture_attention(0);  // the probabilities the softmax returned, and keeps for backward
+        auto ids = torch::randint(5, 64, {kBatch, 32}, torch::kLong).to(device);
+        {
+          AutocastGuard autocast(device, dtype);
+          model->encode(ids, {});
+        }
+        EXPECT_EQ(model->captured_attention().scalar_type(), dtype) << what;
+        const auto rows = model->captured_attention().to(torch::kFloat).sum(-1);
+        EXPECT_LT((rows - 1).abs().max().item<double>(), dtype == at::kHalf ? 1e-2 : 5e-2) << what << ": rows sum to 1";
+      }
 }
 
 // The gates of m1, m2 and m3 start at 1 (m3: 1 + N(0, init_std)), and all they say about
