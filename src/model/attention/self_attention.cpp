@@ -3,7 +3,9 @@
 
 #include <limits>
 #include <mutex>
+#include <tuple>
 
+#include "model/attention/probabilities.h"
 #include "model/recompute.h"
 #include "model/saved_mask.h"
 #include "util/log.h"
@@ -11,38 +13,6 @@
 
 namespace rpe {
 namespace {
-
-// The attention probabilities softmax(logits) over keys, summed in fp32 and returned -- and kept
-// for backward -- in the autocast type (bf16 or fp16; the logits' own type without autocast), as
-// FlashAttention and Megatron's fused softmax keep P. torch::softmax, on CUDA autocast's fp32 list,
-// would keep an fp32 [B, H, L, L] per layer, the plain path's largest saved tensor; m1-m3's logits
-// are fp32 on purpose (their gates' deviations from 1 are finer than bf16), so theirs would be fp32
-// on the CPU too; the other methods' logits are bf16.
-class KeptSoftmax : public torch::autograd::Function<KeptSoftmax> {
- public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
-                               c10::ScalarType kept) {
-    auto p = at::_softmax(logits, -1, /*half_to_float=*/false).to(kept);  // _softmax: on no autocast list
-    ctx->saved_data["logits_dtype"] = static_cast<int64_t>(logits.scalar_type());
-    ctx->save_for_backward({p});
-    return p;
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto p = ctx->get_saved_variables()[0];
-    const auto logits_dtype = static_cast<c10::ScalarType>(ctx->saved_data["logits_dtype"].toInt());
-    // dL/dlogits = p (g - sum(g p)), its sums in fp32 inside the kernel, then in the logits' type.
-    auto g = at::_softmax_backward_data(grads[0].to(p.scalar_type()), p, -1, p.scalar_type());
-    return {g.to(logits_dtype), torch::Tensor()};
-  }
-};
-
-torch::Tensor softmax_kept_in_autocast_type(const torch::Tensor& logits) {
-  const auto type = logits.device().type();
-  // Without autocast, or for fp64 logits (which autocast leaves alone), the plain softmax.
-  if (!compat::autocast_enabled(type) || logits.scalar_type() == torch::kDouble) return torch::softmax(logits, -1);
-  return KeptSoftmax::apply(logits, compat::get_autocast_dtype(type));
-}
 
 // train.activation_checkpointing: bias where it has nothing to rebuild, said once a process for
 // each reason (the same holds for every layer and step).
@@ -134,8 +104,7 @@ torch::Tensor SelfAttentionImpl::core(torch::Tensor q, torch::Tensor k, const to
     if (pad.defined()) logits = logits.masked_fill(pad, -inf);
     auto probs = softmax_kept_in_autocast_type(logits);  // [B, H, L, L]; padded keys get exactly 0
     if (capture) captured_probs = probs.detach();
-    probs = torch::dropout(probs, p, is_training());
-    context = torch::matmul(probs, v);
+    std::tie(context, probs) = dropout_then_values(probs, v, p);  // probs: after dropout, for a value term
     auto extra = position->value_term(probs);
     if (extra.defined()) context = context + extra;
   }
