@@ -5,7 +5,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "model/attention/probabilities.h"
+#include "model/bert.h"
+#include "test_models.h"
 #include "util/autocast_guard.h"
 
 namespace rpe {
@@ -86,6 +92,43 @@ TEST(KeptSoftmax, IsTorchSoftmaxWithoutAutocastAndHalfUnderIt) {
   const auto got = torch::autograd::grad({half}, {logits}, {g.to(torch::kBFloat16)})[0];
   EXPECT_EQ(got.scalar_type(), torch::kFloat);
   EXPECT_LT((got - want).norm().item<double>() / want.norm().item<double>(), 2.0 / 256);
+}
+
+// What dropout adds to what m1's unfused layers keep between forward and backward under bf16
+// autocast, per element of [B, H, L, L]: its byte mask alone -- the dropped P (2 bytes more)
+// is made again in backward, not kept.
+TEST(DropoutThenValues, DropoutAddsOnlyItsMaskToWhatM1Keeps) {
+#if !defined(__GLIBC__) || defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "measures the heap with glibc's mallinfo2 (AddressSanitizer's allocator reports none)";
+#else
+  const int64_t B = 8, H = 4, L = 256, layers = 3;
+  const auto ids = torch::randint(5, 50, {B, L}, torch::kLong);
+  const auto g = torch::randn({B, L, 16});
+  auto live = [] {
+    const auto m = mallinfo2();
+    return static_cast<double>(m.uordblks + m.hblkhd);
+  };
+  auto kept_per_score = [&](double dropout) {
+    torch::manual_seed(2);
+    BertModel model(test::small_model_options(
+        "m1", {.hidden = 16, .layers = layers, .heads = H, .ffn = 32, .max_position = L, .dropout = dropout}));
+    model->train();
+    torch::Tensor loss;
+    const double before = live();
+    {
+      const AutocastGuard autocast(torch::kCPU, at::kBFloat16);
+      loss = (model->encode(ids, {}).to(torch::kFloat) * g).sum();
+    }
+    const double kept = live() - before;
+    loss.backward();
+    return kept / static_cast<double>(layers * B * H * L * L);
+  };
+  kept_per_score(0.1);  // once unmeasured: caches made on first use (index tables, thread pools) stay
+  const double without = kept_per_score(0.0), with = kept_per_score(0.1);
+  const std::string bytes = std::to_string(without) + " bytes a score without dropout, " + std::to_string(with) + " with it";
+  EXPECT_GT(with - without, 0.8) << "the mask: a byte a score; " << bytes;
+  EXPECT_LT(with - without, 1.5) << bytes;
+#endif
 }
 
 }  // namespace
