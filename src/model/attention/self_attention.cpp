@@ -96,8 +96,7 @@ torch::Tensor SelfAttentionImpl::core(torch::Tensor q, torch::Tensor k, const to
   } else {
     if (recompute_bias_ && is_training() && torch::GradMode::is_enabled() && q.is_cuda())
       warn_bias_mode_saves_nothing(IdleBias::unfused);
-    auto bias = shared_bias.defined() ? shared_bias : position->score_bias(q, k);  // broadcastable to [B, H, L, L]
-    if (bias.defined() && bias.scalar_type() != q.scalar_type()) bias = bias.to(q.scalar_type());
+    const auto bias = layer_bias(q, k, shared_bias);
     // Content scores are linear in q, so scaling q ([B, H, L, d]) spares a pass over [B, H, L, L].
     auto logits = position->content_scores(q * scale, k);  // [B, H, L, L]
     if (bias.defined()) logits = logits + bias;
@@ -111,13 +110,19 @@ torch::Tensor SelfAttentionImpl::core(torch::Tensor q, torch::Tensor k, const to
   return context;
 }
 
+torch::Tensor SelfAttentionImpl::layer_bias(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& shared_bias) {
+  auto bias = shared_bias.defined() ? shared_bias : position->score_bias(q, k);  // broadcastable to [B, H, L, L]
+  if (bias.defined() && bias.scalar_type() != q.scalar_type()) bias = bias.to(q.scalar_type());
+  return bias;
+}
+
 torch::Tensor SelfAttentionImpl::fused_mask(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& pad,
                                             const torch::Tensor& shared_bias) {
   // Padding and the method's bias travel as one float mask; with neither, no mask at all, which
   // leaves SDPA free to pick its fastest kernel (FlashAttention).
   const int64_t B = q.size(0), L = q.size(2);
-  auto bias = shared_bias.defined() ? shared_bias : position->score_bias(q, k);  // broadcastable to [B, H, L, L]
-  if (bias.defined() && bias.scalar_type() != q.scalar_type()) bias = bias.to(q.scalar_type());
+  const auto bias = layer_bias(q, k, shared_bias);
   torch::Tensor mask;  // undefined = none
   if (pad.defined())
     mask = torch::zeros({B, 1, 1, L}, q.options()).masked_fill(pad, -std::numeric_limits<float>::infinity());

@@ -44,8 +44,10 @@ class SelfAttentionImpl : public torch::nn::Module {
   torch::Tensor core(torch::Tensor q, torch::Tensor k, const torch::Tensor& v, const torch::Tensor& key_padding,
                      const torch::Tensor& shared_bias);
 
-  // The fused path's float mask: padding ([B, 1, 1, L] -> -inf) plus the method's bias (the
-  // shared one if given, else the term's score_bias of q, k), in q's dtype; undefined = none.
+  // The method's bias for this layer, in q's dtype: the shared one if given, else the term's
+  // score_bias of q, k (broadcastable to [B, H, L, L]; undefined = none).
+  torch::Tensor layer_bias(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& shared_bias);
+  // The fused path's float mask: padding ([B, 1, 1, L] -> -inf) plus layer_bias; undefined = none.
   torch::Tensor fused_mask(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& pad,
                            const torch::Tensor& shared_bias);
 
