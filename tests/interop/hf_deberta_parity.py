@@ -17,30 +17,21 @@ Exit 77 (ctest skip) without transformers 4.x.
 import argparse
 import json
 import math
-import subprocess
 import sys
 
-try:
-    import torch
-    import transformers
-    from transformers import DebertaConfig
-    from transformers.models.deberta.modeling_deberta import DisentangledSelfAttention, build_relative_position
-except ImportError as e:  # pragma: no cover - environment dependent
-    print(f"SKIP: {e} (pip install 'transformers>=4.40,<5')")
-    sys.exit(77)
-if int(transformers.__version__.split(".")[0]) >= 5:
-    print(f"SKIP: transformers {transformers.__version__} is not 4.x")
-    sys.exit(77)
+# transformers 4.x or a ctest skip (exit 77), and run(): shared with the encoder's parity test.
+from hf_parity import run  # noqa: E402
+import torch  # noqa: E402
+from transformers import DebertaConfig  # noqa: E402
+from transformers.models.deberta.modeling_deberta import DisentangledSelfAttention, build_relative_position  # noqa: E402
 
 # fp64 on both sides, but transformers takes p2c's 1 / sqrt(3 d) in fp32 (scaled_size_sqrt): ~1e-8 apart
 TOL = 1e-6
 
 
 def ours(probe, seed, length, k):
-    r = subprocess.run([probe, "deberta-bias", str(seed), str(length), str(k)], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"hf_probe deberta-bias failed ({r.returncode}): {r.stderr}")
-    return {name: torch.tensor(t["data"], dtype=torch.float64).view(t["shape"]) for name, t in json.loads(r.stdout).items()}
+    out = run([probe, "deberta-bias", seed, length, k])
+    return {name: torch.tensor(t["data"], dtype=torch.float64).view(t["shape"]) for name, t in json.loads(out).items()}
 
 
 def hf_term(kind, t, span):
