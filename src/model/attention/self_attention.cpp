@@ -88,10 +88,14 @@ torch::Tensor SelfAttentionImpl::core(torch::Tensor q, torch::Tensor k, const to
     // rebuilt in backward rather than kept (saved_mask.h).
     if (recompute_bias_ && is_training() && torch::GradMode::is_enabled()) {
       const bool own = mask.defined() && !mask.is_same(shared_bias) && mask.numel() == B * q.size(1) * L * L;
-      auto self = std::static_pointer_cast<SelfAttentionImpl>(shared_from_this());
-      const auto rebuild = [self, q, k, pad, shared_bias] { return self->fused_mask(q, k, pad, shared_bias); };
-      if (!(own && rebuild_mask_in_backward(context, mask, rebuild)) && q.is_cuda())
-        warn_bias_mode_saves_nothing(own ? IdleBias::copied_mask : IdleBias::no_own_bias);
+      bool rebuilt = false;
+      if (own) {
+        auto self = std::static_pointer_cast<SelfAttentionImpl>(shared_from_this());
+        rebuilt = rebuild_mask_in_backward(context, mask, [self, q, k, pad, shared_bias] {
+          return self->fused_mask(q, k, pad, shared_bias);
+        });
+      }
+      if (!rebuilt && q.is_cuda()) warn_bias_mode_saves_nothing(own ? IdleBias::copied_mask : IdleBias::no_own_bias);
     }
   } else {
     if (recompute_bias_ && is_training() && torch::GradMode::is_enabled() && q.is_cuda())
