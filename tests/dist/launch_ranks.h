@@ -3,7 +3,9 @@
 // multi-process tests. Each rank runs under `timeout 120`, so a hang ends as exit code 124.
 #pragma once
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "../train/tiny_run.h"
@@ -21,16 +24,45 @@
 namespace rpe::test {
 namespace fs = std::filesystem;
 
+// A port for a job's store (MASTER_PORT), free now and handed to no other test process of this
+// machine recently. Binding port 0 would be simpler but racy: the kernel hands out ports of its
+// ephemeral range (ip_local_port_range, 32768-60999 by default), where every Gloo listener and
+// client socket of a test running beside this one (ctest -j) also lands, so a port probed and
+// released here could be taken before the store binds it. So ports come from below that range,
+// in turn from a counter that this user's test processes share through a locked file, and each is
+// checked by binding it.
 inline int free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
+  constexpr int kFirst = 20000, kCount = 12000;  // [20000, 32000): under the ephemeral range
+  auto bindable = [](int port) {
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) return false;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(s);
+    return ok;
+  };
+  const fs::path counter = fs::temp_directory_path() / ("rpe-train-test-ports-" + std::to_string(::getuid()));
+  const int fd = ::open(counter.c_str(), O_RDWR | O_CREAT, 0666);
+  if (fd < 0 || ::flock(fd, LOCK_EX) != 0) throw std::runtime_error("free_port: cannot lock " + counter.string());
+  char text[16] = {};
+  const ssize_t got = ::pread(fd, text, sizeof text - 1, 0);
+  // The first process of a boot starts at a pid-dependent place, so runs do not all begin at kFirst.
+  int64_t next = got > 0 ? std::atoll(text) : ::getpid();
+  int port = -1;
+  for (int tries = 0; tries < kCount && port < 0; ++tries, ++next) {
+    const int candidate = kFirst + static_cast<int>(next % kCount);
+    if (bindable(candidate)) port = candidate;
+  }
+  const std::string written = std::to_string(next % kCount) + "\n";
+  const bool saved = ::ftruncate(fd, 0) == 0 && ::pwrite(fd, written.data(), written.size(), 0) ==
+                                                    static_cast<ssize_t>(written.size());
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
+  if (port < 0 || !saved) throw std::runtime_error("free_port: no free port in [20000, 32000)");
+  return port;
 }
 
 inline std::string slurp(const fs::path& f) {

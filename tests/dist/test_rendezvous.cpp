@@ -35,6 +35,18 @@ std::pair<std::string, std::string> agreed(const c10::intrusive_ptr<c10d::Store>
   }
 }
 
+// The multi-process tests' MASTER_PORT: under the kernel's ephemeral range (where a Gloo socket of
+// a test running beside them could take a port probed with bind(0)), free, and not handed out
+// twice in a row.
+TEST(FreePort, HandsOutFreshPortsBelowTheEphemeralRange) {
+  const int a = test::free_port(), b = test::free_port();
+  for (int p : {a, b}) {
+    EXPECT_GE(p, 20000);
+    EXPECT_LT(p, 32000);
+  }
+  EXPECT_NE(a, b);
+}
+
 // One rank of Rendezvous.RanksAgreeOnTheirDevicesOnTwoRanks (skipped unless launched by it).
 TEST(RendezvousWorker, DISABLED_RanksAgreeOnTheirDevices) {
   if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of Rendezvous.*, launched by it";
