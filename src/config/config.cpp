@@ -4,7 +4,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <sstream>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -239,6 +241,28 @@ std::string to_flat_text(const Config& cfg) {
   std::string out;
   flatten(YAML::Load(to_yaml(cfg)), "", out);
   return out;
+}
+
+std::vector<std::string> config_differences(const Config& before, const Config& after) {
+  auto values = [](const Config& cfg) {
+    std::map<std::string, std::string> v;
+    std::istringstream in(to_flat_text(cfg));
+    for (std::string line; std::getline(in, line);) {
+      const size_t colon = line.find(": ");
+      if (colon != std::string::npos) v[line.substr(0, colon)] = line.substr(colon + 2);
+    }
+    return v;
+  };
+  const auto a = values(before), b = values(after);
+  std::vector<std::string> changes;
+  for (const auto& [key, was] : a) {
+    const auto now = b.find(key);
+    if (now == b.end()) changes.push_back(key + ": " + was + " -> (none)");
+    else if (now->second != was) changes.push_back(key + ": " + was + " -> " + now->second);
+  }
+  for (const auto& [key, now] : b)
+    if (!a.count(key)) changes.push_back(key + ": (none) -> " + now);
+  return changes;
 }
 
 }  // namespace rpe

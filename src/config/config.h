@@ -314,6 +314,10 @@ std::string to_yaml(const Config& cfg);
 // scripts compare and grep.
 std::string to_flat_text(const Config& cfg);
 
+// The keys of to_flat_text whose values differ, each as "key: before -> after" ("(none)" for a
+// key one side lacks), in key order.
+std::vector<std::string> config_differences(const Config& before, const Config& after);
+
 // Semantic checks (heads divide hidden, method exists, ranges). Called by load_config.
 void validate(const Config& cfg);
 

@@ -43,8 +43,9 @@ std::vector<double> training_speeds(const fs::path& file) {
   return speeds;
 }
 
-// The last "<x>M parameters, <n> in position method" line of train.log, if any.
-void parameter_counts(const fs::path& log, RunCost& c) {
+// For summaries of before their parameter counts: the last "<x>M parameters, <n> in position
+// method" line of train.log, if any (a refused --resume of another model also logs one).
+void logged_parameter_counts(const fs::path& log, RunCost& c) {
   std::error_code ec;
   if (!fs::is_regular_file(log, ec)) return;
   static const std::regex pattern(R"(([\d.]+)M parameters, (\d+) in position method)");
@@ -79,7 +80,14 @@ RunCost read_run_cost(const fs::path& run_dir) {
   c.run = dir.filename().string();
   c.method = s.contains("method") && s["method"].is_string() ? s["method"].get<std::string>() : c.run;
   c.tokens_per_s = training_speeds(dir / "metrics.jsonl");
-  parameter_counts(dir / "train.log", c);
+  const auto params = number_field(s, "parameters", summary_file);
+  const auto position = number_field(s, "position_parameters", summary_file);
+  if (params && position) {
+    c.total_params_m = *params / 1e6;
+    c.position_params = static_cast<int64_t>(*position);
+  } else {
+    logged_parameter_counts(dir / "train.log", c);
+  }
   c.peak_device_bytes = static_cast<int64_t>(number_field(s, "peak_device_bytes", summary_file).value_or(0));
   c.peak_rss_bytes = static_cast<int64_t>(number_field(s, "peak_rss_bytes", summary_file).value_or(0));
   if (const auto steps = number_field(s, "steps", summary_file)) c.steps = static_cast<int64_t>(*steps);

@@ -1,7 +1,8 @@
 // The cost table of a reproduction: per pretraining run, the parameters its position method
 // adds, throughput, peak memory, steps, wall time and held-out MLM loss. Read from the run
-// folder: summary.json (required: the run has finished), metrics.jsonl (tokens/s per logging
-// window) and train.log (the "<total>M parameters, <n> in position method" line, optional).
+// folder: summary.json (required: the run has finished; its parameter counts), metrics.jsonl
+// (tokens/s per logging window) and, for summaries written before they held parameter counts,
+// train.log (the "<total>M parameters, <n> in position method" line, optional).
 #pragma once
 #include <cstdint>
 #include <filesystem>

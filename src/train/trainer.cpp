@@ -98,7 +98,9 @@ void write_summary(const fs::path& run_dir, const Config& cfg, const PretrainRes
                             {"peak_rss_bytes", rss},
                             {"peak_device_bytes", dev_peak},
                             {"checkpoint", e.checkpoint.filename().string()},
-                            {"method", cfg.model.attention.method}};
+                            {"method", cfg.model.attention.method},
+                            {"parameters", r.parameters},
+                            {"position_parameters", r.position_parameters}};
   if (cfg.train.precision == "fp16") summary["loss_scale"] = e.state.loss_scale;  // where the dynamic scale ended
   write_file_atomic(run_dir / "summary.json", summary.dump(2) + "\n");
   log::info("valid", "held-out MLM loss {:.4f}, accuracy {:.3f}, perplexity {:.2f}", r.valid_loss, r.valid_accuracy,
@@ -173,11 +175,35 @@ void require_same_inputs(dist::DataParallel& dp, const std::string& config_yaml,
            {"the step it resumes from", resume_step}});
 }
 
+// A resumed run whose config changed (train.lr, model.dropout, ...: the checkpoint holds only
+// what must match) names the keys that changed and keeps the config that ran until now as
+// config.before_step_<N>.yaml, so that the folder tells what each stretch of the run ran with.
+void keep_changed_config(const fs::path& run_dir, const Config& cfg, const std::string& config_yaml, int64_t step) {
+  const fs::path file = run_dir / "config.yaml";
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return;
+  const std::string before = read_file(file);
+  if (before == config_yaml) return;
+  std::vector<std::string> changes;
+  try {
+    changes = config_differences(config_from_yaml(before, file.string()), cfg);
+  } catch (const UserError&) {
+    changes = {file.filename().string() + " (not readable as a config of this version)"};
+  }
+  if (changes.empty()) return;  // the same values, written otherwise
+  const fs::path kept = run_dir / ("config.before_step_" + std::to_string(step) + ".yaml");
+  if (!fs::exists(kept, ec)) write_file_atomic(kept, before);  // a second change at this step keeps the first
+  log::warn("train", "--resume with a changed config: {}; the run goes on with the new values ({} keeps the old)",
+            join(changes, ", "), kept.filename().string());
+}
+
 // Rank 0's files of a run about to train: config.yaml (only once the checkpoint took this
 // config and the ranks agreed: a refused --resume leaves the run's own), and metrics.jsonl cut
 // back to the checkpoint, with what summary.json takes from the rows before it.
-void open_run_files(const fs::path& run_dir, const std::string& config_yaml, int64_t max_steps, EngineSetup& setup,
+void open_run_files(const fs::path& run_dir, const Config& cfg, const std::string& config_yaml, EngineSetup& setup,
                     TrainState& state) {
+  const int64_t max_steps = cfg.train.max_steps;
+  if (state.step > 0) keep_changed_config(run_dir, cfg, config_yaml, state.step);
   write_file_atomic(run_dir / "config.yaml", config_yaml);
   const fs::path metrics = run_dir / "metrics.jsonl";
   // Resumed from the final checkpoint (killed before summary.json): the final evaluation is redone.
@@ -240,7 +266,7 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   // Rank 0's files, in one step every rank agrees on (a full disk stops them all at once, not
   // at the first step's all-reduce).
   dist::all_or_none(dp, "writing config.yaml and metrics.jsonl", [&] {
-    if (chief) open_run_files(run_dir, config_yaml, t.max_steps, setup, state);
+    if (chief) open_run_files(run_dir, cfg, config_yaml, setup, state);
   });
   MlmTask task(model, corpus.train, corpus.valid, *tokenizer, cfg, micro_batch, dp.rank(), dp.world(), device);
   task.set_fixed_shapes(t.cuda_graphs);  // a graph replays one set of shapes
@@ -260,6 +286,8 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   result.valid_loss = valid.value("loss", std::nan(""));
   result.valid_accuracy = valid.value("mlm_accuracy", std::nan(""));
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (const auto& p : model->parameters()) result.parameters += p.numel();
+  result.position_parameters = model->position_parameter_count();
   write_summary(run_dir, cfg, result, e, dp.world(), device);
   return result;
 }
@@ -287,9 +315,11 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
   });
   const bool resume = dp.any(chief_resumes);  // every rank follows rank 0's look
   log::FileSink sink(chief ? run_dir / "train.log" : fs::path());
+  // A job script that always passes --resume starts its run this way; a mistyped --run-dir too.
+  if (chief && folder.resume && !resume) log::warn("run", "--resume: no run in {} yet: starting a new run", run_dir.string());
   try {
     return train_in_folder(cfg, run_dir, resume, hooks, dp, device, start);
-  } catch (const UserError&) {
+  } catch (const std::exception& e) {
     // A new run that fails on its inputs (missing corpus, bad vocabulary, ...) before it trains
     // leaves no folder behind, so the corrected command is not refused as "already exists". A
     // resumed run, one that has trained (metrics rows, checkpoints), and one its machine stopped
@@ -298,9 +328,12 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
     std::error_code ec;
     const fs::path metrics = run_dir / "metrics.jsonl";
     const bool trained = fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0;
-    if (chief && !resume && !trained && list_checkpoints(run_dir).empty()) {
+    if (dynamic_cast<const UserError*>(&e) != nullptr && chief && !resume && !trained &&
+        list_checkpoints(run_dir).empty()) {
       sink.close();
       discard_new_run_folder(run_dir);
+    } else {
+      sink.error_to_file(e.what());
     }
     throw;
   }

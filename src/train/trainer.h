@@ -22,6 +22,8 @@ struct PretrainResult {
   double valid_loss = 0.0;   // held-out MLM loss
   double valid_accuracy = 0.0;
   double seconds = 0.0;
+  int64_t parameters = 0;           // the model's, all of them
+  int64_t position_parameters = 0;  // the position method's share (the cost table's column)
 };
 
 // Observation points for tests and tools (see EngineHooks).

@@ -68,6 +68,15 @@ FileSink::FileSink(const std::filesystem::path& file) {
   spdlog::default_logger()->sinks().push_back(sink_);
 }
 
+void FileSink::error_to_file(const std::string& message) {
+  if (!sink_) return;
+  std::string text = message;  // one line, as main prints it
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  std::replace_if(text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  sink_->log(spdlog::details::log_msg("rpe", spdlog::level::err, "error: " + text));
+  sink_->flush();
+}
+
 void FileSink::close() {
   if (!sink_) return;
   preamble()->take();  // the next file starts from what is logged after this one

@@ -21,6 +21,9 @@ class FileSink {
   FileSink(const FileSink&) = delete;
   FileSink& operator=(const FileSink&) = delete;
   void close();
+  // `message` as an error line of the file alone: an error the command prints on stderr as it
+  // ends (main's "error: ..."), kept with the run it stopped.
+  void error_to_file(const std::string& message);
 
  private:
   spdlog::sink_ptr sink_;

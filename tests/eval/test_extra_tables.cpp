@@ -211,27 +211,31 @@ TEST(ExtraTables, CostTableFromRunFolders) {
   std::filesystem::create_directories(dir / "m4" / "checkpoints");
   write_text(dir / "m4" / "summary.json",
              R"({"method": "m4", "steps": 12, "wall_s": 33.6, "train_s": 40.2, "valid_loss": 6.12345, "peak_device_bytes": 0,
-                 "peak_rss_bytes": 1610612736})");
+                 "peak_rss_bytes": 1610612736, "parameters": 1104000, "position_parameters": 8191})");
   // The first window (start-up) is dropped; held-out rows are not training speed.
   write_text(dir / "m4" / "metrics.jsonl",
              "{\"step\": 4, \"tokens_per_s\": 100.0}\n{\"step\": 8, \"tokens_per_s\": 12000.0}\n"
              "{\"step\": 8, \"split\": \"valid\", \"tokens_per_s\": 1.0}\n\n{\"step\": 12, \"tokens_per_s\": 13002.0}\n");
+  // A refused --resume of another model logged its counts last: summary.json's win.
   write_text(dir / "m4" / "train.log",
-             "model | 1.05M parameters, 4095 in position method\nresumed\nmodel | 1.10M parameters, 8191 in position "
-             "method\n");
+             "model | 1.10M parameters, 8191 in position method\nmodel | 1.05M parameters, 4095 in position method\n");
   std::filesystem::create_directories(dir / "abs_run");
   write_text(dir / "abs_run" / "summary.json",
              R"({"wall_s": 7.5, "valid_loss": null, "peak_device_bytes": 2147483648, "peak_rss_bytes": 5})");
   write_text(dir / "abs_run" / "metrics.jsonl", "{\"step\": 4, \"tokens_per_s\": 2500.4}\n");
+  // An older summary without counts: train.log's last line.
+  write_text(dir / "abs_run" / "train.log",
+             "model | 1.05M parameters, 4095 in position method\nmodel | 0.97M parameters, 0 in position method\n");
   const TextTable t = cost_table({read_run_cost(dir / "m4"), read_run_cost((dir / "abs_run").string() + "/")});
-  // m4: median(12000, 13002) = 12501; 1610612736 B = 1536 MiB; the last parameter line counts.
-  // abs_run: no method in summary.json -> the folder's name; 2 GiB on the device; no steps, no loss.
+  // m4: median(12000, 13002) = 12501; 1610612736 B = 1536 MiB; the counts of summary.json.
+  // abs_run: no method in summary.json -> the folder's name; 2 GiB on the device; no steps, no
+  // loss; the last parameter line of train.log.
   // Training time: train_s (every process of a resumed run), else (older summaries) wall_s.
   EXPECT_EQ(to_csv(t),
             "method,run,position parameters,total parameters,tokens/s (median),peak memory,steps,train s,"
             "held-out MLM loss\n"
             "m4,m4,\"8,191\",1.10M,\"12,501\",\"1,536 MiB (process RSS)\",12,40,6.123\n"
-            "abs_run,abs_run,—,—,\"2,500\",\"2,048 MiB (GPU)\",—,8,—\n");
+            "abs_run,abs_run,0,0.97M,\"2,500\",\"2,048 MiB (GPU)\",—,8,—\n");
   rpe::test::remove_tree(dir);
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "model/bert.h"
 #include "train/trainer.h"
 #include "test_paths.h"
 
@@ -61,6 +62,15 @@ TEST(PretrainSmoke, LossFallsAndRunFolderIsComplete) {
       std::string(std::istreambuf_iterator<char>(std::ifstream(dir / "config.yaml").rdbuf()), {}), "config.yaml");
   EXPECT_EQ(stored.model.attention.method, "m4");
   EXPECT_GT(stored.model.vocab_size, 0);  // filled in from the tokenizer
+  // summary.json counts the parameters (the cost table's columns): those of the stored model.
+  rpe::BertModel model(stored.model);
+  int64_t all = 0;
+  for (const auto& p : model->parameters()) all += p.numel();
+  const auto summary =
+      nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(std::ifstream(dir / "summary.json").rdbuf()), {}));
+  EXPECT_EQ(summary["parameters"].get<int64_t>(), all);
+  EXPECT_EQ(summary["position_parameters"].get<int64_t>(), model->position_parameter_count());
+  EXPECT_GT(model->position_parameter_count(), 0);  // m4's tables
   fs::remove_all(dir);
 }
 

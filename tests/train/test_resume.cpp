@@ -169,7 +169,40 @@ TEST(ResumeRefusal, OtherDataThanTheCheckpointsIsRefused) {
       EXPECT_NE(std::string(e.what()).find("order of train.seed " + seed), std::string::npos) << e.what();
     }
   }
+  // Each refusal ends train.log, which the folder keeps: its error line says why.
+  EXPECT_NE(file_text(run / "train.log").find("error: " + (run / "checkpoints" / "step_00000004.pt").string() +
+                                              ": trained on "),
+            std::string::npos);
   pretrain(test::tiny_config({"train.max_steps=6", "train.save_every=2"}), run, {.resume = true});  // the same data
+}
+
+// --resume takes the config it is given (a longer run, another lr): it names each key that
+// changed in train.log and keeps the config that ran until the checkpoint beside the new one.
+TEST(ResumeConfig, AChangedConfigIsNamedAndTheOldOneKept) {
+  const fs::path run = test::fresh_dir("resume_changed_config");
+  const fs::path missing = run / "not_yet";  // --resume of a folder that is not there: a new run, said so
+  pretrain(test::tiny_config({"train.max_steps=4", "train.save_every=2"}), missing, {.resume = true});
+  EXPECT_NE(file_text(missing / "train.log").find("--resume: no run in " + missing.string() + " yet: starting a new run"),
+            std::string::npos);
+  const std::string before = file_text(missing / "config.yaml");
+  const Config longer = test::tiny_config({"train.max_steps=6", "train.save_every=2", "train.lr=0.0005"});
+  pretrain(longer, missing, {.resume = true});
+  EXPECT_EQ(file_text(missing / "config.before_step_4.yaml"), before);
+  const Config now = config_from_yaml(file_text(missing / "config.yaml"), "config.yaml");
+  EXPECT_EQ(now.train.lr, 0.0005);
+  EXPECT_EQ(now.train.max_steps, 6);
+  const std::string log = file_text(missing / "train.log");
+  const size_t warned = log.find("--resume with a changed config: train.lr: ");
+  ASSERT_NE(warned, std::string::npos) << log;
+  const std::string line = log.substr(warned, log.find('\n', warned) - warned);
+  EXPECT_NE(line.find(", train.max_steps: 4 -> 6; the run goes on with the new values "
+                      "(config.before_step_4.yaml keeps the old)"),
+            std::string::npos)
+      << line;
+  // The same config again (the finished run's final evaluation redone): nothing to say or keep.
+  pretrain(longer, missing, {.resume = true});
+  EXPECT_FALSE(fs::exists(missing / "config.before_step_6.yaml"));
+  EXPECT_EQ(file_text(missing / "train.log").find("changed config", warned + line.size()), std::string::npos);
 }
 
 TEST(ResumeRefusal, ARunKilledBeforeItsFirstCheckpointStartsFromZero) {
