@@ -64,10 +64,14 @@ WordPieceTokenizer::WordPieceTokenizer(const fs::path& vocab_file, bool lowercas
       max_initial_chars_ = std::max(max_initial_chars_, count_code_points(piece));
     }
   }
-  // Random replacement tokens are drawn above the reserved block ([PAD], [unusedN], [UNK], ...).
+  // Random replacement tokens are drawn above the reserved block that opens BERT's vocabularies
+  // ([PAD], [unusedN], [UNK], [CLS], [SEP], [MASK]). A reserved piece further on (a [MASK]
+  // appended at the end, an [unusedN] added later) is drawn now and then, as BERT's own data code
+  // draws from the whole vocabulary; taking the last reserved piece as the block's end would
+  // shrink the draw to the pieces after it, or leave none.
   static const std::regex reserved(R"(\[(unused\d+|PAD|UNK|CLS|SEP|MASK)\])");
-  for (size_t i = 0; i < pieces_.size(); ++i)
-    if (std::regex_match(pieces_[i], reserved)) first_regular_ = static_cast<int32_t>(i + 1);
+  while (first_regular_ < static_cast<int32_t>(pieces_.size()) && std::regex_match(pieces_[first_regular_], reserved))
+    ++first_regular_;
   if (first_regular_ >= static_cast<int32_t>(pieces_.size()))
     throw UserError(vocab_file.string() + ": wordpiece vocabulary has no ordinary pieces");
 }

@@ -164,7 +164,7 @@ GlueInputs read_glue_inputs(const fs::path& file, const GlueTask& task) {
   const int64_t b = task.test_text.size() > 1 ? position(task.test_text[1]) : -1;
   const bool foreign = std::any_of(task.foreign.begin(), task.foreign.end(), [&](const auto& c) { return position(c) >= 0; });
   if (idx < 0 || a < 0 || (task.test_text.size() > 1 && b < 0) || foreign)
-    throw UserError(file.string() + ":1: header '" + first + "' has no label column and is not an unlabelled " +
+    throw UserError(file.string() + ":1: header '" + excerpt(first) + "' has no label column and is not an unlabelled " +
                     task.name + " file (columns index, " + join(task.test_text) +
                     (task.foreign.empty() ? "" : ", no " + join(task.foreign)) + "): another task's test file?");
   size_t pos = text.find('\n') == std::string::npos ? text.size() : text.find('\n') + 1;

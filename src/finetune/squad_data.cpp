@@ -73,6 +73,11 @@ std::vector<SquadExample> read_squad(const fs::path& file, bool answers_optional
           const std::string wn = wq + ".answers[" + std::to_string(a) + "]";
           SquadAnswer ans;
           ans.text = field(answers[a], "text", json::value_t::string, wn).get<std::string>();
+          // An empty span would train as "no answer" ([CLS]) and score as one: SQuAD spells an
+          // unanswerable question with is_impossible and no answers, never with an empty text.
+          if (ans.text.find_first_not_of(" \t\r\n") == std::string::npos)
+            throw UserError(wn + ": answer text is empty (an unanswerable question has \"answers\": [] and, in SQuAD "
+                                 "2.0, \"is_impossible\": true)");
           const auto& at = field(answers[a], "answer_start", json::value_t::number_integer, wn);
           // Compared without adding (start + chars overflows for a start near 2^63); an unsigned
           // value past int64's range is outside any context too.
@@ -86,7 +91,7 @@ std::vector<SquadExample> read_squad(const fs::path& file, bool answers_optional
           ans.end = c2b[start + chars];
           if (context.compare(ans.begin, ans.end - ans.begin, ans.text) != 0)
             throw UserError(wn + ": answer_start " + std::to_string(start) + " does not match the context ('" +
-                            context.substr(ans.begin, ans.end - ans.begin) + "' != '" + ans.text + "')");
+                            excerpt(context.substr(ans.begin, ans.end - ans.begin)) + "' != '" + excerpt(ans.text) + "')");
           ex.answers.push_back(std::move(ans));
         }
         if (!ex.impossible && ex.answers.empty()) {

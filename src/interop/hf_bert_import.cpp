@@ -8,6 +8,7 @@
 #include <set>
 
 #include "config/config.h"
+#include "data/wordpiece_tokenizer.h"
 #include "interop/hf_bert.h"
 #include "interop/model_file.h"
 #include "interop/safetensors.h"
@@ -131,6 +132,15 @@ ImportSummary read_hf_folder(const fs::path& dir) {
     throw UserError(vocab.string() + ": " + std::to_string(vocab_lines) + " entries but config.json vocab_size is " +
                     std::to_string(summary.model.vocab_size));
   summary.lowercase = hf_lowercase(dir);
+  // Every command after the import reads vocab.txt as a WordPiece vocabulary: one it cannot
+  // (an export of a SentencePiece run lists its pieces, with <unk> for [UNK]) is refused now,
+  // not by the first finetune or inspect of the checkpoint written.
+  try {
+    WordPieceTokenizer check(vocab, summary.lowercase);
+  } catch (const UserError& e) {
+    throw UserError(std::string(e.what()) + "; import-hf reads BERT WordPiece folders only (a SentencePiece run's "
+                    "export is none: use that run's own checkpoint)");
+  }
   return summary;
 }
 

@@ -24,4 +24,9 @@ void require(bool cond, const std::string& message);
 // Joins items with ", " (for "valid ones are: a, b, c" messages).
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
 
+// A piece of user data quoted in a message: `text` up to `max_bytes` (cut at a UTF-8 character's
+// start), then "... (N bytes)" when longer, so that a message stays one readable line however
+// long the line of a file it quotes.
+std::string excerpt(const std::string& text, size_t max_bytes = 100);
+
 }  // namespace rpe

@@ -41,6 +41,26 @@ TEST_F(WordPieceTest, GreedyLongestMatchWithOffsetsAndWordStarts) {
   EXPECT_EQ(tok.piece(62), "##aff");
 }
 
+// Random replacements come from above the opening reserved block; a reserved piece further on
+// does not move it (before: [MASK] at the end left "no ordinary pieces", an [unusedN] in the
+// middle left the pieces before it out of the draw).
+TEST_F(WordPieceTest, ReservedPiecesAfterTheOpeningBlockDoNotMoveTheDraw) {
+  auto lines = test::tiny_vocab_lines();
+  const auto mask = std::find(lines.begin(), lines.end(), "[MASK]");
+  ASSERT_EQ(mask - lines.begin(), 4);
+  lines.erase(mask);
+  lines.insert(lines.begin() + 20, "[unused7]");
+  lines.push_back("[MASK]");
+  const auto file = test::temp_dir() / "moved_mask_vocab.txt";
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  test::write_text(file, text);
+  WordPieceTokenizer tok(file, true);
+  EXPECT_EQ(tok.first_regular_id(), 4);  // [PAD] [UNK] [CLS] [SEP], then "a"
+  EXPECT_EQ(tok.piece(4), "a");
+  EXPECT_EQ(tok.special().mask, static_cast<int32_t>(lines.size()) - 1);
+}
+
 TEST_F(WordPieceTest, FallsBackToLettersAndUnknownWords) {
   WordPieceTokenizer tok(vocab_, true);
   // "playing" = play ##ing; "cab" = c ##a ##b; "dog7": no piece for "7" -> the whole word is [UNK].

@@ -84,6 +84,13 @@ TEST(SquadData, BadInputNamesFileAndRecord) {
                                         R"({"id":"d","question":"q","answers":[{"text":"red","answer_start":4}]},)"
                                         R"({"id":"d","question":"r","answers":[{"text":"car","answer_start":8}]}]}]}]})");
   EXPECT_NE(error_of(p).find("qas[1] (id d): an earlier question has the same id"), std::string::npos) << error_of(p);
+  // An empty (or blank) answer text would train as "no answer": refused, naming the answer.
+  for (const std::string text : {"", "  "}) {
+    p = write_temp("rpe_squad_bad5.json", R"({"data":[{"paragraphs":[{"context":"the red car","qas":[)"
+                                          R"({"id":"e","question":"q","answers":[{"text":")" + text +
+                                              R"(","answer_start":3}]}]}]}]})");
+    EXPECT_NE(error_of(p).find("qas[0] (id e).answers[0]: answer text is empty"), std::string::npos) << error_of(p);
+  }
 }
 
 // answer_start near 2^63 (start + length overflowed and passed the bound, then read far past the

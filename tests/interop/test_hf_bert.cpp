@@ -49,8 +49,8 @@ fs::path random_checkpoint(const Config& cfg, const fs::path& dir, int seed) {
   for (auto& p : model->named_parameters()) p.value().normal_(0.0, 0.3);
   const fs::path ck = dir / "model.pt";
   save_model_file(ck, *model, to_yaml(cfg));
-  std::string vocab;
-  for (int i = 0; i < cfg.model.vocab_size; ++i) vocab.append("t").append(std::to_string(i)).append("\n");
+  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";  // a BERT WordPiece vocabulary, as import-hf needs
+  for (int i = 5; i < cfg.model.vocab_size; ++i) vocab.append("t").append(std::to_string(i)).append("\n");
   write_file_atomic(dir / "vocab.txt", vocab);
   return ck;
 }

@@ -44,6 +44,11 @@ fresh; truncate -s 5 "$work/hf/model.safetensors"
 expect_error "safetensors without header" "truncated safetensors file" "$bin" import-hf "$work/hf" --out "$work/x.pt"
 fresh; echo "{ broken" >"$work/hf/config.json"
 expect_error "config.json not JSON" "config.json: not valid JSON" "$bin" import-hf "$work/hf" --out "$work/x.pt"
+# A vocabulary rpe-train cannot read as WordPiece (a SentencePiece run's export: <unk> for
+# [UNK]) is refused by the import, not by the first command that reads the checkpoint written.
+fresh; sed -i 's/^\[UNK\]$/<unk>/' "$work/hf/vocab.txt"
+expect_error "a vocabulary without [UNK]" "vocab.txt: not a BERT vocabulary (no [UNK] line); import-hf reads BERT WordPiece folders only" \
+  "$bin" import-hf "$work/hf" --out "$work/x.pt"
 [[ -e "$work/x.pt" ]] && { echo "FAIL: a failed import left $work/x.pt"; fails=$((fails + 1)); }
 
 # An existing model, or another vocabulary beside --out, is replaced only with --overwrite.

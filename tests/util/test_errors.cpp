@@ -36,5 +36,14 @@ TEST(EscapeForMessage, ControlAndInvalidBytesBecomeHex) {
   EXPECT_EQ(escape_for_message(""), "");
 }
 
+// A quoted line of a file in a message: whole when short, else cut, never inside a character.
+TEST(Excerpt, LongTextIsCutAtACharacterAndSaysItsLength) {
+  EXPECT_EQ(excerpt("short", 10), "short");
+  EXPECT_EQ(excerpt("0123456789", 10), "0123456789");
+  EXPECT_EQ(excerpt("0123456789ab", 10), "0123456789... (12 bytes)");
+  EXPECT_EQ(excerpt("12345678\xc3\xa9z", 9), "12345678... (11 bytes)");  // not half of the é
+  EXPECT_EQ(excerpt(std::string(63294, 'x')).size(), 100 + std::string("... (63294 bytes)").size());
+}
+
 }  // namespace
 }  // namespace rpe
