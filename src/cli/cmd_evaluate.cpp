@@ -63,6 +63,18 @@ int run_eval(const EvalArgs& a) {
       throw UserError(a.na_probs + ": no score for question " + first + " (" + std::to_string(missing) +
                       " predicted questions have none); give one for every question --predictions answers");
   }
+  // A question without a prediction scores 0 (as in the official scripts, which print a line for
+  // each): counted here on stderr, stdout keeping only the scores. None at all is another file's.
+  size_t unanswered = 0;
+  std::string first_unanswered;
+  for (const auto& q : gold)
+    if (!preds.count(q.id) && unanswered++ == 0) first_unanswered = q.id;
+  if (!gold.empty() && unanswered == gold.size())
+    throw UserError(a.predictions + ": no prediction for any of the " + std::to_string(gold.size()) + " questions of " +
+                    a.dataset + " (predictions for another file?)");
+  if (unanswered > 0)
+    std::cerr << "warning: " << a.predictions << ": " << unanswered << " of " << gold.size()
+              << " questions have no prediction (the first: " << first_unanswered << "); each scores 0\n";
   json out;
   if (!v2) {
     const auto s = eval::evaluate_squad_v1(gold, preds);

@@ -34,6 +34,7 @@
 #include "train/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/input_file.h"
 #include "util/json_text.h"
 #include "util/log.h"
 
@@ -113,6 +114,24 @@ void write_output(const std::string& out, const torch::Tensor& m, json meta, con
   std::cout << "wrote " << out << " [" << m.size(0) << ", " << m.size(1) << "]\n";
 }
 
+// An output is replaced where it exists (the reproduction scripts write their figures' data
+// again), so one that names something else is refused before anything is written: a file of
+// another kind than inspect writes (a checkpoint, a corpus: .json, or .npy where allowed), an
+// input of this command, or a file in the run's checkpoints/ folder.
+void check_inspect_output(const std::string& option, const std::string& out, const InspectArgs& a, bool npy) {
+  check_output_file(option, out);
+  const auto ext = fs::path(out).extension();
+  if (ext != ".json" && !(npy && ext == ".npy"))
+    throw UserError(option + " " + out + ": expected a .json" + (npy ? " or .npy" : "") + " file name");
+  const auto key = same_file_key(out);
+  for (const std::string& input : {a.run, a.eval_file, a.text_file})
+    if (!input.empty() && same_file_key(input) == key)
+      throw UserError(option + " " + out + ": is an input of this command (" + input + "); choose another name");
+  const auto run = same_file_key(fs::is_regular_file(a.run) ? fs::path(a.run).parent_path().parent_path() : fs::path(a.run));
+  if (key.parent_path() == run / "checkpoints")
+    throw UserError(option + " " + out + ": inside the run's checkpoints folder; choose another folder");
+}
+
 // Checks the options before anything is loaded (a bad path fails fast); returns --lengths.
 std::vector<int64_t> check_inspect_args(const InspectArgs& a) {
   if (a.weights_out.empty() && a.attention_out.empty() && a.mlm_out.empty() && !a.max_length)
@@ -139,9 +158,9 @@ std::vector<int64_t> check_inspect_args(const InspectArgs& a) {
   if (a.max_distance < 0) throw UserError("--max-distance must be >= 0");
   if (a.max_distance > 1000000) throw UserError("--max-distance must be at most 1000000");
   // Outputs are checked before the model is loaded: a bad path fails fast.
-  if (!a.weights_out.empty()) check_output_file("--position-weights", a.weights_out);
-  if (!a.attention_out.empty()) check_output_file("--attention", a.attention_out);
-  if (!a.mlm_out.empty()) check_output_file("--mlm-loss", a.mlm_out);
+  if (!a.weights_out.empty()) check_inspect_output("--position-weights", a.weights_out, a, true);
+  if (!a.attention_out.empty()) check_inspect_output("--attention", a.attention_out, a, true);
+  if (!a.mlm_out.empty()) check_inspect_output("--mlm-loss", a.mlm_out, a, false);
   if (a.tokens < 2) throw UserError("--tokens must be at least 2");
   return lengths;
 }
@@ -150,7 +169,7 @@ std::vector<int64_t> check_inspect_args(const InspectArgs& a) {
 void write_position_weights(const InspectArgs& a, BertModel& bert, const std::string& method) {
   const int64_t n_layers = static_cast<int64_t>(bert->layers->size());
   if (a.layer < 0 || a.layer >= n_layers)
-    throw UserError("--layer " + std::to_string(a.layer) + ": the model has " + std::to_string(n_layers) + " layers");
+    throw UserError("--layer " + std::to_string(a.layer) + ": the model has " + std::to_string(n_layers) + " layers (0-based)");
   auto layer = bert->layers[a.layer]->as<EncoderLayerImpl>();
   const auto w = weights_by_distance(layer->attention->position->position_weights(), method, a.head, a.max_distance);
   std::vector<int64_t> distances;
@@ -173,7 +192,8 @@ void write_attention(const InspectArgs& a, BertModel& bert, const Tokenizer& tok
   }
   if (text.empty()) throw UserError("--attention needs --text or --text-file");
   if (a.attention_layer < 0 || a.attention_layer >= static_cast<int64_t>(bert->layers->size()))
-    throw UserError("--attention-layer " + std::to_string(a.attention_layer) + ": out of range");
+    throw UserError("--attention-layer " + std::to_string(a.attention_layer) + ": the model has " +
+                    std::to_string(bert->layers->size()) + " layers (0-based)");
   const auto enc = tok.encode_corpus(text);  // the model read text as pretraining did
   std::vector<int64_t> ids{tok.special().cls};
   for (auto id : enc.ids) ids.push_back(id);

@@ -30,6 +30,7 @@ void add_kind(CLI::App* parent, Runner& run, const std::string& kind, const std:
   cmd->add_option("--input", req->input, input_help)->required();
   cmd->add_option("--out", req->out, out_help)->required();
   cmd->add_option("--device", req->device, "cpu | cuda | cuda:N | auto (default: the model's train.device)");
+  cmd->add_flag("--overwrite", req->overwrite, "Replace output files that exist (never the input or the model's files)");
   cmd->callback([&run, req] { run = [req] { return run_predict(*req); }; });
 }
 

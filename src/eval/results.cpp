@@ -10,8 +10,11 @@
 #include <sstream>
 #include <type_traits>
 
+#include "config/config.h"
+#include "config/method_catalogue.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/file_tree.h"
 #include "util/json_text.h"
 #include "util/log.h"
 
@@ -56,6 +59,21 @@ void require_in_range(const ResultRow& r, const std::string& where) {
                   std::to_string(static_cast<int>(lo)) + ", " + std::to_string(static_cast<int>(hi)) + "], the range of " +
                   r.metric);
 }
+// A row no table can place (a method or task rpe-train has not, a negative distance or length)
+// is a hand edit gone wrong: named, not shown as a table row of its own or dropped silently.
+void require_known(const ResultRow& r, const std::string& where) {
+  if (!method_catalogue().empty() && find_method_facts(r.method) == nullptr)
+    throw UserError(where + ": unknown method '" + r.method + "'");
+  static const std::set<std::string> squad = {"squad_v1", "squad_v2", "squad"};  // "squad": lines of before _v1
+  const auto& tasks = finetune_task_names();  // squad, then the GLUE tasks
+  if (!squad.count(r.task) && std::find(tasks.begin() + 1, tasks.end(), r.task) == tasks.end())
+    throw UserError(where + ": unknown task '" + r.task + "' (valid: squad_v1, squad_v2, " +
+                    join(std::vector<std::string>(tasks.begin() + 1, tasks.end())) + ")");
+  for (const auto& [key, value] : {std::pair{"k", r.k}, {"pretrain_max_len", r.pretrain_max_len}})
+    if (value < 0) throw UserError(where + ": field '" + key + "' " + std::to_string(value) + " is negative");
+  if (r.finetune_max_len < 0)
+    throw UserError(where + ": field 'finetune_max_len' " + std::to_string(r.finetune_max_len) + " is negative");
+}
 }  // namespace
 
 ResultRow result_from_json(const json& j, const std::string& where) {
@@ -88,16 +106,26 @@ ResultRow result_from_json(const json& j, const std::string& where) {
   if (j.contains("time")) get("time", r.time);
   if (j.contains("run_dir")) get("run_dir", r.run_dir);
   require_in_range(r, where);
+  require_known(r, where);
   return r;
 }
 
+std::filesystem::path pretrain_identity(const std::string& pretrain_run) {
+  std::filesystem::path p = folder_path(folder_path(pretrain_run).lexically_normal());
+  return p.filename() == "checkpoints" ? p.parent_path() : p;
+}
+
 std::vector<std::string> run_id_clashes(const std::vector<ResultRow>& rows) {
-  std::map<std::string, std::string> first;  // "run_id (seed N)" -> the first folder seen
+  // What a table keys an evaluation by, folder aside: rows alike in all of it replace each other.
+  // (Two folders of one name whose rows differ elsewhere, another method or task, stay apart.)
+  std::map<std::string, std::string> first;  // that key -> the first folder seen
   std::vector<std::string> notes;
   for (const auto& r : rows) {
     if (r.run_dir.empty()) continue;
     const std::string id = r.run_id + " (seed " + std::to_string(r.seed) + ")";
-    const auto [it, fresh] = first.emplace(id, r.run_dir);
+    const std::string key = dump_json(json{id, r.method, r.k, pretrain_identity(r.pretrain_run).string(), r.pretrain_max_len, r.finetune_max_len,
+                                           r.select, r.task, r.split, r.metric});
+    const auto [it, fresh] = first.emplace(key, r.run_dir);
     if (fresh || it->second == r.run_dir) continue;
     const std::string note = "run id " + id + " names two runs, " + it->second + " and " + r.run_dir +
                              ": the tables keep the later line (give the runs folders of distinct names, or "

@@ -15,7 +15,7 @@ struct ResultRow {
   std::string method;          // model.attention.method
   int64_t k = 0;               // clipping distance actually used by the model
   std::string pretrain_run;    // the --init run folder or checkpoint ("" = from scratch)
-  int64_t pretrain_max_len = 0;  // data.max_seq_len of pretraining
+  int64_t pretrain_max_len = 0;  // data.max_seq_len of pretraining (0 = from scratch: --init none)
   std::string task;            // squad_v1 | squad_v2 | cola | ... (GLUE task names)
   std::string split;           // dev | dev_matched | dev_mismatched
   int64_t seed = 0;
@@ -40,9 +40,15 @@ nlohmann::json to_json(const ResultRow& r);
 // UserError naming `where` when a field is missing or mistyped.
 ResultRow result_from_json(const nlohmann::json& j, const std::string& where);
 
+// The pretraining run a row starts from: its folder (a run's checkpoints/ stands for the run), or
+// for --init of one checkpoint file, that file (another step of the same run is another model).
+std::filesystem::path pretrain_identity(const std::string& pretrain_run);
+
 // One line per run id (and seed) that two run folders wrote: run ids are the folder's name,
 // so runs/lr3e-5/squad and runs/lr5e-5/squad share theirs and the tables keep the later line
-// (a re-evaluation of one folder replaces its own lines, as meant). The tables print these.
+// (a re-evaluation of one folder replaces its own lines, as meant) where their rows agree in all
+// else the tables key a row by (method, k, lengths, pretraining run, select, task, split,
+// metric); rows that differ there stay apart and are not named. The tables print these.
 std::vector<std::string> run_id_clashes(const std::vector<ResultRow>& rows);
 
 // Appends one line per row (fsynced, so a crash loses nothing already reported).

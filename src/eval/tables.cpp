@@ -72,13 +72,6 @@ struct Scored {
 // same run and seed replaces the earlier one.
 using Values = std::map<std::tuple<GroupKey, std::string, std::string, std::string>, std::map<std::string, Scored>>;
 
-// The pretraining run a row starts from: its folder (a run's checkpoints/ stands for the run), or
-// for --init of one checkpoint file, that file (another step of the same run is another model).
-std::filesystem::path pretrain_identity(const std::string& pretrain_run) {
-  std::filesystem::path p = folder_path(folder_path(pretrain_run).lexically_normal());
-  return p.filename() == "checkpoints" ? p.parent_path() : p;
-}
-
 // As the tables name it: the run folder's name ("<run>/<file>" for a checkpoint file) with
 // `depth` of the folders above it ("lrA/base_m4").
 std::string pretrain_label(const std::filesystem::path& id, size_t depth) {
@@ -238,16 +231,20 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
   out.markdown += head + "\n" + rule + "\n";
   std::vector<std::string> left_out;
   for (const auto& g : ordered) {
+    // A model fine-tuned from random weights (--init none) has no pretraining length or run.
+    const bool pretrained = g.pretrain_len > 0;
+    const std::string run = pretrained || !g.pretrain_run.empty() ? g.pretrain_run : "(random init)";
     std::string line = "| " + markdown_cell(g.label()) + " | " + k_text(g.k, "—") + " | " +
-                       std::to_string(g.pretrain_len) + " | " + std::to_string(g.finetune_len) + " | " +
-                       markdown_cell(g.pretrain_run) + " |";
+                       (pretrained ? std::to_string(g.pretrain_len) : "—") + " | " + std::to_string(g.finetune_len) +
+                       " | " + markdown_cell(run) + " |";
     for (size_t i : shown) {
       const auto s = lookup(v, g, t.columns[i], left_out);
-      // The paper's numbers are of its protocol: fixed epochs, the final weights.
-      const auto p = papers_protocol(g.select) ? t.paper(g, i) : std::nullopt;
+      // The paper's numbers are of its protocol (fixed epochs, the final weights) and of pretrained models.
+      const auto p = papers_protocol(g.select) && pretrained ? t.paper(g, i) : std::nullopt;
       line.append(" ").append(cell(s)).append(" | ").append(paper_text(p)).append(" |");
-      out.csv += t.name + "," + csv_field(g.label()) + "," + k_text(g.k, "") + "," + std::to_string(g.pretrain_len) + "," +
-                 std::to_string(g.finetune_len) + "," + csv_field(g.pretrain_run) + "," + csv_field(t.columns[i].title) + "," +
+      out.csv += t.name + "," + csv_field(g.label()) + "," + k_text(g.k, "") + "," +
+                 (pretrained ? std::to_string(g.pretrain_len) : "") + "," + std::to_string(g.finetune_len) + "," +
+                 csv_field(run) + "," + csv_field(t.columns[i].title) + "," +
                  (s ? fmt(s->mean) + "," + (s->n > 1 ? fmt(s->std) : "") + "," + std::to_string(s->n) : ",,0") + "," +
                  (p ? fmt(*p) : "") + "\n";
       out.json.push_back(json_row(t.name, g, t.columns[i].title, s, p));

@@ -40,14 +40,37 @@ bool same_file(const fs::path& a, const fs::path& b) {
   return !ec && ca == cb;
 }
 
-// The predictions would overwrite the input they are made from, and the run would still exit
-// 0: refused before the input is read. Only the files this model's predictions write count
-// (an input named null_odds.json beside a 1.1 model's --out is safe).
-void refuse_overwriting_input(const PredictRequest& req, const std::vector<fs::path>& files) {
-  for (const auto& f : files)
+// Whether `file` would land inside `folder` (both made absolute and normalised, links resolved).
+bool inside(const fs::path& file, const fs::path& folder) {
+  std::error_code ec;
+  const fs::path f = fs::weakly_canonical(file, ec);
+  fs::path d = fs::weakly_canonical(folder, ec);
+  if (ec) return false;
+  if (d.filename().empty()) d = d.parent_path();  // "model/": its last element would be "" 
+  const auto [end, at] = std::mismatch(d.begin(), d.end(), f.begin(), f.end());
+  return end == d.end() && at != f.end();
+}
+
+// Outputs that would destroy something, refused before the input is read (the run would still
+// exit 0): the input they are made from (only the files this model's predictions write count:
+// an input named null_odds.json beside a 1.1 model's --out is safe), a file of the saved model,
+// one output over another (--out named as the n-best file beside it), or, without --overwrite,
+// any file that is there already (another input's predictions, another run's n-best file).
+void refuse_unsafe_outputs(const PredictRequest& req, const std::vector<fs::path>& files, const fs::path& model) {
+  const std::string out = "--out " + req.out.string() + ": predict would write ";
+  for (size_t i = 0; i < files.size(); ++i) {
+    const fs::path& f = files[i];
     if (same_file(f, req.input))
-      throw UserError("--out " + req.out.string() + ": predict would write " + f.string() + ", which is the --input file " +
-                      req.input.string() + "; choose another --out");
+      throw UserError(out + f.string() + ", which is the --input file " + req.input.string() + "; choose another --out");
+    if (inside(f, model))
+      throw UserError(out + f.string() + " inside the --model folder " + model.string() + "; choose another --out");
+    for (size_t j = 0; j < i; ++j)
+      if (same_file(f, files[j]))
+        throw UserError(out + f.string() + " beside it, the name --out has; choose another --out");
+    std::error_code ec;
+    if (!req.overwrite && fs::exists(f, ec))
+      throw UserError(out + f.string() + ", which exists; pass --overwrite to replace it");
+  }
 }
 
 // The saved model's config and the tokenizer it carries.
@@ -129,7 +152,7 @@ PredictOutcome predict(const PredictRequest& req) {
                     (saved.info.squad() ? "squad" : "glue") + "`");
   Prepared p = prepared_for(saved, req.device);
   const auto files = files_written(req, p);
-  refuse_overwriting_input(req, files);
+  refuse_unsafe_outputs(req, files, saved.dir);
   // A bad --device is named as such, not as the saved config's train.device.
   const torch::Device device =
       training_device(p.rc.cfg.train.device, 0, /*group_ranks=*/0, req.device.empty() ? "train.device" : "--device");

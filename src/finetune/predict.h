@@ -18,6 +18,7 @@ struct PredictRequest {
   std::string kind;  // squad | glue
   std::filesystem::path model_dir, input, out;
   std::string device;  // "" = the saved config's train.device (auto: CUDA when present)
+  bool overwrite = false;  // replace output files that exist (never the input or the model's)
 };
 
 struct PredictOutcome {

@@ -4,15 +4,19 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "util/atomic_writer.h"
 #include "util/errors.h"
 #include "util/file_tree.h"
 #include "util/input_file.h"
+#include "util/log.h"
 
 namespace rpe {
 namespace fs = std::filesystem;
@@ -56,17 +60,25 @@ void append_line_synced(const fs::path& path, const std::string& line) {
   if (fd < 0) throw UserError("cannot open " + path.string() + ": " + std::strerror(errno));
   // A line whose write failed is cut back off (below); one torn by a crash has no newline at
   // the end: it is cut off here, before the new line, so every line in the file is whole (the
-  // torn one was lost with the crash; readers skip it while it is the last).
+  // torn one was lost with the crash; readers skip it while it is the last). A last line that is
+  // whole JSON only lacks its newline (an editor's save): it is kept and ended.
   off_t before = ::lseek(fd, 0, SEEK_END);
   char last = '\n';
   if (before > 0 && ::pread(fd, &last, 1, before - 1) != 1) last = '\n';
+  std::string buf = line + "\n";
   if (last != '\n') {  // back to just after the last newline (or the start of the file)
     const std::string text = read_file(path);
     const size_t nl = text.rfind('\n');
-    const off_t end = nl == std::string::npos ? 0 : static_cast<off_t>(nl + 1);
-    if (::ftruncate(fd, end) == 0) before = end;
+    const size_t start = nl == std::string::npos ? 0 : nl + 1;
+    if (nlohmann::json::accept(std::string_view(text).substr(start))) {
+      buf = "\n" + buf;
+    } else {
+      const off_t end = static_cast<off_t>(start);
+      if (::ftruncate(fd, end) == 0) before = end;
+      if (text.find_first_not_of(" \t\r", start) != std::string::npos)
+        log::warn("io", "{}: cut off a last line a write left unfinished ({} bytes)", path.string(), text.size() - start);
+    }
   }
-  std::string buf = line + "\n";
   const char* p = buf.data();
   size_t left = buf.size();
   auto fail = [&](int error) {

@@ -40,6 +40,22 @@ for bad in "data/sample/squad2/dev-v2.0.json:no score for question" "data/sample
   set -e
   [[ $rc == 2 && $err == *"${bad#*:}"* ]] || { echo "evaluate-squad --na-probs (${bad%%:*}): exit $rc: $err"; exit 1; }
 done
+# Questions without a prediction score 0 and are counted on stderr (stdout: the scores alone);
+# predictions for none of the file's questions (another file's) are refused.
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop(sorted(d)[0]); json.dump(d, open(sys.argv[2], "w"))' \
+  "$TMP/p.json" "$TMP/p_part.json"
+"$RPE" evaluate-squad --dataset data/sample/squad2/dev-v2.0.json --predictions "$TMP/p_part.json" \
+  > "$TMP/part.json" 2> "$TMP/part.err"
+grep -q "^warning: .*p_part.json: [0-9]* of [0-9]* questions have no prediction (the first: .*); each scores 0$" \
+  "$TMP/part.err" || { echo "no count of the unanswered question: $(cat "$TMP/part.err")"; exit 1; }
+"$PY" -c 'import json,sys; json.load(open(sys.argv[1]))' "$TMP/part.json"
+echo '{"elsewhere": "x"}' > "$TMP/other.json"
+set +e
+err=$("$RPE" evaluate-squad --dataset data/sample/squad/dev-v1.1.json --predictions "$TMP/other.json" 2>&1 >/dev/null)
+rc=$?
+set -e
+[[ $rc == 2 && $err == *"other.json: no prediction for any of the "*" (predictions for another file?)" ]] ||
+  { echo "evaluate-squad with another file's predictions: exit $rc: $err"; exit 1; }
 DATA=../shared/data
 if [[ -f $DATA/squad/dev-v1.1.json ]]; then
   compare $DATA/squad/dev-v1.1.json

@@ -158,6 +158,10 @@ TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
   append_results(dir / "r.jsonl", {r});
   EXPECT_EQ(read_results(dir / "r.jsonl").size(), 3u);
   EXPECT_EQ(rpe::read_file(dir / "r.jsonl"), whole + "\n" + whole + "\n" + whole + "\n");
+  // A whole last line that only lacks its newline (saved by an editor) is kept and ended.
+  std::ofstream(dir / "edited.jsonl") << whole << "\n" << whole;
+  append_results(dir / "edited.jsonl", {r});
+  EXPECT_EQ(rpe::read_file(dir / "edited.jsonl"), whole + "\n" + whole + "\n" + whole + "\n");
   // Anything else that is not a result line is refused, naming the line: a line cut short
   // that ends in a newline was not torn by a crash.
   for (const std::string bad : {"{\"run_id\": 3}", "garbage}", "{\"run_id\": \"x\"} trailing", "{\"run_id\": "}) {
@@ -168,6 +172,21 @@ TEST(Tables, ResultLinesRoundTripAndRejectGarbage) {
       FAIL() << "expected a UserError for " << bad;
     } catch (const rpe::UserError& e) {
       EXPECT_NE(std::string(e.what()).find("bad.jsonl:2"), std::string::npos) << e.what();
+    }
+  }
+  // Rows no table can place: named with their line, not shown as rows of their own or dropped.
+  const std::vector<std::pair<std::string, std::string>> unplaceable = {
+      {"method", "unknown method 'm99'"}, {"task", "unknown task 'squad_v9' (valid: squad_v1, squad_v2, cola"},
+      {"k", "field 'k' -5 is negative"}};
+  for (const auto& [field, message] : unplaceable) {
+    auto j = to_json(r);
+    j[field] = field == "method" ? nlohmann::json("m99") : field == "task" ? nlohmann::json("squad_v9") : nlohmann::json(-5);
+    std::ofstream(dir / "odd.jsonl") << whole << "\n" << j.dump() << "\n";
+    try {
+      read_results(dir / "odd.jsonl");
+      FAIL() << "expected a UserError for " << j.dump();
+    } catch (const rpe::UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("odd.jsonl:2: " + message), std::string::npos) << e.what();
     }
   }
   rpe::test::remove_tree(dir);
@@ -195,6 +214,11 @@ TEST(Tables, OneRunIdFromTwoFoldersIsNamed) {
                            "the tables keep the later line (give the runs folders of distinct names, or separate "
                            "finetune.results_file)";
   EXPECT_EQ(run_id_clashes({a, b, c}), std::vector<std::string>{note});
+  // One name for two runs of other methods: two rows of the tables, nothing replaced, no note.
+  ResultRow other = b;
+  other.method = "absolute";
+  EXPECT_TRUE(run_id_clashes({a, other}).empty());
+  EXPECT_EQ(render_tables({a, other}, {"2"}).markdown.find("Warning"), std::string::npos);
   const auto t = render_tables({a, b}, {"2"});
   EXPECT_NE(t.markdown.find("**Warning**: results of different runs under one name:\n- " + note + "\n"),
             std::string::npos) << t.markdown;

@@ -108,7 +108,17 @@ d["data"] = d["data"][:1]
 d["data"][0]["paragraphs"] = [par]
 json.dump(d, open("impossible.json", "w"))
 PYEOF
-"$RPE" predict squad --model "$MODEL" --input mixed.json --out pred/mixed.json > predict_mixed.log
+# Each output that is there already (here the first's nbest_predictions.json) needs --overwrite;
+# none may land in the model's folder or on another output, --overwrite or not.
+expect_exit2 "predict would write pred/nbest_predictions.json, which exists; pass --overwrite" \
+  "$RPE" predict squad --model "$MODEL" --input mixed.json --out pred/mixed.json
+cp "$MODEL/model.pt" model_before.pt
+expect_exit2 "inside the --model folder" "$RPE" predict squad --model "$MODEL" --input mixed.json \
+  --out "$MODEL/model.pt" --overwrite
+cmp -s model_before.pt "$MODEL/model.pt" || fail "predict squad wrote over the model it ran"
+expect_exit2 "beside it, the name --out has" "$RPE" predict squad --model "$MODEL" --input mixed.json \
+  --out pred/nbest_predictions.json --overwrite
+"$RPE" predict squad --model "$MODEL" --input mixed.json --out pred/mixed.json --overwrite > predict_mixed.log
 grep -q "questions carry no answers: the scores are of the" predict_mixed.log || fail "no warning for a partly labelled file"
 python3 - predict.log predict_mixed.log <<'PYEOF' || fail "a partly labelled file scored differently"
 import sys
@@ -116,7 +126,7 @@ scores = [dict(l.split()[1:3] for l in open(f) if l.startswith("squad_v1 ")) for
 assert scores[0] == scores[1], scores
 PYEOF
 expect_exit2 "impossible.json: question none is unanswerable" "$RPE" predict squad --model "$MODEL" \
-  --input impossible.json --out pred/impossible.json
+  --input impossible.json --out pred/impossible.json --overwrite
 # One short window per file: its batch pads to a multiple of 8, past the window's length, which
 # is the gathered logits' width (exit 1 before the fix). Questions one "?" apart: at most one of
 # the three windows has a length that is a multiple of 8.
@@ -124,7 +134,7 @@ for k in 0 1 2; do
   q="what sat$(printf ' ?%.0s' $(seq 0 $k))"
   printf '{"data":[{"paragraphs":[{"context":"the cat sat on a mat .","qas":[{"id":"s%s","question":"%s",%s' \
     "$k" "$q" '"answers":[{"text":"the cat","answer_start":0}]}]}]}]}' > short$k.json
-  "$RPE" predict squad --model "$MODEL" --input short$k.json --out pred/short$k.json > predict_short.log 2>&1 ||
+  "$RPE" predict squad --model "$MODEL" --input short$k.json --out pred/short$k.json --overwrite > predict_short.log 2>&1 ||
     fail "predict squad on a short window ($q): $(tail -1 predict_short.log)"
   grep -q "\"s$k\"" pred/short$k.json || fail "predict squad on a short window ($q): no prediction"
 done
@@ -137,7 +147,7 @@ finetune: {glue_dir: data/full/glue, max_train_examples: 64, epochs: 1, results_
 run: {root: runs, name: glue}
 EOF
 "$RPE" finetune glue --task rte > glue.log
-GLUE_DIR=$(echo runs/glue/seed*)
+GLUE_DIR=$(echo runs/glue/rte/seed*)  # a folder per GLUE task below run.name
 "$RPE" predict glue --model "$GLUE_DIR/model" --input data/full/glue/RTE/dev.tsv --out pred/RTE.tsv > predict_glue.log
 python3 - "$GLUE_DIR/results.json" predict_glue.log pred/RTE.tsv "$GLUE_DIR/predictions_dev.tsv" <<'PYEOF'
 import json, sys
@@ -195,7 +205,7 @@ expect_exit2 "which is the --input file pred/nbest_predictions.json" "$RPE" pred
   --input pred/nbest_predictions.json --out pred/other.json
 # A 1.1 model writes no null_odds.json: an input of that name beside --out is read, not refused.
 cp data/full/squad/dev-v1.1.json pred/null_odds.json
-"$RPE" predict squad --model "$MODEL" --input pred/null_odds.json --out pred/other.json >/dev/null \
+"$RPE" predict squad --model "$MODEL" --input pred/null_odds.json --out pred/other.json --overwrite >/dev/null \
   || fail "predict squad refused an input named null_odds.json beside a 1.1 model's --out"
 cmp -s pred/null_odds.json data/full/squad/dev-v1.1.json || fail "predict squad (1.1) wrote null_odds.json"
 cp rte_test.tsv same.tsv
@@ -213,7 +223,7 @@ d["data"] = [{"title": "t", "paragraphs": [par]}]
 json.dump(d, open("empty_answers.json", "w"))
 PYEOF
 expect_exit2 "empty_answers.json: data\\[0\\].paragraphs\\[0\\].qas\\[1\\] \\(id empty\\): no answers and not is_impossible" \
-  "$RPE" predict squad --model "$MODEL" --input empty_answers.json --out pred/empty.json
+  "$RPE" predict squad --model "$MODEL" --input empty_answers.json --out pred/empty.json --overwrite
 expect_exit2 "qas\\[1\\] \\(id empty\\): no answers and not is_impossible" "$RPE" evaluate-squad \
   --dataset empty_answers.json --predictions pred/predictions.json
 # A tokenizer.model in the folder with more pieces than the model's vocabulary: refused naming
