@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "config/config.h"
 #include "dist/data_parallel.h"
 #include "finetune/finetune.h"
@@ -108,7 +109,8 @@ void add_common(CLI::App* cmd, const std::shared_ptr<FinetuneArgs>& a, const std
         return s.empty() ? std::string("empty: expected comma-separated integers, e.g. 1,2,3") : std::string();
       });
   cmd->add_option("--set", a->sets, "Override a key: a.b.c=value (repeatable)");
-  cmd->add_option("--run-dir", a->run_dir, "Run folder (default: run.root/run.name)");
+  cmd->add_option("--run-dir", a->run_dir, "Run folder (default: run.root/run.name, and /<task> below it for GLUE)")
+      ->check(empty_path_check);
   cmd->add_flag("--overwrite", a->overwrite, "Delete an existing run folder first");
 }
 

@@ -26,6 +26,7 @@ struct PrepareArgs {
 int run_prepare(const PrepareArgs& a) {
   const Config cfg = load_config(a.config, a.sets);
   const auto& d = cfg.data;
+  require_train_files(cfg, "prepare-data");
   if (d.tokenizer_model.empty())
     cfg.fail("data.tokenizer_model", "prepare-data needs a fixed tokenizer (a vocab.txt, or a .model from "
                                      "rpe-train train-tokenizer)");

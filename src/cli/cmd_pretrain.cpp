@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "config/config.h"
 #include "dist/data_parallel.h"
 #include "train/run_dir.h"
@@ -53,7 +54,7 @@ void add_pretrain(CLI::App& app, Runner& run) {
   auto a = std::make_shared<PretrainArgs>();
   cmd->add_option("--config", a->config, "Experiment YAML file")->required();
   cmd->add_option("--set", a->sets, "Override a key: a.b.c=value (repeatable)");
-  cmd->add_option("--run-dir", a->run_dir, "Run folder (default: run.root/run.name)");
+  cmd->add_option("--run-dir", a->run_dir, "Run folder (default: run.root/run.name)")->check(empty_path_check);
   cmd->add_flag("--resume", a->resume, "Continue the run in an existing run folder from its latest checkpoint");
   cmd->add_flag("--overwrite", a->overwrite, "Delete an existing run folder first")->excludes("--resume");
   cmd->callback([&run, a] { run = [a] { return run_pretrain(*a); }; });

@@ -28,6 +28,16 @@ int run_tokenize(const TokenizeArgs& a) {
                     "are for a tokenizer file alone: give one or the other");
   if (!a.config.empty()) {
     d = load_config(a.config, a.sets).data;
+    // A run folder's config.yaml: its tokenizer is the run's tokenizer.model (pretraining's
+    // default) or, in a kept fine-tuned model's folder, a file named relative to that folder.
+    namespace fs = std::filesystem;
+    const fs::path folder = fs::path(a.config).parent_path();
+    std::error_code ec;
+    if (d.tokenizer == "sentencepiece" && d.tokenizer_model.empty() && fs::exists(folder / "tokenizer.model", ec))
+      d.tokenizer_model = (folder / "tokenizer.model").string();
+    else if (!d.tokenizer_model.empty() && fs::path(d.tokenizer_model).is_relative() &&
+             !fs::exists(d.tokenizer_model, ec) && fs::exists(folder / d.tokenizer_model, ec))
+      d.tokenizer_model = (folder / d.tokenizer_model).string();
   } else {
     if (a.model.empty()) throw UserError("tokenize: give --config or --model (vocab.txt or .model file)");
     // A sentencepiece model is a .model file (what train-tokenizer writes); anything else is
@@ -38,7 +48,9 @@ int run_tokenize(const TokenizeArgs& a) {
     d.tokenizer_model = a.model;
     d.lowercase = !a.cased;
   }
-  if (d.tokenizer_model.empty()) throw UserError("tokenize: data.tokenizer_model is empty (nothing to load)");
+  if (d.tokenizer_model.empty())
+    throw UserError("tokenize: data.tokenizer_model is empty (nothing to load; a run's own tokenizer is "
+                    "RUN/tokenizer.model: pass --model RUN/tokenizer.model)");
   const auto tok = make_tokenizer(d, d.tokenizer_model);
   std::ios::sync_with_stdio(false);
   std::string line;

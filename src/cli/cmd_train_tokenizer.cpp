@@ -24,6 +24,7 @@ int run_train_tokenizer(const TrainTokenizerArgs& a) {
   const auto& d = cfg.data;
   if (d.tokenizer != "sentencepiece")
     cfg.fail("data.tokenizer", "train-tokenizer trains sentencepiece models; wordpiece uses a given vocab.txt");
+  require_train_files(cfg, "train-tokenizer");
   const std::string out = a.out.empty() ? d.tokenizer_model : a.out;
   if (out.empty()) cfg.fail("data.tokenizer_model", "empty: give the output path here or with --out");
   if (out.size() < 7 || out.substr(out.size() - 6) != ".model")

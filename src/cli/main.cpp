@@ -156,7 +156,16 @@ int main(int argc, char** argv) {
   } catch (const rpe::UserError& e) {
     return report(e.what(), rpe::kExitUserError);
   } catch (const c10::Error& e) {
-    return report(std::string("LibTorch: ") + e.what_without_backtrace(), 1);
+    // An allocation the device or host cannot make (CUDA's OutOfMemoryError; the CPU
+    // allocator's "not enough memory"): the sizes the user chose, so say which ones.
+    const std::string text = e.what_without_backtrace();
+    if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr || text.find("not enough memory") != std::string::npos ||
+        text.find("can't allocate memory") != std::string::npos)
+      return report("out of memory: " + text.substr(0, text.find('\n')) +
+                        " (lower train.batch_size, data.max_seq_len or finetune.max_seq_len, or set "
+                        "train.activation_checkpointing)",
+                    1);
+    return report("LibTorch: " + text, 1);
   } catch (const std::system_error& e) {
     // std::filesystem::filesystem_error (what() names the operation and the path(s):
     // "filesystem error: cannot create directories: Not a directory [runs/x]"),

@@ -60,4 +60,10 @@ inline void refuse_existing_output(const std::string& option, const std::filesys
     throw UserError(option + " " + path.string() + ": exists; pass --overwrite to replace it");
 }
 
+// CLI11's check for a path option given as "" (an unset shell variable): the command would fall
+// back to its default folder, silently. Returns CLI11's error text ("" = fine).
+inline std::string empty_path_check(const std::string& value) {
+  return value.empty() ? std::string("empty: name a folder, or leave the option out for the default") : std::string();
+}
+
 }  // namespace rpe::cli

@@ -93,7 +93,7 @@ struct DataOptions {
   int64_t prefetch = 2;                  // batches the loader's background thread prepares ahead; 0 = none
 
   template <class V> void visit(V& v) {
-    v("train_files", train_files, kRequired);
+    v("train_files", train_files);  // required where read: require_train_files
     v("valid_files", valid_files);
     v("valid_fraction", valid_fraction);
     v("document_format", document_format);
@@ -317,6 +317,10 @@ std::string to_flat_text(const Config& cfg);
 // The keys of to_flat_text whose values differ, each as "key: before -> after" ("(none)" for a
 // key one side lacks), in key order.
 std::vector<std::string> config_differences(const Config& before, const Config& after);
+
+// data.train_files must name files where `what` ("pretraining", "train-tokenizer") reads them:
+// a UserError naming the key otherwise. (validate() leaves it out: fine-tuning reads none.)
+void require_train_files(const Config& cfg, const std::string& what);
 
 // Semantic checks (heads divide hidden, method exists, ranges). Called by load_config.
 void validate(const Config& cfg);

@@ -160,7 +160,8 @@ void validate_model(const Config& cfg) {
 
 void validate_data(const Config& cfg) {
   const auto& d = cfg.data;
-  if (d.train_files.empty()) cfg.fail("data.train_files", "missing required key (no training files)");
+  // data.train_files is required where a corpus is read (require_train_files), not here: a
+  // fine-tuning config from random weights (--init none) reads none.
   // An empty name (`--set data.train_files=`) would surface later as ": file not found", naming nothing.
   for (const auto& [key, files] : {std::pair{"data.train_files", &d.train_files}, {"data.valid_files", &d.valid_files}})
     for (size_t i = 0; i < files->size(); ++i)
@@ -295,6 +296,10 @@ void validate(const Config& cfg) {
   validate_run_name(cfg);
   validate_numbers(cfg);
   validate_sizes(cfg);
+}
+
+void require_train_files(const Config& cfg, const std::string& what) {
+  if (cfg.data.train_files.empty()) cfg.fail("data.train_files", "missing required key (" + what + " reads the training files)");
 }
 
 }  // namespace rpe

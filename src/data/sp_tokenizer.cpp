@@ -175,8 +175,11 @@ void train_sentencepiece(const std::vector<std::string>& files, const std::strin
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &sentences);
   if (!sentences.error().empty()) throw UserError(sentences.error());
   if (!status.ok()) throw UserError("sentencepiece training failed: " + status.ToString());
-  log::info("data", "sentencepiece trained on {} sentences", sentences.sentences());
   write_atomic_with(model_file, [&](const fs::path& tmp) { fs::rename(tmp_prefix.string() + ".model", tmp); });
+  // hard_vocab_limit false: a small corpus yields fewer pieces than asked rather than an error.
+  const int64_t pieces = SentencePieceTokenizer(model_file).vocab_size();
+  log::info("data", "sentencepiece trained on {} sentences: {} pieces{}", sentences.sentences(), pieces,
+            pieces < vocab_size ? fmt::format(" (of the {} asked: the corpus has no more)", vocab_size) : std::string());
   std::error_code ec;
   fs::rename(tmp_prefix.string() + ".vocab", model_file.string().substr(0, model_file.string().size() - 6) + ".vocab",
              ec);

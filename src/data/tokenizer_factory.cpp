@@ -10,6 +10,9 @@ namespace fs = std::filesystem;
 std::unique_ptr<Tokenizer> make_tokenizer(const DataOptions& o, const fs::path& default_model_path) {
   if (o.tokenizer == "sentencepiece") {
     fs::path model = o.tokenizer_model.empty() ? default_model_path : fs::path(o.tokenizer_model);
+    if (o.tokenizer_model.empty() && !fs::exists(model) && o.train_files.empty())
+      throw UserError("data.tokenizer_model: empty, and no data.train_files to train a sentencepiece model on: name "
+                      "a tokenizer");
     if (o.tokenizer_model.empty() && !fs::exists(model))
       train_sentencepiece(o.train_files, o.document_format, model, o.tokenizer_vocab_size, o.lowercase);
     return std::make_unique<SentencePieceTokenizer>(model);

@@ -39,7 +39,7 @@ ResolvedConfig resolve_finetune_config(const FinetuneRequest& req) {
   ResolvedConfig r;
   if (req.init.empty()) {
     r.cfg = load_config(req.config_file, req.sets);
-    r.pretrain_max_len = r.cfg.data.max_seq_len;
+    r.pretrain_max_len = 0;  // not pretrained: the tables show no pretraining length, nor the paper's row
     if (r.cfg.data.tokenizer_model.empty())
       throw UserError(req.config_file.string() + ": without --init, data.tokenizer_model must name a tokenizer");
     return r;
@@ -102,6 +102,11 @@ eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::st
 
 void remove_tree(const fs::path& path) { rpe::remove_tree(path); }
 
+fs::path default_run_folder(const Config& cfg) {
+  const fs::path dir = fs::path(cfg.run.root) / cfg.run.name;
+  return cfg.finetune.task == "squad" ? dir : dir / cfg.finetune.task;
+}
+
 namespace {
 
 // finetune.results_file gets a line after each evaluation: made ready now (its folder created,
@@ -110,6 +115,21 @@ void ready_results_file(const fs::path& file) {
   const std::string name = "finetune.results_file " + file.string();
   std::error_code ec;
   if (fs::is_directory(file, ec)) throw UserError(name + ": is a folder, not a file");
+  // Lines are appended to what is there, and a last line without its newline (a write a crash
+  // cut short) is cut off first: a file of anything but results rows (a checkpoint, the dev set
+  // named by mistake) would be damaged. Refused, unread and untouched.
+  if (fs::is_regular_file(file, ec) && fs::file_size(file, ec) > 0) {
+    const std::string text = read_file(file);
+    const size_t nl = text.rfind('\n');
+    const size_t first = text.find_first_not_of(" \t\r", nl == std::string::npos ? 0 : nl + 1);
+    if (first != std::string::npos && text[first] != '{')
+      throw UserError(name + ": not a results file (its last line is no JSON row): name a results .jsonl file");
+    try {
+      eval::read_results(file);
+    } catch (const UserError& e) {
+      throw UserError(name + ": not a results file: " + e.what());
+    }
+  }
   if (file.has_parent_path()) fs::create_directories(file.parent_path(), ec);
   if (ec) throw UserError(name + ": cannot create its folder: " + ec.message());
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -161,7 +181,7 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
       log::info("model", "activation checkpointing: {}", describe_recompute(parse_recompute(cfg.train.activation_checkpointing)));
   });
   // "ft5/" is the folder ft5: its name makes the results' run ids.
-  const fs::path dir = folder_path(req.run_dir.empty() ? fs::path(cfg.run.root) / cfg.run.name : fs::path(req.run_dir));
+  const fs::path dir = folder_path(req.run_dir.empty() ? default_run_folder(cfg) : fs::path(req.run_dir));
   // Rank 0's refusal of an existing folder stops every rank at once.
   dist::all_or_none(dp, "creating the run folder", [&] {
     if (dp.rank() == 0) create_run_folder(dir, p, req);

@@ -20,7 +20,7 @@ struct FinetuneRequest {
   std::vector<std::string> sets;  // --set overrides (applied last)
   std::string init;               // pretrained run folder or checkpoint; "" = random init
   std::vector<int64_t> seeds;     // empty = train.seed
-  std::string run_dir;            // "" = run.root/run.name
+  std::string run_dir;            // "" = default_run_folder(cfg)
   bool overwrite = false;
   std::string kind;               // "squad" | "glue" | "" (any): the subcommand's family
 };
@@ -50,6 +50,11 @@ struct FinetuneOutcome {
 };
 
 FinetuneOutcome run_finetune(const FinetuneRequest& request);
+
+// Where a fine-tuning run goes without --run-dir: run.root/run.name for SQuAD, and below it a
+// folder per GLUE task (runs/glue/rte, runs/glue/mrpc: the tasks of one config run one after
+// another without --overwrite deleting the previous task's models).
+std::filesystem::path default_run_folder(const Config& cfg);
 
 // Deletes a file or folder tree. std::filesystem::remove_all binds to a copy exported by
 // the LibTorch wheel's libtorch.so that crashes (null call); this walks the tree with

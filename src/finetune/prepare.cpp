@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "data/tokenizer.h"
+#include "finetune/finetune.h"
 #include "interop/method_swap.h"
 #include "util/errors.h"
 #include "util/log.h"
@@ -143,7 +144,7 @@ void require_pretraining_tokenizer(const Tokenizer& tok, const std::string& toke
 void read_inputs(Prepared& p, const FinetuneRequest& req) {
   auto& cfg = p.rc.cfg;
   const auto& f = cfg.finetune;
-  p.tok = make_tokenizer(cfg.data, fs::path(cfg.run.root) / cfg.run.name / "tokenizer.model");
+  p.tok = make_tokenizer(cfg.data, default_run_folder(cfg) / "tokenizer.model");
   if (cfg.model.vocab_size == 0) cfg.model.vocab_size = p.tok->vocab_size();
   require_tokenizer_fits(*p.tok, cfg.data.tokenizer_model, cfg.model.vocab_size);
   require_pretraining_tokenizer(*p.tok, cfg.data.tokenizer_model, p.rc.checkpoint, p.rc.pretrained_tokenizer_crc);

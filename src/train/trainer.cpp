@@ -209,8 +209,8 @@ void open_run_files(const fs::path& run_dir, const Config& cfg, const std::strin
   // Resumed from the final checkpoint (killed before summary.json): the final evaluation is redone.
   const bool finished = state.step >= max_steps;
   if (const auto n = drop_metrics_after(metrics, state.step, finished))
-    log::info("train", "metrics.jsonl: dropped {} rows after the checkpoint of step {} (they are redone)", n,
-              state.step);
+    log::info("train", "metrics.jsonl: dropped {} row{} that the run redoes from the checkpoint of step {}{}", n,
+              n == 1 ? "" : "s", state.step, finished ? " (its final evaluation among them)" : "");
   setup.metrics = MetricsWriter(metrics);
   // A finished run resumed to train further is unfinished again: its old summary.json would
   // make `finetune` without --init take a mid-training checkpoint for the finished run.
@@ -297,6 +297,7 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
 PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDirRequest& folder,
                         const PretrainHooks& hooks) {
   const auto start = Clock::now();
+  require_train_files(cfg, "pretraining");
   const auto& t = cfg.train;
   if (t.threads > 0) torch::set_num_threads(static_cast<int>(t.threads));
   torch::manual_seed(static_cast<uint64_t>(t.seed));  // same on every rank: identical init and dropout streams
@@ -332,8 +333,9 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
         list_checkpoints(run_dir).empty()) {
       sink.close();
       discard_new_run_folder(run_dir);
-    } else {
-      sink.error_to_file(e.what());
+    } else {  // LibTorch's errors without their backtrace, as main prints them
+      const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+      sink.error_to_file(torch_error != nullptr ? torch_error->what_without_backtrace() : e.what());
     }
     throw;
   }

@@ -73,7 +73,7 @@ void FileSink::error_to_file(const std::string& message) {
   std::string text = message;  // one line, as main prints it
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   std::replace_if(text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
-  sink_->log(spdlog::details::log_msg("rpe", spdlog::level::err, "error: " + text));
+  sink_->log(spdlog::details::log_msg("rpe", spdlog::level::err, text));
   sink_->flush();
 }
 

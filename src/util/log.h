@@ -21,7 +21,7 @@ class FileSink {
   FileSink(const FileSink&) = delete;
   FileSink& operator=(const FileSink&) = delete;
   void close();
-  // `message` as an error line of the file alone: an error the command prints on stderr as it
+  // `message` as an error line ("... error <message>") of the file alone: an error the command prints on stderr as it
   // ends (main's "error: ..."), kept with the run it stopped.
   void error_to_file(const std::string& message);
 

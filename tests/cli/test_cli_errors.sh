@@ -114,6 +114,43 @@ else
 fi
 # An existing run folder is never overwritten silently.
 expect_error "existing run folder" "already exists: pass --resume .*--overwrite .*, or --run-dir DIR for a new run beside it" "$BIN" pretrain --config $CFG --run-dir "$TMP/run"
+# A run's config.yaml names no tokenizer file (the run's own tokenizer.model is pretraining's
+# default): tokenize finds it beside the config.
+if a=$(echo "the cat sat" | "$BIN" tokenize --config "$TMP/run/config.yaml") &&
+   b=$(echo "the cat sat" | "$BIN" tokenize --model "$TMP/run/tokenizer.model" --tokenizer sentencepiece) &&
+   [ -n "$a" ] && [ "$a" = "$b" ]; then echo "ok   tokenize --config RUN/config.yaml"
+else echo "FAIL tokenize --config RUN/config.yaml: '$a' vs '$b'"; fail=1; fi
+# --run-dir "" (an unset shell variable) would train into the default folder instead.
+expect_error "empty --run-dir" "^error: --run-dir: empty: name a folder" "$BIN" pretrain --config $CFG --run-dir ""
+# Nor is anything else a command reads or keeps: inspect's outputs over a checkpoint, an input
+# or into checkpoints/; finetune's results lines appended to a file that holds no results.
+ckpt=$(ls "$TMP/run/checkpoints/"step_*.pt | head -1)
+cp "$ckpt" "$TMP/ckpt_before"
+expect_error "inspect over a checkpoint" "^error: --position-weights .*step_[0-9]*\.pt: expected a \.json or \.npy file name$" \
+  "$BIN" inspect "$TMP/run" --position-weights "$ckpt"
+expect_error "inspect over its eval file" "^error: --mlm-loss $TMP/e.json: is an input of this command" \
+  "$BIN" inspect "$TMP/run" --mlm-loss "$TMP/e.json" --eval-file "$TMP/./e.json"
+expect_error "inspect into checkpoints/" "inside the run's checkpoints folder" \
+  "$BIN" inspect "$TMP/run" --position-weights "$TMP/run/checkpoints/w.json"
+expect_error "results lines into a checkpoint" "^error: finetune.results_file .*step_[0-9]*\.pt: not a results file" \
+  "$BIN" finetune squad --config configs/finetune/tiny_squad.yaml --init "$TMP/run" --run-dir "$TMP/ft_res" \
+  --set "finetune.results_file=$ckpt" --set train.device=cpu
+cmp -s "$ckpt" "$TMP/ckpt_before" && [ ! -e "$TMP/ft_res" ] || { echo "FAIL a refused results_file changed something"; fail=1; }
+# Fine-tuning from random weights (--init none) reads no pretraining corpus, so needs no
+# data.train_files; its result rows have no pretraining length, and the tables no paper numbers.
+printf 'extends: [%s, %s]\n' "$ROOT/configs/finetune/tiny_squad.yaml" "$ROOT/configs/model/tiny.yaml" > "$TMP/scratch.yaml"
+if "$BIN" finetune squad --config "$TMP/scratch.yaml" --init none --run-dir "$TMP/ft_scratch" \
+    --set "data.tokenizer_model=$TMP/run/tokenizer.model" --set finetune.max_train_examples=8 \
+    --set finetune.max_eval_examples=8 --set finetune.epochs=1 --set finetune.max_seq_len=48 --set finetune.doc_stride=24 \
+    --set model.layers=1 --set model.attention.method=absolute --set train.device=cpu \
+    --set "finetune.results_file=$TMP/scratch.jsonl" >"$TMP/out" 2>"$TMP/err" &&
+  "$BIN" tables --results "$TMP/scratch.jsonl" --out "$TMP/scratch_tables" >/dev/null 2>&1 &&
+  grep -q '"pretrain_max_len":0' "$TMP/scratch.jsonl" && grep -q '"pretrain_run":""' "$TMP/scratch.jsonl" &&
+  grep -qE '^\| absolute \| — \| — \| 48 \| \(random init\) \| [0-9.]+ \| — \|' "$TMP/scratch_tables/tables.md"; then
+  echo "ok   finetune --init none"
+else
+  echo "FAIL finetune --init none"; cat "$TMP/err" "$TMP/scratch.jsonl" "$TMP/scratch_tables/tables.md" 2>/dev/null; fail=1
+fi
 # Inputs that are FIFOs are refused by name, not opened (an open blocks until a writer comes;
 # `timeout` turns such a hang into a failure here).
 mkfifo "$TMP/fifo"

@@ -121,8 +121,17 @@ TEST_F(ConfigTest, WrongTypesAreErrors) {
 }
 
 TEST_F(ConfigTest, MissingRequiredKeys) {
+  // data.train_files only where a command reads a corpus (fine-tuning from random weights reads none).
   auto f = write("nodata.yaml", "extends: model/small.yaml\n");
-  EXPECT_NE(error_of(f).find("data.train_files: missing required key"), std::string::npos) << error_of(f);
+  const Config no_data = load_config(f);
+  try {
+    require_train_files(no_data, "pretraining");
+    FAIL() << "no data.train_files passed for pretraining";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("data.train_files: missing required key (pretraining reads the training files)"),
+              std::string::npos)
+        << e.what();
+  }
   auto g = write("nomethod.yaml", "model:\n  hidden: 8\n  layers: 1\n  heads: 2\ndata:\n  train_files: [a]\n");
   EXPECT_NE(error_of(g).find("model.attention.method: missing required key"), std::string::npos) << error_of(g);
 }

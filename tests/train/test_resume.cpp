@@ -170,7 +170,7 @@ TEST(ResumeRefusal, OtherDataThanTheCheckpointsIsRefused) {
     }
   }
   // Each refusal ends train.log, which the folder keeps: its error line says why.
-  EXPECT_NE(file_text(run / "train.log").find("error: " + (run / "checkpoints" / "step_00000004.pt").string() +
+  EXPECT_NE(file_text(run / "train.log").find(" error " + (run / "checkpoints" / "step_00000004.pt").string() +
                                               ": trained on "),
             std::string::npos);
   pretrain(test::tiny_config({"train.max_steps=6", "train.save_every=2"}), run, {.resume = true});  // the same data

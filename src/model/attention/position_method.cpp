@@ -30,7 +30,11 @@ torch::Tensor PositionMethodImpl::input_embeddings(int64_t length) {
   require(length <= options_.max_position,
           "sequence length " + std::to_string(length) + " exceeds model.max_position " +
               std::to_string(options_.max_position) +
-              ": learned absolute position embeddings cannot extrapolate (use a relative method)");
+              ": learned absolute position embeddings cannot extrapolate (" +
+              (options_.attention.method == "absolute"
+                   ? std::string("use a relative method")
+                   : "this " + options_.attention.method + " model adds them: model.attention.add_absolute") +
+              ")");
   return absolute_table.narrow(0, 0, length);  // [L, D]
 }
 
