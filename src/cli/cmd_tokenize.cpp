@@ -42,6 +42,8 @@ int run_tokenize(const TokenizeArgs& a) {
     if (a.model.empty()) throw UserError("tokenize: give --config or --model (vocab.txt or .model file)");
     // A sentencepiece model is a .model file (what train-tokenizer writes); anything else is
     // read as a WordPiece vocab.txt unless --tokenizer says otherwise.
+    if (!a.tokenizer.empty() && a.tokenizer != "sentencepiece" && a.tokenizer != "wordpiece")
+      throw UserError("--tokenizer " + a.tokenizer + ": must be sentencepiece or wordpiece");
     d.tokenizer = !a.tokenizer.empty()                                           ? a.tokenizer
                   : std::filesystem::path(a.model).extension() == ".model" ? "sentencepiece"
                                                                            : "wordpiece";

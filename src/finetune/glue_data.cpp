@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 #include "data/corpus.h"
 #include "util/atomic_file.h"
@@ -169,6 +170,7 @@ GlueInputs read_glue_inputs(const fs::path& file, const GlueTask& task) {
                     (task.foreign.empty() ? "" : ", no " + join(task.foreign)) + "): another task's test file?");
   size_t pos = text.find('\n') == std::string::npos ? text.size() : text.find('\n') + 1;
   int64_t line_no = 1;
+  std::set<std::string> indices;
   while (pos < text.size()) {
     size_t nl = text.find('\n', pos);
     if (nl == std::string::npos) nl = text.size();
@@ -187,6 +189,10 @@ GlueInputs read_glue_inputs(const fs::path& file, const GlueTask& task) {
     GlueExample ex;
     ex.a = fields[a];
     if (b >= 0) ex.b = fields[b];
+    // The submission's rows are matched by index: an empty or repeated one would be scored wrong.
+    if (fields[idx].empty()) throw UserError(where + ": empty " + header[idx]);
+    if (!indices.insert(fields[idx]).second)
+      throw UserError(where + ": " + header[idx] + " " + excerpt(fields[idx]) + " appears on an earlier line");
     out.examples.push_back(std::move(ex));
     out.index.push_back(fields[idx]);
   }

@@ -89,7 +89,10 @@ PredictOutcome predict_squad_file(Prepared& p, const SavedModel& saved, const Pr
                                   const torch::Device& device) {
   const auto& f = p.rc.cfg.finetune;
   p.dev_ex = read_squad(req.input, /*answers_optional=*/true);
-  if (!f.squad_v2) refuse_unanswerable(req.input.string(), p.dev_ex);  // a 1.1 model never answers ""
+  if (!f.squad_v2)  // a 1.1 model never answers ""
+    refuse_unanswerable(req.input.string(), p.dev_ex,
+                        "this model was fine-tuned on SQuAD 1.1 and never predicts no answer; use a model fine-tuned "
+                        "with finetune.squad_v2: true");
   p.dev_f = make_squad_features(p.dev_ex, *p.tok, SquadFeatureOptions{f.max_seq_len, f.doc_stride, f.max_query_len},
                                 &p.dev_off);
   QaModel model(p.rc.cfg.model);

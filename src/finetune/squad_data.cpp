@@ -114,11 +114,13 @@ std::vector<SquadExample> read_squad(const fs::path& file, bool answers_optional
   return out;
 }
 
-void refuse_unanswerable(const std::string& file, const std::vector<SquadExample>& examples) {
+void refuse_unanswerable(const std::string& file, const std::vector<SquadExample>& examples, const std::string& remedy) {
   for (const auto& ex : examples)
     if (ex.impossible)
-      throw UserError(file + ": question " + ex.id + " is unanswerable (is_impossible), a SQuAD 2.0 file: set " +
-                      "finetune.squad_v2: true (configs/finetune/squad_v2.yaml) or use SQuAD 1.1 files");
+      throw UserError(file + ": question " + ex.id + " is unanswerable (is_impossible), a SQuAD 2.0 file: " +
+                      (remedy.empty() ? "set finetune.squad_v2: true (configs/finetune/squad_v2.yaml) or use SQuAD 1.1 "
+                                        "files"
+                                      : remedy));
 }
 
 std::vector<eval::SquadGold> squad_gold(const std::vector<SquadExample>& examples) {

@@ -38,7 +38,9 @@ std::vector<SquadExample> read_squad(const std::filesystem::path& file, bool ans
 
 // SQuAD 2.0's unanswerable questions under the 1.1 protocol would be trained to [CLS], scored 0
 // and filed as SQuAD 1.1: a UserError naming `file` and the first such question.
-void refuse_unanswerable(const std::string& file, const std::vector<SquadExample>& examples);
+// `remedy`: what the message advises ("" = fine-tuning's: finetune.squad_v2 or 1.1 files).
+void refuse_unanswerable(const std::string& file, const std::vector<SquadExample>& examples,
+                         const std::string& remedy = "");
 
 // Gold answers for the metrics.
 std::vector<eval::SquadGold> squad_gold(const std::vector<SquadExample>& examples);

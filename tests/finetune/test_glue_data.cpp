@@ -184,5 +184,17 @@ TEST(GlueData, AnotherTasksTestFileIsRefused) {
         EXPECT_NE(error.find("is not an unlabelled " + task + " file"), std::string::npos) << error;
       }
     }
+  // The submission matches rows by index: an empty or a repeated one is refused by line.
+  for (const auto& [rows, message] : std::vector<std::pair<std::string, std::string>>{
+           {"7\ta\tb\n7\tc\td\n", "rpe_glue_test_header.tsv:3: index 7 appears on an earlier line"},
+           {"\ta\tb\n", "rpe_glue_test_header.tsv:2: empty index"}}) {
+    std::ofstream(p, std::ios::binary) << "index\tsentence1\tsentence2\n" << rows;
+    try {
+      read_glue_inputs(p, glue_task("rte"));
+      FAIL() << "accepted " << rows;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
   fs::remove(p);
 }
