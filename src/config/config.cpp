@@ -1,9 +1,11 @@
 // Typed config reading and dumping, driven by each section's visit(); validation is in validate.cpp.
 #include "config/config.h"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
@@ -119,9 +121,12 @@ class Reader {
 };
 
 // Emits a section as YAML, in declaration order.
+// Numbers as the shortest text that reads back as the same double (lr: 0.0005), or, for
+// to_flat_text, with 17 significant digits (lr: 0.00050000000000000001): the reproduction
+// scripts' stamps of existing runs were written in that form and compare it as text.
 class Writer {
  public:
-  explicit Writer(YAML::Emitter& out) : out_(out) {}
+  Writer(YAML::Emitter& out, bool shortest) : out_(out), shortest_(shortest) {}
   template <class T> void operator()(const char* key, T& field, bool = false) {
     out_ << YAML::Key << key << YAML::Value;
     if constexpr (requires { field.template visit<Writer>(std::declval<Writer&>()); }) {
@@ -131,7 +136,8 @@ class Writer {
     } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
       out_ << YAML::Flow << field;
     } else if constexpr (std::is_floating_point_v<T>) {
-      out_ << YAML::Precision(17) << field;
+      if (shortest_ && std::isfinite(field)) out_ << fmt::format("{}", field);
+      else out_ << YAML::Precision(17) << field;
     } else {
       out_ << field;
     }
@@ -139,6 +145,7 @@ class Writer {
 
  private:
   YAML::Emitter& out_;
+  bool shortest_;
 };
 
 Config read_tree(const YamlTree& tree) {
@@ -212,14 +219,18 @@ Config config_from_yaml(const std::string& yaml_text, const std::string& name) {
   return read_tree(tree);
 }
 
-std::string to_yaml(const Config& cfg) {
+namespace {
+std::string emit_yaml(const Config& cfg, bool shortest_numbers) {
   YAML::Emitter out;
   out << YAML::BeginMap;
-  Writer writer(out);
+  Writer writer(out, shortest_numbers);
   const_cast<Config&>(cfg).visit(writer);  // Writer only reads the fields
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
+}  // namespace
+
+std::string to_yaml(const Config& cfg) { return emit_yaml(cfg, /*shortest_numbers=*/true); }
 
 namespace {
 void flatten(const YAML::Node& node, const std::string& path, std::string& out) {
@@ -239,7 +250,7 @@ bool assignment_sets(const std::string& assignment, const std::string& key_path)
 
 std::string to_flat_text(const Config& cfg) {
   std::string out;
-  flatten(YAML::Load(to_yaml(cfg)), "", out);
+  flatten(YAML::Load(emit_yaml(cfg, /*shortest_numbers=*/false)), "", out);
   return out;
 }
 

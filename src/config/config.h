@@ -307,11 +307,13 @@ bool assignment_sets(const std::string& assignment, const std::string& key_path)
 // Same from YAML text (e.g. the config embedded in a checkpoint); `name` is used in errors.
 Config config_from_yaml(const std::string& yaml_text, const std::string& name);
 
-// The resolved config as YAML (written into run folders and checkpoints).
+// The resolved config as YAML (written into run folders and checkpoints); numbers as the
+// shortest text that reads back as the same double (lr: 0.0005).
 std::string to_yaml(const Config& cfg);
 
 // The same, a key path a line ("model.attention.method: m4", lists in flow style): what
-// scripts compare and grep.
+// scripts compare and grep. Numbers keep 17 significant digits (the reproduction scripts'
+// stamps of existing runs hold them so).
 std::string to_flat_text(const Config& cfg);
 
 // The keys of to_flat_text whose values differ, each as "key: before -> after" ("(none)" for a

@@ -212,12 +212,25 @@ TEST_F(ConfigTest, FileProblems) {
 }
 
 TEST_F(ConfigTest, DumpedConfigReloadsIdentically) {
-  const Config c = load_config(dir_ / "exp.yaml", {"train.lr=3.3e-5", "model.attention.max_relative=16"});
+  const Config c =
+      load_config(dir_ / "exp.yaml", {"train.lr=3.3e-5", "model.attention.max_relative=16", "model.dropout=0.1"});
   const std::string yaml = rpe::to_yaml(c);
   const Config back = rpe::config_from_yaml(yaml, "dumped");
   EXPECT_EQ(rpe::to_yaml(back), yaml);
-  EXPECT_DOUBLE_EQ(back.train.lr, 3.3e-5);
+  EXPECT_EQ(back.train.lr, 3.3e-5);  // exactly: the shortest text that reads back as the same double
   EXPECT_EQ(back.model.attention.max_relative, 16);
+  // Numbers as people write them in config.yaml; with 17 digits in the flat text, as the
+  // reproduction scripts' stamps of earlier runs hold them.
+  EXPECT_NE(yaml.find("  lr: 3.3e-05\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("  dropout: 0.1\n"), std::string::npos) << yaml;
+  const std::string flat = rpe::to_flat_text(c);
+  EXPECT_NE(flat.find("train.lr: 3.3000000000000003e-05\n"), std::string::npos) << flat;
+  EXPECT_EQ(rpe::to_flat_text(back), flat);
+  // Values no shorter text holds read back bit for bit too.
+  const Config odd = load_config(dir_ / "exp.yaml", {"train.lr=0.1234567890123456789", "train.adam_eps=5e-324"});
+  const Config odd_back = rpe::config_from_yaml(rpe::to_yaml(odd), "dumped");
+  EXPECT_EQ(odd_back.train.lr, odd.train.lr);
+  EXPECT_EQ(odd_back.train.adam_eps, 5e-324);
 }
 
 TEST_F(ConfigTest, ShippedConfigsLoad) {
