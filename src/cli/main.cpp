@@ -162,7 +162,8 @@ int main(int argc, char** argv) {
     if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr || text.find("not enough memory") != std::string::npos ||
         text.find("can't allocate memory") != std::string::npos)
       return report("out of memory: " + text.substr(0, text.find('\n')) +
-                        " (lower train.batch_size, data.max_seq_len or finetune.max_seq_len, or set "
+                        " (the batch or the lengths asked for do not fit: lower them, e.g. train.batch_size, "
+                        "data.max_seq_len, finetune.max_seq_len or inspect's --lengths; training can also set "
                         "train.activation_checkpointing)",
                     1);
     return report("LibTorch: " + text, 1);

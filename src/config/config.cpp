@@ -248,16 +248,22 @@ bool assignment_sets(const std::string& assignment, const std::string& key_path)
   return config_detail::assignment_sets(assignment, key_path);
 }
 
-std::string to_flat_text(const Config& cfg) {
+namespace {
+std::string flat_text(const Config& cfg, bool shortest_numbers) {
   std::string out;
-  flatten(YAML::Load(emit_yaml(cfg, /*shortest_numbers=*/false)), "", out);
+  flatten(YAML::Load(emit_yaml(cfg, shortest_numbers)), "", out);
   return out;
 }
+}  // namespace
+
+std::string to_flat_text(const Config& cfg) { return flat_text(cfg, /*shortest_numbers=*/false); }
 
 std::vector<std::string> config_differences(const Config& before, const Config& after) {
   auto values = [](const Config& cfg) {
     std::map<std::string, std::string> v;
-    std::istringstream in(to_flat_text(cfg));
+    // Shortest number text: one text per double, so equal text is an equal value, and it is
+    // the text config.yaml shows (0.0005, not 0.00050000000000000001).
+    std::istringstream in(flat_text(cfg, /*shortest_numbers=*/true));
     for (std::string line; std::getline(in, line);) {
       const size_t colon = line.find(": ");
       if (colon != std::string::npos) v[line.substr(0, colon)] = line.substr(colon + 2);

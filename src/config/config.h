@@ -317,7 +317,7 @@ std::string to_yaml(const Config& cfg);
 std::string to_flat_text(const Config& cfg);
 
 // The keys of to_flat_text whose values differ, each as "key: before -> after" ("(none)" for a
-// key one side lacks), in key order.
+// key one side lacks), in key order; numbers written as to_yaml writes them.
 std::vector<std::string> config_differences(const Config& before, const Config& after);
 
 // data.train_files must name files where `what` ("pretraining", "train-tokenizer") reads them:

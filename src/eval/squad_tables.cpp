@@ -106,6 +106,10 @@ PaperRow paper_table4_row(int64_t k, int64_t ft, int64_t n) {
   return p;
 }
 
+// A model fine-tuned from random weights (--init none, pretrain_max_len 0): no pretraining
+// length to show, and no paper row, whose models were all pretrained.
+Cell pretrain_len_cell(int64_t len) { return len > 0 ? Cell::integer(len) : Cell::dash(); }
+
 }  // namespace
 
 TextTable table4_scaled(const std::vector<ResultRow>& rows, const ScaledTable4Spec& spec) {
@@ -123,8 +127,9 @@ TextTable table4_scaled(const std::vector<ResultRow>& rows, const ScaledTable4Sp
   for (const auto& g : groups) {
     PaperRow p = paper_table4_row(g.k, g.finetune_len, spec.pretrain_len);
     const auto f1 = g.values(g.f1, t.notes);
-    if (!papers_protocol(g.select)) p.em = p.f1 = std::nullopt;  // the paper's numbers are of final weights
-    t.rows.push_back({g.label(g.name), Cell::integer(g.k), Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
+    // The paper's numbers are of final weights and pretrained models.
+    if (!papers_protocol(g.select) || g.pretrain_len == 0) p.em = p.f1 = std::nullopt;
+    t.rows.push_back({g.label(g.name), Cell::integer(g.k), pretrain_len_cell(g.pretrain_len), Cell::integer(g.finetune_len),
                       stat_cell(g.values(g.exact, t.notes), false), stat_cell(f1, false),
                       Cell::integer(static_cast<int64_t>(f1.size())),
                       Cell::shown("k=" + std::to_string(p.k) + ", " + std::to_string(p.finetune_len),
@@ -153,7 +158,7 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
   for (const auto& g : groups) {
     const auto ours = g.values(g.f1, t.notes);
     std::optional<double> em, f1;
-    if (!papers_protocol(g.select)) {  // the paper's numbers are of final weights: none beside dev-best ones
+    if (!papers_protocol(g.select) || g.pretrain_len == 0) {  // the paper's are of final weights, pretrained
     } else if (g.method == "absolute") {
       em = paper::kTable5Absolute.em;
       f1 = paper::kTable5Absolute.f1;
@@ -165,7 +170,7 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
         f1 = paper::kTable5M4[i].f1;
       }
     }
-    t.rows.push_back({g.label(g.name), g.method, Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
+    t.rows.push_back({g.label(g.name), g.method, pretrain_len_cell(g.pretrain_len), Cell::integer(g.finetune_len),
                       stat_cell(g.values(g.exact, t.notes), false), stat_cell(ours, false),
                       Cell::integer(static_cast<int64_t>(ours.size())), paper_cell(em), paper_cell(f1)});
   }
@@ -211,7 +216,7 @@ TextTable extrapolation_table(const std::vector<MlmCurve>& curves, const std::ve
   std::stable_sort(groups.begin(), groups.end(),
                    [&](const SquadGroup& a, const SquadGroup& b) { return rank(a) < rank(b); });
   for (const auto& g : groups)
-    t.rows.push_back({g.label(g.method), "SQuAD F1", Cell::integer(g.pretrain_len), Cell::integer(g.finetune_len),
+    t.rows.push_back({g.label(g.method), "SQuAD F1", pretrain_len_cell(g.pretrain_len), Cell::integer(g.finetune_len),
                       stat_cell(g.values(g.f1, t.notes), true)});
   return t;
 }

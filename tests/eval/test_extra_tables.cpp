@@ -169,6 +169,18 @@ TEST(ExtraTables, DevBestRunsAreRowsOfTheirOwnWithoutPaperNumbers) {
   const std::string csv = to_csv(table4_scaled(k_rows, ScaledTable4Spec{128, {2}, {}}));
   EXPECT_NE(csv.find("\nm4_k2,2,128,128,—,80.00,1,\"k=2, 512\",82.17,89.19\n"), std::string::npos) << csv;
   EXPECT_NE(csv.find("\nm4_k2 (select best),2,128,128,—,83.00,1,\"k=2, 512\",—,—\n"), std::string::npos) << csv;
+  // From random weights (--init none: pretrain_max_len 0): no pretraining length, no paper numbers.
+  auto scratch = [](ResultRow r) {
+    r.pretrain_max_len = 0;
+    r.pretrain_run.clear();
+    return r;
+  };
+  EXPECT_EQ(to_csv(table5({scratch(squad_row("scratch_m4_s1/seed1", "m4", 127, 128, 1, "f1", 40.0))}, {128})),
+            "run,method,pretrain len,fine-tune len,EM,F1,seeds,paper EM,paper F1\n"
+            "\"BERT (Devlin et al., published)\",absolute,512,512,—,—,0,84.10,90.90\n"
+            "scratch_m4,m4,—,128,—,40.00,1,—,—\n");
+  const std::string scratch_k = to_csv(table4_scaled({scratch(k_rows[0])}, ScaledTable4Spec{128, {2}, {}}));
+  EXPECT_NE(scratch_k.find("\nm4_k2,2,—,128,—,80.00,1,\"k=2, 512\",—,—\n"), std::string::npos) << scratch_k;
 }
 
 TEST(ExtraTables, ExtrapolationMlmCurvesThenSquadInCurveOrder) {

@@ -195,7 +195,7 @@ TEST(ResumeConfig, AChangedConfigIsNamedAndTheOldOneKept) {
   const size_t warned = log.find("--resume with a changed config: train.lr: ");
   ASSERT_NE(warned, std::string::npos) << log;
   const std::string line = log.substr(warned, log.find('\n', warned) - warned);
-  EXPECT_NE(line.find(", train.max_steps: 4 -> 6; the run goes on with the new values "
+  EXPECT_NE(line.find("train.lr: 0.001 -> 0.0005, train.max_steps: 4 -> 6; the run goes on with the new values "
                       "(config.before_step_4.yaml keeps the old)"),
             std::string::npos)
       << line;
