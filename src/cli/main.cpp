@@ -23,16 +23,6 @@ void rpe::cli::silence_logs() { spdlog::default_logger()->set_level(spdlog::leve
 
 namespace {
 
-// Multi-line messages (LibTorch's, some library errors) folded into one line of text: other
-// control characters and bytes that are not UTF-8 (a parser quoting a file's own bytes, a path's,
-// an argument's) are written as \xNN.
-std::string one_line(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  for (auto& c : text)
-    if (c == '\n' || c == '\r') c = ' ';
-  return rpe::escape_for_message(text);
-}
-
 // Errors the user cannot fix by changing the command: the disk, memory or the device.
 // EAGAIN: the system refused a thread (std::thread's resource_unavailable_try_again).
 bool environment_error(const std::error_code& ec) {
@@ -105,7 +95,7 @@ std::string unknown_command_text(const CLI::App* app, const CLI::Error& e) {
 }
 
 int report(const std::string& message, int code) {
-  std::cerr << "error: " << one_line(message) << "\n";
+  std::cerr << "error: " << rpe::one_line(message) << "\n";
   return code;
 }
 
@@ -117,7 +107,7 @@ int main(int argc, char** argv) {
   app.failure_message([](const CLI::App* at, const CLI::Error& e) {
     std::string text = missing_subcommand_text(at, e);
     if (text.empty()) text = unknown_command_text(at, e);
-    return "error: " + one_line(text.empty() ? e.what() : text) + "\n";
+    return "error: " + rpe::one_line(text.empty() ? e.what() : text) + "\n";
   });
   bool version = false;
   app.add_flag("--version", version, "Print rpe-train, LibTorch and CUDA versions and the devices seen");

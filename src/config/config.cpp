@@ -8,7 +8,6 @@
 #include <cmath>
 #include <map>
 #include <set>
-#include <sstream>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -233,14 +232,15 @@ std::string emit_yaml(const Config& cfg, bool shortest_numbers) {
 std::string to_yaml(const Config& cfg) { return emit_yaml(cfg, /*shortest_numbers=*/true); }
 
 namespace {
-void flatten(const YAML::Node& node, const std::string& path, std::string& out) {
+// Every leaf of `node` as (key path, value in flow style), in document order.
+void flatten(const YAML::Node& node, const std::string& path, std::vector<std::pair<std::string, std::string>>& out) {
   if (node.IsMap()) {
     for (const auto& kv : node) flatten(kv.second, path.empty() ? kv.first.Scalar() : path + "." + kv.first.Scalar(), out);
     return;
   }
   YAML::Emitter value;
   value << YAML::Flow << node;
-  out += path + ": " + value.c_str() + "\n";
+  out.emplace_back(path, value.c_str());
 }
 }  // namespace
 
@@ -249,26 +249,25 @@ bool assignment_sets(const std::string& assignment, const std::string& key_path)
 }
 
 namespace {
-std::string flat_text(const Config& cfg, bool shortest_numbers) {
-  std::string out;
+std::vector<std::pair<std::string, std::string>> flat_values(const Config& cfg, bool shortest_numbers) {
+  std::vector<std::pair<std::string, std::string>> out;
   flatten(YAML::Load(emit_yaml(cfg, shortest_numbers)), "", out);
   return out;
 }
 }  // namespace
 
-std::string to_flat_text(const Config& cfg) { return flat_text(cfg, /*shortest_numbers=*/false); }
+std::string to_flat_text(const Config& cfg) {
+  std::string out;
+  for (const auto& [key, value] : flat_values(cfg, /*shortest_numbers=*/false)) out += key + ": " + value + "\n";
+  return out;
+}
 
 std::vector<std::string> config_differences(const Config& before, const Config& after) {
+  // Shortest number text: one text per double, so equal text is an equal value, and it is the
+  // text config.yaml shows (0.0005, not 0.00050000000000000001).
   auto values = [](const Config& cfg) {
-    std::map<std::string, std::string> v;
-    // Shortest number text: one text per double, so equal text is an equal value, and it is
-    // the text config.yaml shows (0.0005, not 0.00050000000000000001).
-    std::istringstream in(flat_text(cfg, /*shortest_numbers=*/true));
-    for (std::string line; std::getline(in, line);) {
-      const size_t colon = line.find(": ");
-      if (colon != std::string::npos) v[line.substr(0, colon)] = line.substr(colon + 2);
-    }
-    return v;
+    const auto flat = flat_values(cfg, /*shortest_numbers=*/true);
+    return std::map<std::string, std::string>(flat.begin(), flat.end());
   };
   const auto a = values(before), b = values(after);
   std::vector<std::string> changes;

@@ -154,9 +154,11 @@ std::vector<ResultRow> read_results(const std::filesystem::path& file) {
     try {
       j = parse_json_line(line, file, n);  // any nlohmann failure (1e400 too) names file:line
     } catch (const UserError&) {
-      // The file's last line without its newline is a write a crash cut short (the next append
-      // cuts it off): that evaluation is lost, the others stand. Anything else is an error.
-      if (in.eof() && !text.empty() && text.back() != '\n') {
+      // The file's last line without its newline, begun as a row, is a write a crash cut short
+      // (the next append cuts it off): that evaluation is lost, the others stand. Anything else
+      // (a checkpoint or other file's last bytes) is an error.
+      const size_t first = line.find_first_not_of(" \t\r");
+      if (in.eof() && !text.empty() && text.back() != '\n' && first != std::string::npos && line[first] == '{') {
         log::warn("results", "{}: a line cut short by an interrupted write, left out; rerun that evaluation", where);
         continue;
       }

@@ -54,7 +54,8 @@ std::vector<std::string> run_id_clashes(const std::vector<ResultRow>& rows);
 // Appends one line per row (fsynced, so a crash loses nothing already reported).
 void append_results(const std::filesystem::path& file, const std::vector<ResultRow>& rows);
 // Reads all rows; a malformed line is a UserError naming file:line, except the file's last line
-// without its newline (a write a crash cut short), left out with a warning.
+// without its newline that begins as a row ("{": a write a crash cut short), left out with a
+// warning.
 std::vector<ResultRow> read_results(const std::filesystem::path& file);
 
 // "2026-11-22T07:30:00Z"

@@ -117,13 +117,8 @@ void ready_results_file(const fs::path& file) {
   if (fs::is_directory(file, ec)) throw UserError(name + ": is a folder, not a file");
   // Lines are appended to what is there, and a last line without its newline (a write a crash
   // cut short) is cut off first: a file of anything but results rows (a checkpoint, the dev set
-  // named by mistake) would be damaged. Refused, unread and untouched.
+  // named by mistake) would be damaged. Refused, untouched.
   if (fs::is_regular_file(file, ec) && fs::file_size(file, ec) > 0) {
-    const std::string text = read_file(file);
-    const size_t nl = text.rfind('\n');
-    const size_t first = text.find_first_not_of(" \t\r", nl == std::string::npos ? 0 : nl + 1);
-    if (first != std::string::npos && text[first] != '{')
-      throw UserError(name + ": not a results file (its last line is no JSON row): name a results .jsonl file");
     try {
       eval::read_results(file);
     } catch (const UserError& e) {

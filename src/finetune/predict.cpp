@@ -12,6 +12,8 @@
 #include "finetune/squad_task.h"
 #include "util/device.h"
 #include "util/errors.h"
+#include "util/file_tree.h"
+#include "util/input_file.h"
 #include "util/log.h"
 
 namespace rpe::finetune {
@@ -40,13 +42,9 @@ bool same_file(const fs::path& a, const fs::path& b) {
   return !ec && ca == cb;
 }
 
-// Whether `file` would land inside `folder` (both made absolute and normalised, links resolved).
+// Whether `file` would land inside `folder` (both as they resolve: links followed, "./" gone).
 bool inside(const fs::path& file, const fs::path& folder) {
-  std::error_code ec;
-  const fs::path f = fs::weakly_canonical(file, ec);
-  fs::path d = fs::weakly_canonical(folder, ec);
-  if (ec) return false;
-  if (d.filename().empty()) d = d.parent_path();  // "model/": its last element would be "" 
+  const fs::path f = same_file_key(file), d = same_file_key(folder_path(folder));  // "model/" -> model
   const auto [end, at] = std::mismatch(d.begin(), d.end(), f.begin(), f.end());
   return end == d.end() && at != f.end();
 }

@@ -112,6 +112,12 @@ void BertModelImpl::set_fused_attention(bool fused) {
   for (auto& layer : layer_list_) layer->attention->set_fused(fused);
 }
 
+int64_t BertModelImpl::parameter_count() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
 int64_t BertModelImpl::position_parameter_count() const {
   int64_t n = 0;
   for (const auto& p : position->parameters()) n += p.numel();

@@ -39,7 +39,9 @@ class BertModelImpl : public torch::nn::Module {
   void set_activation_checkpointing(Recompute what);
   Recompute activation_checkpointing() const { return recompute_; }
 
-  // Number of parameters owned by the position method (all layers), for the build log.
+  // Number of parameters, all of them and those owned by the position method (all layers): the
+  // build log and summary.json (the cost table's columns).
+  int64_t parameter_count() const;
   int64_t position_parameter_count() const;
 
   const ModelOptions& options() const { return options_; }

@@ -155,10 +155,8 @@ BertModel build_model(const ModelOptions& o, const torch::Device& device, const 
   model->set_fused_attention(use_fused_attention(device, o.attention.backend));
   model->set_activation_checkpointing(parse_recompute(recompute));
   if (recompute != "none") log::info("model", "activation checkpointing: {}", describe_recompute(parse_recompute(recompute)));
-  int64_t total_params = 0;
-  for (const auto& p : model->parameters()) total_params += p.numel();
   log::info("model", "{} layers, hidden {}, heads {} | position: {} | {:.2f}M parameters, {} in position method", o.layers,
-            o.hidden, o.heads, model->position->describe(), static_cast<double>(total_params) / 1e6,
+            o.hidden, o.heads, model->position->describe(), static_cast<double>(model->parameter_count()) / 1e6,
             model->position_parameter_count());
   return model;
 }
@@ -286,7 +284,7 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   result.valid_loss = valid.value("loss", std::nan(""));
   result.valid_accuracy = valid.value("mlm_accuracy", std::nan(""));
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  for (const auto& p : model->parameters()) result.parameters += p.numel();
+  result.parameters = model->parameter_count();
   result.position_parameters = model->position_parameter_count();
   write_summary(run_dir, cfg, result, e, dp.world(), device);
   return result;

@@ -1,6 +1,8 @@
 // User-facing error helpers.
 #include "util/errors.h"
 
+#include "util/utf8.h"
+
 namespace rpe {
 
 void require(bool cond, const std::string& message) {
@@ -12,6 +14,13 @@ std::string without_nul(const std::string& message) {
   std::string out;
   for (const char c : message) out += c == '\0' ? std::string("\\0") : std::string(1, c);
   return out;
+}
+
+std::string one_line(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  for (auto& c : text)
+    if (c == '\n' || c == '\r') c = ' ';
+  return escape_for_message(text);
 }
 
 std::string excerpt(const std::string& text, size_t max_bytes) {

@@ -24,6 +24,11 @@ void require(bool cond, const std::string& message);
 // Joins items with ", " (for "valid ones are: a, b, c" messages).
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
 
+// A message folded into one line of text (LibTorch's and some libraries' span several): trailing
+// newlines and spaces go, inner ones become spaces, and other control characters and bytes that
+// are not UTF-8 (a parser quoting a file's own bytes, a path's, an argument's) are written as \xNN.
+std::string one_line(std::string text);
+
 // A piece of user data quoted in a message: `text` up to `max_bytes` (cut at a UTF-8 character's
 // start), then "... (N bytes)" when longer, so that a message stays one readable line however
 // long the line of a file it quotes.

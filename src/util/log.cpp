@@ -10,6 +10,8 @@
 #include <mutex>
 #include <vector>
 
+#include "util/errors.h"
+
 namespace rpe::log {
 namespace {
 
@@ -70,10 +72,7 @@ FileSink::FileSink(const std::filesystem::path& file) {
 
 void FileSink::error_to_file(const std::string& message) {
   if (!sink_) return;
-  std::string text = message;  // one line, as main prints it
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  std::replace_if(text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
-  sink_->log(spdlog::details::log_msg("rpe", spdlog::level::err, text));
+  sink_->log(spdlog::details::log_msg("rpe", spdlog::level::err, one_line(message)));  // as main prints it
   sink_->flush();
 }
 
