@@ -43,11 +43,36 @@ rp_stamp_check() {
     fi
   fi
   [[ "$recorded" == "$text" ]] && return 0
+  local newer
+  [[ -n "${RP_DEFAULTS+x}" ]] || RP_DEFAULTS="$("$BIN" dump-config --defaults)" || rp_die "$BIN dump-config --defaults failed"
+  newer="$(rp_newer_keys "$recorded" "$text")"
+  if [[ -n "$newer" ]]; then
+    text="$(grep -vxF "$newer" <<<"$text" || true)"
+    if [[ "$recorded" == "$text" ]]; then
+      rp_log "$what: $dir's stamp predates $(awk -F': ' '{ printf "%s%s", (NR > 1 ? ", " : ""), $1 }' <<<"$newer") (at the default now): recorded now"
+      rp_stamp_write "$stamp" "$4"
+      return 0
+    fi
+  fi
   # diff exits 1 when the texts differ
   changes="$(diff <(printf '%s\n' "$recorded") <(printf '%s\n' "$text") || true)"
   was="$(sed -n '/^< /{s///p;q;}' <<<"$changes")"  # the first line each side (no head: no SIGPIPE)
   now="$(sed -n '/^> /{s///p;q;}' <<<"$changes")"
   rp_die "$what: $dir was made with other settings (${was:-?} there, ${now:-?} now); remove it or pass another --out"
+}
+
+# rp_newer_keys RECORDED TEXT: the lines of TEXT whose key RECORDED does not name and whose value
+# is the key's built-in default (RP_DEFAULTS: `rpe-train dump-config --defaults`): keys added to rpe-train
+# after the stamp was written, left as they were. A key changes nothing until it is set, so the
+# stamp's run is the run asked for now; a new key set to another value still counts as a change.
+rp_newer_keys() {
+  REC="$1" DEF="$RP_DEFAULTS" awk '
+    BEGIN {
+      n = split(ENVIRON["REC"], rec, "\n"); for (i = 1; i <= n; i++) { k = rec[i]; sub(/: .*/, "", k); named[k] = 1 }
+      n = split(ENVIRON["DEF"], def, "\n"); for (i = 1; i <= n; i++) at_default[def[i]] = 1
+    }
+    { k = $0; sub(/: .*/, "", k) }
+    !(k in named) && ($0 in at_default)' <<<"$2"
 }
 
 # rp_stamp_write STAMP TEXT: atomically, before the run starts.

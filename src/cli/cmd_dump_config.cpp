@@ -2,7 +2,9 @@
 // a fine-tuning config over the pretrained run's model and data, as `finetune --init` resolves
 // it), with --flat a key path a line (the reproduction scripts compare runs by it), or with
 // --shell a settings file's keys as bash assignments (configs/reproduce/, read by scripts), or
-// with --inputs the files its run reads, a path a line (the scripts' stamps identify them by content).
+// with --inputs the files its run reads, a path a line (the scripts' stamps identify them by content),
+// or with --defaults every key's built-in default, as --flat prints keys (a stamp written before a
+// key existed matches a run that leaves the new key at its default).
 #include <filesystem>
 #include <iostream>
 
@@ -40,11 +42,16 @@ void print_inputs(const Config& cfg, bool finetuning, const fs::path& checkpoint
 struct DumpArgs {
   std::string file, init;
   std::vector<std::string> sets;
-  bool shell = false, flat = false, inputs = false;
+  bool shell = false, flat = false, inputs = false, defaults = false;
 };
 
 int run_dump_config(const DumpArgs& a) {
   silence_logs();  // stdout is the config: scripts compare it
+  if (a.defaults) {
+    std::cout << to_flat_text(Config{});
+    return 0;
+  }
+  if (a.file.empty()) throw UserError("dump-config: --config is required");
   if (a.shell) {
     if (!a.sets.empty()) throw UserError("dump-config --shell: --set does not apply to a settings file");
     std::cout << shell_assignments(a.file);
@@ -80,7 +87,7 @@ int run_dump_config(const DumpArgs& a) {
 void add_dump_config(CLI::App& app, Runner& run) {
   auto* cmd = app.add_subcommand("dump-config", "Print the resolved config (defaults < files < --set)");
   auto a = std::make_shared<DumpArgs>();
-  cmd->add_option("--config", a->file, "Experiment YAML file")->required();
+  cmd->add_option("--config", a->file, "Experiment YAML file (required unless --defaults)");
   cmd->add_option("--set", a->sets, "Override a key: a.b.c=value (repeatable)");
   cmd->add_option("--init", a->init, "Pretrained run or checkpoint: resolve --config as `finetune --init` does");
   cmd->add_flag("--shell", a->shell,
@@ -93,6 +100,14 @@ void add_dump_config(CLI::App& app, Runner& run) {
                 "tokenizer, task files, start checkpoint)")
       ->excludes("--shell")
       ->excludes("--flat");
+  cmd->add_flag("--defaults", a->defaults,
+                "Print every key's built-in default, a key path a line as --flat does (no --config)")
+      ->excludes("--config")
+      ->excludes("--set")
+      ->excludes("--init")
+      ->excludes("--shell")
+      ->excludes("--flat")
+      ->excludes("--inputs");
   cmd->callback([&run, a] { run = [a] { return run_dump_config(*a); }; });
 }
 

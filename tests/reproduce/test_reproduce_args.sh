@@ -5,7 +5,8 @@
 # where it is used, a dry run that creates nothing, and one script at a time in an --out.
 # No matplotlib stops the figure scripts before any training (exit 2, how to install it).
 # At paper scale the methods default to the paper's ('all' for every registered one).
-# A --corpus's shards go under --out, and stamps leave data.shards out.
+# A --corpus's shards go under --out, and stamps leave data.shards out; a key newer than a
+# stamp is no change at its default.
 # A launcher (torchrun) goes before the pretrain/finetune commands only.
 # usage: test_reproduce_args.sh RPE_TRAIN SOURCE_DIR
 set -euo pipefail
@@ -107,6 +108,18 @@ log="$(bash "$S/table2.sh" --scale mini --methods m4 --squad-dir "$2/data/sample
   ( rp_stamp_check "$WORK/run" "$WORK/run.stamp" "pretrain m4" $'data.shards: <out>/shards/mini\ntrain.lr: 2' ) 2>"$WORK/err" &&
     fail "a stamp of another train.lr was accepted"
   grep -q "(train.lr: 1 there, train.lr: 2 now)" "$WORK/err" || fail "stamp: $(cat "$WORK/err")"
+  # A key newer than the stamp (model.pre_ln stands in: absent from it) is no change while at its
+  # built-in default, and is recorded then; set to another value, it is one.
+  printf 'train.lr: 1\n' >"$WORK/run.stamp"
+  ( rp_stamp_check "$WORK/run" "$WORK/run.stamp" "pretrain m4" $'model.pre_ln: true\ntrain.lr: 1' ) 2>"$WORK/err" &&
+    fail "a stamp without model.pre_ln accepted model.pre_ln: true"
+  grep -q "(? there, model.pre_ln: true now)" "$WORK/err" || fail "stamp: $(cat "$WORK/err")"
+  rp_stamp_check "$WORK/run" "$WORK/run.stamp" "pretrain m4" $'model.pre_ln: false\ntrain.lr: 1' ||
+    fail "a stamp without model.pre_ln refused model.pre_ln at its default"
+  [[ "$(cat "$WORK/run.stamp")" == $'model.pre_ln: false\ntrain.lr: 1' ]] || fail "the newer key was not recorded: $(cat "$WORK/run.stamp")"
+  if ( rp_stamp_check "$WORK/run" "$WORK/run.stamp" "pretrain m4" $'train.lr: 1' ) 2>/dev/null; then
+    fail "a key the stamp names but the settings lack was accepted"
+  fi
 )
 # --launcher / RPE_LAUNCH: put before every pretrain and finetune command, before no other
 # (prepare-data, swap-method, inspect, tables run as one process). A stand-in torchrun on PATH.
