@@ -24,6 +24,7 @@ struct AttentionOptions {
   int64_t t5_buckets = 32;          // T5 relative-position buckets
   int64_t t5_max_distance = 128;    // T5 distance where the log buckets end
   double rope_base = 10000.0;       // RoPE frequency base
+  int64_t position_buckets = 0;     // DeBERTa v2's log buckets of distance; 0 = clipped distances
   bool add_absolute = false;        // also add learned absolute embeddings to the input
   std::string backend = "auto";     // plain | sdpa | auto (sdpa on CUDA where the method allows)
 
@@ -36,6 +37,7 @@ struct AttentionOptions {
     v("t5_buckets", t5_buckets);
     v("t5_max_distance", t5_max_distance);
     v("rope_base", rope_base);
+    v("position_buckets", position_buckets);
     v("add_absolute", add_absolute);
     v("backend", backend);
   }

@@ -89,6 +89,7 @@ void validate_sizes(const Config& cfg) {
   at_most("model.type_vocab_size", m.type_vocab_size, int64_t{1} << 16);
   at_most("model.attention.max_relative", m.attention.max_relative, int64_t{1} << 20);
   at_most("model.attention.t5_buckets", m.attention.t5_buckets, int64_t{1} << 16);
+  at_most("model.attention.position_buckets", m.attention.position_buckets, int64_t{1} << 16);
   at_most("data.tokenizer_vocab_size", cfg.data.tokenizer_vocab_size, int64_t{1} << 24);
   at_most("data.max_seq_len", cfg.data.max_seq_len, int64_t{1} << 20);
   at_most("data.shard_tokens", cfg.data.shard_tokens, int64_t{1} << 34);

@@ -190,6 +190,14 @@ TEST_F(ConfigTest, InvalidValuesNameTheKey) {
   EXPECT_NE(buckets.find("model.attention.t5_buckets: must be at least 4, got 3"), std::string::npos) << buckets;
   const std::string reach = error_of(dir_ / "exp.yaml", {"model.attention.method=t5_bias", "model.attention.t5_max_distance=8"});
   EXPECT_NE(reach.find("model.attention.t5_max_distance: must exceed t5_buckets / 4 = 8"), std::string::npos) << reach;
+  // DeBERTa's log buckets: at least 4, ending (k) beyond the exact ones (b / 2)
+  const std::string few = error_of(dir_ / "exp.yaml", {"model.attention.method=deberta", "model.attention.position_buckets=3"});
+  EXPECT_NE(few.find("model.attention.position_buckets: must be 0 (clipped distances) or at least 4, got 3"),
+            std::string::npos) << few;
+  const std::string end = error_of(dir_ / "exp.yaml", {"model.attention.method=deberta", "model.attention.position_buckets=256",
+                                                        "model.attention.max_relative=128"});
+  EXPECT_NE(end.find("model.attention.max_relative: where the log buckets end, k = 128, must exceed position_buckets / 2 = 128"),
+            std::string::npos) << end;
 }
 
 TEST_F(ConfigTest, ErrorsPointAtTheFileThatSetTheKey) {

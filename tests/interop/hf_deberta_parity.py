@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""rpe-train's DeBERTa position bias against Hugging Face transformers' DeBERTa (v1) attention.
+"""rpe-train's DeBERTa position bias against Hugging Face transformers' DeBERTa attention: v1's
+with clipped distances, v2's with log buckets (model.attention.position_buckets).
 
 hf_probe deberta-bias gives a random DeBERTa layer's bias c2p + p2c for random q, k, with the
 relative table P and the two projections. transformers' DisentangledSelfAttention is given the
@@ -12,6 +13,11 @@ and its disentangled_att_bias must agree, term by term, at a length that no dist
         negated relative positions. Microsoft's code, which transformers ports, reads P^Q at
         i - j instead (checked here too, so that a change on either side shows).
 
+With log buckets (position_buckets b, max_relative k: transformers' position_buckets b and
+max_relative_positions k + 1), DeBERTa v2's disentangled_attention_bias must agree the same way,
+term by term, at lengths whose distances stay within k (beyond, ours has bucket +b where
+transformers clamps to b - 1).
+
 Exit 77 (ctest skip) without transformers 4.x.
 """
 import argparse
@@ -22,15 +28,16 @@ import sys
 # transformers 4.x or a ctest skip (exit 77), and run(): shared with the encoder's parity test.
 from hf_parity import run  # noqa: E402
 import torch  # noqa: E402
-from transformers import DebertaConfig  # noqa: E402
+from transformers import DebertaConfig, DebertaV2Config  # noqa: E402
 from transformers.models.deberta.modeling_deberta import DisentangledSelfAttention, build_relative_position  # noqa: E402
+from transformers.models.deberta_v2 import modeling_deberta_v2 as v2  # noqa: E402
 
 # fp64 on both sides, but transformers takes p2c's 1 / sqrt(3 d) in fp32 (scaled_size_sqrt): ~1e-8 apart
 TOL = 1e-6
 
 
-def ours(probe, seed, length, k):
-    out = run([probe, "deberta-bias", seed, length, k])
+def ours(probe, seed, length, k, buckets=0):
+    out = run([probe, "deberta-bias", seed, length, k, buckets])
     return {name: torch.tensor(t["data"], dtype=torch.float64).view(t["shape"]) for name, t in json.loads(out).items()}
 
 
@@ -48,6 +55,45 @@ def hf_term(kind, t, span):
             att.pos_q_proj.weight.copy_(t["pos_query_proj"].T)
             att.pos_q_proj.bias.zero_()
     return att
+
+
+def hf_v2_term(kind, t, buckets, k):
+    """transformers' DeBERTa v2 attention with one position term, log buckets and our weights."""
+    heads, hidden = t["q"].shape[1], t["rel_embeddings"].shape[1]
+    cfg = DebertaV2Config(hidden_size=hidden, num_attention_heads=heads, intermediate_size=2 * hidden,
+                          relative_attention=True, position_buckets=buckets, max_relative_positions=k + 1,
+                          pos_att_type=[kind], share_att_key=False, max_position_embeddings=64)
+    att = v2.DisentangledSelfAttention(cfg).double().eval()
+    proj = att.pos_key_proj if kind == "c2p" else att.pos_query_proj
+    with torch.no_grad():
+        proj.weight.copy_(t["pos_key_proj" if kind == "c2p" else "pos_query_proj"].T)
+        proj.bias.zero_()
+    return att
+
+
+def check_buckets(probe, failures):
+    """Log buckets: 8 buckets ending at k = 16, lengths up to k + 1 (no distance beyond k)."""
+    buckets, k = 8, 16
+    for seed, length in ((3, 17), (4, 9)):
+        t = ours(probe, seed, length, k, buckets)
+        heads, d = t["q"].shape[1], t["q"].shape[-1]
+        q, key = (t[n].reshape(heads, length, d) for n in ("q", "k"))  # v2 takes [B*H, L, d]
+        rel = t["rel_embeddings"][: 2 * buckets]  # transformers' 2b rows: buckets -b..b-1
+        rel_pos = v2.build_relative_position(q, key, bucket_size=buckets, max_position=k + 1)  # [1, L, L]
+        with torch.no_grad():
+            c2p = hf_v2_term("c2p", t, buckets, k).disentangled_attention_bias(q, key, rel_pos, rel, 3)
+            p2c_att = hf_v2_term("p2c", t, buckets, k)
+            p2c_paper = p2c_att.disentangled_attention_bias(q, key, -rel_pos, rel, 3)
+            p2c_code = p2c_att.disentangled_attention_bias(q, key, rel_pos, rel, 3)
+        bias = t["bias"].reshape(heads, length, length)
+        diff = (bias - (c2p + p2c_paper)).abs().max().item()
+        code_diff = (bias - (c2p + p2c_code)).abs().max().item()
+        print(f"buckets {buckets}, k {k}, seed {seed}, L {length}: |ours - v2 (c2p + p2c at j - i)| = {diff:.3g}; "
+              f"|ours - v2 (p2c at i - j)| = {code_diff:.3g}")
+        if not diff <= TOL:
+            failures.append(f"buckets, L {length}: ours differs from transformers' v2 c2p + p2c(delta(j, i)) by {diff}")
+        if not code_diff > 1e-3:
+            failures.append(f"buckets, L {length}: p2c no longer tells delta(j, i) from delta(i, j) ({code_diff})")
 
 
 def main():
@@ -77,9 +123,10 @@ def main():
             failures.append(f"L {length}: ours differs from transformers' c2p + p2c(delta(j, i)) by {diff}")
         if not code_diff > 1e-3:
             failures.append(f"L {length}: p2c no longer tells delta(j, i) from delta(i, j) ({code_diff})")
+    check_buckets(args.probe, failures)
     if failures:
         sys.exit("FAILED: " + "; ".join(failures))
-    print("ok: DeBERTa's c2p equals transformers'; p2c equals it at the paper's delta(j, i)")
+    print("ok: DeBERTa's c2p equals transformers' (v1 clipped, v2 log buckets); p2c equals it at the paper's delta(j, i)")
 
 
 if __name__ == "__main__":

@@ -132,7 +132,7 @@ class ScalarGateMethod : public PositionMethodImpl {
 // first build during an evaluation still serves training's autograd. Callers never write
 // into them. Bounded: a run sees a few lengths. Keyed by the device's type and index and five
 // integers, the first of which names the kind (one of PositionTensorKind).
-enum PositionTensorKind : int64_t { kRelativeIndex, kSkewSlots, kNegatedIndex, kRotationTables };
+enum PositionTensorKind : int64_t { kRelativeIndex, kSkewSlots, kNegatedIndex, kRotationTables, kLogBucketRows };
 torch::Tensor cached_position_tensor(const std::array<int64_t, 5>& key, const torch::Device& device,
                                     const std::function<torch::Tensor()>& build);
 
@@ -185,6 +185,11 @@ void set_relative_skew_blocks(int64_t blocks);
 // (any integer tensor): half the buckets for r > 0, exact below buckets/4, logarithmic up
 // to max_distance, then the last bucket. Same shape as rel, int64.
 torch::Tensor t5_relative_bucket(const torch::Tensor& rel, int64_t buckets, int64_t max_distance);
+
+// DeBERTa v2's log buckets (He et al. 2021) of relative distances rel (any integer tensor):
+// r itself for |r| <= buckets/2, then logarithmic, reaching +-(buckets - 1) at |r| = log_end
+// and growing past it (callers clip). Computed in fp32, as transformers does. Same shape, int64.
+torch::Tensor deberta_log_bucket(const torch::Tensor& rel, int64_t buckets, int64_t log_end);
 
 // ALiBi head slopes (Press et al. 2021): geometric 2^(-8h/H) for H a power of two, else
 // those of the nearest lower power of two followed by every other slope of twice that. [H], fp64.

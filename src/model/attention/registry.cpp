@@ -62,9 +62,10 @@ double xl_tables(const ModelOptions& m) {  // W^R [D, D], u, v [H, d] per layer 
   const Sizes s(m);
   return s.L * (s.D * s.D + (m.attention.xl_uv_bias ? 2 * s.D : 0.0));
 }
-double deberta_tables(const ModelOptions& m) {  // W^{K,r}, W^{Q,r} [D, D] per layer, P [2k+1, D]
+double deberta_tables(const ModelOptions& m) {  // W^{K,r}, W^{Q,r} [D, D] per layer, P [2k+1 | 2b+1, D]
   const Sizes s(m);
-  return s.L * 2 * s.D * s.D + (2 * s.k + 1) * s.D;
+  const double b = static_cast<double>(m.attention.position_buckets);
+  return s.L * 2 * s.D * s.D + (2 * (b > 0 ? b : s.k) + 1) * s.D;
 }
 double t5_table(const ModelOptions& m) {  // [buckets, H|1] shared by the layers
   return static_cast<double>(m.attention.t5_buckets) * Sizes(m).table_heads;
@@ -83,6 +84,20 @@ MethodFacts::Problem t5_problem(const ModelOptions& m) {
     return {"model.attention.t5_max_distance", "must exceed t5_buckets / 4 = " + std::to_string(a.t5_buckets / 4) +
                                                    " (where the exact buckets end), got " +
                                                    std::to_string(a.t5_max_distance)};
+  return {};
+}
+// DeBERTa v2's log buckets: b / 2 exact distances per direction, the rest logarithmic up to k.
+MethodFacts::Problem deberta_problem(const ModelOptions& m) {
+  const auto& a = m.attention;
+  if (a.position_buckets == 0) return {};
+  if (a.position_buckets < 4)
+    return {"model.attention.position_buckets", "must be 0 (clipped distances) or at least 4, got " +
+                                                    std::to_string(a.position_buckets)};
+  const auto k = static_cast<int64_t>(Sizes(m).k);
+  if (k <= a.position_buckets / 2)
+    return {"model.attention.max_relative", "where the log buckets end, k = " + std::to_string(k) +
+                                                ", must exceed position_buckets / 2 = " +
+                                                std::to_string(a.position_buckets / 2) + " (where the exact ones end)"};
   return {};
 }
 std::string shaw_hf_problem(const AttentionOptions& a) {
@@ -156,7 +171,7 @@ std::vector<MethodInfo> build_registry() {
   add(entry("deberta", "disentangled content-to-position and position-to-content terms (He et al. 2020)",
             make_position_method_deberta, deberta_tables),
       [](MethodInfo& m) {
-        m.clipped = true; m.distance_table = DistanceTable::mirrored_shared;
+        m.clipped = true; m.distance_table = DistanceTable::mirrored_shared; m.config_problem = deberta_problem;
         m.zero_is_neutral = false;  // its 1/sqrt(3d) scale changes q.k whatever its tables hold
       });
   return r;

@@ -26,4 +26,60 @@ TEST(Deberta, MatchesNaiveEquation) {
   }
 }
 
+// DeBERTa v2's log buckets, 8 buckets (4 exact per direction) ending at k = 16: the values
+// transformers' make_log_bucket_position gives (bucket_size 8, max_position 17), and by hand
+// 4 + ceil(log(r / 4) / log(16 / 4) * 3) beyond 4 (r = 7: log 1.75 / log 4 * 3 = 1.21 -> 6).
+TEST(Deberta, LogBucketsByHand) {
+  const std::vector<std::pair<int64_t, int64_t>> table{
+      {0, 0},  {1, 1},  {3, 3},  {4, 4},  {5, 5},  {6, 5},  {7, 6},   {8, 6},   {10, 6},  {11, 7},
+      {16, 7}, {17, 8}, {25, 8}, {26, 9}, {64, 10}, {65, 11}, {101, 11}, {102, 12}};
+  std::vector<int64_t> rel;
+  for (auto [r, b] : table) rel.insert(rel.end(), {r, -r});
+  auto got = deberta_log_bucket(torch::tensor(rel), 8, 16);
+  for (size_t n = 0; n < table.size(); ++n) {
+    EXPECT_EQ(got[2 * n].item<int64_t>(), table[n].second) << "r=" << table[n].first;
+    EXPECT_EQ(got[2 * n + 1].item<int64_t>(), -table[n].second) << "r=" << -table[n].first;
+  }
+}
+
+// With buckets the table has 2b+1 rows, read at clip(bucket(i - j), b) + b (c2p) and
+// clip(bucket(j - i), b) + b (p2c); the buckets come from the hand-checked function above.
+TEST(Deberta, LogBucketsMatchNaiveEquation) {
+  for (auto [buckets, k] : std::vector<std::pair<int64_t, int64_t>>{{8, 6}, {4, 0}}) {
+    auto o = tiny_options("deberta", k);
+    o.attention.position_buckets = buckets;
+    auto layer = make_layer(o);
+    auto p = layer.method_param("rel_embeddings");  // [2b+1, D]
+    EXPECT_EQ(p.sizes(), torch::IntArrayRef({2 * buckets + 1, 8}));
+    const int64_t kk = k > 0 ? k : 15;
+    auto slot = [&](int64_t r) {
+      return clip(deberta_log_bucket(torch::tensor({r}), buckets, kk).item<int64_t>(), buckets) + buckets;
+    };
+    auto wk = layer.param("pos_key_proj"), wq = layer.param("pos_query_proj");  // [D, D]
+    RefSpec spec;
+    spec.score = [&](const Qkv& t, int64_t i, int64_t j) {
+      auto pk = torch::matmul(p[slot(i - j)], wk).view({2, 4});  // [H, d]
+      auto pq = torch::matmul(p[slot(j - i)], wq).view({2, 4});
+      auto qi = t.q.select(2, i), kj = t.k.select(2, j);
+      return ((qi * kj).sum(-1) + (qi * pk).sum(-1) + (kj * pq).sum(-1)) / std::sqrt(12.0);
+    };
+    for (int64_t L : kLengths)
+      expect_matches_reference(layer, L, spec, "deberta b=" + std::to_string(buckets) + " L=" + std::to_string(L));
+  }
+}
+
+// Figure 4's reading of a bucketed table: a row per distance i - j, -(k+1)..k+1, each its bucket's row.
+TEST(Deberta, LogBucketWeightsByDistance) {
+  auto o = tiny_options("deberta", 6);
+  o.attention.position_buckets = 8;
+  auto layer = make_layer(o);
+  auto p = layer.method_param("rel_embeddings");  // [17, D]
+  auto rows = layer.attention->position->position_weights();  // [15, D]: distances -7..7
+  ASSERT_EQ(rows.sizes(), torch::IntArrayRef({15, 8}));
+  for (int64_t r = -7; r <= 7; ++r) {
+    const int64_t b = clip(deberta_log_bucket(torch::tensor({r}), 8, 6).item<int64_t>(), 8);
+    EXPECT_TRUE(torch::equal(rows[r + 7], p[b + 8])) << "distance " << r << ", bucket " << b;
+  }
+}
+
 }  // namespace rpe::test

@@ -21,7 +21,8 @@ int64_t table1(const ModelOptions& o) {
   if (x == "m2") count += m * h * (2 * k + 1);                         // m h (2n-1)
   if (x == "m3" || x == "m4") count += m * h * (2 * k + 1) * d;        // m h (2n-1) d
   if (x == "t5_bias") count += a.t5_buckets * h;                       // buckets x heads, shared by layers
-  if (x == "deberta") count += (2 * k + 1) * D + m * 2 * D * D;        // shared P, per-layer W^{K,r}, W^{Q,r}
+  const int64_t rows = a.position_buckets > 0 ? 2 * a.position_buckets + 1 : 2 * k + 1;  // deberta: log buckets
+  if (x == "deberta") count += rows * D + m * 2 * D * D;               // shared P, per-layer W^{K,r}, W^{Q,r}
   return count;                                                        // sinusoid, alibi, rope: 0
 }
 
@@ -35,7 +36,11 @@ TEST(PositionParameters, CountsMatchTable1) {
         BertModel model(o);
         EXPECT_EQ(model->position_parameter_count(), table1(o)) << name << " k=" << k << " shared=" << shared;
       }
-  // Options that add parameters.
+  // Options that add parameters, or change a table's rows (deberta's log buckets: 2b+1 rows).
+  auto buckets = tiny_options("deberta", 6);
+  buckets.attention.position_buckets = 8;
+  EXPECT_EQ(BertModel(buckets)->position_parameter_count(), table1(buckets));
+  EXPECT_EQ(method_info("deberta").position_parameters(buckets), static_cast<double>(table1(buckets)));  // the estimate
   auto o = tiny_options("shaw");
   o.attention.shaw_values = true;
   EXPECT_EQ(BertModel(o)->position_parameter_count(), table1(o));
@@ -111,6 +116,8 @@ TEST(PositionParameters, OptionsAMethodIgnoresAreReported) {
   t5.attention.t5_buckets = 8;
   t5.attention.t5_max_distance = 20;
   EXPECT_EQ(unused(t5), V{});
+  t5.attention.position_buckets = 8;  // deberta's alone
+  EXPECT_EQ(unused(t5), V{"position_buckets"});
 }
 
 }  // namespace rpe::test
