@@ -44,7 +44,8 @@ namespace {
 
 constexpr int64_t kLength = 512, kBatch = 2;
 
-ModelOptions half_options(const std::string& method, int64_t max_relative = 0, bool shaw_values = false) {
+ModelOptions half_options(const std::string& method, int64_t max_relative = 0, bool shaw_values = false,
+                         int64_t position_buckets = 0) {
   ModelOptions o;
   o.vocab_size = 64;
   o.hidden = 16;
@@ -58,6 +59,7 @@ ModelOptions half_options(const std::string& method, int64_t max_relative = 0, b
   o.attention.method = method;
   o.attention.max_relative = max_relative;
   o.attention.shaw_values = shaw_values;
+  o.attention.position_buckets = position_buckets;
   return o;
 }
 
@@ -95,15 +97,17 @@ double rel_error(const torch::Tensor& a, const torch::Tensor& ref, double floor 
 // Every method in `dtype` autocast against fp32, within the bounds above for unit roundoff u.
 // max_relative > 0: the clipped methods only, clipped there (their gather and skew paths).
 // shaw_values: Shaw with its value term alone (unfused: the probabilities summed into slots).
+// buckets > 0: deberta alone, with that many log buckets (a bucket's gradient sums many distances).
 void every_method_matches_fp32(at::ScalarType dtype, double u, const torch::Device& device = torch::kCPU,
-                               int64_t max_relative = 0, bool shaw_values = false) {
+                               int64_t max_relative = 0, bool shaw_values = false, int64_t buckets = 0) {
   int64_t checked = 0, expected = 0;
   for (const auto& name : attention_method_names()) {
     if (max_relative > 0 && !method_info(name).clipped) continue;
     if (shaw_values && name != "shaw") continue;
+    if (buckets > 0 && name != "deberta") continue;
     ++expected;
     torch::manual_seed(11);
-    BertModel model(half_options(name, max_relative, shaw_values));
+    BertModel model(half_options(name, max_relative, shaw_values, buckets));
     model->to(device);
     model->eval();  // no dropout (set to 0 anyway); autograd still records
     auto ids = torch::randint(5, 64, {kBatch, kLength}, torch::kLong).to(device);
@@ -117,6 +121,7 @@ void every_method_matches_fp32(at::ScalarType dtype, double u, const torch::Devi
       const Pass ref = run_model(model, ids, pad, r, at::kFloat, fused);
       const Pass got = run_model(model, ids, pad, r, dtype, fused);
       const std::string what = name + (max_relative > 0 ? " k=" + std::to_string(max_relative) : "") +
+                               (buckets > 0 ? " " + std::to_string(buckets) + " buckets" : "") +
                                (fused ? " (fused, " : " (plain, ") + c10::toString(dtype) + ", " + device.str() + ")";
       if (!fused) {
         // Rows of real queries only (padded queries attend too, but nothing reads them).
@@ -142,7 +147,7 @@ void every_method_matches_fp32(at::ScalarType dtype, double u, const torch::Devi
     ++checked;
   }
   EXPECT_EQ(checked, expected);
-  EXPECT_GE(checked, shaw_values ? 1 : max_relative > 0 ? 5 : static_cast<int64_t>(attention_method_names().size()));
+  EXPECT_GE(checked, shaw_values || buckets > 0 ? 1 : max_relative > 0 ? 5 : static_cast<int64_t>(attention_method_names().size()));
 }
 
 }  // namespace
@@ -164,6 +169,12 @@ TEST(Bf16Autocast, ShawValuesMatchFp32AtLength512) {
   every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCPU, 8, /*shaw_values=*/true);
 }
 
+// DeBERTa's log buckets (64, ending at k = 511): each far bucket's table row gathers the
+// gradients of hundreds of distances, summed in fp32 before the autocast cast.
+TEST(Bf16Autocast, DebertaLogBucketsMatchFp32AtLength512) {
+  every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCPU, 0, false, /*buckets=*/64);
+}
+
 // On a GPU the index steps' backward adds with atomics: in bf16 each add rounds, and a gradient
 // summed over thousands of terms (T5's far buckets, a clipped table's edge rows, m1/m2's slots)
 // drifts by percents. The tables are indexed in fp32 for that; this holds them to the bounds.
@@ -172,6 +183,7 @@ TEST(Bf16Autocast, CudaEveryMethodMatchesFp32AtLength512) {
   every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCUDA);
   every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCUDA, 8);
   every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCUDA, 8, /*shaw_values=*/true);
+  every_method_matches_fp32(at::kBFloat16, 1.0 / 256, torch::kCUDA, 0, false, /*buckets=*/64);
 }
 
 // The plain path's attention probabilities, which its softmax keeps for backward, stay in the
