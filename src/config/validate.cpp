@@ -26,6 +26,11 @@ namespace {
   cfg.fail(key, message + " (" + other + (set ? " from " + from : std::string(" at its default")) + ")");
 }
 
+// Plausibility caps on how long a run trains: far beyond any real run (BERT pretrains for 1M
+// steps, fine-tuning for 2-4 epochs), so only a slip of the keyboard meets them.
+constexpr double kMaxEpochs = 10000.0;
+constexpr int64_t kMaxSteps = 1000000000;
+
 std::string number_text(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -62,6 +67,11 @@ void validate_numbers(const Config& cfg) {
   finite_positive("model.layer_norm_eps", cfg.model.layer_norm_eps);
   finite("model.attention.rope_base", cfg.model.attention.rope_base);
   finite_positive("finetune.epochs", cfg.finetune.epochs);
+  // Papers fine-tune for 2 to a few dozen epochs; a billion (a typo, an extra 0s) would run for
+  // ages, and a larger count's steps would not fit in an int64.
+  if (cfg.finetune.epochs > kMaxEpochs)
+    cfg.fail("finetune.epochs", "is implausibly large: must be in (0, " + number_text(kMaxEpochs) + "], got " +
+                                    number_text(cfg.finetune.epochs));
   finite("finetune.null_threshold", cfg.finetune.null_threshold);
 }
 
@@ -94,6 +104,8 @@ void validate_sizes(const Config& cfg) {
   at_most("data.max_seq_len", cfg.data.max_seq_len, int64_t{1} << 20);
   at_most("data.shard_tokens", cfg.data.shard_tokens, int64_t{1} << 34);
   at_most("train.batch_size", cfg.train.batch_size, int64_t{1} << 24);
+  at_most("train.max_steps", cfg.train.max_steps, kMaxSteps);
+  at_most("train.warmup_steps", cfg.train.warmup_steps, kMaxSteps);
   // LibTorch starts that many threads (1000 took 25 s to start; 100000 never finished).
   at_most("train.threads", cfg.train.threads, 1024);
   at_most("finetune.max_seq_len", cfg.finetune.max_seq_len, int64_t{1} << 20);

@@ -94,6 +94,17 @@ TEST_F(ConfigLimits, AbsurdSizesAreRefusedBeforeAllocating) {
   EXPECT_NE(e.find("GiB with gradients and Adam states; this machine has"), std::string::npos) << e;
 }
 
+// A slip of the keyboard (epochs 1e9: ~1e10 steps) is refused, not run for ages.
+TEST_F(ConfigLimits, RunLengthsHaveAPlausibilityCap) {
+  EXPECT_EQ(error_of_set("finetune.epochs=1000000000"),
+            "--set finetune.epochs=1000000000: finetune.epochs: is implausibly large: must be in (0, 10000], got 1e+09");
+  EXPECT_EQ(error_of_set("train.max_steps=2000000000"),
+            "--set train.max_steps=2000000000: train.max_steps: is implausibly large (2000000000 > 1000000000)");
+  EXPECT_NE(error_of_set("train.warmup_steps=9000000000").find("train.warmup_steps: is implausibly large"),
+            std::string::npos);
+  EXPECT_EQ(error_of(dir_ / "exp.yaml", {"finetune.epochs=10000", "train.max_steps=1000000000"}), "");
+}
+
 TEST_F(ConfigLimits, ParameterEstimateMatchesBuiltModels) {
   // The estimate against the parameters a built model really holds, for every method, per
   // head and shared tables, and the options that change a method's tables: exactly.
