@@ -39,6 +39,20 @@ void record_origins(const YAML::Node& node, const std::string& prefix, const std
 // every walk and copy expands. A config holds a few hundred; this many is refused at once.
 constexpr int64_t kMaxConfigValues = 100000;
 
+// A key that is a list, a mapping or nothing (`? [a, b]`, `{a: 1}: 2`, `~: 1`, `"": 1`) has no
+// name: Scalar() reads it as "", and the messages that cite it would name an empty key.
+void reject_complex_key(const YAML::Node& key, const std::string& prefix, const std::string& name, bool with_lines) {
+  if (key.IsScalar() && !key.Scalar().empty()) return;
+  std::string what = "empty";
+  if (key.IsSequence() || key.IsMap()) {
+    YAML::Emitter text;
+    text << YAML::Flow << key;
+    what = std::string(key.IsSequence() ? "a list (" : "a mapping (") + excerpt(one_line(text.c_str()), 40) + ")";
+  }
+  throw UserError((with_lines ? location(name, key.Mark()) : name) + ": " + (prefix.empty() ? "a" : prefix + ": a") +
+                  " key is " + what + "; keys must be plain names");
+}
+
 void check_keys(const YAML::Node& node, const std::string& prefix, const std::string& name, bool with_lines,
                 int64_t& seen) {
   if (++seen > kMaxConfigValues)
@@ -50,6 +64,7 @@ void check_keys(const YAML::Node& node, const std::string& prefix, const std::st
   if (!node.IsMap()) return;
   std::map<std::string, int> first_line;
   for (const auto& kv : node) {
+    reject_complex_key(kv.first, prefix, name, with_lines);
     const std::string key = kv.first.Scalar();
     // A control character (a quoted "\0") would cut or garble the messages that name the key.
     if (const auto c = std::find_if(key.begin(), key.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20; });

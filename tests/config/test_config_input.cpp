@@ -117,6 +117,20 @@ TEST_F(ConfigInput, AKeyWithAControlCharacterIsNamedByItsLine) {
   EXPECT_EQ(error_of(f), f.string() + ":3: model: a key holds the control character 0 (keys are plain names)");
 }
 
+// A key that is a list or a mapping (YAML allows both) was read as "" and reported as
+// "complex.yaml: : unknown key": named by its line, at every level and in a --set.
+TEST_F(ConfigInput, AKeyThatIsNotAPlainNameIsNamedByItsLine) {
+  const auto f = write("complex.yaml", "extends: cfg.yaml\n? [a, b]\n: 1\n");
+  EXPECT_EQ(error_of(f), f.string() + ":2: a key is a list ([a, b]); keys must be plain names");
+  const auto g = write("complex_map.yaml", "{a: 1}: 2\n");
+  EXPECT_EQ(error_of(g), g.string() + ":1: a key is a mapping ({a: 1}); keys must be plain names");
+  const auto h = write("complex_nested.yaml", "extends: cfg.yaml\nmodel:\n  attention:\n    [x]: 1\n");
+  EXPECT_EQ(error_of(h), h.string() + ":4: model.attention: a key is a list ([x]); keys must be plain names");
+  const auto e = write("empty_key.yaml", "extends: cfg.yaml\ntrain:\n  \"\": 3\n");
+  EXPECT_EQ(error_of(e), e.string() + ":3: train: a key is empty; keys must be plain names");
+  EXPECT_EQ(set_error("model={[a]: 1}"), "--set model={[a]: 1}: model: a key is a list ([a]); keys must be plain names");
+}
+
 TEST_F(ConfigInput, ConfigTextMustBeUtf8) {
   // Before: run.name "caf\xe9" (Latin-1) became a run folder whose name broke JSON output.
   const auto f = write("latin1.yaml", "extends: cfg.yaml\nrun: {name: \"caf\xe9\"}\n");
