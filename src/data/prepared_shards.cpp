@@ -44,7 +44,7 @@ namespace {
 json file_identity(const std::string& f, bool missing_ok) {
   std::error_code ec;
   if (fs::is_directory(f, ec)) throw UserError(f + ": is a folder, not a text file (list the files in it)");
-  if (!fs::exists(f, ec)) {
+  if (!input_exists(f)) {  // a link loop is no missing file: its own error
     if (missing_ok) return {{"path", f}, {"missing", true}};
     throw UserError(f + ": file not found");
   }

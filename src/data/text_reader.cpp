@@ -53,7 +53,7 @@ ChunkReader::ChunkReader(const fs::path& file, DocumentFormat format, size_t chu
   const std::string name = file.string();
   std::error_code ec;
   if (fs::is_directory(file, ec)) throw UserError(name + ": is a folder, not a text file (list the files in it)");
-  if (!fs::exists(file, ec)) throw UserError(name + ": file not found");
+  if (!input_exists(file)) throw UserError(name + ": file not found");  // a link loop: its own error
   require_regular_file(file);  // a FIFO would block gzopen (and fopen) until a writer came
   if (file.extension() == ".gz") {  // zlib would read a non-gzip file as plain text: refuse it
     unsigned char magic[2] = {0, 0};

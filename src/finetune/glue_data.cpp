@@ -9,6 +9,7 @@
 #include "data/corpus.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/input_file.h"
 
 namespace rpe::finetune {
 namespace fs = std::filesystem;
@@ -70,7 +71,7 @@ bool is_label(const std::string& field, const GlueTask& task) {
 
 std::vector<GlueExample> read_glue_tsv(const fs::path& file, const GlueTask& task) {
   std::error_code ec;
-  if (!fs::exists(file, ec)) throw UserError(file.string() + ": file not found");
+  if (!input_exists(file)) throw UserError(file.string() + ": file not found");
   if (fs::is_directory(file, ec)) throw UserError(file.string() + ": is a folder, not a GLUE .tsv file");
   const std::string text = read_file(file);
   std::vector<GlueExample> out;
@@ -140,7 +141,7 @@ int64_t column_named(const std::vector<std::string>& header, std::initializer_li
 
 GlueInputs read_glue_inputs(const fs::path& file, const GlueTask& task) {
   std::error_code ec;
-  if (!fs::exists(file, ec)) throw UserError(file.string() + ": file not found");
+  if (!input_exists(file)) throw UserError(file.string() + ": file not found");
   if (fs::is_directory(file, ec)) throw UserError(file.string() + ": is a folder, not a GLUE .tsv file");
   const std::string text = read_file(file);
   std::string first = text.substr(0, text.find('\n'));

@@ -10,6 +10,7 @@
 #include "finetune/finetune.h"
 #include "interop/method_swap.h"
 #include "util/errors.h"
+#include "util/input_file.h"
 #include "util/log.h"
 
 namespace rpe::finetune {
@@ -28,7 +29,7 @@ void read_squad_inputs(Prepared& p) {
   require(!f.train_file.empty(), "finetune.train_file: missing (the SQuAD train JSON)");
   require(!f.dev_file.empty(), "finetune.dev_file: missing (the SQuAD dev JSON)");
   for (const auto& file : {f.train_file, f.dev_file})
-    if (std::error_code ec; !fs::exists(file, ec))
+    if (!input_exists(file))  // a link loop is no missing download: its own error
       throw UserError(file + ": file not found (`scripts/download_data.sh squad` fetches SQuAD into data/full/; or set " +
                       "finetune.train_file/dev_file)");
   p.train_ex = read_squad(f.train_file);

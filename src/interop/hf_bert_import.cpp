@@ -30,7 +30,7 @@ namespace {
 // file is refused before nlohmann builds it in memory.
 json read_json_object(const fs::path& file) {
   std::error_code ec;
-  if (!fs::exists(file, ec)) throw UserError(file.string() + ": file not found");
+  if (!input_exists(file)) throw UserError(file.string() + ": file not found");
   if (fs::is_directory(file, ec)) throw UserError(file.string() + ": is a folder, not a JSON file");
   constexpr uintmax_t kMaxBytes = uintmax_t{16} << 20;
   if (const auto size = fs::file_size(file, ec); !ec && size > kMaxBytes)

@@ -1,6 +1,7 @@
 // Regular-file check of inputs (see input_file.h).
 #include "util/input_file.h"
 
+#include <string>
 #include <system_error>
 
 #include "util/errors.h"
@@ -19,14 +20,29 @@ const char* kind_of(fs::file_type t) {
     default: return "not a regular file";
   }
 }
+// Why stat() failed, in words: ELOOP's own text ("Too many levels of symbolic links") does not
+// say that the name is a link that never reaches a file.
+std::string lookup_problem(const std::error_code& ec) {
+  if (ec == std::errc::too_many_symbolic_link_levels)
+    return "a symbolic link that cannot be resolved (too many levels of symbolic links: a link loop?)";
+  return ec.message();
+}
 }  // namespace
 
 void require_regular_file(const fs::path& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);  // follows links: a link to a file is a file
   if (st.type() == fs::file_type::not_found) throw UserError("cannot read " + path.string() + ": file not found");
-  if (ec) throw UserError("cannot read " + path.string() + ": " + ec.message());
+  if (ec) throw UserError("cannot read " + path.string() + ": " + lookup_problem(ec));
   if (st.type() != fs::file_type::regular) throw UserError("cannot read " + path.string() + ": " + kind_of(st.type()));
+}
+
+bool input_exists(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) return false;
+  if (ec) throw UserError("cannot read " + path.string() + ": " + lookup_problem(ec));
+  return true;
 }
 
 fs::path same_file_key(const fs::path& path) {

@@ -9,8 +9,14 @@
 namespace rpe {
 
 // UserError "cannot read <path>: <why>" when `path` is missing, a folder, or not a regular
-// file (a FIFO, a socket, a device); returns otherwise.
+// file (a FIFO, a socket, a device), or its links do not resolve (a loop); returns otherwise.
 void require_regular_file(const std::filesystem::path& path);
+
+// Whether `path` names something, links followed: false only when nothing is there (a missing
+// file, or a link to one). A path that cannot be looked up is no missing file: a loop of
+// symbolic links (ELOOP), a folder on the way that may not be searched are a UserError
+// "cannot read <path>: <why>", not "file not found".
+bool input_exists(const std::filesystem::path& path);
 
 // `path` as it resolves (links followed, "./" and ".." gone), to tell two spellings of one file
 // apart; lexically normalised where it cannot be resolved.

@@ -130,6 +130,15 @@ expect_error line_format_named "read as data.document_format: line" \
 mkdir -p "$T/adir"
 expect_error folder "$T/adir: is a folder, not a text file" \
   "$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/adir" --out "$T/x"
+# A link loop (ln -s loop loop) is no missing file: said as what it is, by every reader of the text.
+ln -s loop "$T/loop"
+expect_error link_loop "cannot read $T/loop: a symbolic link that cannot be resolved (too many levels of symbolic links" \
+  "$BIN" prepare-data --config "$T/cfg.yaml" --set data.train_files="$T/loop" --out "$T/x"
+expect_error link_loop_text "cannot read $T/loop: a symbolic link that cannot be resolved" \
+  "$BIN" pretrain --config "$T/cfg.yaml" --set data.shards= --set data.train_files="$T/loop" --run-dir "$T/r_loop"
+expect_error link_loop_tokenizer "cannot read $T/loop: a symbolic link that cannot be resolved" \
+  "$BIN" train-tokenizer --config "$T/cfg.yaml" --set data.tokenizer=sentencepiece --set data.train_files="$T/loop" \
+  --out "$T/loop.model"
 # A flipped bit in a shard: caught by --verify, and by training once the file's mtime moved.
 cp -r "$T/shards" "$T/flip"
 perl -e 'open(F, "+<", $ARGV[0]) or die; seek(F, 100, 0); read(F, $c, 1); seek(F, 100, 0); print F chr(ord($c) ^ 1)' \
