@@ -17,13 +17,21 @@ namespace rpe {
 namespace {
 
 // A rule between two keys, reported at `key` (the one its message tells how to fix) with
-// where `other` came from too: either may be the one to change.
+// where `other` came from too: either may be the one to change. When `key` kept its default,
+// or `other` came from a --set and `key` from a file, the message begins with `other`'s origin
+// (the change that broke the rule) and says where both keys stand: where(key) of a default
+// would name its section's line, blaming a file for a value it never set.
 [[noreturn]] void fail_pair(const Config& cfg, const std::string& key, const std::string& other,
                             const std::string& message) {
   // Given where it is, or inside a section a --set replaced whole; else it kept its default.
-  const std::string from = cfg.where(other);
-  const bool set = cfg.origins.count(other) > 0 || from.rfind("--set", 0) == 0;
-  cfg.fail(key, message + " (" + other + (set ? " from " + from : std::string(" at its default")) + ")");
+  auto by_set = [&](const std::string& k) { return cfg.where(k).rfind("--set", 0) == 0; };
+  auto given = [&](const std::string& k) { return cfg.origins.count(k) > 0 || by_set(k); };
+  auto origin = [&](const std::string& k) {
+    return k + (given(k) ? " from " + cfg.where(k) : std::string(" at its default"));
+  };
+  const bool other_leads = given(other) && (!given(key) || (by_set(other) && !by_set(key)));
+  if (!other_leads) cfg.fail(key, message + " (" + origin(other) + ")");
+  throw UserError(cfg.where(other) + ": " + key + ": " + message + " (" + origin(key) + ", " + origin(other) + ")");
 }
 
 // Plausibility caps on how long a run trains: far beyond any real run (BERT pretrains for 1M

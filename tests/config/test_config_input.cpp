@@ -167,6 +167,27 @@ TEST_F(ConfigInput, SetErrorsNameTheSetNotTheConfigFile) {
   EXPECT_HAS(error_of(dir_ / "cfg.yaml", {"model.hidden=x", "model.hidden=y"}), "--set model.hidden=y: model.hidden:");
 }
 
+// A rule between two keys broken by a --set of one of them begins with that --set, and names
+// where the other key stands: before, a --set of mask_token_prob was blamed on the line of
+// cfg.yaml's `data:` section (random_token_prob at its default) or of random_token_prob.
+TEST_F(ConfigInput, ARuleBetweenTwoKeysNamesTheSetThatBrokeIt) {
+  EXPECT_EQ(set_error("data.mask_token_prob=0.95"),
+            "--set data.mask_token_prob=0.95: data.random_token_prob: mask_token_prob + random_token_prob must not "
+            "exceed 1 (data.random_token_prob at its default, data.mask_token_prob from --set data.mask_token_prob=0.95)");
+  const auto f = write("preset.yaml", "extends: cfg.yaml\ndata:\n  random_token_prob: 0.1\n");
+  EXPECT_EQ(error_of(f, {"data.mask_token_prob=0.95"}),
+            "--set data.mask_token_prob=0.95: data.random_token_prob: mask_token_prob + random_token_prob must not "
+            "exceed 1 (data.random_token_prob from " + f.string() + ":3, data.mask_token_prob from --set "
+            "data.mask_token_prob=0.95)");
+  // The key itself set (by the file or a --set): reported at it, as before.
+  EXPECT_EQ(error_of(f, {"data.random_token_prob=0.5"}),
+            "--set data.random_token_prob=0.5: data.random_token_prob: mask_token_prob + random_token_prob must not "
+            "exceed 1 (data.mask_token_prob at its default)");
+  const auto g = write("both.yaml", "extends: preset.yaml\ndata:\n  mask_token_prob: 0.95\n");
+  EXPECT_EQ(error_of(g), f.string() + ":3: data.random_token_prob: mask_token_prob + random_token_prob must not "
+                                      "exceed 1 (data.mask_token_prob from " + g.string() + ":3)");
+}
+
 // finetune's subcommand names the task: it refuses a --set that would, directly or through a
 // mapping over the section (`finetune={task: x}` slipped past a check of the prefix alone).
 TEST(AssignmentSets, NamesTheKeyOrAMappingThatHoldsIt) {
