@@ -44,7 +44,8 @@ int run_pretrain(const PretrainArgs& a) {
   std::cout << "run folder: " << r.run_dir.string() << "\n"
             << "final MLM loss (train): " << loss(r.final_loss) << " (first logged: " << loss(r.first_loss) << ")"
             << (std::isnan(r.final_loss) ? ": every step was skipped, none updated the weights" : "") << "\n"
-            << "held-out MLM loss: " << r.valid_loss << ", accuracy: " << r.valid_accuracy << "\n";
+            << "held-out MLM loss: " << loss(r.valid_loss)
+            << (std::isnan(r.valid_loss) ? " (no held-out token was masked)" : ", accuracy: " + loss(r.valid_accuracy)) << "\n";
   return 0;
 }
 }  // namespace

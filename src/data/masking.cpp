@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace rpe {
 
@@ -13,31 +15,55 @@ uint64_t masking_seed(uint64_t seed, uint64_t epoch, uint64_t index) {
   return mix2.next();
 }
 
-void mask_sequence(const int32_t* tokens, const uint8_t* word_start, int64_t L, const SpecialIds& sp,
-                   int32_t first_regular_id, int64_t vocab_size, const MaskingOptions& o, uint64_t rng_seed,
-                   int64_t* out_ids, int64_t* out_labels) {
-  SplitMix64 rng(rng_seed);
-  // Candidate words: [begin, end) runs of regular tokens; a word starts at word_start
-  // (or at any token when masking single tokens).
-  thread_local std::vector<std::pair<int32_t, int32_t>> words;
+namespace {
+using Words = std::vector<std::pair<int32_t, int32_t>>;
+
+// Candidate words: [begin, end) runs of regular tokens; a word starts at word_start (or at any
+// token when masking single tokens). Returns the number of regular tokens.
+int64_t find_words(const int32_t* tokens, const uint8_t* word_start, int64_t L, const SpecialIds& sp, bool whole_word,
+                   Words& words) {
   words.clear();
   int64_t real = 0;
   for (int64_t i = 0; i < L; ++i) {
-    out_ids[i] = tokens[i];
-    out_labels[i] = kIgnoreLabel;
     const int32_t t = tokens[i];
     const bool special = t == sp.pad || t == sp.cls || t == sp.sep || t == sp.mask;
     if (special) continue;
     ++real;
-    const bool starts = !o.whole_word || word_start[i] || words.empty() || words.back().second != i;
+    const bool starts = !whole_word || word_start[i] || words.empty() || words.back().second != i;
     if (starts) {
       words.emplace_back(static_cast<int32_t>(i), static_cast<int32_t>(i + 1));
     } else {
       words.back().second = static_cast<int32_t>(i + 1);
     }
   }
+  return real;
+}
+
+// How many tokens a sequence of `real` regular tokens masks: ~mask_prob of them, at least 1.
+int64_t mask_budget(int64_t real, double mask_prob) {
+  return std::max<int64_t>(1, std::llround(static_cast<double>(real) * mask_prob));
+}
+}  // namespace
+
+bool can_mask(const int32_t* tokens, const uint8_t* word_start, int64_t L, const SpecialIds& sp,
+              const MaskingOptions& o) {
+  thread_local Words words;
+  const int64_t budget = mask_budget(find_words(tokens, word_start, L, sp, o.whole_word, words), o.mask_prob);
+  return std::any_of(words.begin(), words.end(), [&](const auto& w) { return w.second - w.first <= budget; });
+}
+
+void mask_sequence(const int32_t* tokens, const uint8_t* word_start, int64_t L, const SpecialIds& sp,
+                   int32_t first_regular_id, int64_t vocab_size, const MaskingOptions& o, uint64_t rng_seed,
+                   int64_t* out_ids, int64_t* out_labels) {
+  SplitMix64 rng(rng_seed);
+  for (int64_t i = 0; i < L; ++i) {
+    out_ids[i] = tokens[i];
+    out_labels[i] = kIgnoreLabel;
+  }
+  thread_local Words words;
+  const int64_t real = find_words(tokens, word_start, L, sp, o.whole_word, words);
   if (real == 0) return;
-  const int64_t budget = std::max<int64_t>(1, std::llround(static_cast<double>(real) * o.mask_prob));
+  const int64_t budget = mask_budget(real, o.mask_prob);
   // Fisher–Yates shuffle of the words, then take words while they fit the budget.
   for (size_t i = words.size(); i > 1; --i) std::swap(words[i - 1], words[rng.below(i)]);
   int64_t selected = 0;

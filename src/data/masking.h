@@ -51,4 +51,10 @@ void mask_sequence(const int32_t* tokens, const uint8_t* word_start, int64_t len
                    int32_t first_regular_id, int64_t vocab_size, const MaskingOptions& options, uint64_t rng_seed,
                    int64_t* out_ids, int64_t* out_labels);
 
+// Whether mask_sequence selects any token of this sequence (whatever its seed): a word of at
+// most the budget (~mask_prob of its regular tokens, at least 1) exists. A word is never split,
+// so a sequence that is one long word (a 3-piece word in 7 tokens) masks nothing.
+bool can_mask(const int32_t* tokens, const uint8_t* word_start, int64_t length, const SpecialIds& special,
+              const MaskingOptions& options);
+
 }  // namespace rpe

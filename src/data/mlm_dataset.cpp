@@ -156,4 +156,14 @@ void MlmLoader::stop_prefetch() {
   queue_.clear();
 }
 
+bool any_maskable(const SequenceSource& data, const SpecialIds& special, const MaskingOptions& options) {
+  std::vector<int32_t> tokens(static_cast<size_t>(data.length()));
+  std::vector<uint8_t> starts(tokens.size());
+  for (int64_t i = 0; i < data.size(); ++i) {
+    data.read(i, tokens.data(), starts.data());
+    if (can_mask(tokens.data(), starts.data(), data.length(), special, options)) return true;
+  }
+  return false;
+}
+
 }  // namespace rpe

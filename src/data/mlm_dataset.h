@@ -99,4 +99,9 @@ class MlmLoader {
   bool stopping_ = false;
 };
 
+// Whether any sequence of `data` has a token that masking selects (can_mask). Read in order
+// until one has: a real corpus answers at its first sequence, and one with none (a corpus of a
+// single long word) is small enough to read through.
+bool any_maskable(const SequenceSource& data, const SpecialIds& special, const MaskingOptions& options);
+
 }  // namespace rpe

@@ -253,7 +253,7 @@ PrepareSummary prepare_data(const DataOptions& d, const Tokenizer& tok, const Pr
   valid.flush();
   if (train.tokens_ == 0) throw UserError(d.train_files.front() + ": the training files produced no tokens");
   if (valid.tokens_ == 0)
-    log::warn("data", "no held-out documents ({} documents, data.valid_fraction {}): the held-out loss will be NaN; "
+    log::warn("data", "no held-out documents ({} documents, data.valid_fraction {}): there will be no held-out loss; "
               "give data.valid_files, or more documents (data.document_format: {})",
               train.documents_, d.valid_fraction, d.document_format);
 

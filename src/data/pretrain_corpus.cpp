@@ -37,7 +37,7 @@ PretrainCorpus from_text(const DataOptions& d, const Tokenizer& tok, Packing pac
   for (const auto& f : d.valid_files)
     for (auto& doc : read_documents(f, d.document_format)) valid_docs.push_back(std::move(doc));
   if (valid_docs.empty())
-    log::warn("data", "no held-out documents ({} documents, data.valid_fraction {}): the held-out loss will be NaN; "
+    log::warn("data", "no held-out documents ({} documents, data.valid_fraction {}): there will be no held-out loss; "
               "give data.valid_files, or more documents (data.document_format: {})",
               train_docs.size(), d.valid_fraction, d.document_format);
   PretrainCorpus c;

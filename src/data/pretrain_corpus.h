@@ -6,7 +6,7 @@
 //   otherwise: data.train_files read, tokenized and packed in memory (small corpora).
 // Held-out documents come from data.valid_files or, if none are given, from the held-out
 // rule of corpus.h (every round(1/valid_fraction)-th document); a warning says when that
-// leaves nothing held out (the held-out loss would be NaN).
+// leaves nothing held out (there is no held-out loss then).
 #pragma once
 #include <memory>
 

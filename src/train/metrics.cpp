@@ -69,6 +69,13 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
+std::string accuracy_text(double correct, double count) {
+  if (!(count > 0)) return "none";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", correct / count);
+  return buf;
+}
+
 int64_t peak_rss_bytes() {
   struct rusage u {};
   if (getrusage(RUSAGE_SELF, &u) != 0) return 0;

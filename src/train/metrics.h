@@ -44,6 +44,10 @@ LoggedLosses logged_losses(const std::filesystem::path& file);
 // "3d02h", "1h02m", "3m20s", "12s" for ETAs.
 std::string format_duration(double seconds);
 
+// correct / count to 3 decimals for the log, or "none" when nothing was counted (a window
+// whose batches masked no token): an accuracy of no token is no number, never "nan".
+std::string accuracy_text(double correct, double count);
+
 // Peak resident set size of this process in bytes (getrusage), 0 where unknown.
 int64_t peak_rss_bytes();
 // Peak bytes allocated by LibTorch's CUDA caching allocator on `device`; -1 for CPU devices

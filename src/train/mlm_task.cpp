@@ -112,9 +112,11 @@ EvalOutputs MlmTask::eval_outputs(dist::DataParallel& dp) {
 }
 
 nlohmann::json MlmTask::score(const EvalOutputs& outputs) {
-  if (outputs.empty()) return {{"loss", std::nan("")}, {"mlm_accuracy", std::nan("")}};
+  // Nothing held out, or no held-out token masked: no score (0/0 is no accuracy, and a clamped
+  // count a loss of 0); the trainer reports "none".
+  if (outputs.empty() || outputs.at(0)[2].item<double>() <= 0.0) return nlohmann::json::object();
   const auto h = outputs.at(0);
-  const double total = std::max(1.0, h[2].item<double>());
+  const double total = h[2].item<double>();
   const double loss = h[0].item<double>() / total;
   const double acc = h[1].item<double>() / total;
   return {{"loss", loss}, {"mlm_accuracy", acc}, {"perplexity", std::exp(loss)}};

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "data/mlm_dataset.h"
 #include "data/pretrain_corpus.h"
 #include "dist/all_or_none.h"
 #include "dist/data_parallel.h"
@@ -103,8 +104,11 @@ void write_summary(const fs::path& run_dir, const Config& cfg, const PretrainRes
                             {"position_parameters", r.position_parameters}};
   if (cfg.train.precision == "fp16") summary["loss_scale"] = e.state.loss_scale;  // where the dynamic scale ended
   write_file_atomic(run_dir / "summary.json", summary.dump(2) + "\n");
-  log::info("valid", "held-out MLM loss {:.4f}, accuracy {:.3f}, perplexity {:.2f}", r.valid_loss, r.valid_accuracy,
-            std::exp(r.valid_loss));
+  if (std::isnan(r.valid_loss))
+    log::info("valid", "held-out MLM loss: none (no held-out token was masked)");
+  else
+    log::info("valid", "held-out MLM loss {:.4f}, accuracy {:.3f}, perplexity {:.2f}", r.valid_loss, r.valid_accuracy,
+              std::exp(r.valid_loss));
   log::info("run", "done in {} | {} tokens seen ({} rank{}) | peak RSS {:.0f} MiB{} | {} steps skipped | checkpoint {}",
             format_duration(r.seconds), e.state.tokens_seen, world, world == 1 ? "" : "s", static_cast<double>(rss) / (1 << 20),
             dev_peak >= 0 ? fmt::format(" | peak {} memory {:.0f} MiB", device.str(), static_cast<double>(dev_peak) / (1 << 20))
@@ -135,6 +139,23 @@ void check_settings(const Config& cfg) {
   else if (k == 0 && cfg.data.max_seq_len > n)
     log::warn("model", "data.max_seq_len ({}) exceeds model.max_position ({}): with max_relative 0 (k = n - 1), "
               "distances of {} and more share the table's edge row", cfg.data.max_seq_len, n, n);
+}
+
+// A corpus in which masking selects no token (a single word of a few pieces: whole-word masking
+// never splits one) would train on nothing, a loss of 0 and an accuracy of no token: refused.
+// Held-out sequences like that leave no held-out loss: a warning, as for no held-out documents.
+void require_maskable(const PretrainCorpus& corpus, const DataOptions& d, const Tokenizer& tok) {
+  const MaskingOptions masking = MaskingOptions::from(d);
+  const std::string why = fmt::format("masking takes whole words of at most data.mask_prob ({:g}) of a sequence's tokens "
+                                      "(at least 1), and every word there is longer", d.mask_prob);
+  const int64_t n = corpus.train->size();
+  if (n > 0 && !any_maskable(*corpus.train, tok.special(), masking))  // n == 0: the loader says so
+    throw UserError(fmt::format("data.train_files ({}): nothing to mask in the {} training sequence{}: {}; give a "
+                                "larger corpus{}", excerpt(join(d.train_files), 80), n, n == 1 ? "" : "s", why,
+                                d.whole_word ? " (or data.whole_word: false)" : ""));
+  if (corpus.valid->size() > 0 && !any_maskable(*corpus.valid, tok.special(), masking))
+    log::warn("data", "nothing to mask in the {} held-out sequences ({}): there will be no held-out loss",
+              corpus.valid->size(), why);
 }
 
 // The corpus line of the log: sizes, and the share of the sequences' slots that hold tokens
@@ -237,7 +258,11 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
 
   const auto tokenizer = shared_tokenizer(cfg, run_dir, dp);
   const auto t0 = Clock::now();
-  PretrainCorpus corpus = dist::all_or_none(dp, "reading the corpus", [&] { return build_corpus(cfg.data, *tokenizer); });
+  PretrainCorpus corpus = dist::all_or_none(dp, "reading the corpus", [&] {
+    PretrainCorpus c = build_corpus(cfg.data, *tokenizer);
+    require_maskable(c, cfg.data, *tokenizer);
+    return c;
+  });
   const int64_t train_tokens = corpus.train->real_tokens();  // a scan for an in-memory corpus: once
   log_corpus(corpus, train_tokens, cfg.data, *tokenizer, std::chrono::duration<double>(Clock::now() - t0).count());
   const std::string config_yaml = to_yaml(cfg);

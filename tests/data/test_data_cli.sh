@@ -139,6 +139,17 @@ expect_error link_loop_text "cannot read $T/loop: a symbolic link that cannot be
 expect_error link_loop_tokenizer "cannot read $T/loop: a symbolic link that cannot be resolved" \
   "$BIN" train-tokenizer --config "$T/cfg.yaml" --set data.tokenizer=sentencepiece --set data.train_files="$T/loop" \
   --out "$T/loop.model"
+# A one-word corpus whose word is two pieces (cat ##s): whole-word masking never splits it, so
+# no token could be masked (a loss of 0, an accuracy of no token): refused before training.
+echo "cats" > "$T/one_word.txt"
+expect_error one_word "data.train_files ($T/one_word.txt): nothing to mask in the 1 training sequence" \
+  "$BIN" pretrain --config "$T/cfg.yaml" --set data.shards= --set data.train_files="$T/one_word.txt" --run-dir "$T/r_one"
+# One word of one piece trains, with numbers: no "nan" for the held-out set it does not have.
+echo "cat" > "$T/one_piece.txt"
+"$BIN" pretrain --config "$T/cfg.yaml" --set data.shards= --set data.train_files="$T/one_piece.txt" \
+  --run-dir "$T/r_piece" > "$T/piece.log" 2>&1 || fail "pretrain on one one-piece word: $(tail -3 "$T/piece.log")"
+! grep -qiw "nan" "$T/piece.log" || fail "a NaN printed for an empty count: $(grep -iw nan "$T/piece.log")"
+grep -q "held-out MLM loss: none (no held-out token was masked)" "$T/piece.log" || fail "no 'none' held-out loss"
 # A flipped bit in a shard: caught by --verify, and by training once the file's mtime moved.
 cp -r "$T/shards" "$T/flip"
 perl -e 'open(F, "+<", $ARGV[0]) or die; seek(F, 100, 0); read(F, $c, 1); seek(F, 100, 0); print F chr(ord($c) ^ 1)' \

@@ -3,8 +3,10 @@
 // (seed, epoch, sequence), and token-level masking.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
+#include <vector>
 
 #include "data/masking.h"
 
@@ -154,6 +156,49 @@ TEST(Masking, ConfigurableRatesAreHonoured) {
     ASSERT_EQ(m.ids[i], kSpecial.mask);
   }
   EXPECT_NEAR(static_cast<double>(selected) / static_cast<double>(real), 0.3, 0.005);
+}
+
+// A word is never split, so a sequence that is one word of more pieces than ~15% of its tokens
+// (a one-word corpus) masks nothing: a loss of 0 and an accuracy of no token. can_mask says so
+// up front (the trainer refuses such a corpus), and agrees with mask_sequence on every sequence.
+TEST(Masking, CanMaskTellsWhetherAnyTokenIsSelected) {
+  auto selects = [](const std::vector<int32_t>& tokens, const std::vector<uint8_t>& starts, const MaskingOptions& o,
+                    uint64_t seed) {
+    const auto L = static_cast<int64_t>(tokens.size());
+    std::vector<int64_t> ids(tokens.size()), labels(tokens.size());
+    mask_sequence(tokens.data(), starts.data(), L, kSpecial, kFirstRegular, kVocab, o, seed, ids.data(), labels.data());
+    return std::any_of(labels.begin(), labels.end(), [](int64_t l) { return l != kIgnoreLabel; });
+  };
+  // [CLS] one 3-piece word [SEP] [PAD]: a budget of 1 token, a word of 3.
+  const std::vector<int32_t> one_word = {kSpecial.cls, 20, 21, 22, kSpecial.sep, kSpecial.pad};
+  const std::vector<uint8_t> starts = {0, 1, 0, 0, 0, 0};
+  EXPECT_FALSE(can_mask(one_word.data(), starts.data(), 6, kSpecial, MaskingOptions{}));
+  for (uint64_t seed = 0; seed < 20; ++seed) EXPECT_FALSE(selects(one_word, starts, MaskingOptions{}, seed));
+  MaskingOptions tokens_only;
+  tokens_only.whole_word = false;
+  EXPECT_TRUE(can_mask(one_word.data(), starts.data(), 6, kSpecial, tokens_only));
+  EXPECT_TRUE(selects(one_word, starts, tokens_only, 0));
+  const std::vector<uint8_t> single = {0, 1, 1, 0, 0, 0};  // a 1-piece word beside a 2-piece one
+  EXPECT_TRUE(can_mask(one_word.data(), single.data(), 6, kSpecial, MaskingOptions{}));
+  const std::vector<int32_t> specials_only = {kSpecial.cls, kSpecial.sep, kSpecial.pad};
+  EXPECT_FALSE(can_mask(specials_only.data(), starts.data(), 3, kSpecial, MaskingOptions{}));
+  // The same answer as mask_sequence's on short sequences of words of 1-4 pieces.
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 500; ++trial) {
+    std::vector<int32_t> tokens = {kSpecial.cls};
+    std::vector<uint8_t> ws = {0};
+    const int words = 1 + static_cast<int>(rng() % 3);
+    for (int w = 0; w < words; ++w)
+      for (int p = 0, n = 1 + static_cast<int>(rng() % 4); p < n; ++p) {
+        tokens.push_back(kFirstRegular + static_cast<int32_t>(rng() % 100));
+        ws.push_back(p == 0);
+      }
+    tokens.push_back(kSpecial.sep);
+    ws.push_back(0);
+    EXPECT_EQ(can_mask(tokens.data(), ws.data(), static_cast<int64_t>(tokens.size()), kSpecial, MaskingOptions{}),
+              selects(tokens, ws, MaskingOptions{}, static_cast<uint64_t>(trial)))
+        << "trial " << trial;
+  }
 }
 
 }  // namespace

@@ -143,6 +143,12 @@ TEST(Progress, DurationsReadAsTheirLargestUnits) {
   EXPECT_EQ(format_duration(std::nan("")), "?");
 }
 
+// A log window whose batches masked no token has no accuracy: "none", never "nan".
+TEST(Progress, AnAccuracyOfNoTokenIsNone) {
+  EXPECT_EQ(accuracy_text(3, 4), "0.750");
+  EXPECT_EQ(accuracy_text(0, 0), "none");
+}
+
 TEST(Engine, LogRowsEqualTheStepsTheyAverage) {
   const fs::path file = test::fresh_dir("engine_log") / "metrics.jsonl";
   std::vector<double> losses;
