@@ -45,7 +45,7 @@ int run_pretrain(const PretrainArgs& a) {
             << "final MLM loss (train): " << loss(r.final_loss) << " (first logged: " << loss(r.first_loss) << ")"
             << (std::isnan(r.final_loss) ? ": every step was skipped, none updated the weights" : "") << "\n"
             << "held-out MLM loss: " << loss(r.valid_loss)
-            << (std::isnan(r.valid_loss) ? " (no held-out token was masked)" : ", accuracy: " + loss(r.valid_accuracy)) << "\n";
+            << (std::isnan(r.valid_loss) ? " (nothing held out, or no held-out token masked)" : ", accuracy: " + loss(r.valid_accuracy)) << "\n";
   return 0;
 }
 }  // namespace

@@ -13,6 +13,7 @@
 #include "util/atomic_file.h"
 #include "util/atomic_writer.h"
 #include "util/errors.h"
+#include "util/input_file.h"
 #include "util/json_text.h"
 #include "util/file_tree.h"
 #include "util/log.h"
@@ -101,7 +102,7 @@ SavedModel read_saved_model(const fs::path& dir) {
   if (!fs::is_directory(dir, ec))
     throw UserError("--model " + dir.string() + ": not a saved model folder (expected seed<N>/model/ of a fine-tuning run)");
   for (const char* name : {"task.json", "model.pt"})
-    if (!fs::exists(dir / name, ec))
+    if (!input_exists(dir / name))  // a link loop is no missing file: its own error
       throw UserError((dir / name).string() + ": missing (not a saved fine-tuned model folder)");
   SavedModel out;
   out.dir = dir;

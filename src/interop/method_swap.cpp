@@ -49,8 +49,10 @@ SwapReport load_pretrained_encoder(BertModelImpl& model, const fs::path& checkpo
   const std::string method = model.options().attention.method;
   // A position tensor means what its method makes of it: m1-m4 all name their table
   // "...position.w", but m3's near-1 gates are no m4 additive table. Across methods only the
-  // learned absolute table (the same input embedding in every method) carries over.
-  const bool same_method = source.config.model.attention.method == method;
+  // learned absolute table (the same input embedding in every method) carries over. A deberta
+  // table's rows mean distances, or buckets with position_buckets: as unlike as two methods.
+  const auto& from = source.config.model.attention;
+  const bool same_method = from.method == method && from.position_buckets == model.options().attention.position_buckets;
   auto carries_over = [&](const std::string& name) {
     return !is_position_tensor(name) || same_method || name == "position.absolute";
   };

@@ -105,7 +105,7 @@ void write_summary(const fs::path& run_dir, const Config& cfg, const PretrainRes
   if (cfg.train.precision == "fp16") summary["loss_scale"] = e.state.loss_scale;  // where the dynamic scale ended
   write_file_atomic(run_dir / "summary.json", summary.dump(2) + "\n");
   if (std::isnan(r.valid_loss))
-    log::info("valid", "held-out MLM loss: none (no held-out token was masked)");
+    log::info("valid", "held-out MLM loss: none (nothing held out, or no held-out token masked)");
   else
     log::info("valid", "held-out MLM loss {:.4f}, accuracy {:.3f}, perplexity {:.2f}", r.valid_loss, r.valid_accuracy,
               std::exp(r.valid_loss));

@@ -192,12 +192,17 @@ TEST_F(ConfigTest, InvalidValuesNameTheKey) {
   EXPECT_NE(reach.find("model.attention.t5_max_distance: must exceed t5_buckets / 4 = 8"), std::string::npos) << reach;
   // DeBERTa's log buckets: at least 4, ending (k) beyond the exact ones (b / 2)
   const std::string few = error_of(dir_ / "exp.yaml", {"model.attention.method=deberta", "model.attention.position_buckets=3"});
-  EXPECT_NE(few.find("model.attention.position_buckets: must be 0 (clipped distances) or at least 4, got 3"),
+  EXPECT_NE(few.find("model.attention.position_buckets: must be 0 (clipped distances) or an even number of at least 4, got 3"),
             std::string::npos) << few;
+  const std::string odd = error_of(dir_ / "exp.yaml", {"model.attention.method=deberta", "model.attention.position_buckets=9"});
+  EXPECT_NE(odd.find("an even number of at least 4, got 9"), std::string::npos) << odd;
   const std::string end = error_of(dir_ / "exp.yaml", {"model.attention.method=deberta", "model.attention.position_buckets=256",
                                                         "model.attention.max_relative=128"});
   EXPECT_NE(end.find("model.attention.max_relative: where the log buckets end, k = 128, must exceed position_buckets / 2 = 128"),
             std::string::npos) << end;
+  const std::string wide = error_of(dir_ / "exp.yaml", {"model.attention.method=deberta", "model.attention.position_buckets=1024"});
+  EXPECT_NE(wide.find("model.attention.position_buckets: the exact buckets (512 a side) must end before the log ones"),
+            std::string::npos) << wide;
 }
 
 TEST_F(ConfigTest, ErrorsPointAtTheFileThatSetTheKey) {

@@ -72,9 +72,9 @@ def hf_v2_term(kind, t, buckets, k):
 
 
 def check_buckets(probe, failures):
-    """Log buckets: 8 buckets ending at k = 16, lengths up to k + 1 (no distance beyond k)."""
-    buckets, k = 8, 16
-    for seed, length in ((3, 17), (4, 9)):
+    """Log buckets ending at k, lengths up to k + 1 (no distance beyond k). 8 buckets to k = 6
+    has a ratio of exactly 1 at |r| = k that an ulp either way moves into the next bucket."""
+    for buckets, k, seed, length in ((8, 16, 3, 17), (8, 16, 4, 9), (8, 6, 5, 7), (4, 15, 6, 16)):
         t = ours(probe, seed, length, k, buckets)
         heads, d = t["q"].shape[1], t["q"].shape[-1]
         q, key = (t[n].reshape(heads, length, d) for n in ("q", "k"))  # v2 takes [B*H, L, d]

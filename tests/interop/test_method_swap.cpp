@@ -147,6 +147,28 @@ TEST(MethodSwap, ASameNamedTableOfAnotherMethodIsDroppedNotLoaded) {
   EXPECT_NO_THROW(load_pretrained_encoder(*scalars, dir / "m4.pt"));  // was refused for the shape
 }
 
+// A clipped deberta table of 2k+1 rows has the shape of a bucketed one of 2b+1 rows at k = b, but
+// its rows mean distances, not buckets: it is dropped and the new one added, as across methods.
+TEST(MethodSwap, ABucketedDebertaTableIsNotAClippedOne) {
+  const fs::path dir = test::process_temp_dir() / "method_swap_deberta";
+  fs::create_directories(dir);
+  Config clipped = tiny("deberta");
+  clipped.model.attention.max_relative = 4;  // P: [9, D]
+  torch::manual_seed(6);
+  BertModel source(clipped.model);
+  save_model_file(dir / "clipped.pt", *source, to_yaml(clipped));
+  Config bucketed = tiny("deberta");
+  bucketed.model.attention.position_buckets = 4;  // P: [9, D] (k = 9, ending the buckets)
+  BertModel model(bucketed.model);
+  ASSERT_EQ(model->named_parameters()["position.rel_embeddings"].sizes(),
+            source->named_parameters()["position.rel_embeddings"].sizes());
+  const SwapReport r = load_pretrained_encoder(*model, dir / "clipped.pt");
+  EXPECT_EQ(r.dropped, r.added);
+  EXPECT_NE(std::find(r.added.begin(), r.added.end(), "position.rel_embeddings"), r.added.end());
+  // Not copied: the new table keeps its own initialisation (so do the per-layer projections).
+  EXPECT_FALSE(model->named_parameters()["position.rel_embeddings"].equal(source->named_parameters()["position.rel_embeddings"]));
+}
+
 TEST(MethodSwap, RefusesOtherArchitectures) {
   const fs::path ck = absolute_checkpoint();
   Config wider = tiny("m4");

@@ -5,14 +5,14 @@
 // P: relative embeddings [2k+1, D] shared by all layers (owned by the model-level method,
 // only read by the layers); W^{K,r}, W^{Q,r}: [D, D] per layer, split into heads. The c2p
 // and p2c terms are Q P^K^T and K P^Q^T laid out as [L, L] by relative_scores; no [L, L, d] tensor.
-// With position_buckets b > 0, distances go through DeBERTa v2's log buckets instead of the
-// clip: d(i,j) = clip(bucket(i - j), b) + b into a [2b+1, D] table, where bucket(r) = r for
+// With position_buckets b > 0 (even), distances go through DeBERTa v2's log buckets instead of
+// the clip: d(i,j) = clip(bucket(i - j), b) + b into a [2b+1, D] table, where bucket(r) = r for
 // |r| <= b/2 and sign(r) (b/2 + ceil(log(|r| / (b/2)) / log(k / (b/2)) (b/2 - 1))) beyond, so
 // that bucket(+-k) = +-(b - 1): k (max_relative) is where the log buckets end, transformers'
 // max_relative_positions - 1 (computed in fp32, as there, so that the buckets agree). Beyond k
 // the buckets reach +-b, the table's edge rows (transformers clamps its 2b rows to -b..b - 1).
-// The table is gathered into one row per distance of the sequence (fp32, before any autocast
-// cast: the gradient of a bucket sums in fp32), then laid out as a clipped table would be.
+// The 2b+1 projected rows are gathered into one row per distance of the sequence (in fp32: a
+// bucket's gradient sums many distances), then laid out as a clipped table would be.
 // Not modelled: LayerNorm on P and the enhanced mask decoder. p2c reads P^Q
 // at the paper's d(j,i) (eq. 4); Microsoft's code, as transformers ports it, at d(i,j) (ctest
 // hf_deberta_parity checks both terms against transformers, docs/attention.md).
@@ -26,9 +26,12 @@ torch::Tensor deberta_log_bucket(const torch::Tensor& rel, int64_t buckets, int6
   const int64_t mid = buckets / 2;
   auto sign = rel.sign();
   auto abs = torch::where(rel.abs() < mid, torch::full_like(rel, mid - 1), rel.abs());  // [..], int64
-  // The ratio's logarithm from the double quotient rounded to fp32, the distance's from an fp32
-  // division: each as transformers builds it, so that a bucket at a ceil's edge agrees.
-  auto log_end_ratio = std::log(static_cast<float>(static_cast<double>(log_end) / static_cast<double>(mid)));
+  // Both logarithms by torch::log on fp32 tensors, the end's of the double quotient rounded to
+  // fp32, as transformers takes them: the same kernel, so that at |r| = k the ratio is exactly 1
+  // (std::log, glibc's logf, differs from torch's vectorised log by an ulp for some inputs,
+  // which put bucket(k) at b instead of b - 1).
+  auto log_end_ratio = torch::log(torch::scalar_tensor(static_cast<double>(log_end) / static_cast<double>(mid),
+                                                       torch::kFloat));  // [] fp32
   auto log_pos = torch::ceil(torch::log(abs.to(torch::kFloat) / static_cast<float>(mid)) / log_end_ratio *
                              static_cast<float>(mid - 1)) + static_cast<float>(mid);
   return torch::where(abs <= mid, rel, (log_pos * sign.to(torch::kFloat)).to(torch::kLong));
@@ -55,8 +58,9 @@ class DebertaMethod : public PositionMethodImpl {
  public:
   explicit DebertaMethod(const ModelOptions& o) : PositionMethodImpl(o, false), buckets_(o.attention.position_buckets) {
     const int64_t k = clip_distance();
-    require(buckets_ == 0 || buckets_ >= 4, "model.attention.position_buckets: must be 0 (clipped distances) or at least 4, got " +
-                                                std::to_string(buckets_));
+    require(buckets_ == 0 || (buckets_ >= 4 && buckets_ % 2 == 0),
+            "model.attention.position_buckets: must be 0 (clipped distances) or an even number of at least 4, got " +
+                std::to_string(buckets_));
     require(buckets_ == 0 || k > buckets_ / 2,
             "model.attention.max_relative: where the log buckets end, k = " + std::to_string(k) +
                 ", must exceed position_buckets / 2 = " + std::to_string(buckets_ / 2) + " (where the exact ones end)");
@@ -73,16 +77,18 @@ class DebertaMethod : public PositionMethodImpl {
            (buckets_ > 0 ? std::to_string(buckets_) + " log buckets to k=" : std::string("k=")) +
            std::to_string(clip_distance()) + ", c2p + p2c, relative table shared by layers)";
   }
-  // P's rows for distances -R..R in turn ([2R+1, D], a clipped table's layout at reach R), or
-  // undefined without buckets. The slots are built once per length and device.
-  torch::Tensor rows_by_distance(int64_t R, const torch::Device& device) {
-    if (buckets_ == 0) return {};
+  bool bucketed() const { return buckets_ > 0; }
+  // The rows of a (2b+1)-row table `dim` for distances -R..R in turn: a clipped table's layout
+  // at reach R. A bf16/fp16 table is gathered in fp32 (a bucket's gradient sums many distances)
+  // and returned in its dtype. The slots are built once per length and device (on the CPU, then copied).
+  torch::Tensor rows_by_distance(const torch::Tensor& table, int64_t dim, int64_t R) const {
     const int64_t k = clip_distance();
-    auto slots = cached_position_tensor({kLogBucketRows, R, buckets_, k, 0}, device, [&] {
+    auto slots = cached_position_tensor({kLogBucketRows, R, buckets_, k, 0}, table.device(), [&] {
       auto bucket = deberta_log_bucket(torch::arange(-R, R + 1, torch::kLong), buckets_, k);  // [2R+1]
-      return (bucket.clamp(-buckets_, buckets_) + buckets_).to(device);
+      return (bucket.clamp(-buckets_, buckets_) + buckets_).to(table.device());
     });
-    return rel_embeddings.index_select(0, slots);
+    const bool reduced = table.scalar_type() == torch::kBFloat16 || table.scalar_type() == torch::kHalf;
+    return reduced ? table.to(torch::kFloat).index_select(dim, slots).to(table.scalar_type()) : table.index_select(dim, slots);
   }
   torch::Tensor rel_embeddings;  // P: [2k+1, D], or [2b+1, D] with buckets
 
@@ -98,11 +104,16 @@ DebertaTerm::DebertaTerm(std::shared_ptr<DebertaMethod> owner, const ModelOption
 
 torch::Tensor DebertaTerm::score_bias(const torch::Tensor& q, const torch::Tensor& k) {
   const int64_t L = q.size(2);
-  auto p = owner_->rows_by_distance(L - 1, q.device());  // [2L-1, D] with buckets
-  const int64_t reach = p.defined() ? L - 1 : relative_reach(k_, L), slots = 2 * reach + 1;
-  p = (p.defined() ? p : narrow_relative(owner_->rel_embeddings, 0, k_, reach)).to(q.dtype());  // [2k'+1, D]
+  const bool bucketed = owner_->bucketed();
+  // Projected: the table's 2k'+1 rows (clipped), or its 2b+1 bucket rows, then gathered into
+  // one row per distance -(L-1)..L-1, laid out as a clipped table of reach L - 1.
+  const int64_t rows_k = bucketed ? (owner_->rel_embeddings.size(0) - 1) / 2 : k_;
+  const int64_t rows_reach = bucketed ? rows_k : relative_reach(k_, L), slots = 2 * rows_reach + 1;
+  const int64_t reach = bucketed ? L - 1 : rows_reach;
+  auto p = narrow_relative(owner_->rel_embeddings, 0, rows_k, rows_reach).to(q.dtype());  // [2k'+1, D]
   auto per_head = [&](const torch::Tensor& w) {  // [2k'+1, D] x [D, D] -> [H, 2k'+1, d], pre-scaled
-    return torch::matmul(p, w.to(q.dtype()) * scale(d_)).view({slots, heads_, d_}).permute({1, 0, 2});
+    auto t = torch::matmul(p, w.to(q.dtype()) * scale(d_)).view({slots, heads_, d_}).permute({1, 0, 2});
+    return bucketed ? owner_->rows_by_distance(t, 1, reach) : t;  // [H, 2L-1, d] with buckets
   };
   // c2p: q_i . P^K at clip(i-j) + k', i.e. the reversed table at clip(j-i) + k'.
   auto c2p = relative_scores(q, per_head(key_proj_).flip(1), reach);  // [B, H, L, L]
@@ -112,10 +123,11 @@ torch::Tensor DebertaTerm::score_bias(const torch::Tensor& q, const torch::Tenso
 }
 
 // P by distance i - j (inspect's mirrored_shared layout): with buckets, one row per distance
-// -(k+1)..k+1, whose edge rows are the buckets +-b that every longer distance reads.
+// -(k+1)..k+1, whose edge rows are the buckets +-b that every longer distance reads (for even
+// b, bucket(k + 1) = b).
 torch::Tensor DebertaTerm::position_weights() {
-  auto by_distance = owner_->rows_by_distance(k_ + 1, owner_->rel_embeddings.device());
-  return by_distance.defined() ? by_distance : owner_->rel_embeddings;
+  const auto& p = owner_->rel_embeddings;
+  return owner_->bucketed() ? owner_->rows_by_distance(p, 0, k_ + 1) : p;
 }
 
 }  // namespace

@@ -86,18 +86,25 @@ MethodFacts::Problem t5_problem(const ModelOptions& m) {
                                                    std::to_string(a.t5_max_distance)};
   return {};
 }
-// DeBERTa v2's log buckets: b / 2 exact distances per direction, the rest logarithmic up to k.
+// DeBERTa v2's log buckets: b / 2 exact distances per direction (b even, as transformers'
+// configs have it), the rest logarithmic up to k, which must lie beyond the exact ones. With
+// max_relative at its default (0: k = max_position - 1) the rule is on position_buckets.
 MethodFacts::Problem deberta_problem(const ModelOptions& m) {
   const auto& a = m.attention;
   if (a.position_buckets == 0) return {};
-  if (a.position_buckets < 4)
-    return {"model.attention.position_buckets", "must be 0 (clipped distances) or at least 4, got " +
+  if (a.position_buckets < 4 || a.position_buckets % 2 != 0)
+    return {"model.attention.position_buckets", "must be 0 (clipped distances) or an even number of at least 4, got " +
                                                     std::to_string(a.position_buckets)};
   const auto k = static_cast<int64_t>(Sizes(m).k);
-  if (k <= a.position_buckets / 2)
+  if (k <= a.position_buckets / 2) {
+    if (a.max_relative == 0)
+      return {"model.attention.position_buckets", "the exact buckets (" + std::to_string(a.position_buckets / 2) +
+                                                      " a side) must end before the log ones, at k = max_position - 1 = " +
+                                                      std::to_string(k) + " (or set max_relative)"};
     return {"model.attention.max_relative", "where the log buckets end, k = " + std::to_string(k) +
                                                 ", must exceed position_buckets / 2 = " +
                                                 std::to_string(a.position_buckets / 2) + " (where the exact ones end)"};
+  }
   return {};
 }
 std::string shaw_hf_problem(const AttentionOptions& a) {
