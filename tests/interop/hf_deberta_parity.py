@@ -71,6 +71,18 @@ def hf_v2_term(kind, t, buckets, k):
     return att
 
 
+def compare(what, bias, c2p, p2c_paper, p2c_code, failures):
+    """ours = transformers' c2p + p2c read at the paper's delta(j, i), and not at delta(i, j)."""
+    diff = (bias - (c2p + p2c_paper)).abs().max().item()
+    code_diff = (bias - (c2p + p2c_code)).abs().max().item()
+    print(f"{what}: |ours - (c2p + p2c at j - i)| = {diff:.3g}; "
+          f"|ours - (c2p + p2c at i - j, Microsoft's code)| = {code_diff:.3g}")
+    if not diff <= TOL:
+        failures.append(f"{what}: ours differs from transformers' c2p + p2c(delta(j, i)) by {diff}")
+    if not code_diff > 1e-3:
+        failures.append(f"{what}: p2c no longer tells delta(j, i) from delta(i, j) ({code_diff})")
+
+
 def check_buckets(probe, failures):
     """Log buckets ending at k, lengths up to k + 1 (no distance beyond k). 8 buckets to k = 6
     has a ratio of exactly 1 at |r| = k that an ulp either way moves into the next bucket."""
@@ -85,15 +97,8 @@ def check_buckets(probe, failures):
             p2c_att = hf_v2_term("p2c", t, buckets, k)
             p2c_paper = p2c_att.disentangled_attention_bias(q, key, -rel_pos, rel, 3)
             p2c_code = p2c_att.disentangled_attention_bias(q, key, rel_pos, rel, 3)
-        bias = t["bias"].reshape(heads, length, length)
-        diff = (bias - (c2p + p2c_paper)).abs().max().item()
-        code_diff = (bias - (c2p + p2c_code)).abs().max().item()
-        print(f"buckets {buckets}, k {k}, seed {seed}, L {length}: |ours - v2 (c2p + p2c at j - i)| = {diff:.3g}; "
-              f"|ours - v2 (p2c at i - j)| = {code_diff:.3g}")
-        if not diff <= TOL:
-            failures.append(f"buckets, L {length}: ours differs from transformers' v2 c2p + p2c(delta(j, i)) by {diff}")
-        if not code_diff > 1e-3:
-            failures.append(f"buckets, L {length}: p2c no longer tells delta(j, i) from delta(i, j) ({code_diff})")
+        compare(f"v2, buckets {buckets}, k {k}, seed {seed}, L {length}", t["bias"].reshape(heads, length, length),
+                c2p, p2c_paper, p2c_code, failures)
 
 
 def main():
@@ -114,15 +119,7 @@ def main():
             p2c_att = hf_term("p2c", t, span)
             p2c_paper = p2c_att.disentangled_att_bias(q_scaled, k, -rel_pos, rel, 3)
             p2c_code = p2c_att.disentangled_att_bias(q_scaled, k, rel_pos, rel, 3)
-        want = c2p + p2c_paper
-        diff = (t["bias"] - want).abs().max().item()
-        code_diff = (t["bias"] - (c2p + p2c_code)).abs().max().item()
-        print(f"seed {seed}, L {length}: |ours - (c2p + p2c at j - i)| = {diff:.3g}; "
-              f"|ours - (c2p + p2c at i - j, Microsoft's code)| = {code_diff:.3g}")
-        if not diff <= TOL:
-            failures.append(f"L {length}: ours differs from transformers' c2p + p2c(delta(j, i)) by {diff}")
-        if not code_diff > 1e-3:
-            failures.append(f"L {length}: p2c no longer tells delta(j, i) from delta(i, j) ({code_diff})")
+        compare(f"v1, k {span}, seed {seed}, L {length}", t["bias"], c2p, p2c_paper, p2c_code, failures)
     check_buckets(args.probe, failures)
     if failures:
         sys.exit("FAILED: " + "; ".join(failures))
