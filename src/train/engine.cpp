@@ -316,9 +316,9 @@ void Engine::log_window(LogWindow& w, TrainState& state, double lr, EngineResult
   const double acc = v[3] > 0 ? v[2] / v[3] : std::nan("");  // no masked token (or skipped steps only): none
   const double tok_s = v[4] / std::max(secs, 1e-9);
   const std::string acc_name = task_.accuracy_name();
-  log::info(s_.log_tag.c_str(), "step {}/{} | loss {:.4f}{} | lr {:.2e} | gnorm {:.2f}{} | {:.0f} tok/s | ETA {}{}",
-            state.step, t.max_steps, mean_loss, acc_name.empty() ? "" : " | acc " + accuracy_text(v[2], v[3]),
-            lr, mean_grad, scaler_.enabled() ? fmt::format(" | scale {:g}", v[5]) : std::string(), tok_s,
+  log::info(s_.log_tag.c_str(), "step {}/{} | loss {}{} | lr {:.2e} | gnorm {}{} | {:.0f} tok/s | ETA {}{}",
+            state.step, t.max_steps, mean_text(v[0], steps, 4), acc_name.empty() ? "" : " | acc " + mean_text(v[2], v[3], 3),
+            lr, mean_text(v[1], steps, 2), scaler_.enabled() ? fmt::format(" | scale {:g}", v[5]) : std::string(), tok_s,
             format_duration(eta), w.skipped ? fmt::format(" | {} skipped", w.skipped) : std::string());
   nlohmann::json row = {{"step", state.step}, {"loss", mean_loss}, {"lr", lr}, {"grad_norm", mean_grad},
                         {"tokens_per_s", tok_s}, {"tokens_seen", state.tokens_seen}, {"skipped", w.skipped},

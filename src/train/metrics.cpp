@@ -69,10 +69,10 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-std::string accuracy_text(double correct, double count) {
+std::string mean_text(double sum, double count, int decimals) {
   if (!(count > 0)) return "none";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", correct / count);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, sum / count);
   return buf;
 }
 

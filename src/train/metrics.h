@@ -44,9 +44,10 @@ LoggedLosses logged_losses(const std::filesystem::path& file);
 // "3d02h", "1h02m", "3m20s", "12s" for ETAs.
 std::string format_duration(double seconds);
 
-// correct / count to 3 decimals for the log, or "none" when nothing was counted (a window
-// whose batches masked no token): an accuracy of no token is no number, never "nan".
-std::string accuracy_text(double correct, double count);
+// sum / count to `decimals` places for the progress line, or "none" when nothing was counted
+// (an accuracy of a window whose batches masked no token, the loss and gradient norm of a
+// window whose steps were all skipped as non-finite): a mean of nothing is no number, never "nan".
+std::string mean_text(double sum, double count, int decimals);
 
 // Peak resident set size of this process in bytes (getrusage), 0 where unknown.
 int64_t peak_rss_bytes();

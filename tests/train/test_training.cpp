@@ -143,10 +143,13 @@ TEST(Progress, DurationsReadAsTheirLargestUnits) {
   EXPECT_EQ(format_duration(std::nan("")), "?");
 }
 
-// A log window whose batches masked no token has no accuracy: "none", never "nan".
-TEST(Progress, AnAccuracyOfNoTokenIsNone) {
-  EXPECT_EQ(accuracy_text(3, 4), "0.750");
-  EXPECT_EQ(accuracy_text(0, 0), "none");
+// The progress line's means of nothing -- the accuracy of a window whose batches masked no token,
+// the loss and gradient norm of one whose steps were all skipped -- read "none", never "nan".
+TEST(Progress, AMeanOfNothingIsNone) {
+  EXPECT_EQ(mean_text(3, 4, 3), "0.750");
+  EXPECT_EQ(mean_text(0, 0, 3), "none");
+  EXPECT_EQ(mean_text(9.87654, 2, 4), "4.9383");  // a window's mean loss; none when every step was skipped
+  EXPECT_EQ(mean_text(std::nan(""), 0, 4), "none");
 }
 
 TEST(Engine, LogRowsEqualTheStepsTheyAverage) {
