@@ -25,6 +25,7 @@ struct AttentionOptions {
   int64_t t5_max_distance = 128;    // T5 distance where the log buckets end
   double rope_base = 10000.0;       // RoPE frequency base
   int64_t position_buckets = 0;     // DeBERTa v2's log buckets of distance; 0 = clipped distances
+  std::string deberta_p2c = "paper";  // DeBERTa's p2c reads P^Q at d(j,i) (paper) or d(i,j) (microsoft's code)
   bool add_absolute = false;        // also add learned absolute embeddings to the input
   std::string backend = "auto";     // plain | sdpa | auto (sdpa on CUDA where the method allows)
 
@@ -38,6 +39,7 @@ struct AttentionOptions {
     v("t5_max_distance", t5_max_distance);
     v("rope_base", rope_base);
     v("position_buckets", position_buckets);
+    v("deberta_p2c", deberta_p2c);
     v("add_absolute", add_absolute);
     v("backend", backend);
   }

@@ -176,6 +176,8 @@ void validate_model(const Config& cfg) {
   if (a.max_relative < 0) cfg.fail("model.attention.max_relative", "must be >= 0 (0 = max_position - 1)");
   if (a.backend != "auto" && a.backend != "plain" && a.backend != "sdpa")
     cfg.fail("model.attention.backend", "must be auto, plain or sdpa, got '" + a.backend + "'");
+  if (a.deberta_p2c != "paper" && a.deberta_p2c != "microsoft")
+    cfg.fail("model.attention.deberta_p2c", "must be paper or microsoft, got '" + a.deberta_p2c + "'");
   if (!(a.rope_base > 1.0)) cfg.fail("model.attention.rope_base", "must be > 1");
 }
 

@@ -200,6 +200,8 @@ TEST_F(ConfigTest, InvalidValuesNameTheKey) {
                                                         "model.attention.max_relative=128"});
   EXPECT_NE(end.find("model.attention.max_relative: where the log buckets end, k = 128, must exceed position_buckets / 2 = 128"),
             std::string::npos) << end;
+  const std::string p2c = error_of(dir_ / "exp.yaml", {"model.attention.method=deberta", "model.attention.deberta_p2c=hf"});
+  EXPECT_NE(p2c.find("model.attention.deberta_p2c: must be paper or microsoft, got 'hf'"), std::string::npos) << p2c;
   const std::string wide = error_of(dir_ / "exp.yaml", {"model.attention.method=deberta", "model.attention.position_buckets=1024"});
   EXPECT_NE(wide.find("model.attention.position_buckets: the exact buckets (512 a side) must end before the log ones"),
             std::string::npos) << wide;

@@ -11,7 +11,8 @@ and its disentangled_att_bias must agree, term by term, at a length that no dist
   p2c = k_j . P^Q at distance j - i, the paper's delta(j, i) (He et al. 2020, eq. 4), which
         ../shared/docs/methods.md specifies: equal to transformers' p2c evaluated at the
         negated relative positions. Microsoft's code, which transformers ports, reads P^Q at
-        i - j instead (checked here too, so that a change on either side shows).
+        i - j instead (checked here too, so that a change on either side shows), and so does
+        ours with deberta_p2c: microsoft: equal to transformers' p2c as it is.
 
 With log buckets (position_buckets b, max_relative k: transformers' position_buckets b and
 max_relative_positions k + 1), DeBERTa v2's disentangled_attention_bias must agree the same way,
@@ -36,8 +37,8 @@ from transformers.models.deberta_v2 import modeling_deberta_v2 as v2  # noqa: E4
 TOL = 1e-6
 
 
-def ours(probe, seed, length, k, buckets=0):
-    out = run([probe, "deberta-bias", seed, length, k, buckets])
+def ours(probe, seed, length, k, buckets=0, p2c="paper"):
+    out = run([probe, "deberta-bias", seed, length, k, buckets, p2c])
     return {name: torch.tensor(t["data"], dtype=torch.float64).view(t["shape"]) for name, t in json.loads(out).items()}
 
 
@@ -71,10 +72,16 @@ def hf_v2_term(kind, t, buckets, k):
     return att
 
 
-def compare(what, bias, c2p, p2c_paper, p2c_code, failures):
-    """ours = transformers' c2p + p2c read at the paper's delta(j, i), and not at delta(i, j)."""
+def compare(what, bias, c2p, p2c_paper, p2c_code, failures, microsoft=None):
+    """ours = transformers' c2p + p2c read at the paper's delta(j, i), and not at delta(i, j);
+    `microsoft`, ours with deberta_p2c: microsoft from the same weights, the other way round."""
     diff = (bias - (c2p + p2c_paper)).abs().max().item()
     code_diff = (bias - (c2p + p2c_code)).abs().max().item()
+    if microsoft is not None:
+        ms = (microsoft - (c2p + p2c_code)).abs().max().item()
+        print(f"{what}: deberta_p2c microsoft: |ours - (c2p + p2c at i - j)| = {ms:.3g}")
+        if not ms <= TOL:
+            failures.append(f"{what}: deberta_p2c microsoft differs from transformers' c2p + p2c by {ms}")
     print(f"{what}: |ours - (c2p + p2c at j - i)| = {diff:.3g}; "
           f"|ours - (c2p + p2c at i - j, Microsoft's code)| = {code_diff:.3g}")
     if not diff <= TOL:
@@ -88,6 +95,7 @@ def check_buckets(probe, failures):
     has a ratio of exactly 1 at |r| = k that an ulp either way moves into the next bucket."""
     for buckets, k, seed, length in ((8, 16, 3, 17), (8, 16, 4, 9), (8, 6, 5, 7), (4, 15, 6, 16)):
         t = ours(probe, seed, length, k, buckets)
+        ms = ours(probe, seed, length, k, buckets, "microsoft")["bias"].reshape(t["q"].shape[1], length, length)
         heads, d = t["q"].shape[1], t["q"].shape[-1]
         q, key = (t[n].reshape(heads, length, d) for n in ("q", "k"))  # v2 takes [B*H, L, d]
         rel = t["rel_embeddings"][: 2 * buckets]  # transformers' 2b rows: buckets -b..b-1
@@ -98,7 +106,7 @@ def check_buckets(probe, failures):
             p2c_paper = p2c_att.disentangled_attention_bias(q, key, -rel_pos, rel, 3)
             p2c_code = p2c_att.disentangled_attention_bias(q, key, rel_pos, rel, 3)
         compare(f"v2, buckets {buckets}, k {k}, seed {seed}, L {length}", t["bias"].reshape(heads, length, length),
-                c2p, p2c_paper, p2c_code, failures)
+                c2p, p2c_paper, p2c_code, failures, ms)
 
 
 def main():
@@ -108,6 +116,7 @@ def main():
     span, failures = 8, []
     for seed, length in ((1, 7), (2, 5)):  # lengths <= span: no distance reaches a clipped end
         t = ours(args.probe, seed, length, span)
+        ms = ours(args.probe, seed, length, span, 0, "microsoft")["bias"]
         q, k = t["q"], t["k"]
         d = q.shape[-1]
         # Rows: ours hold distances -span..span (2 span + 1), transformers' -span..span-1 (2 span).
@@ -119,11 +128,12 @@ def main():
             p2c_att = hf_term("p2c", t, span)
             p2c_paper = p2c_att.disentangled_att_bias(q_scaled, k, -rel_pos, rel, 3)
             p2c_code = p2c_att.disentangled_att_bias(q_scaled, k, rel_pos, rel, 3)
-        compare(f"v1, k {span}, seed {seed}, L {length}", t["bias"], c2p, p2c_paper, p2c_code, failures)
+        compare(f"v1, k {span}, seed {seed}, L {length}", t["bias"], c2p, p2c_paper, p2c_code, failures, ms)
     check_buckets(args.probe, failures)
     if failures:
         sys.exit("FAILED: " + "; ".join(failures))
-    print("ok: DeBERTa's c2p equals transformers' (v1 clipped, v2 log buckets); p2c equals it at the paper's delta(j, i)")
+    print("ok: DeBERTa's c2p equals transformers' (v1 clipped, v2 log buckets); p2c equals it at the paper's "
+          "delta(j, i), and with deberta_p2c: microsoft at delta(i, j)")
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@
 //   hf_probe init-finetuned METHOD TASK OUT_DIR [SEED [no-token-types]]   a random kept fine-tuned model (squad_v1 or a
 //                                            GLUE task), every tensor random (hf_probe_heads.cpp)
 //   hf_probe head-logits MODEL_DIR ID,... TYPE,...       its head's logits as JSON {"logits": [...]}
-//   hf_probe deberta-bias SEED L K [BUCKETS]  a random DeBERTa layer's position bias (c2p + p2c) for
-//                                            random q, k of length L at clipping distance K (with
-//                                            BUCKETS: log buckets ending at K), with its inputs
-//                                            and weights, as JSON {name: {shape, data}}
+//   hf_probe deberta-bias SEED L K [BUCKETS [P2C]]  a random DeBERTa layer's position bias (c2p +
+//                                            p2c) for random q, k of length L at clipping distance
+//                                            K (BUCKETS: log buckets ending at K; P2C: its
+//                                            deberta_p2c), with its inputs and weights, as JSON
+//                                            {name: {shape, data}}
 // Exit 2 with a one-line message on bad input, like rpe-train.
 #include <fstream>
 #include <iostream>
@@ -101,10 +102,11 @@ int print_logits(const fs::path& checkpoint, const std::string& ids_text) {
 }
 
 // DeBERTa's score_bias of layer 0 in fp64, beside what made it (tests/interop/hf_deberta_parity.py).
-int print_deberta_bias(int64_t seed, int64_t L, int64_t k, int64_t buckets) {
+int print_deberta_bias(int64_t seed, int64_t L, int64_t k, int64_t buckets, const std::string& p2c) {
   auto o = test::small_model_options("deberta", {.hidden = 32, .heads = 4, .ffn = 64, .max_position = 24});
   o.attention.max_relative = k;
   o.attention.position_buckets = buckets;
+  o.attention.deberta_p2c = p2c;
   torch::manual_seed(seed);
   BertModel model(o);
   probe::randomize_all(*model);
@@ -152,11 +154,12 @@ int main(int argc, char** argv) {
       return probe::init_finetuned(cfg, a[2], a[3], a.size() >= 5 ? std::stoll(a[4]) : 1);
     }
     if (a.size() == 4 && a[0] == "head-logits") return probe::print_head_logits(a[1], a[2], a[3]);
-    if ((a.size() == 4 || a.size() == 5) && a[0] == "deberta-bias")
-      return print_deberta_bias(std::stoll(a[1]), std::stoll(a[2]), std::stoll(a[3]), a.size() == 5 ? std::stoll(a[4]) : 0);
+    if (a.size() >= 4 && a.size() <= 6 && a[0] == "deberta-bias")
+      return print_deberta_bias(std::stoll(a[1]), std::stoll(a[2]), std::stoll(a[3]), a.size() >= 5 ? std::stoll(a[4]) : 0,
+                                a.size() == 6 ? a[5] : "paper");
     std::cerr << "usage: hf_probe methods | init METHOD OUT.pt [SEED [K]] | init-sp METHOD OUT.pt CORPUS | logits CHECKPOINT ID,ID,... | "
                  "init-finetuned METHOD TASK OUT_DIR [SEED [no-token-types]] | head-logits MODEL_DIR ID,... TYPE,... | "
-                 "deberta-bias SEED L K [BUCKETS]\n";
+                 "deberta-bias SEED L K [BUCKETS [P2C]]\n";
     return kExitUserError;
   } catch (const UserError& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -13,9 +13,9 @@
 // the buckets reach +-b, the table's edge rows (transformers clamps its 2b rows to -b..b - 1).
 // The 2b+1 projected rows are gathered into one row per distance of the sequence (in fp32: a
 // bucket's gradient sums many distances), then laid out as a clipped table would be.
-// Not modelled: LayerNorm on P and the enhanced mask decoder. p2c reads P^Q
-// at the paper's d(j,i) (eq. 4); Microsoft's code, as transformers ports it, at d(i,j) (ctest
-// hf_deberta_parity checks both terms against transformers, docs/attention.md).
+// Not modelled: LayerNorm on P and the enhanced mask decoder. p2c reads P^Q at the paper's
+// d(j,i) (eq. 4); Microsoft's code, as transformers ports it, at d(i,j): deberta_p2c: microsoft
+// does so (ctest hf_deberta_parity checks both against transformers, docs/attention.md).
 #include "model/attention/position_method.h"
 #include "util/errors.h"
 
@@ -51,6 +51,7 @@ class DebertaTerm : public PositionTermImpl {
  private:
   std::shared_ptr<DebertaMethod> owner_;  // holds P; not registered here (no duplicate)
   int64_t k_, heads_, d_;
+  bool p2c_at_ij_;  // deberta_p2c: microsoft
   torch::Tensor key_proj_, query_proj_;  // [D, D]
 };
 
@@ -71,11 +72,12 @@ class DebertaMethod : public PositionMethodImpl {
     return std::make_shared<DebertaTerm>(std::static_pointer_cast<DebertaMethod>(shared_from_this()), options_,
                                          clip_distance());
   }
-  std::vector<std::string> option_keys() const override { return {"max_relative", "position_buckets"}; }
+  std::vector<std::string> option_keys() const override { return {"max_relative", "position_buckets", "deberta_p2c"}; }
   std::string describe() const override {
     return "deberta (" +
            (buckets_ > 0 ? std::to_string(buckets_) + " log buckets to k=" : std::string("k=")) +
-           std::to_string(clip_distance()) + ", c2p + p2c, relative table shared by layers)";
+           std::to_string(clip_distance()) + ", c2p + p2c" +
+           (options_.attention.deberta_p2c == "microsoft" ? " at d(i,j)" : "") + ", relative table shared by layers)";
   }
   bool bucketed() const { return buckets_ > 0; }
   // The rows of a (2b+1)-row table `dim` for distances -R..R in turn: a clipped table's layout
@@ -97,7 +99,8 @@ class DebertaMethod : public PositionMethodImpl {
 };
 
 DebertaTerm::DebertaTerm(std::shared_ptr<DebertaMethod> owner, const ModelOptions& o, int64_t k)
-    : owner_(std::move(owner)), k_(k), heads_(o.heads), d_(o.hidden / o.heads) {
+    : owner_(std::move(owner)), k_(k), heads_(o.heads), d_(o.hidden / o.heads),
+      p2c_at_ij_(o.attention.deberta_p2c == "microsoft") {
   key_proj_ = register_parameter("pos_key_proj", torch::randn({o.hidden, o.hidden}) * o.init_std);
   query_proj_ = register_parameter("pos_query_proj", torch::randn({o.hidden, o.hidden}) * o.init_std);
 }
@@ -117,8 +120,10 @@ torch::Tensor DebertaTerm::score_bias(const torch::Tensor& q, const torch::Tenso
   };
   // c2p: q_i . P^K at clip(i-j) + k', i.e. the reversed table at clip(j-i) + k'.
   auto c2p = relative_scores(q, per_head(key_proj_).flip(1), reach);  // [B, H, L, L]
-  // p2c: k_j . P^Q at clip(j-i) + k', read from key j's row.
-  auto p2c = relative_key_scores(k, per_head(query_proj_), reach);  // [B, H, L, L]
+  // p2c: k_j . P^Q at clip(j-i) + k', read from key j's row (microsoft: at clip(i-j) + k', the
+  // reversed table).
+  auto pq = per_head(query_proj_);
+  auto p2c = relative_key_scores(k, p2c_at_ij_ ? pq.flip(1) : pq, reach);  // [B, H, L, L]
   return c2p + p2c;
 }
 

@@ -27,6 +27,27 @@ TEST(Deberta, MatchesNaiveEquation) {
   }
 }
 
+// deberta_p2c: microsoft reads P^Q at clip(i-j, k), as Microsoft's code and transformers do.
+TEST(Deberta, MicrosoftP2cMatchesNaiveEquation) {
+  for (int64_t k : {3, 0}) {
+    auto o = tiny_options("deberta", k);
+    o.attention.deberta_p2c = "microsoft";
+    auto layer = make_layer(o);
+    const int64_t kk = k > 0 ? k : 15;
+    auto p = layer.method_param("rel_embeddings");  // [2k+1, D]
+    auto wk = layer.param("pos_key_proj"), wq = layer.param("pos_query_proj");  // [D, D]
+    RefSpec spec;
+    spec.score = [&](const Qkv& t, int64_t i, int64_t j) {
+      auto pk = torch::matmul(p[clip(i - j, kk) + kk], wk).view({2, 4});  // [H, d]
+      auto pq = torch::matmul(p[clip(i - j, kk) + kk], wq).view({2, 4});  // d(i,j), not d(j,i)
+      auto qi = t.q.select(2, i), kj = t.k.select(2, j);
+      return ((qi * kj).sum(-1) + (qi * pk).sum(-1) + (kj * pq).sum(-1)) / std::sqrt(12.0);
+    };
+    for (int64_t L : kLengths)
+      expect_matches_reference(layer, L, spec, "deberta microsoft k=" + std::to_string(k) + " L=" + std::to_string(L));
+  }
+}
+
 // DeBERTa v2's log buckets, 8 buckets (4 exact per direction) ending at k = 16: the values
 // transformers' make_log_bucket_position gives (bucket_size 8, max_position 17), and by hand
 // 4 + ceil(log(r / 4) / log(16 / 4) * 3) beyond 4 (r = 7: log 1.75 / log 4 * 3 = 1.21 -> 6).
