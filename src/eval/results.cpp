@@ -22,14 +22,16 @@ namespace rpe::eval {
 using nlohmann::json;
 
 json to_json(const ResultRow& r) {
-  return json{{"run_id", r.run_id},       {"method", r.method},
-              {"k", r.k},                 {"pretrain_run", r.pretrain_run},
-              {"pretrain_max_len", r.pretrain_max_len}, {"task", r.task},
-              {"split", r.split},         {"seed", r.seed},
-              {"metric", r.metric},       {"value", r.value},
-              {"finetune_max_len", r.finetune_max_len}, {"examples", r.examples},
-              {"select", r.select},       {"git_revision", r.git_revision}, {"time", r.time},
-              {"run_dir", r.run_dir}};
+  json j{{"run_id", r.run_id},       {"method", r.method},
+         {"k", r.k},                 {"pretrain_run", r.pretrain_run},
+         {"pretrain_max_len", r.pretrain_max_len}, {"task", r.task},
+         {"split", r.split},         {"seed", r.seed},
+         {"metric", r.metric},       {"value", r.value},
+         {"finetune_max_len", r.finetune_max_len}, {"examples", r.examples},
+         {"select", r.select},       {"git_revision", r.git_revision}, {"time", r.time},
+         {"run_dir", r.run_dir}};
+  if (r.position_buckets > 0) j["position_buckets"] = r.position_buckets;  // written where a method buckets
+  return j;
 }
 
 namespace {
@@ -69,7 +71,8 @@ void require_known(const ResultRow& r, const std::string& where) {
   if (!squad.count(r.task) && std::find(tasks.begin() + 1, tasks.end(), r.task) == tasks.end())
     throw UserError(where + ": unknown task '" + r.task + "' (valid: squad_v1, squad_v2, " +
                     join(std::vector<std::string>(tasks.begin() + 1, tasks.end())) + ")");
-  for (const auto& [key, value] : {std::pair{"k", r.k}, {"pretrain_max_len", r.pretrain_max_len}})
+  for (const auto& [key, value] :
+       {std::pair{"k", r.k}, {"pretrain_max_len", r.pretrain_max_len}, {"position_buckets", r.position_buckets}})
     if (value < 0) throw UserError(where + ": field '" + key + "' " + std::to_string(value) + " is negative");
   if (r.finetune_max_len < 0)
     throw UserError(where + ": field 'finetune_max_len' " + std::to_string(r.finetune_max_len) + " is negative");
@@ -92,6 +95,7 @@ ResultRow result_from_json(const json& j, const std::string& where) {
   get("run_id", r.run_id);
   get("method", r.method);
   get("k", r.k);
+  if (j.contains("position_buckets")) get("position_buckets", r.position_buckets);  // absent: none
   get("pretrain_run", r.pretrain_run);
   get("pretrain_max_len", r.pretrain_max_len);
   get("task", r.task);
@@ -123,7 +127,7 @@ std::vector<std::string> run_id_clashes(const std::vector<ResultRow>& rows) {
   for (const auto& r : rows) {
     if (r.run_dir.empty()) continue;
     const std::string id = r.run_id + " (seed " + std::to_string(r.seed) + ")";
-    const std::string key = dump_json(json{id, r.method, r.k, pretrain_identity(r.pretrain_run).string(), r.pretrain_max_len, r.finetune_max_len,
+    const std::string key = dump_json(json{id, r.method, r.k, r.position_buckets, pretrain_identity(r.pretrain_run).string(), r.pretrain_max_len, r.finetune_max_len,
                                            r.select, r.task, r.split, r.metric});
     const auto [it, fresh] = first.emplace(key, r.run_dir);
     if (fresh || it->second == r.run_dir) continue;

@@ -13,7 +13,8 @@ namespace rpe::eval {
 struct ResultRow {
   std::string run_id;          // fine-tuning run folder name (+ "/seed<N>")
   std::string method;          // model.attention.method
-  int64_t k = 0;               // clipping distance actually used by the model
+  int64_t k = 0;               // clipping distance actually used by the model (log buckets: where they end)
+  int64_t position_buckets = 0;  // log buckets of distance (deberta's model.attention.position_buckets), 0 = none
   std::string pretrain_run;    // the --init run folder or checkpoint ("" = from scratch)
   int64_t pretrain_max_len = 0;  // data.max_seq_len of pretraining (0 = from scratch: --init none)
   std::string task;            // squad_v1 | squad_v2 | cola | ... (GLUE task names)

@@ -38,9 +38,13 @@ struct GroupKey {
   int64_t k, pretrain_len, finetune_len;
   std::string pretrain_run;
   std::string select;  // finetune.select: dev-best weights are another protocol than the final ones
-  auto tie() const { return std::tie(method, k, pretrain_len, finetune_len, pretrain_run, select); }
-  // The method cell: the protocol named where it is not the paper's (fixed epochs, final weights).
-  std::string label() const { return with_protocol(method, select); }
+  int64_t buckets;     // log buckets of distance (deberta), 0 = none: another model than the clipped one
+  auto tie() const { return std::tie(method, buckets, k, pretrain_len, finetune_len, pretrain_run, select); }
+  // The method cell: its log buckets and the protocol named where it is not the paper's (fixed
+  // epochs, final weights).
+  std::string label() const {
+    return with_protocol(buckets > 0 ? method + " (" + std::to_string(buckets) + " log buckets)" : method, select);
+  }
   bool operator<(const GroupKey& o) const { return tie() < o.tie(); }
 };
 
@@ -109,7 +113,8 @@ Values collect(const std::vector<ResultRow>& rows) {
   Values v;
   const auto labels = pretrain_labels(rows);
   for (const auto& r : rows) {
-    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, labels.at(pretrain_identity(r.pretrain_run)), r.select};
+    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, labels.at(pretrain_identity(r.pretrain_run)), r.select,
+               r.position_buckets};
     v[{g, r.task, r.split, r.metric}][r.run_id + "#" + std::to_string(r.seed)] = {r.value, r.examples};
   }
   return v;
@@ -142,6 +147,7 @@ nlohmann::ordered_json json_row(const std::string& table, const GroupKey& g, con
   j["table"] = table;
   j["method"] = g.method;
   j["k"] = g.k > 0 ? nlohmann::ordered_json(g.k) : nlohmann::ordered_json();
+  if (g.buckets > 0) j["position_buckets"] = g.buckets;
   j["pretrain_max_len"] = g.pretrain_len;
   j["finetune_max_len"] = g.finetune_len;
   j["pretrain_run"] = g.pretrain_run;
@@ -192,7 +198,7 @@ void render_reference(const Table& t, const std::vector<size_t>& shown, Rendered
     line.append(" — | ").append(paper_text(p)).append(" |");
     out.csv += t.name + "," + csv_field(label) + ",,,,," + csv_field(t.columns[i].title) + ",,,0," + (p ? fmt(*p) : "") + "\n";
     // The same keys as a row of ours, null where that BERT has no value of this project.
-    auto j = json_row(t.name, GroupKey{label, 0, 0, 0, "", ""}, t.columns[i].title, std::nullopt, p);
+    auto j = json_row(t.name, GroupKey{label, 0, 0, 0, "", "", 0}, t.columns[i].title, std::nullopt, p);
     for (const char* key : {"pretrain_max_len", "finetune_max_len", "pretrain_run", "select"}) j[key] = nullptr;
     out.json.push_back(std::move(j));
   }

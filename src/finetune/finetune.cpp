@@ -90,6 +90,9 @@ eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::st
   const MethodInfo& info = method_info(r.method);
   const bool unclipped = info.unclipped_at_zero && p.rc.cfg.model.attention.max_relative == 0;
   r.k = info.clipped && !unclipped ? bert->position->clip_distance() : 0;
+  const auto keys = bert->position->option_keys();  // log buckets, where the method reads them
+  if (std::find(keys.begin(), keys.end(), "position_buckets") != keys.end())
+    r.position_buckets = p.rc.cfg.model.attention.position_buckets;
   r.pretrain_run = p.rc.pretrain_run;
   r.pretrain_max_len = p.rc.pretrain_max_len;
   r.seed = seed;

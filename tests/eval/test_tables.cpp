@@ -122,6 +122,29 @@ TEST(Tables, ProtocolsAndCheckpointsAreRowsOfTheirOwn) {
   EXPECT_EQ(result_from_json(j, "x").select, "final");
 }
 
+// A deberta with log buckets is another model than the clipped one at the same k (where its
+// buckets end): a row of its own, named with its buckets; the field survives the result line, and
+// lines without it (every other method, and those of before it) read as none.
+TEST(Tables, LogBucketsAreARowOfTheirOwn) {
+  std::vector<ResultRow> rows;
+  for (int seed = 1; seed <= 2; ++seed) {
+    rows.push_back(squad_row("clipped/seed" + std::to_string(seed), "deberta", 511, 512, seed, "exact", 80.0 + seed));
+    auto bucketed = squad_row("buckets/seed" + std::to_string(seed), "deberta", 511, 512, seed, "exact", 90.0 + seed);
+    bucketed.position_buckets = 256;
+    rows.push_back(bucketed);
+  }
+  const auto t = render_tables(rows, {"2"});
+  EXPECT_NE(t.csv.find("Table 2,deberta,511,128,512,pre,EM,81.50,0.71,2,"), std::string::npos) << t.csv;
+  EXPECT_NE(t.csv.find("Table 2,deberta (256 log buckets),511,128,512,pre,EM,91.50,0.71,2,"), std::string::npos) << t.csv;
+  auto j = to_json(rows[1]);
+  EXPECT_EQ(j.at("position_buckets"), 256);
+  EXPECT_EQ(result_from_json(j, "x").position_buckets, 256);
+  EXPECT_FALSE(to_json(rows[0]).contains("position_buckets"));
+  EXPECT_EQ(result_from_json(to_json(rows[0]), "x").position_buckets, 0);
+  j["position_buckets"] = -2;
+  EXPECT_THROW(result_from_json(j, "x"), rpe::UserError);
+}
+
 // Rows follow the paper's order of methods (absolute, Shaw, methods 1-4), then the methods it
 // lacks, alphabetically.
 TEST(Tables, RowsInThePapersOrderOfMethods) {
