@@ -27,23 +27,26 @@ std::string lookup_problem(const std::error_code& ec) {
     return "a symbolic link that cannot be resolved (too many levels of symbolic links: a link loop?)";
   return ec.message();
 }
+
+// The type of what `path` names, links followed (a link to a file is a file); not_found when
+// nothing is there. A lookup that fails otherwise (a link loop, a folder that may not be
+// searched) is a UserError.
+fs::file_type looked_up(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() != fs::file_type::not_found && ec)
+    throw UserError("cannot read " + path.string() + ": " + lookup_problem(ec));
+  return st.type();
+}
 }  // namespace
 
 void require_regular_file(const fs::path& path) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);  // follows links: a link to a file is a file
-  if (st.type() == fs::file_type::not_found) throw UserError("cannot read " + path.string() + ": file not found");
-  if (ec) throw UserError("cannot read " + path.string() + ": " + lookup_problem(ec));
-  if (st.type() != fs::file_type::regular) throw UserError("cannot read " + path.string() + ": " + kind_of(st.type()));
+  const fs::file_type type = looked_up(path);
+  if (type == fs::file_type::not_found) throw UserError("cannot read " + path.string() + ": file not found");
+  if (type != fs::file_type::regular) throw UserError("cannot read " + path.string() + ": " + kind_of(type));
 }
 
-bool input_exists(const fs::path& path) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (st.type() == fs::file_type::not_found) return false;
-  if (ec) throw UserError("cannot read " + path.string() + ": " + lookup_problem(ec));
-  return true;
-}
+bool input_exists(const fs::path& path) { return looked_up(path) != fs::file_type::not_found; }
 
 fs::path same_file_key(const fs::path& path) {
   std::error_code ec;

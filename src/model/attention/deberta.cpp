@@ -17,7 +17,6 @@
 // d(j,i) (eq. 4); Microsoft's code, as transformers ports it, at d(i,j): deberta_p2c: microsoft
 // does so (ctest hf_deberta_parity checks both against transformers, docs/attention.md).
 #include "model/attention/position_method.h"
-#include "util/errors.h"
 
 namespace rpe {
 
@@ -57,15 +56,9 @@ class DebertaTerm : public PositionTermImpl {
 
 class DebertaMethod : public PositionMethodImpl {
  public:
+  // The registry's deberta_problem has checked b and k (make_position_method).
   explicit DebertaMethod(const ModelOptions& o) : PositionMethodImpl(o, false), buckets_(o.attention.position_buckets) {
-    const int64_t k = clip_distance();
-    require(buckets_ == 0 || (buckets_ >= 4 && buckets_ % 2 == 0),
-            "model.attention.position_buckets: must be 0 (clipped distances) or an even number of at least 4, got " +
-                std::to_string(buckets_));
-    require(buckets_ == 0 || k > buckets_ / 2,
-            "model.attention.max_relative: where the log buckets end, k = " + std::to_string(k) +
-                ", must exceed position_buckets / 2 = " + std::to_string(buckets_ / 2) + " (where the exact ones end)");
-    const int64_t rows = 2 * (buckets_ > 0 ? buckets_ : k) + 1;
+    const int64_t rows = 2 * (buckets_ > 0 ? buckets_ : clip_distance()) + 1;
     rel_embeddings = register_parameter("rel_embeddings", torch::randn({rows, o.hidden}) * o.init_std);
   }
   std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override {
@@ -89,8 +82,8 @@ class DebertaMethod : public PositionMethodImpl {
       auto bucket = deberta_log_bucket(torch::arange(-R, R + 1, torch::kLong), buckets_, k);  // [2R+1]
       return (bucket.clamp(-buckets_, buckets_) + buckets_).to(table.device());
     });
-    const bool reduced = table.scalar_type() == torch::kBFloat16 || table.scalar_type() == torch::kHalf;
-    return reduced ? table.to(torch::kFloat).index_select(dim, slots).to(table.scalar_type()) : table.index_select(dim, slots);
+    if (!c10::isReducedFloatingType(table.scalar_type())) return table.index_select(dim, slots);
+    return table.to(torch::kFloat).index_select(dim, slots).to(table.scalar_type());
   }
   torch::Tensor rel_embeddings;  // P: [2k+1, D], or [2b+1, D] with buckets
 
@@ -108,13 +101,13 @@ DebertaTerm::DebertaTerm(std::shared_ptr<DebertaMethod> owner, const ModelOption
 torch::Tensor DebertaTerm::score_bias(const torch::Tensor& q, const torch::Tensor& k) {
   const int64_t L = q.size(2);
   const bool bucketed = owner_->bucketed();
-  // Projected: the table's 2k'+1 rows (clipped), or its 2b+1 bucket rows, then gathered into
-  // one row per distance -(L-1)..L-1, laid out as a clipped table of reach L - 1.
-  const int64_t rows_k = bucketed ? (owner_->rel_embeddings.size(0) - 1) / 2 : k_;
-  const int64_t rows_reach = bucketed ? rows_k : relative_reach(k_, L), slots = 2 * rows_reach + 1;
-  const int64_t reach = bucketed ? L - 1 : rows_reach;
-  auto p = narrow_relative(owner_->rel_embeddings, 0, rows_k, rows_reach).to(q.dtype());  // [2k'+1, D]
-  auto per_head = [&](const torch::Tensor& w) {  // [2k'+1, D] x [D, D] -> [H, 2k'+1, d], pre-scaled
+  // Projected: the table's 2k'+1 rows the sequence reaches (clipped), or all its 2b+1 bucket
+  // rows, then gathered into one row per distance -(L-1)..L-1: a clipped table of reach L - 1.
+  const int64_t reach = bucketed ? L - 1 : relative_reach(k_, L);
+  const auto& table = owner_->rel_embeddings;
+  auto p = (bucketed ? table : narrow_relative(table, 0, k_, reach)).to(q.dtype());  // [2k'+1 | 2b+1, D]
+  const int64_t slots = p.size(0);
+  auto per_head = [&](const torch::Tensor& w) {  // [slots, D] x [D, D] -> [H, slots, d], pre-scaled
     auto t = torch::matmul(p, w.to(q.dtype()) * scale(d_)).view({slots, heads_, d_}).permute({1, 0, 2});
     return bucketed ? owner_->rows_by_distance(t, 1, reach) : t;  // [H, 2L-1, d] with buckets
   };

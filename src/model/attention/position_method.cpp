@@ -239,7 +239,7 @@ torch::Tensor signed_relative_scores(const torch::Tensor& x, const torch::Tensor
   // L - k' terms in their input's dtype: in bf16 or fp16, on CUDA one atomic add a term, that sum
   // loses percents. So the skew's rows index the fp32 table and the gather's backward sums in fp32
   // (gather_relative_wide); the GEMMs (fp32 accumulation) stay in x's dtype.
-  const bool reduced = x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf;
+  const bool reduced = c10::isReducedFloatingType(x.scalar_type());
   auto window = narrow_relative(table, -2, k, reach);  // [H|1, 2k'+1, d]
   if (reduced) window = window.to(torch::kFloat);
   if (blocks <= 0) blocks = default_skew_blocks.load();

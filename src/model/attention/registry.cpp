@@ -247,6 +247,11 @@ std::vector<std::string> unused_attention_options(const PositionMethodImpl& meth
 
 std::shared_ptr<PositionMethodImpl> make_position_method(const ModelOptions& options) {
   const MethodInfo& info = method_info(options.attention.method);
+  // The entry's own rules, as config validation applies them, for models built from options
+  // that never went through a config file (tests, HF imports): the methods need not repeat them.
+  if (info.config_problem)
+    if (const MethodFacts::Problem p = info.config_problem(options); !p.message.empty())
+      throw UserError(p.key + ": " + p.message);
   auto method = info.factory(options);
   for (const auto& key : unused_attention_options(*method, options.attention))
     log::warn("model", "model.attention.{} is set but {} does not use it (ignored)", key, info.name);

@@ -7,7 +7,6 @@
 #include <cmath>
 
 #include "model/attention/position_method.h"
-#include "util/errors.h"
 
 namespace rpe {
 
@@ -40,12 +39,9 @@ class T5Term : public PositionTermImpl {
 class T5Method : public PositionMethodImpl {
  public:
   explicit T5Method(const ModelOptions& o) : PositionMethodImpl(o, false) {
-    const auto& a = o.attention;
-    require(a.t5_buckets >= 4, "model.attention.t5_buckets: must be at least 4, got " + std::to_string(a.t5_buckets));
-    require(a.t5_max_distance > a.t5_buckets / 4,
-            "model.attention.t5_max_distance: must exceed t5_buckets / 4 = " + std::to_string(a.t5_buckets / 4) +
-                " (where the exact buckets end), got " + std::to_string(a.t5_max_distance));
-    table = register_parameter("relative_attention_bias", torch::randn({a.t5_buckets, table_heads()}) * o.init_std);
+    // The registry's t5_problem has checked the buckets and max distance (make_position_method).
+    table = register_parameter("relative_attention_bias", torch::randn({o.attention.t5_buckets, table_heads()}) *
+                                                              o.init_std);
   }
 
   std::shared_ptr<PositionTermImpl> make_layer_term(int64_t) override {
