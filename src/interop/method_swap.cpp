@@ -33,6 +33,16 @@ torch::Tensor probe_logits(BertModelImpl& model, int64_t length) {
   return model.mlm_logits(hidden.squeeze(0));
 }
 
+// The attention options other than the backend (how, not what, attention computes) that differ.
+std::vector<std::string> attention_changes(const AttentionOptions& from, const AttentionOptions& to) {
+  Config before, after;
+  before.model.attention = from;
+  after.model.attention = to;
+  auto changes = config_differences(before, after);
+  std::erase_if(changes, [](const std::string& c) { return c.rfind("model.attention.backend:", 0) == 0; });
+  return changes;
+}
+
 }  // namespace
 
 SwapOptions swap_options_from(const InitOptions& init) {
@@ -56,6 +66,7 @@ SwapReport load_pretrained_encoder(BertModelImpl& model, const fs::path& checkpo
   auto carries_over = [&](const std::string& name) {
     return !is_position_tensor(name) || same_method || name == "position.absolute";
   };
+  if (same_method) report.changed_options = attention_changes(from, model.options().attention);
   torch::NoGradGuard no_grad;
   for (auto& p : dst) {
     const std::string& name = p.key();
@@ -92,6 +103,10 @@ SwapReport load_pretrained_encoder(BertModelImpl& model, const fs::path& checkpo
     model.train(was_training);
   }
   if (!options.report) return report;
+  if (!report.changed_options.empty())
+    log::warn("init", "{}: the same method ({}) with other options: {}; its position tensors are loaded as they are, "
+              "so the loaded model computes another function (probe max |logit diff| {:.2e})",
+              checkpoint.string(), method, join(report.changed_options), report.probe_max_diff);
   log::info("init", "{} ({}) -> {}: {} tensors loaded, {} added{}, {} dropped{}; probe max |logit diff| {}",
             checkpoint.string(), source.config.model.attention.method, method, report.loaded.size(),
             report.added.size(),

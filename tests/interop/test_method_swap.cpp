@@ -169,6 +169,35 @@ TEST(MethodSwap, ABucketedDebertaTableIsNotAClippedOne) {
   EXPECT_FALSE(model->named_parameters()["position.rel_embeddings"].equal(source->named_parameters()["position.rel_embeddings"]));
 }
 
+// Microsoft's p2c index reads the same tables mirrored: every tensor is loaded, the change of
+// option is reported (the backend, how attention runs, is no change) and the probe shows it.
+TEST(MethodSwap, SameMethodWithOtherOptionsIsLoadedAndReported) {
+  const fs::path dir = test::process_temp_dir() / "method_swap_p2c";
+  fs::create_directories(dir);
+  Config paper = tiny("deberta");
+  torch::manual_seed(8);
+  BertModel source(paper.model);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : source->named_parameters()) p.value().normal_(0.0, 0.3);
+  }
+  save_model_file(dir / "paper.pt", *source, to_yaml(paper));
+  Config microsoft = tiny("deberta");
+  microsoft.model.attention.deberta_p2c = "microsoft";
+  microsoft.model.attention.backend = "plain";
+  BertModel model(microsoft.model);
+  const SwapReport r = load_pretrained_encoder(*model, dir / "paper.pt");
+  EXPECT_TRUE(r.added.empty());
+  EXPECT_TRUE(r.dropped.empty());
+  EXPECT_EQ(r.changed_options, std::vector<std::string>{"model.attention.deberta_p2c: paper -> microsoft"});
+  EXPECT_GT(r.probe_max_diff, 1e-3);
+
+  BertModel same(paper.model);  // the same options: nothing to report, the same function
+  const SwapReport unchanged = load_pretrained_encoder(*same, dir / "paper.pt");
+  EXPECT_TRUE(unchanged.changed_options.empty());
+  EXPECT_EQ(unchanged.probe_max_diff, 0.0);
+}
+
 TEST(MethodSwap, RefusesOtherArchitectures) {
   const fs::path ck = absolute_checkpoint();
   Config wider = tiny("m4");
