@@ -37,6 +37,11 @@ inline std::string with_protocol(const std::string& what, const std::string& sel
   return papers_protocol(select) ? what : what + " (select " + select + ")";
 }
 
+// A method as the tables name it: a bucketed deberta is another model than the clipped one.
+inline std::string method_text(const std::string& method, int64_t position_buckets) {
+  return position_buckets > 0 ? method + " (" + std::to_string(position_buckets) + " log buckets)" : method;
+}
+
 nlohmann::json to_json(const ResultRow& r);
 // UserError naming `where` when a field is missing or mistyped.
 ResultRow result_from_json(const nlohmann::json& j, const std::string& where);

@@ -21,6 +21,7 @@ namespace {
 
 struct SquadGroup {
   std::string method;
+  int64_t buckets = 0;  // deberta's log buckets: another model than the clipped one at the same k
   int64_t k = 0, pretrain_len = 0, finetune_len = 0;
   std::string name;    // fine-tuning run folder without "_s<seed>"
   std::string select;  // finetune.select: dev-best weights are another protocol than the final ones
@@ -28,6 +29,7 @@ struct SquadGroup {
   std::map<std::string, std::pair<double, int64_t>> exact, f1;
 
   std::string label(const std::string& what) const { return with_protocol(what, select); }
+  std::string method_label() const { return method_text(method, buckets); }
 
   // The values of the evaluations of the whole dev set: those that scored fewer questions
   // (finetune.max_eval_examples, a debugging run) are another quantity, not pooled (as in
@@ -57,14 +59,15 @@ std::string run_name(const std::string& run_id) {
 }
 
 std::vector<SquadGroup> squad_groups(const std::vector<ResultRow>& rows) {
-  std::map<std::tuple<std::string, int64_t, int64_t, int64_t, std::string, std::string>, SquadGroup> groups;
+  std::map<std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, std::string, std::string>, SquadGroup> groups;
   for (const auto& r : rows) {
     if ((r.task != "squad_v1" && r.task != "squad") || (r.metric != "exact" && r.metric != "f1")) continue;
     const std::string name = run_name(r.run_id);
     // The paper's protocol (final weights) sorts before the others of the same run.
     const std::string protocol = papers_protocol(r.select) ? std::string() : r.select;
-    auto& g = groups[{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, name, protocol}];
+    auto& g = groups[{r.method, r.position_buckets, r.k, r.pretrain_max_len, r.finetune_max_len, name, protocol}];
     g.method = r.method;
+    g.buckets = r.position_buckets;
     g.k = r.k;
     g.pretrain_len = r.pretrain_max_len;
     g.finetune_len = r.finetune_max_len;
@@ -170,7 +173,7 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
         f1 = paper::kTable5M4[i].f1;
       }
     }
-    t.rows.push_back({g.label(g.name), g.method, pretrain_len_cell(g.pretrain_len), Cell::integer(g.finetune_len),
+    t.rows.push_back({g.label(g.name), g.method_label(), pretrain_len_cell(g.pretrain_len), Cell::integer(g.finetune_len),
                       stat_cell(g.values(g.exact, t.notes), false), stat_cell(ours, false),
                       Cell::integer(static_cast<int64_t>(ours.size())), paper_cell(em), paper_cell(f1)});
   }
@@ -216,7 +219,7 @@ TextTable extrapolation_table(const std::vector<MlmCurve>& curves, const std::ve
   std::stable_sort(groups.begin(), groups.end(),
                    [&](const SquadGroup& a, const SquadGroup& b) { return rank(a) < rank(b); });
   for (const auto& g : groups)
-    t.rows.push_back({g.label(g.method), "SQuAD F1", pretrain_len_cell(g.pretrain_len), Cell::integer(g.finetune_len),
+    t.rows.push_back({g.label(g.method_label()), "SQuAD F1", pretrain_len_cell(g.pretrain_len), Cell::integer(g.finetune_len),
                       stat_cell(g.values(g.f1, t.notes), true)});
   return t;
 }

@@ -43,7 +43,7 @@ struct GroupKey {
   // The method cell: its log buckets and the protocol named where it is not the paper's (fixed
   // epochs, final weights).
   std::string label() const {
-    return with_protocol(buckets > 0 ? method + " (" + std::to_string(buckets) + " log buckets)" : method, select);
+    return with_protocol(method_text(method, buckets), select);
   }
   bool operator<(const GroupKey& o) const { return tie() < o.tie(); }
 };

@@ -218,6 +218,23 @@ TEST(ExtraTables, ExtrapolationMlmCurvesThenSquadInCurveOrder) {
   rpe::test::remove_tree(dir);
 }
 
+// A deberta with log buckets is another model than the clipped one at the same k: a row of
+// its own, named by its buckets (as Tables 2-4 name it), in Table 5 and the extrapolation table.
+TEST(ExtraTables, LogBucketedDebertaIsARowOfItsOwn) {
+  ResultRow clipped = squad_row("deb_s1/seed1", "deberta", 127, 128, 1, "f1", 60.0);
+  ResultRow bucketed = squad_row("deb_s1/seed1", "deberta", 127, 128, 2, "f1", 70.0);
+  bucketed.position_buckets = 32;
+  const std::vector<ResultRow> rows = {clipped, bucketed};
+  EXPECT_EQ(to_csv(extrapolation_table({}, rows)),
+            "method,measure,pretrain len,length,value\n"
+            "deberta,SQuAD F1,128,128,60.00 (n=1)\n"
+            "deberta (32 log buckets),SQuAD F1,128,128,70.00 (n=1)\n");
+  const TextTable t5 = table5(rows, {128});
+  ASSERT_EQ(t5.rows.size(), 3U);  // the paper's BERT row, then ours
+  EXPECT_EQ(t5.rows[1][1].text, "deberta");
+  EXPECT_EQ(t5.rows[2][1].text, "deberta (32 log buckets)");
+}
+
 TEST(ExtraTables, CostTableFromRunFolders) {
   const auto dir = temp_dir();
   std::filesystem::create_directories(dir / "m4" / "checkpoints");
