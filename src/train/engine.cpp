@@ -232,7 +232,7 @@ std::string Engine::note_nonfinite(int64_t step, const torch::Tensor& loss_t, co
 void Engine::update_on_device(const StepStats& st, TrainState& state, LogWindow& w) {
   settle(w, state);  // the previous step's flag: it is done while this one runs
   device_update_->step_if(st.finite);
-  const auto logged = torch::stack({st.loss, st.grad_norm.to(torch::kDouble)});
+  const auto logged = torch::stack({st.loss * st.count, st.grad_norm.to(torch::kDouble)});
   w.sums.slice(0, 0, 2) += torch::where(st.finite, logged, torch::zeros_like(logged));  // finite steps only
 }
 
@@ -240,7 +240,7 @@ std::string Engine::update_on_host(const StepStats& st, TrainState& state, LogWi
   if (st.finite.item<bool>()) {  // the one host read of such a step
     optimizer_.step();
     state.nonfinite_in_a_row = 0;
-    w.sums.slice(0, 0, 2) += torch::stack({st.loss, st.grad_norm.to(torch::kDouble)});
+    w.sums.slice(0, 0, 2) += torch::stack({st.loss * st.count, st.grad_norm.to(torch::kDouble)});
     ++w.finite_steps;
     return "";
   }
@@ -311,13 +311,13 @@ void Engine::log_window(LogWindow& w, TrainState& state, double lr, EngineResult
   const double eta = done_secs / static_cast<double>(state.step - first_step_) *
                      static_cast<double>(t.max_steps - state.step);
   const double steps = static_cast<double>(w.finite_steps);
-  const double mean_loss = w.finite_steps ? v[0] / steps : std::nan("");
+  const double mean_loss = v[3] > 0 ? v[0] / v[3] : std::nan("");  // over the items scored (count N)
   const double mean_grad = w.finite_steps ? v[1] / steps : std::nan("");
   const double acc = v[3] > 0 ? v[2] / v[3] : std::nan("");  // no masked token (or skipped steps only): none
   const double tok_s = v[4] / std::max(secs, 1e-9);
   const std::string acc_name = task_.accuracy_name();
   log::info(s_.log_tag.c_str(), "step {}/{} | loss {}{} | lr {:.2e} | gnorm {}{} | {:.0f} tok/s | ETA {}{}",
-            state.step, t.max_steps, mean_text(v[0], steps, 4), acc_name.empty() ? "" : " | acc " + mean_text(v[2], v[3], 3),
+            state.step, t.max_steps, mean_text(v[0], v[3], 4), acc_name.empty() ? "" : " | acc " + mean_text(v[2], v[3], 3),
             lr, mean_text(v[1], steps, 2), scaler_.enabled() ? fmt::format(" | scale {:g}", v[5]) : std::string(), tok_s,
             format_duration(eta), w.skipped ? fmt::format(" | {} skipped", w.skipped) : std::string());
   nlohmann::json row = {{"step", state.step}, {"loss", mean_loss}, {"lr", lr}, {"grad_norm", mean_grad},
@@ -326,7 +326,7 @@ void Engine::log_window(LogWindow& w, TrainState& state, double lr, EngineResult
   if (!acc_name.empty()) row[acc_name] = acc;
   if (scaler_.enabled()) row["loss_scale"] = v[5];
   record(row, state.step);
-  if (w.finite_steps) {
+  if (v[3] > 0) {
     if (std::isnan(result.first_loss)) result.first_loss = mean_loss;
     result.final_loss = mean_loss;
   }

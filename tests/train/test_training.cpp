@@ -14,6 +14,7 @@
 #include "toy_engine.h"
 #include "train/checkpoint.h"
 #include "train/engine.h"
+#include "train/log_window.h"
 #include "train/metrics.h"
 #include "train/optim.h"
 #include "train/trainer.h"
@@ -131,6 +132,36 @@ TEST(Engine, TooManyNonFiniteStepsInARowStop) {
     EXPECT_NE(msg.find("training stopped at step 4: 3 non-finite"), std::string::npos) << msg;
     EXPECT_EQ(msg.find("last good weights"), std::string::npos) << msg;
   }
+}
+
+// A step whose batches score nothing (an MLM step that masked no token: count 0, loss 0) is no
+// loss of 0 in its window: the window's loss is the mean over the items it scored.
+TEST(Engine, AStepThatScoresNothingLeavesTheWindowsLoss) {
+  const fs::path file = test::fresh_dir("engine_unscored") / "metrics.jsonl";
+  std::vector<double> losses;
+  EngineHooks hooks;
+  hooks.on_step = [&](int64_t, double loss) { losses.push_back(loss); };
+  ToyRun r(toy_options(4, 1), hooks, file);
+  r.task->unscored = 1;  // step 1's only micro-batch
+  r.engine->run(TrainState{});
+  const auto rows = test::read_jsonl(file);
+  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_EQ(losses.size(), 4u);
+  EXPECT_EQ(losses[1], 0.0);
+  EXPECT_NEAR(rows[0]["loss"].get<double>(), losses[0], 1e-12);
+  EXPECT_NEAR(rows[1]["loss"].get<double>(), (losses[2] + losses[3]) / 2, 1e-12);
+}
+
+// A checkpoint written before the loss was summed over items kept six entries, the loss summed
+// over steps: restored as the steps' mean over the window's items, its row reads the same.
+TEST(Engine, AnOlderLogWindowSnapshotIsRestoredOverItems) {
+  LogWindow w(torch::kCPU);
+  w.restore({5.0, 1.0, 4.0, 10.0, 2, 0});  // two steps of mean loss 2 and 3, 10 items scored
+  EXPECT_DOUBLE_EQ(w.sums[0].item<double>() / w.sums[3].item<double>(), 2.5);
+  EXPECT_EQ(w.snapshot(), (std::vector<double>{25.0, 1.0, 4.0, 10.0, 2, 0, 1}));
+  LogWindow again(torch::kCPU);
+  again.restore(w.snapshot());  // today's seven: as they are
+  EXPECT_EQ(again.snapshot(), w.snapshot());
 }
 
 // The progress line's ETA: a paper-scale run counts in days.

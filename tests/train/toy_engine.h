@@ -12,7 +12,9 @@
 namespace rpe::test {
 
 // y = x w* + noise over 16 fixed items; a micro-batch is the next `micro` items (cycling);
-// loss = sum over the batch of (f(x) - y)^2, count = rows, tokens = 3 per row.
+// loss = sum over the batch of (f(x) - y)^2, count = rows, tokens = 3 per row. The micro-batch
+// numbered `unscored` (from 0; -1: none) scores nothing, as an MLM batch that masked no token:
+// count 0, loss 0 (tensors[2], its weight, is 0).
 struct Toy {
   torch::Tensor x, y;
   Toy() {
@@ -28,19 +30,24 @@ class ToyTask : public Task {
   MicroBatch next_batch() override {
     auto idx = (torch::arange(micro_) + next_) % d_.x.size(0);
     next_ = (next_ + micro_) % d_.x.size(0);
-    return {{d_.x.index_select(0, idx), d_.y.index_select(0, idx)}, {0, next_}};
+    const double weight = taken_++ == unscored ? 0.0 : 1.0;
+    return {{d_.x.index_select(0, idx), d_.y.index_select(0, idx), torch::full({}, weight)}, {0, next_}};
   }
-  torch::Tensor count(const MicroBatch& b) override { return torch::full({}, static_cast<double>(b.tensors[0].size(0))); }
+  torch::Tensor count(const MicroBatch& b) override {
+    return static_cast<double>(b.tensors[0].size(0)) * b.tensors[2].to(torch::kDouble);
+  }
   BatchSums forward(const MicroBatch& b) override {
     auto err = model_->forward(b.tensors[0]).squeeze(-1) - b.tensors[1];  // [B]
-    return {err.pow(2).sum(), {}, torch::full({}, 3.0 * static_cast<double>(b.tensors[0].size(0)))};
+    return {err.pow(2).sum() * b.tensors[2], {}, torch::full({}, 3.0 * static_cast<double>(b.tensors[0].size(0)))};
   }
+  int64_t unscored = -1;
 
  private:
   const Toy& d_;
   torch::nn::Linear model_;
   int64_t micro_;
   int64_t next_ = 0;
+  int64_t taken_ = 0;
 };
 
 inline TrainOptions toy_options(int64_t steps, int64_t accum) {
