@@ -10,6 +10,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "data/cache_dir.h"
+#include "data/manifest.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/log.h"
@@ -28,12 +30,54 @@ struct IndexHeader {
 };
 static_assert(sizeof(IndexHeader) == 64);
 
+// Where the Planner's sequence starts go: nowhere (counted only), appended to a vector (the
+// in-memory index, when no cache file can be written), or streamed into an index file behind
+// `header_words` words of room for its header, with their checksum: the index of a whole corpus
+// never sits in this process's heap. A file is written in writes of 2 MB at 2 MB offsets: the
+// page cache then holds it in 2 MB folios, which the map (one page off a 2 MB boundary:
+// map_off_huge_boundary) faults in a window at a time. Smaller writes leave smaller folios,
+// which the kernel maps whole at a fault: a batch's random look-ups then kept up to ~1 MB of
+// the index each in this process's RSS (measured: 1 MB writes, +27 MB peak RSS at B = 32).
+class StartSink {
+ public:
+  StartSink() = default;
+  explicit StartSink(std::vector<uint64_t>* starts) : vec_(starts) {}
+  StartSink(std::ostream* out, size_t header_words) : out_(out), buf_(header_words, 0), skip_(header_words) {
+    buf_.reserve(kBuffer);
+  }
+  void push(uint64_t start) {
+    ++count_;
+    if (vec_) vec_->push_back(start);
+    if (!out_) return;
+    buf_.push_back(start);
+    if (buf_.size() == kBuffer) flush();
+  }
+  void flush() {
+    if (!out_ || buf_.empty()) return;
+    out_->write(reinterpret_cast<const char*>(buf_.data()), static_cast<std::streamsize>(buf_.size() * 8));
+    sum_.update(buf_.data() + skip_, (buf_.size() - skip_) * 8);
+    buf_.clear();
+    skip_ = 0;
+  }
+  uint64_t count() const { return count_; }
+  const ShardHasher& sum() const { return sum_; }
+
+ private:
+  static constexpr size_t kBuffer = (size_t{2} << 20) / 8;  // words: 2 MB
+  std::vector<uint64_t>* vec_ = nullptr;
+  std::ostream* out_ = nullptr;
+  std::vector<uint64_t> buf_;
+  size_t skip_ = 0;  // leading words of buf_ that are the header's room, not starts
+  ShardHasher sum_;
+  uint64_t count_ = 0;
+};
+
 // The packing decisions of packing.cpp's Packer, on lengths only: where each sequence
-// starts in the token stream (appended to `starts`; null = only count them in sequences()).
-// Kept in step with Packer by the tests (token-for-token equality).
+// starts in the token stream (to `starts`). Kept in step with Packer by the tests
+// (token-for-token equality).
 class Planner {
  public:
-  Planner(int64_t room, Packing packing, std::vector<uint64_t>* starts)
+  Planner(int64_t room, Packing packing, StartSink* starts)
       : room_(room), cross_(packing != Packing::doc_sentences), split_(packing == Packing::contiguous), starts_(starts) {}
   void sentence(int64_t len) {
     while (len > 0) {
@@ -57,7 +101,7 @@ class Planner {
   }
   void flush() {
     if (count_ == 0) return;
-    if (starts_) starts_->push_back(start_);
+    starts_->push(start_);
     ++sequences_;
     real_ += count_ + 2;  // + [CLS] and [SEP]
     count_ = 0;
@@ -69,10 +113,37 @@ class Planner {
  private:
   int64_t room_;
   bool cross_, split_;
-  std::vector<uint64_t>* starts_;
+  StartSink* starts_;
   int64_t count_ = 0, real_ = 0, sequences_ = 0;
   uint64_t pos_ = 0, start_ = 0;
 };
+
+// The packing over every boundary of `streams` (the shards `files`), starts to `sink`.
+Planner plan_all(const std::vector<TokenStream>& streams, const std::vector<std::unique_ptr<MappedShard>>& files,
+                 int64_t room, Packing packing, StartSink& sink) {
+  // The boundaries are read through the shards' maps in pieces of ~kScanBytes of sentence
+  // ends, released after use: the scan adds nothing to the resident set that grows with the corpus.
+  Planner plan(room, packing, &sink);
+  for (size_t f = 0; f < streams.size(); ++f) {
+    const TokenStream& s = streams[f];
+    for (int64_t d0 = 0, d = 0; d < s.documents; ++d) {
+      const int64_t s1 = static_cast<int64_t>(s.document_ends[d]);
+      for (int64_t k = s.document_begin(d); k < s1; ++k)
+        plan.sentence(static_cast<int64_t>(s.sentence_ends[k]) - s.sentence_begin(k));
+      plan.document_end();
+      const int64_t k0 = s.document_begin(d0);
+      if (d + 1 == s.documents || static_cast<size_t>(s1 - k0) * 8 >= kScanBytes) {
+        release_mapped(s.sentence_ends + k0, static_cast<size_t>(s1 - k0) * 8);
+        release_mapped(s.document_ends + d0, static_cast<size_t>(d + 1 - d0) * 8);
+        d0 = d + 1;
+      }
+    }
+    files[f]->release_pages();  // what the kernel mapped around the pieces' ends
+  }
+  plan.flush();
+  sink.push(plan.pos());  // end of the last sequence
+  return plan;
+}
 
 // The cache's checksum, after `sum` has taken the starts (whole, or in the pieces a scan reads):
 // the token count too, so that a flipped byte anywhere but in the checked fields is caught.
@@ -111,17 +182,29 @@ ShardSequences::ShardSequences(std::shared_ptr<const PreparedShards> shards, boo
   for (const auto& s : streams_) shard_begin_.push_back(shard_begin_.back() + s.tokens);
   const std::string name = index_cache_name(valid, seq_len, packing);
   const uint64_t key = cache_key(dir, valid, seq_len, packing);
-  if (map_cache(dir / name, key)) return;
+  // The index is streamed into its cache file and read through the file's map: file-backed
+  // pages, shared by the ranks of a node and reclaimable, never 8 bytes per sequence of heap.
+  // Beside the shards when their folder is writable, else in the user's cache folder
+  // (cache_dir.h), named by the key: a read-only dataset folder is indexed once, not at every start.
+  const auto built = [&](const fs::path& file) {  // computed at this start, then mapped
+    if (!write_index(file, key) || !map_cache(file, key)) return false;
+    from_cache_ = false;
+    return true;
+  };
+  if (map_cache(dir / name, key) || built(dir / name)) return;
+  if (const fs::path cache = fallback_cache_dir(); !cache.empty()) {
+    const fs::path file = cache / (manifest::hex64(key) + "-" + name);
+    if (map_cache(file, key)) return;
+    if (built(file)) {
+      log::info("data", "{} is not writable: sample index cached as {}", dir.string(), file.string());
+      return;
+    }
+  }
+  log::warn("data", "cannot cache the sample index ({} nor the cache folder, RPE_TRAIN_CACHE_DIR, are writable): it "
+            "is rebuilt at every start and held in memory, 8 bytes per sequence", dir.string());
   build_index(owned_);
   count_ = static_cast<int64_t>(owned_.size()) - 1;
   starts_ = owned_.data();
-  write_cache(dir / name, key, owned_);
-  // Read the index through the cache's map from now on: file-backed pages, shared by the ranks
-  // of a node and reclaimable, instead of 8 bytes per sequence of this process's heap.
-  if (map_cache(dir / name, key)) {
-    std::vector<uint64_t>().swap(owned_);
-    from_cache_ = false;  // computed at this start all the same
-  }
 }
 
 void ShardSequences::release_pages() const {
@@ -134,35 +217,13 @@ ShardSequences::~ShardSequences() {
 }
 
 void ShardSequences::build_index(std::vector<uint64_t>& starts) {
-  // Two passes over the (memory-mapped) lengths: count, then fill a vector of exactly that size,
-  // so the build peaks at 8 bytes per sequence (a growing vector would reach 24 while it copies).
-  // The boundaries are read through the shards' maps in pieces of ~kScanBytes of sentence
-  // ends, released after use: the scan adds nothing to the resident set that grows with the
-  // corpus (only the index itself does, 8 bytes per sequence).
-  auto plan_all = [this](std::vector<uint64_t>* out) {
-    Planner plan(room_, packing_, out);
-    for (size_t f = 0; f < streams_.size(); ++f) {
-      const TokenStream& s = streams_[f];
-      for (int64_t d0 = 0, d = 0; d < s.documents; ++d) {
-        const int64_t s1 = static_cast<int64_t>(s.document_ends[d]);
-        for (int64_t k = s.document_begin(d); k < s1; ++k)
-          plan.sentence(static_cast<int64_t>(s.sentence_ends[k]) - s.sentence_begin(k));
-        plan.document_end();
-        const int64_t k0 = s.document_begin(d0);
-        if (d + 1 == s.documents || static_cast<size_t>(s1 - k0) * 8 >= kScanBytes) {
-          release_mapped(s.sentence_ends + k0, static_cast<size_t>(s1 - k0) * 8);
-          release_mapped(s.document_ends + d0, static_cast<size_t>(d + 1 - d0) * 8);
-          d0 = d + 1;
-        }
-      }
-      (*files_)[f]->release_pages();  // what the kernel mapped around the pieces' ends
-    }
-    plan.flush();
-    if (out) out->push_back(plan.pos());  // end of the last sequence
-    return plan;
-  };
-  starts.reserve(static_cast<size_t>(plan_all(nullptr).sequences()) + 1);
-  real_tokens_ = plan_all(&starts).real();
+  // Only where no cache file can be written. Two passes: count, then fill a vector of exactly
+  // that size (a growing vector would reach 24 bytes per sequence while it copies).
+  StartSink count;
+  plan_all(streams_, *files_, room_, packing_, count);
+  starts.reserve(static_cast<size_t>(count.count()));
+  StartSink fill(&starts);
+  real_tokens_ = plan_all(streams_, *files_, room_, packing_, fill).real();
 }
 
 bool ShardSequences::map_cache(const fs::path& file, uint64_t key) {
@@ -202,23 +263,27 @@ bool ShardSequences::map_cache(const fs::path& file, uint64_t key) {
   return true;
 }
 
-void ShardSequences::write_cache(const fs::path& file, uint64_t key, const std::vector<uint64_t>& starts) const {
+bool ShardSequences::write_index(const fs::path& file, uint64_t key) {
   IndexHeader h{};
   std::memcpy(h.magic, kIndexMagic, 8);
   h.version = kIndexVersion, h.key = key, h.seq_len = static_cast<uint64_t>(seq_len_), h.packing = packing_code(packing_);
-  h.count = starts.size() - 1, h.real_tokens = static_cast<uint64_t>(real_tokens_);
-  ShardHasher sum;
-  sum.update(starts.data(), starts.size() * sizeof(uint64_t));
-  h.checksum = index_checksum(sum, h);
   try {  // every rank may get here at once: each writes a temp file and renames it over the same content
     write_atomic_with(file, [&](const fs::path& tmp) {
       std::ofstream out(tmp, std::ios::binary);
+      if (!out.is_open()) throw UserError(file.string() + ": cannot write");  // before the scan, not after it
+      StartSink sink(&out, sizeof h / 8);  // the header is written once the scan has counted
+      real_tokens_ = plan_all(streams_, *files_, room_, packing_, sink).real();
+      sink.flush();
+      h.count = sink.count() - 1, h.real_tokens = static_cast<uint64_t>(real_tokens_);
+      h.checksum = index_checksum(sink.sum(), h);
+      out.seekp(0);
       out.write(reinterpret_cast<const char*>(&h), sizeof h);
-      out.write(reinterpret_cast<const char*>(starts.data()), static_cast<std::streamsize>(starts.size() * 8));
       if (!out.flush()) throw UserError(file.string() + ": cannot write");
     });
-  } catch (const std::exception& e) {  // a read-only folder: the index is rebuilt at every start
-    log::warn("data", "cannot cache the sample index ({}); it is rebuilt at every start", e.what());
+    return true;
+  } catch (const std::exception& e) {  // a read-only folder: the caller tries the next place
+    log::debug("data", "cannot cache the sample index as {}: {}", file.string(), e.what());
+    return false;
   }
 }
 

@@ -204,6 +204,37 @@ TEST_F(ShardLoaderTest, AnOlderFormatsIndexCacheIsLeftToItsOwnBinary) {
   EXPECT_EQ(sequences(16, Packing::full_sentences)->real_tokens(), real);
 }
 
+// A shard folder this process cannot write (a read-only dataset folder; here the cache's name
+// is taken by a folder, which stops root as well): the index goes to the cache folder
+// (RPE_TRAIN_CACHE_DIR), named by its key, and the next start maps it from there. Before, every
+// start rebuilt it (a scan of every boundary of the corpus) and kept it on the heap, 8 bytes per
+// sequence for the whole run, on every rank.
+TEST_F(ShardLoaderTest, AnIndexThatCannotBeCachedBesideTheShardsIsCachedInTheCacheFolder) {
+  const std::string name = ShardSequences::index_cache_name(false, 24, Packing::contiguous);
+  fs::create_directories(dir_ / "out" / name);
+  const fs::path cache = dir_ / "cache";
+  ::setenv("RPE_TRAIN_CACHE_DIR", cache.c_str(), 1);
+  const auto first = sequences(24, Packing::contiguous);
+  const auto second = sequences(24, Packing::contiguous);
+  ::unsetenv("RPE_TRAIN_CACHE_DIR");
+  EXPECT_FALSE(first->index_from_cache());
+  EXPECT_EQ(first->index_heap_bytes(), 0u) << "read through the cache file's map";
+  EXPECT_TRUE(second->index_from_cache()) << "mapped from the cache folder, not rebuilt";
+  EXPECT_EQ(second->index_heap_bytes(), 0u);
+  int cached = 0;
+  for (const auto& e : fs::directory_iterator(cache)) cached += e.path().filename().string().find(name) != std::string::npos;
+  EXPECT_EQ(cached, 1);
+  const auto packed = pack_streams(PreparedShards::streams(shards_->train), tok_->special(), 24, Packing::contiguous);
+  ASSERT_EQ(second->size(), packed.size());
+  EXPECT_EQ(second->real_tokens(), packed.real_tokens());
+  std::vector<int32_t> tokens(24);
+  std::vector<uint8_t> starts(24);
+  for (int64_t i = 0; i < second->size(); ++i) {
+    second->read(i, tokens.data(), starts.data());
+    ASSERT_TRUE(std::equal(tokens.begin(), tokens.end(), packed.tokens.begin() + i * 24)) << i;
+  }
+}
+
 TEST_F(ShardLoaderTest, TwoRanksReadDisjointSharesWhoseUnionIsTheEpoch) {
   const auto data = sequences(16, Packing::full_sentences);
   const int64_t n = data->size(), B = 3, W = 2;
