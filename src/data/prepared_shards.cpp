@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "data/cache_dir.h"
 #include "data/manifest.h"
 #include "data/prepare.h"
 #include "util/atomic_file.h"
@@ -165,26 +166,52 @@ std::vector<TokenStream> PreparedShards::streams(const std::vector<std::unique_p
 }
 
 namespace {
+// Whether `stamp` holds exactly `want`. Only a regular file is read (a FIFO would block, a link
+// to /dev/zero never end), and no more of it than a stamp holds.
+bool stamp_holds(const fs::path& stamp, const std::string& want) {
+  std::error_code ec;
+  if (!fs::is_regular_file(stamp, ec)) return false;
+  std::ifstream in(stamp);
+  std::string have(want.size() + 1, '\0');
+  in.read(have.data(), static_cast<std::streamsize>(have.size()));
+  have.resize(static_cast<size_t>(in.gcount()));
+  return have == want;
+}
+
+// The stamp of a shard whose folder this process cannot write: in the cache folder
+// (cache_dir.h), named by the shard's absolute path, which it also holds. "" without one.
+fs::path stamp_elsewhere(const fs::path& shard) {
+  const fs::path dir = fallback_cache_dir();
+  if (dir.empty()) return {};
+  const std::string path = fs::absolute(shard).string();
+  ShardHasher h;
+  h.update(path.data(), path.size());
+  return dir / ("verified-" + manifest::hex64(h.value()));
+}
+
 // Verifies `shard` against `checksum` unless its stamp says this very file (size, mtime) was.
+// The stamp lies beside the shard, or where the shard's folder is not writable (a read-only
+// dataset folder copied without its mtimes, whose stamps no longer match) in the cache folder:
+// otherwise every start on every rank would read the whole corpus again (~11 GB at paper scale).
 void verify_once(const MappedShard& shard, uint64_t checksum, bool force) {
   const fs::path stamp = shard.file().string() + ".verified";
   const std::string want = std::to_string(shard.bytes()) + " " + std::to_string(manifest::mtime_ns(shard.file())) +
                            " " + manifest::hex64(checksum) + "\n";
-  std::error_code ec;
-  // Only a regular file is read (a FIFO would block, a link to /dev/zero never end), and no
-  // more of it than a stamp holds; anything else is verified and written over.
-  if (!force && fs::is_regular_file(stamp, ec)) {
-    std::ifstream in(stamp);
-    std::string have(want.size() + 1, '\0');
-    in.read(have.data(), static_cast<std::streamsize>(have.size()));
-    have.resize(static_cast<size_t>(in.gcount()));
-    if (have == want) return;
-  }
+  if (!force && stamp_holds(stamp, want)) return;
+  const std::string want_elsewhere = want + fs::absolute(shard.file()).string() + "\n";
+  fs::path other;
+  if (!force && !(other = stamp_elsewhere(shard.file())).empty() && stamp_holds(other, want_elsewhere)) return;
   shard.verify(&checksum);
   try {
-    write_file_atomic(stamp, want);
-  } catch (const std::exception& e) {  // a read-only folder: verify again next time
+    write_file_atomic(stamp, want);  // anything else there (not a stamp) is written over
+  } catch (const std::exception& e) {  // a read-only folder: the cache folder's stamp
     log::debug("data", "cannot write {}: {}", stamp.string(), e.what());
+    try {
+      if (other.empty()) other = stamp_elsewhere(shard.file());
+      if (!other.empty()) write_file_atomic(other, want_elsewhere);
+    } catch (const std::exception& e2) {  // nowhere: verified again next time
+      log::debug("data", "cannot write {}: {}", other.string(), e2.what());
+    }
   }
 }
 }  // namespace

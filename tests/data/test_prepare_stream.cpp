@@ -276,6 +276,39 @@ TEST_F(StreamTest, ABitFlipInAShardIsDetected) {
   EXPECT_NE(test::user_error([&] { open_prepared(dir_ / "out", *tok_, true); }).find("checksum"), std::string::npos);
 }
 
+// A shard folder this process cannot write, whose stamps do not match (copied without its
+// mtimes; here each stamp's name is taken by a folder, which stops root as well): the stamps go
+// to the cache folder (RPE_TRAIN_CACHE_DIR), so the next open only stats the shards. Before,
+// every open on every rank verified every shard again: the whole corpus read at each start.
+TEST_F(StreamTest, AShardFolderThatCannotTakeStampsIsVerifiedOnlyOnce) {
+  test::write_text(dir_ / "a.txt", test::random_corpus(2000, 2));
+  d_.train_files = {(dir_ / "a.txt").string()};
+  prepare("out");
+  int shards = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "out"))
+    if (e.path().extension() == ".shard") {
+      ++shards;
+      fs::remove(e.path().string() + ".verified");
+      fs::create_directories(e.path().string() + ".verified");
+    }
+  ::setenv("RPE_TRAIN_CACHE_DIR", (dir_ / "cache").c_str(), 1);
+  open_prepared(dir_ / "out", *tok_);  // verifies every shard, stamps them in the cache folder
+  // A change that keeps size and mtime is what a stamp does not see: an open that reads the
+  // shard again finds it, one that trusts the stamp does not.
+  const fs::path shard = dir_ / "out" / "train-00000.shard";
+  const auto mtime = fs::last_write_time(shard);
+  std::string bytes = read_file(shard);
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x10);
+  test::write_text(shard, bytes);
+  fs::last_write_time(shard, mtime);
+  EXPECT_NO_THROW(open_prepared(dir_ / "out", *tok_)) << "verified again: the stamps were not kept";
+  EXPECT_NE(test::user_error([&] { open_prepared(dir_ / "out", *tok_, true); }).find("checksum"), std::string::npos);
+  ::unsetenv("RPE_TRAIN_CACHE_DIR");
+  int stamps = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "cache")) stamps += e.path().filename().string().rfind("verified-", 0) == 0;
+  EXPECT_EQ(stamps, shards);
+}
+
 TEST_F(StreamTest, ReadingShardsLeavesNoneOfTheirPagesResident) {
   // Mapped file pages count in a process's RSS like its heap: a rank that kept the pages it has
   // read would grow with the corpus. The kernel maps 64 KB around each page fault.
