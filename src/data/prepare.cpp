@@ -92,7 +92,7 @@ class SplitWriter {
 void clear_output(const fs::path& dir) {
   fs::create_directories(dir);
   fs::remove(dir / "manifest.json");
-  static const std::regex ours(R"(((train|valid)-\d{5}\.shard|index-.*\.bin)(\.verified)?(\.tmp\.\d+)?)");
+  static const std::regex ours(R"(((train|valid)-\d{5}\.shard|index-.*\.bin)(\.verified|\.lock)?(\.tmp\.\d+)?)");
   std::vector<fs::path> old;
   for (const auto& e : fs::directory_iterator(dir))
     if (std::regex_match(e.path().filename().string(), ours)) old.push_back(e.path());

@@ -3,7 +3,10 @@
 // epochs are seeded permutations, ranks of a multi-process run take disjoint rows of the
 // global batch whose union is the epoch, and lazy sequences from shards equal the in-memory
 // packing token for token.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -222,7 +225,10 @@ TEST_F(ShardLoaderTest, AnIndexThatCannotBeCachedBesideTheShardsIsCachedInTheCac
   EXPECT_TRUE(second->index_from_cache()) << "mapped from the cache folder, not rebuilt";
   EXPECT_EQ(second->index_heap_bytes(), 0u);
   int cached = 0;
-  for (const auto& e : fs::directory_iterator(cache)) cached += e.path().filename().string().find(name) != std::string::npos;
+  for (const auto& e : fs::directory_iterator(cache)) {
+    const std::string f = e.path().filename().string();
+    cached += f.size() > name.size() && f.compare(f.size() - name.size(), name.size(), name) == 0;
+  }
   EXPECT_EQ(cached, 1);
   const auto packed = pack_streams(PreparedShards::streams(shards_->train), tok_->special(), 24, Packing::contiguous);
   ASSERT_EQ(second->size(), packed.size());
@@ -233,6 +239,35 @@ TEST_F(ShardLoaderTest, AnIndexThatCannotBeCachedBesideTheShardsIsCachedInTheCac
     second->read(i, tokens.data(), starts.data());
     ASSERT_TRUE(std::equal(tokens.begin(), tokens.end(), packed.tokens.begin() + i * 24)) << i;
   }
+}
+
+// The ranks of a first start on one shard folder: one builds the index while the others wait on
+// its lock, then map what it wrote (before, each scanned the corpus and wrote its own copy). A
+// child process holds the lock and builds; this one, started meanwhile, finds the cache.
+TEST_F(ShardLoaderTest, AStartWaitsForTheIndexAnotherProcessIsBuilding) {
+  const fs::path out = dir_ / "out";
+  const fs::path cache = out / ShardSequences::index_cache_name(false, 40, Packing::full_sentences);
+  const fs::path locked = dir_ / "child-holds-the-lock";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // takes the lock as a building rank does, builds after a while, exits (unlocks)
+    const int fd = ::open((cache.string() + ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+    struct flock whole {};
+    whole.l_type = F_WRLCK;
+    whole.l_whence = SEEK_SET;
+    if (fd < 0 || ::fcntl(fd, F_SETLKW, &whole) != 0) ::_exit(3);
+    std::ofstream(locked) << "1";
+    ::usleep(300000);
+    const bool ok = !ShardSequences(shards_, false, out, tok_->special(), 40, Packing::full_sentences).index_from_cache();
+    ::_exit(ok ? 0 : 4);
+  }
+  while (!fs::exists(locked)) ::usleep(1000);
+  const auto data = sequences(40, Packing::full_sentences);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child built the index";
+  EXPECT_TRUE(data->index_from_cache()) << "waited for the child's index instead of building its own";
+  EXPECT_EQ(data->real_tokens(), sequences(40, Packing::full_sentences)->real_tokens());
 }
 
 TEST_F(ShardLoaderTest, TwoRanksReadDisjointSharesWhoseUnionIsTheEpoch) {
