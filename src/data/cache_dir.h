@@ -8,6 +8,7 @@
 // Files there are named by content keys (the manifest's checksum, a shard's path), so shard
 // folders and jobs can share one cache folder.
 #pragma once
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -31,8 +32,10 @@ inline std::filesystem::path fallback_cache_dir() {
   if (dir.empty() || (fs::create_directories(dir, ec), !fs::is_directory(dir, ec))) {
     dir = fs::temp_directory_path(ec) / ("rpe-train-" + std::to_string(::getuid()));
     if (ec) return {};
-    fs::create_directories(dir, ec);
-    if (!fs::is_directory(dir, ec)) return {};
+    ::mkdir(dir.c_str(), 0700);
+    // A shared temp folder: only a folder of this user's own, not a link another user put there.
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) return {};
   }
   return dir;
 }
