@@ -61,6 +61,7 @@ set(RPE_CORE_SOURCES
   src/train/metrics.cpp
   src/train/loss_scaler.cpp
   src/train/engine.cpp
+  src/train/engine_nonfinite.cpp
   src/train/gradients.cpp
   src/train/cuda_graph.cpp
   src/train/micro_step_graph.cpp

@@ -179,9 +179,8 @@ void DataParallel::attach_gradient_hooks(const std::vector<torch::Tensor>& param
 void DataParallel::arm_gradient_sync() {
   if (sync_) sync_->arm();
 }
-void DataParallel::finish_gradient_sync() {
-  if (sync_) sync_->finish();
-}
+bool DataParallel::finish_gradient_sync() { return sync_ && sync_->finish(); }
+std::exception_ptr DataParallel::gradient_sync_refusal() const { return sync_ ? sync_->refusal() : nullptr; }
 int64_t DataParallel::buckets_launched_in_backward() const { return sync_ ? sync_->launched_in_backward() : 0; }
 int64_t DataParallel::gradient_elements_reduced() const { return sync_ ? sync_->reduced_elements() : 0; }
 

@@ -15,6 +15,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -87,7 +88,11 @@ class DataParallel {
   // single process. The hooks are removed when this object goes.
   void attach_gradient_hooks(const std::vector<torch::Tensor>& params);
   void arm_gradient_sync();
-  void finish_gradient_sync();
+  // True when this rank refused the step's gradients (dist/grad_sync.h): they must not be
+  // applied, and every rank must learn it through a collective the caller runs anyway; the
+  // reason is gradient_sync_refusal() on this rank (null on the others, and before any refusal).
+  bool finish_gradient_sync();
+  std::exception_ptr gradient_sync_refusal() const;
   // Buckets whose all-reduce started inside the last armed backward (overlap, for tests).
   int64_t buckets_launched_in_backward() const;
   // Gradient elements all-reduced by the last finish_gradient_sync (for tests).

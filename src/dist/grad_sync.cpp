@@ -51,23 +51,27 @@ void GradSync::arm() {
   launch_ready();  // buckets of unused parameters only
 }
 
-void GradSync::finish() {
+bool GradSync::finish() {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!armed_) throw std::logic_error("GradSync::finish without arm");
   armed_ = false;
   torch::NoGradGuard no_grad;
   for (; next_ < buckets_.size(); ++next_) launch(next_);  // what backward did not reach
   const bool first = expected_.empty();
+  bool refused = false;
   if (first) {
     expected_ = fires_;
     find_unused_everywhere();
   } else {
-    for (size_t i = 0; i < params_.size(); ++i)
-      if (fires_[i] > expected_[i])
-        throw std::runtime_error(
+    for (size_t i = 0; i < params_.size() && !refused; ++i) {
+      if (fires_[i] <= expected_[i]) continue;
+      refused = true;  // not thrown here: the other ranks wait on these buckets, then on the caller's collective
+      if (!refusal_)
+        refusal_ = std::make_exception_ptr(std::runtime_error(
             "gradient sync: a parameter's gradient was accumulated " + std::to_string(fires_[i]) +
             " times in a backward, " + std::to_string(expected_[i]) +
-            " in the first step (a graph that changes between steps is not supported)");
+            " in the first step (a graph that changes between steps is not supported)"));
+    }
   }
   touched_.assign(params_.size(), false);  // the next step's micro-batches count anew
   reduced_elements_ = 0;
@@ -87,6 +91,7 @@ void GradSync::finish() {
     b.work.reset();
   }
   if (first) drop_unused_everywhere();
+  return refused;
 }
 
 void GradSync::drop_unused_everywhere() {

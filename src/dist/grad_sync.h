@@ -3,6 +3,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <vector>
@@ -18,7 +19,11 @@ namespace rpe::dist {
 // table, read by every layer) gets one accumulation per piece. So the first armed step only
 // counts each parameter's accumulations and launches nothing during backward; in later steps a
 // parameter's gradient is final at its counted accumulation, and then counts its bucket down
-// (one that gets more than counted is refused: its bucket may have gone out without it).
+// (one that gets more than counted is refused: its bucket may have gone out without it). A
+// refusal does not throw: every bucket has still gone out once, so the ranks' collectives stay
+// lined up; finish() waits for them as usual and returns true, and the caller makes the step
+// fail on every rank through a collective it runs anyway (the engine: its statistics'
+// all-reduce), where the refusing rank alone has the reason (refusal()).
 // Buckets launch strictly in index order (every rank issues the same collectives in the same
 // order, whatever order backward finishes them in). Parameters that backward never reaches (a
 // fine-tuning task leaves the MLM head unused) would hold their bucket back forever, so the
@@ -41,7 +46,11 @@ class GradSync {
   // Before the backward of a step's last micro-batch: its hooks launch the buckets.
   void arm();
   // After that backward: launches what it did not reach, waits, writes the averaged gradients.
-  void finish();
+  // True when this rank refused the step's gradients (a parameter accumulated more often than
+  // in the first step: the averages are not the step's), which the caller must not apply.
+  bool finish();
+  // This rank's first refusal (a std::runtime_error saying which count), null when none.
+  std::exception_ptr refusal() const { return refusal_; }
   int64_t launched_in_backward() const { return launched_in_backward_; }
   int64_t reduced_elements() const { return reduced_elements_; }  // all-reduced by the last finish()
 
@@ -74,6 +83,7 @@ class GradSync {
   bool armed_ = false;
   int64_t launched_in_backward_ = 0;
   int64_t reduced_elements_ = 0;
+  std::exception_ptr refusal_;
 };
 
 }  // namespace rpe::dist

@@ -78,12 +78,12 @@ StepStats Engine::step(int64_t step) {
   auto n = local_count.clone();
   dp.all_reduce_sum(n);
   const auto scale = torch::full({}, static_cast<double>(dp.world()), dopt).div(n.clamp_min(1.0));  // [ ] W / N
-  auto local = torch::zeros({3}, dopt);  // [loss / W, correct, tokens] of this rank
+  auto local = torch::zeros({4}, dopt);  // [loss / W, correct, tokens, refused] of this rank
   const auto autocast_type = autocast_dtype(t.precision);
   for (size_t i = 0; i < batches.size(); ++i) {
     const auto& batch = batches[i];
     if (graphs_) {  // forward and backward replayed (one process: no gradient sync to arm)
-      local += graphs_->run(batch, scale);
+      local.slice(0, 0, 3) += graphs_->run(batch, scale);  // [loss / W, correct, tokens]
       consumed_ = batch.cursor;
       continue;
     }
@@ -102,9 +102,15 @@ StepStats Engine::step(int64_t step) {
     local[2] += sums.tokens.to(torch::kDouble);
     consumed_ = batch.cursor;
   }
-  dp.finish_gradient_sync();  // the step's only gradient communication: waits, grads <- mean over ranks
-  dp.all_reduce_sum(local);       // on-device statistics, no host copy
-  StepStats st{local[0], local[1], n, local[2], {}, {}, {}};  // loss, correct, count, tokens; the rest below
+  // The step's only gradient communication: waits, grads <- mean over ranks. A rank that refused
+  // them (dist/grad_sync.h) makes the step's loss NaN on every rank, so it is skipped everywhere
+  // and settled as non-finite, where refused > 0 stops every rank (stop_if_refused).
+  if (dp.finish_gradient_sync()) {
+    local[0].fill_(std::nan(""));
+    local[3].fill_(1.0);
+  }
+  dp.all_reduce_sum(local);  // on-device statistics, no host copy
+  StepStats st{local[0], local[1], n, local[2], {}, {}, {}, local[3]};  // loss, correct, count, tokens, .., refused
   st.overflow = scaler_.unscale_(defined_grads(params_));  // fp16: grads / S, and whether one overflowed
   st.grad_norm = global_grad_norm(params_);
   if (t.clip_norm > 0) clip_gradients(params_, st.grad_norm, t.clip_norm);
@@ -199,36 +205,6 @@ void Engine::flush_tokens(TrainState& state) {
   seen_tokens_.zero_();
 }
 
-std::string Engine::note_nonfinite(int64_t step, const torch::Tensor& loss_t, const torch::Tensor& grad_norm,
-                                   const torch::Tensor& overflow, const torch::Tensor& scale, TrainState& state) {
-  ++state.nonfinite_total;
-  const double loss = loss_t.item<double>(), gnorm = grad_norm.item<double>();
-  // A non-finite loss is the forward pass's own, which no loss scale causes: a divergence.
-  if (overflow.defined() && std::isfinite(loss) && overflow.item<float>() > 0.0f) {
-    // fp16: the gradients overflowed at this loss scale, which has halved; routine while the
-    // scale finds its level, a divergence only when no scale is small enough. (Finite
-    // gradients whose norm overflows fp32 are no such case: S did not move, and they count
-    // towards max_nonfinite_in_a_row below.)
-    const double now = scale[0].item<double>();
-    log::info(s_.log_tag.c_str(), "step {}: fp16 gradient overflow, update skipped, loss scale -> {:g} ({} skipped in total)",
-              step, now, state.nonfinite_total);
-    record({{"step", step}, {"event", "overflow_skip"}, {"loss", loss}, {"loss_scale", now},
-            {"nonfinite_total", state.nonfinite_total}}, step);
-    if (now >= s_.train.min_loss_scale) return "";
-    return fmt::format("the fp16 gradients overflow at every loss scale down to {:g} (train.min_loss_scale {:g})", now,
-                       s_.train.min_loss_scale);
-  }
-  ++state.nonfinite_in_a_row;
-  log::warn(s_.log_tag.c_str(), "step {}: non-finite {} ({}), update skipped ({} in a row, {} in total)", step,
-            std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? gnorm : loss,
-            state.nonfinite_in_a_row, state.nonfinite_total);
-  record({{"step", step}, {"event", "nonfinite_skip"}, {"loss", loss}, {"grad_norm", gnorm},
-          {"nonfinite_in_a_row", state.nonfinite_in_a_row}, {"nonfinite_total", state.nonfinite_total}}, step);
-  if (state.nonfinite_in_a_row < s_.train.max_nonfinite_in_a_row) return "";
-  return std::to_string(state.nonfinite_in_a_row) +
-         " non-finite losses or gradient norms in a row (train.max_nonfinite_in_a_row)";
-}
-
 void Engine::update_on_device(const StepStats& st, TrainState& state, LogWindow& w) {
   settle(w, state);  // the previous step's flag: it is done while this one runs
   device_update_->step_if(st.finite);
@@ -244,14 +220,16 @@ std::string Engine::update_on_host(const StepStats& st, TrainState& state, LogWi
     ++w.finite_steps;
     return "";
   }
+  stop_if_refused(state.step + 1, st.refused);
   ++w.skipped;
   const auto scale = scaler_.enabled() ? scaler_.snapshot() : torch::Tensor();
   return note_nonfinite(state.step + 1, st.loss, st.grad_norm, st.overflow, scale, state);
 }
 
 void Engine::queue_pending(const StepStats& st, int64_t step) {
-  PendingStep p{step, st.finite, nullptr, st.loss, st.grad_norm, st.overflow,
-                scaler_.enabled() ? scaler_.snapshot() : torch::Tensor(), consumed_, RandomStates::capture(s_.device)};
+  PendingStep p{step,      st.finite,  nullptr, st.loss, st.grad_norm, st.overflow,
+                scaler_.enabled() ? scaler_.snapshot() : torch::Tensor(),
+                st.refused, consumed_, RandomStates::capture(s_.device)};
   if (s_.device.is_cuda()) {  // a pinned copy on the stream, and an event to wait for it alone
     p.finite = torch::empty({}, torch::TensorOptions(torch::kBool).pinned_memory(true));
     p.finite.copy_(st.finite, /*non_blocking=*/true);
@@ -272,6 +250,7 @@ void Engine::settle(LogWindow& w, TrainState& state) {
     ++w.finite_steps;
     return;
   }
+  stop_if_refused(p.step, p.refused);
   ++w.skipped;
   const auto why = note_nonfinite(p.step, p.loss, p.grad_norm, p.overflow, p.scale, state);
   if (!why.empty()) {
@@ -283,17 +262,6 @@ void Engine::settle(LogWindow& w, TrainState& state) {
     p.rng.restore();  // the next step's forward drew dropout masks: its draws are undone too
     stop_nonfinite(state, w, why);
   }
-}
-
-void Engine::stop_nonfinite(TrainState& state, const LogWindow& w, const std::string& why) {
-  s_.dp->barrier();
-  flush_tokens(state);
-  state.log_window = w.snapshot();
-  const auto file = save(state);  // throws if the weights themselves are non-finite
-  throw UserError("training stopped at step " + std::to_string(state.step) + ": " + why + "; the weights "
-                  "(finite, from the last update that was not skipped) " +
-                  (file.empty() ? std::string("are not kept") : "are kept in " + file.string()) +
-                  " (lower train.lr, raise warmup_steps, or use precision fp32)");
 }
 
 void Engine::record(const nlohmann::json& row, int64_t step) {

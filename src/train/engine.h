@@ -152,6 +152,9 @@ struct StepStats {
   torch::Tensor grad_norm;  // 0-dim float32: global gradient L2 norm before clipping (unscaled in fp16)
   torch::Tensor finite;     // 0-dim bool: loss and gradient norm finite
   torch::Tensor overflow;   // fp16: 0-dim float32, 1 if a scaled gradient overflowed (undefined otherwise)
+  // 0-dim float64: ranks whose gradient sync refused the step (dist/grad_sync.h; their loss is
+  // NaN, so the step is not finite); 0 in a single process.
+  torch::Tensor refused;
 };
 
 struct EngineResult {
@@ -221,6 +224,7 @@ class Engine {
     torch::Tensor loss, grad_norm;       // on the device, for the warning
     torch::Tensor overflow;              // fp16: StepStats::overflow, on the device
     torch::Tensor scale;                 // fp16: LossScaler::snapshot() after this step's update
+    torch::Tensor refused;               // StepStats::refused, on the device
     LoaderCursor cursor;                 // the data position after this step
     RandomStates rng;                    // the random streams after this step (host copies)
   };
@@ -228,6 +232,11 @@ class Engine {
   // Reads the pending step's flag and does its bookkeeping (window counts, non-finite warning,
   // the in-a-row stop); a no-op when nothing is pending.
   void settle(LogWindow& w, TrainState& state);
+  // A skipped step `step` (1-based) that some rank's gradient sync refused (`refused` > 0, the
+  // same on every rank: every rank calls this at the same point): every rank stops, the refusing
+  // rank with its reason, the others naming it (dist/all_or_none.h); returns otherwise. A host
+  // read on the non-finite path only.
+  void stop_if_refused(int64_t step, const torch::Tensor& refused);
   // After too many skipped steps (`why`, from note_nonfinite): saves the last finite weights
   // (with the log window `w` so far), throws UserError.
   [[noreturn]] void stop_nonfinite(TrainState& state, const LogWindow& w, const std::string& why);

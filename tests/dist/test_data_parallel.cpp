@@ -474,18 +474,21 @@ TEST(GradSyncWorker, DISABLED_RecomputedSharedTableEqualsAfterBackward) {
       EXPECT_EQ((overlapped[i] - after[i]).abs().max().item<double>(), 0.0) << "parameter " << i;
   }
   // More accumulations than the first step counted (here: two backwards in one armed step) is
-  // refused, as a bucket may have gone out without the later ones.
+  // refused, as a bucket may have gone out without the later ones: finish() says so (it waits
+  // for its buckets, which the other rank launched too) and keeps the reason for the caller.
   RankModel r(dp, test::small_model_options("absolute", {.vocab = 60, .hidden = 32, .ffn = 64, .dropout = 0.0}), env.rank);
   dp.attach_gradient_hooks(r.params);
   dp.arm_gradient_sync();
   r.backward(r.ids1);
   dp.finish_gradient_sync();
+  EXPECT_EQ(dp.gradient_sync_refusal(), nullptr);
   dp.arm_gradient_sync();
   r.backward(r.ids1);
   r.backward(r.ids1);
+  EXPECT_TRUE(dp.finish_gradient_sync()) << "a gradient accumulated twice was all-reduced";
   try {
-    dp.finish_gradient_sync();
-    FAIL() << "a gradient accumulated twice was all-reduced";
+    ASSERT_NE(dp.gradient_sync_refusal(), nullptr);
+    std::rethrow_exception(dp.gradient_sync_refusal());
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("accumulated 2 times in a backward, 1 in the first step"), std::string::npos)
         << e.what();
@@ -526,6 +529,45 @@ TEST(GradSyncWorker, DISABLED_ReachedInAnEarlierMicroBatchIsKept) {
       EXPECT_EQ((synced[i] - params[i].grad()).abs().max().item<double>(), 0.0) << "parameter " << i;
     }
   }
+}
+
+// One rank of GradSync.RefusalStopsEveryRankOnTwoGlooRanks. From step 3 on, rank 1 alone
+// backpropagates an extra term into the weight inside the armed backward (a graph that changes
+// between steps, on one rank only), so its gradient sync refuses the step. Every rank must stop
+// together, rank 1 with its reason and rank 0 naming rank 1 and that reason, instead of rank 0
+// going on into its next collective and failing there with a transport error or the timeout;
+// for both ways an update is decided: on the device one step late (AdamW) and on the host (SGD).
+// The ranks end in step (a last collective matches) with equal weights (the step was skipped).
+TEST(GradSyncWorker, DISABLED_RefusalStopsEveryRank) {
+  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of GradSync.*, launched by it";
+  const auto env = dist::detect_launch_env();
+  dist::DataParallel dp(env, torch::kCPU, /*timeout_s=*/20.0, /*bucket_mb=*/25.0);
+  for (const std::string optimizer : {"adamw", "sgd"}) {
+    SCOPED_TRACE(optimizer);
+    auto t = test::toy_options(8, 1);
+    t.optimizer = optimizer;
+    torch::nn::Linear* model = nullptr;
+    EngineHooks hooks;
+    hooks.on_loss = [&](int64_t step, torch::Tensor&) {
+      if (step >= 2 && env.rank == 1) ((*model)->weight.sum() * 0.0).backward();
+    };
+    test::ToyRun r(t, hooks, {}, {}, &dp);
+    model = &r.model;
+    try {
+      r.engine->run(TrainState{});
+      ADD_FAILURE() << "the run ended although rank 1 refused a step's gradients";
+    } catch (const std::exception& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(env.rank == 1 ? "gradient sync: a parameter's gradient was accumulated 2 times in a backward, "
+                                         "1 in the first step"
+                                       : "rank 1 stopped while syncing the gradients of step 3: gradient sync: a "
+                                         "parameter's gradient was accumulated 2 times"),
+                std::string::npos)
+          << msg;
+    }
+    EXPECT_EQ(dist::replica_difference(dp, *r.model), "");
+  }
+  EXPECT_EQ(dp.sum({1.0}).at(0), 2.0);
 }
 
 // One rank of Checkpoint.EveryRankRowOnTwoGlooRanks: the rows a multi-GPU checkpoint keeps of
@@ -645,6 +687,10 @@ TEST(GradSync, RecomputedSharedTableEqualsAfterBackwardOnTwoGlooRanks) {
 
 TEST(GradSync, ReachedInAnEarlierMicroBatchOnTwoGlooRanks) {
   run_two_ranks("GradSyncWorker.DISABLED_ReachedInAnEarlierMicroBatchIsKept", "grad_sync_earlier");
+}
+
+TEST(GradSync, RefusalStopsEveryRankOnTwoGlooRanks) {
+  run_two_ranks("GradSyncWorker.DISABLED_RefusalStopsEveryRank", "grad_sync_refusal");
 }
 
 TEST(Checkpoint, EveryRankRowOnTwoGlooRanks) {

@@ -1,0 +1,65 @@
+// The engine's non-finite guard on the host (see engine.h): the bookkeeping of a skipped step,
+// the stop after too many, and the stop of every rank when a rank's gradient sync refused a step.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "dist/all_or_none.h"
+#include "train/engine.h"
+#include "util/errors.h"
+#include "util/log.h"
+
+namespace rpe {
+
+void Engine::stop_if_refused(int64_t step, const torch::Tensor& refused) {
+  if (!refused.defined() || !(refused.item<double>() > 0.0)) return;
+  // Every rank saw the refusal in the same step's statistics: one agreement, which throws the
+  // refusing rank's own error there and "rank R stopped while ...: <its reason>" elsewhere.
+  const std::string what = "syncing the gradients of step " + std::to_string(step);
+  dist::agree_all_succeeded(*s_.dp, what, s_.dp->gradient_sync_refusal());
+  throw std::logic_error(what + ": a rank refused the gradients but none holds the reason");
+}
+
+std::string Engine::note_nonfinite(int64_t step, const torch::Tensor& loss_t, const torch::Tensor& grad_norm,
+                                   const torch::Tensor& overflow, const torch::Tensor& scale, TrainState& state) {
+  ++state.nonfinite_total;
+  const double loss = loss_t.item<double>(), gnorm = grad_norm.item<double>();
+  // A non-finite loss is the forward pass's own, which no loss scale causes: a divergence.
+  if (overflow.defined() && std::isfinite(loss) && overflow.item<float>() > 0.0f) {
+    // fp16: the gradients overflowed at this loss scale, which has halved; routine while the
+    // scale finds its level, a divergence only when no scale is small enough. (Finite
+    // gradients whose norm overflows fp32 are no such case: S did not move, and they count
+    // towards max_nonfinite_in_a_row below.)
+    const double now = scale[0].item<double>();
+    log::info(s_.log_tag.c_str(), "step {}: fp16 gradient overflow, update skipped, loss scale -> {:g} ({} skipped in total)",
+              step, now, state.nonfinite_total);
+    record({{"step", step}, {"event", "overflow_skip"}, {"loss", loss}, {"loss_scale", now},
+            {"nonfinite_total", state.nonfinite_total}}, step);
+    if (now >= s_.train.min_loss_scale) return "";
+    return fmt::format("the fp16 gradients overflow at every loss scale down to {:g} (train.min_loss_scale {:g})", now,
+                       s_.train.min_loss_scale);
+  }
+  ++state.nonfinite_in_a_row;
+  log::warn(s_.log_tag.c_str(), "step {}: non-finite {} ({}), update skipped ({} in a row, {} in total)", step,
+            std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? gnorm : loss,
+            state.nonfinite_in_a_row, state.nonfinite_total);
+  record({{"step", step}, {"event", "nonfinite_skip"}, {"loss", loss}, {"grad_norm", gnorm},
+          {"nonfinite_in_a_row", state.nonfinite_in_a_row}, {"nonfinite_total", state.nonfinite_total}}, step);
+  if (state.nonfinite_in_a_row < s_.train.max_nonfinite_in_a_row) return "";
+  return std::to_string(state.nonfinite_in_a_row) +
+         " non-finite losses or gradient norms in a row (train.max_nonfinite_in_a_row)";
+}
+
+void Engine::stop_nonfinite(TrainState& state, const LogWindow& w, const std::string& why) {
+  s_.dp->barrier();
+  flush_tokens(state);
+  state.log_window = w.snapshot();
+  const auto file = save(state);  // throws if the weights themselves are non-finite
+  throw UserError("training stopped at step " + std::to_string(state.step) + ": " + why + "; the weights "
+                  "(finite, from the last update that was not skipped) " +
+                  (file.empty() ? std::string("are not kept") : "are kept in " + file.string()) +
+                  " (lower train.lr, raise warmup_steps, or use precision fp32)");
+}
+
+}  // namespace rpe
