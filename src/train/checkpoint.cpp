@@ -187,12 +187,16 @@ void write_checkpoint(const fs::path& file, torch::nn::Module& model, torch::opt
   write_checkpoint_file(file, archive);
 }
 
+fs::path checkpoint_file(const fs::path& run_dir, int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step_%08ld.pt", static_cast<long>(step));
+  return checkpoint_dir(run_dir) / name;
+}
+
 fs::path save_checkpoint(const fs::path& run_dir, torch::nn::Module& model, torch::optim::Optimizer* optimizer,
                          const TrainState& state, const std::string& config_yaml, int64_t keep_last) {
   const fs::path dir = checkpoint_dir(run_dir);
-  char name[64];
-  std::snprintf(name, sizeof name, "step_%08ld.pt", static_cast<long>(state.step));
-  const fs::path file = dir / name;
+  const fs::path file = checkpoint_file(run_dir, state.step);
   // The file (checksum inside) first, then the pointer: a crash in between leaves a verified
   // file that `latest` does not name yet, which resume finds by listing the folder.
   write_checkpoint(file, model, optimizer, &state, config_yaml);

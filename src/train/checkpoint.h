@@ -82,7 +82,10 @@ struct CheckpointContents {
 void write_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
                       torch::optim::Optimizer* optimizer, const TrainState* state, const std::string& config_yaml);
 
-// Writes <run_dir>/checkpoints/step_<N>.pt (N = state.step, 8 digits), points `latest` at it and
+// <run_dir>/checkpoints/step_<N>.pt (N = step, 8 digits): where save_checkpoint writes step N.
+std::filesystem::path checkpoint_file(const std::filesystem::path& run_dir, int64_t step);
+
+// Writes checkpoint_file(run_dir, state.step), points `latest` at it and
 // keeps the newest keep_last. Returns the file written.
 std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, torch::nn::Module& model,
                                       torch::optim::Optimizer* optimizer, const TrainState& state,

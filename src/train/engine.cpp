@@ -142,8 +142,9 @@ fs::path Engine::save(TrainState& state) {
   state.rng_device_ranks = ranks ? every_rank_row(*s_.dp, RandomStates::capture(s_.device).device) : torch::Tensor();
   // Rank 0 alone writes; its failure (a full disk, weights gone non-finite) stops every rank at
   // once with its reason rather than at their next gradient all-reduce (dist/all_or_none.h).
+  // Every rank returns the file (the others name rank 0's), so a stop's message says where it is.
   return dist::all_or_none(*s_.dp, "saving the checkpoint of step " + std::to_string(state.step), [&] {
-    return s_.dp->rank() == 0 ? write_checkpoint(state) : fs::path();
+    return s_.dp->rank() == 0 ? write_checkpoint(state) : checkpoint_file(s_.run_dir, state.step);
   });
 }
 

@@ -161,7 +161,7 @@ struct EngineResult {
   TrainState state;
   double first_loss = std::nan("");  // mean training loss of the first logged window
   double final_loss = std::nan("");  // mean training loss of the last logged window
-  std::filesystem::path checkpoint;  // the final checkpoint (rank 0, run_dir given)
+  std::filesystem::path checkpoint;  // the final checkpoint (run_dir given; other ranks name rank 0's)
   bool stopped_early = false;        // the task stopped the training before train.max_steps
 };
 
@@ -191,7 +191,8 @@ class Engine {
   MicroBatch take_batch();  // the prefetched device batch; starts the copy of the following one
   MicroBatch to_device(MicroBatch host) const;
   // On every rank: checks that the replicas agree (dist/replica_check.h; std::runtime_error if
-  // not), then rank 0 writes the checkpoint when there is a run folder; returns its path or {}.
+  // not), then rank 0 writes the checkpoint when there is a run folder; returns its path (on every
+  // rank: the others name rank 0's file) or {} without a run folder.
   // A failure to write stops every rank (dist/all_or_none.h).
   std::filesystem::path save(TrainState& state);
   std::filesystem::path write_checkpoint(TrainState& state);  // rank 0's part of save()

@@ -570,6 +570,32 @@ TEST(GradSyncWorker, DISABLED_RefusalStopsEveryRank) {
   EXPECT_EQ(dp.sum({1.0}).at(0), 2.0);
 }
 
+// One rank of NonFinite.EveryRankNamesTheKeptCheckpointOnTwoGlooRanks. From step 2 on every
+// loss is NaN, so after max_nonfinite_in_a_row skipped steps the run stops and rank 0 keeps the
+// last finite weights. Every rank's message must say where (rank 1 used to say "are not kept":
+// only rank 0 writes, and rank 1 took its own empty result for no checkpoint).
+TEST(NonFiniteWorker, DISABLED_EveryRankNamesTheKeptCheckpoint) {
+  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of NonFinite.*, launched by it";
+  const auto env = dist::detect_launch_env();
+  dist::DataParallel dp(env, torch::kCPU, 20.0, 25.0);
+  EngineHooks hooks;
+  hooks.on_loss = [](int64_t step, torch::Tensor& loss) {
+    if (step >= 1) loss = loss * std::nan("");
+  };
+  const fs::path run = test::fresh_dir("nonfinite_ranks_r" + std::to_string(env.rank));  // rank 0 alone writes
+  test::ToyRun r(test::toy_options(10, 1), hooks, {}, run, &dp);
+  try {
+    r.engine->run(TrainState{});
+    FAIL() << "the run went on after max_nonfinite_in_a_row skipped steps";
+  } catch (const UserError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("are kept in " + (run / "checkpoints" / "step_00000004.pt").string()), std::string::npos) << msg;
+  }
+  if (env.rank == 0) {
+    EXPECT_TRUE(fs::exists(run / "checkpoints" / "step_00000004.pt"));
+  }
+}
+
 // One rank of Checkpoint.EveryRankRowOnTwoGlooRanks: the rows a multi-GPU checkpoint keeps of
 // every rank's device stream (train/checkpoint.h) come back in rank order, byte for byte.
 TEST(RankRowWorker, DISABLED_EveryRankRowIsInRankOrder) {
@@ -691,6 +717,10 @@ TEST(GradSync, ReachedInAnEarlierMicroBatchOnTwoGlooRanks) {
 
 TEST(GradSync, RefusalStopsEveryRankOnTwoGlooRanks) {
   run_two_ranks("GradSyncWorker.DISABLED_RefusalStopsEveryRank", "grad_sync_refusal");
+}
+
+TEST(NonFinite, EveryRankNamesTheKeptCheckpointOnTwoGlooRanks) {
+  run_two_ranks("NonFiniteWorker.DISABLED_EveryRankNamesTheKeptCheckpoint", "nonfinite_ranks");
 }
 
 TEST(Checkpoint, EveryRankRowOnTwoGlooRanks) {
