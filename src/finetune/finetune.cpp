@@ -154,37 +154,11 @@ void create_run_folder(const fs::path& dir, const Prepared& p, const FinetuneReq
   write_file_atomic(dir / "config.yaml", to_yaml(cfg));
 }
 
-}  // namespace
-
-FinetuneOutcome run_finetune(const FinetuneRequest& req) {
-  Prepared p;
-  p.rc = resolve_finetune_config(req);
+// Every seed of a fine-tuning run, in the folder rank 0 created, after the ranks checked that they
+// read the same inputs.
+FinetuneOutcome train_seeds(Prepared& p, const FinetuneRequest& req, dist::DataParallel& dp, const fs::path& dir) {
   const auto& cfg = p.rc.cfg;
-  if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
-  const dist::LaunchEnv env = dist::detect_launch_env();
-  micro_batch_size(cfg.train, env.world);  // the same verdict on every rank, before the rendezvous
-  dist::DataParallel dp(env, [&] { return training_device(cfg.train.device, env.local_rank, env.group_ranks()); },
-                        cfg.train.dist_timeout_s, cfg.train.bucket_mb);
   const torch::Device device = dp.device();
-  // After the ranks have met, each reads the data and checks the checkpoint's shapes and the
-  // lengths (once, before anything is written); a rank that cannot stops them all at once.
-  dist::all_or_none(dp, "reading the fine-tuning inputs", [&] {
-    read_inputs(p, req);
-    BertModel probe(cfg.model);
-    load_encoder(probe, p, longest_input(p), /*report=*/true);
-    log::info("model", "{} layers, hidden {} | position: {} | init {} | device {} | precision {}", cfg.model.layers,
-              cfg.model.hidden, probe->position->describe(), p.rc.checkpoint.empty() ? "random" : p.rc.checkpoint.string(),
-              device.str(), cfg.train.precision);
-    if (cfg.train.activation_checkpointing != "none")
-      log::info("model", "activation checkpointing: {}", describe_recompute(parse_recompute(cfg.train.activation_checkpointing)));
-  });
-  // "ft5/" is the folder ft5: its name makes the results' run ids.
-  const fs::path dir = folder_path(req.run_dir.empty() ? default_run_folder(cfg) : fs::path(req.run_dir));
-  // Rank 0's refusal of an existing folder stops every rank at once.
-  dist::all_or_none(dp, "creating the run folder", [&] {
-    if (dp.rank() == 0) create_run_folder(dir, p, req);
-  });
-  log::FileSink sink(dp.rank() == 0 ? dir / "finetune.log" : fs::path());  // rank 0 logs into it
   // Every rank read these by itself; across nodes they agree only on a shared file system.
   const std::string yaml = to_yaml(cfg);
   size_t dev_items = p.dev_f.size();
@@ -221,6 +195,57 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
     out.rows.insert(out.rows.end(), rows.begin(), rows.end());
   }
   return out;
+}
+
+}  // namespace
+
+FinetuneOutcome run_finetune(const FinetuneRequest& req) {
+  Prepared p;
+  p.rc = resolve_finetune_config(req);
+  const auto& cfg = p.rc.cfg;
+  if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
+  const dist::LaunchEnv env = dist::detect_launch_env();
+  micro_batch_size(cfg.train, env.world);  // the same verdict on every rank, before the rendezvous
+  dist::DataParallel dp(env, [&] { return training_device(cfg.train.device, env.local_rank, env.group_ranks()); },
+                        cfg.train.dist_timeout_s, cfg.train.bucket_mb);
+  const torch::Device device = dp.device();
+  // After the ranks have met, each reads the data and checks the checkpoint's shapes and the
+  // lengths (once, before anything is written); a rank that cannot stops them all at once.
+  dist::all_or_none(dp, "reading the fine-tuning inputs", [&] {
+    read_inputs(p, req);
+    BertModel probe(cfg.model);
+    load_encoder(probe, p, longest_input(p), /*report=*/true);
+    log::info("model", "{} layers, hidden {} | position: {} | init {} | device {} | precision {}", cfg.model.layers,
+              cfg.model.hidden, probe->position->describe(), p.rc.checkpoint.empty() ? "random" : p.rc.checkpoint.string(),
+              device.str(), cfg.train.precision);
+    if (cfg.train.activation_checkpointing != "none")
+      log::info("model", "activation checkpointing: {}", describe_recompute(parse_recompute(cfg.train.activation_checkpointing)));
+  });
+  // "ft5/" is the folder ft5: its name makes the results' run ids.
+  const fs::path dir = folder_path(req.run_dir.empty() ? default_run_folder(cfg) : fs::path(req.run_dir));
+  // Rank 0's refusal of an existing folder stops every rank at once.
+  dist::all_or_none(dp, "creating the run folder", [&] {
+    if (dp.rank() == 0) create_run_folder(dir, p, req);
+  });
+  log::FileSink sink(dp.rank() == 0 ? dir / "finetune.log" : fs::path());  // rank 0 logs into it
+  try {
+    return train_seeds(p, req, dp, dir);
+  } catch (const std::exception& e) {
+    // As pretraining does (train/trainer.cpp): a new folder whose run stopped on a user error
+    // before any seed began (the ranks disagree on the config or the data: a node's stale copy)
+    // holds nothing of a run and goes, so that the corrected command is not refused as "already
+    // exists"; otherwise finetune.log keeps the error as its last line, as train.log does.
+    std::error_code ec;
+    const bool began = fs::exists(dir / ("seed" + std::to_string(req.seeds.empty() ? cfg.train.seed : req.seeds[0])), ec);
+    if (dynamic_cast<const UserError*>(&e) != nullptr && dp.rank() == 0 && !began) {
+      sink.close();
+      discard_new_run_folder(dir);
+    } else {
+      const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+      sink.error_to_file(torch_error != nullptr ? torch_error->what_without_backtrace() : e.what());
+    }
+    throw;
+  }
 }
 
 }  // namespace rpe::finetune

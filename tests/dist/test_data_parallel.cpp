@@ -290,6 +290,22 @@ TEST(DataParallel, FineTuningRanksWithDifferentConfigsStopAtOnce) {
     const std::string log = slurp(ft.string() + r);
     EXPECT_NE(log.find("error: ranks disagree on the resolved config (CRC-32): rank 0 has "), std::string::npos) << log;
   }
+  // Nothing of a run began: the new folder goes (as a pretraining run's does), so the corrected
+  // job is not refused as "already exists" (it was, until rank 0 removed it).
+  EXPECT_FALSE(fs::exists(ft));
+  EXPECT_EQ(launch_pair(finetune(16), finetune(16), ft), 0) << slurp(ft.string() + ".r0.log");
+}
+
+// A fine-tuning run that stops once a seed has begun (every loss non-finite: lr 1e30) keeps its
+// folder, and rank 0's finetune.log ends with the error line, as train.log does (it had none).
+TEST(DataParallel, AStoppedFineTuningRunKeepsItsErrorInFinetuneLog) {
+  const fs::path ft = test::tiny_data_dir() / "dp_ft_stopped";
+  fs::remove_all(ft);
+  const std::string cmd = test::finetune_cmd(test::tiny_pretrained_run(), ft, "--set train.lr=1e30");
+  ASSERT_EQ(launch_pair(cmd, cmd, ft), 22) << slurp(ft.string() + ".r0.log");
+  const std::string log = slurp(ft / "finetune.log");
+  const auto last = log.rfind('\n', log.size() - 2);
+  EXPECT_NE(log.find(" error training stopped at step ", last), std::string::npos) << log;
 }
 
 // The same dev file name, another content on one node (a stale copy): the ranks score their own
