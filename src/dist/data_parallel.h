@@ -91,7 +91,7 @@ class DataParallel {
   // True when this rank refused the step's gradients (dist/grad_sync.h): they must not be
   // applied, and every rank must learn it through a collective the caller runs anyway; the
   // reason is gradient_sync_refusal() on this rank (null on the others, and before any refusal).
-  bool finish_gradient_sync();
+  [[nodiscard]] bool finish_gradient_sync();
   std::exception_ptr gradient_sync_refusal() const;
   // Buckets whose all-reduce started inside the last armed backward (overlap, for tests).
   int64_t buckets_launched_in_backward() const;

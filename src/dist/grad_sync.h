@@ -48,7 +48,7 @@ class GradSync {
   // After that backward: launches what it did not reach, waits, writes the averaged gradients.
   // True when this rank refused the step's gradients (a parameter accumulated more often than
   // in the first step: the averages are not the step's), which the caller must not apply.
-  bool finish();
+  [[nodiscard]] bool finish();
   // This rank's first refusal (a std::runtime_error saying which count), null when none.
   std::exception_ptr refusal() const { return refusal_; }
   int64_t launched_in_backward() const { return launched_in_backward_; }
