@@ -92,6 +92,7 @@ int run(const FinetuneArgs& a, const std::string& kind) {
   // --init none: a randomly initialised encoder (data.tokenizer_model must name a tokenizer).
   req.init = a.init == "none" ? "" : a.init.empty() ? default_init(a.runs) : a.init;
   const auto out = finetune::run_finetune(req);
+  if (env.rank != 0) return 0;  // rank 0 prints the folder and the results, once
   std::cout << "run folder: " << out.run_dir.string() << "\n";
   for (const auto& r : out.rows)
     std::cout << r.task << " " << r.split << " seed " << r.seed << " " << r.metric << " " << r.value << "\n";

@@ -85,7 +85,12 @@ void FileSink::close() {
 }
 
 void set_rank(int rank) {
-  if (rank != 0) spdlog::default_logger()->set_level(spdlog::level::warn);
+  if (rank == 0) return;
+  auto logger = spdlog::default_logger();
+  logger->set_level(spdlog::level::warn);
+  // Which rank warns: a warning of one node's (its disk, its device) reads apart from the
+  // copies every rank logs of a shared one (the config's).
+  logger->set_pattern("%H:%M:%S %^%l%$ [rank " + std::to_string(rank) + "] %v");
 }
 
 }  // namespace rpe::log

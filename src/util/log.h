@@ -28,7 +28,8 @@ class FileSink {
  private:
   spdlog::sink_ptr sink_;
 };
-// Non-zero ranks are lowered to warnings so the console shows one copy of each line.
+// Non-zero ranks are lowered to warnings so the console shows one copy of each line; theirs
+// carry "[rank R]".
 void set_rank(int rank);
 
 template <typename... Args>

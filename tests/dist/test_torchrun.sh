@@ -78,6 +78,8 @@ TMPDIR=$work timeout 300 "$torchrun" --no-python --nproc-per-node=2 --master-por
   "$bin" finetune squad --config configs/finetune/tiny_squad.yaml --run-dir "$work/ft_pair" "${ft_sets[@]}" \
   --set finetune.results_file="$work/ft_pair.jsonl" >"$work/ft_pair.log" 2>&1 || { cat "$work/ft_pair.log"; exit 1; }
 grep -q "x 2 ranks" "$work/ft_pair.log" || { echo "fine-tuning did not run on 2 ranks"; cat "$work/ft_pair.log"; exit 1; }
+# Rank 0 alone names the run folder and prints the results.
+[ "$(grep -c '^run folder:' "$work/ft_pair.log")" = 1 ] || { echo "expected one 'run folder:' line"; cat "$work/ft_pair.log"; exit 1; }
 python3 - "$work/ft_single/seed1" "$work/ft_pair/seed1" <<'PY'
 import json, sys
 def last_loss(d):
