@@ -1,6 +1,10 @@
 // See pretrain_corpus.h.
 #include "data/pretrain_corpus.h"
 
+#include <fmt/format.h>
+
+#include <filesystem>
+
 #include "data/corpus.h"
 #include "data/packing.h"
 #include "data/prepare.h"
@@ -27,6 +31,7 @@ PretrainCorpus from_shards(const DataOptions& d, const Tokenizer& tok, Packing p
 }
 
 PretrainCorpus from_text(const DataOptions& d, const Tokenizer& tok, Packing packing) {
+  if (const std::string why = text_path_warning(d); !why.empty()) log::warn("data", "{}", why);
   std::vector<Document> train_docs, valid_docs;
   const int64_t period = holdout_period(d);
   int64_t index = 0;
@@ -46,6 +51,22 @@ PretrainCorpus from_text(const DataOptions& d, const Tokenizer& tok, Packing pac
   return c;
 }
 }  // namespace
+
+std::string text_path_warning(const DataOptions& d, uint64_t limit) {
+  uint64_t bytes = 0;
+  for (const auto* files : {&d.train_files, &d.valid_files})
+    for (const auto& f : *files) {
+      std::error_code ec;
+      const auto n = std::filesystem::file_size(f, ec);  // not a regular file: its reader says so
+      if (!ec) bytes += n;
+    }
+  if (bytes <= limit) return {};
+  const auto gb = [](double b) { return fmt::format("{:.1f} GB", b / 1e9); };
+  return fmt::format("data.train_files/valid_files hold {} of text, read, tokenized and packed into the memory of "
+                     "every rank at every start (~{} each, ~18 bytes a token): for a corpus this size run "
+                     "`rpe-train prepare-data` once and set data.shards (docs/data.md)",
+                     gb(static_cast<double>(bytes)), gb(4.0 * static_cast<double>(bytes)));
+}
 
 PretrainCorpus build_corpus(const DataOptions& d, const Tokenizer& tok) {
   const Packing packing = packing_from_name(d.packing);

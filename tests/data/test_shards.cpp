@@ -9,6 +9,7 @@
 #include "data/corpus.h"
 #include "data/packing.h"
 #include "data/prepare.h"
+#include "data/pretrain_corpus.h"
 #include "data/wordpiece_tokenizer.h"
 #include "data/sp_tokenizer.h"
 #include "data_test_util.h"
@@ -309,6 +310,23 @@ TEST_F(PrepareTest, NonRegularInputsAreRefusedByName) {
   d_.train_files = {fifo.path().string()};
   EXPECT_EQ(test::user_error([&] { prepare_data(d_, *tok_, {dir_ / "out", 2, false}); }), want);
   EXPECT_EQ(test::user_error([&] { read_file(dir_); }), "cannot read " + dir_.string() + ": a folder, not a file");
+}
+
+// The text path keeps the whole corpus in every rank's memory: above the limit a warning names
+// the text's size, the memory it takes and the remedy (prepare-data, data.shards); at or below
+// it, none. A FIFO or a missing file counts nothing (their readers say what is wrong).
+TEST_F(PrepareTest, ALargeTextCorpusWithoutShardsIsWarnedAbout) {
+  const auto file = dir_ / "big.txt";
+  std::ofstream(file) << std::string(3000, 'a') << "\n";
+  DataOptions d;
+  d.train_files = {file.string(), (dir_ / "missing.txt").string()};
+  d.valid_files = {file.string()};  // 6002 bytes in all
+  EXPECT_EQ(text_path_warning(d, 6002), "");
+  EXPECT_EQ(text_path_warning(d, 6001),
+            "data.train_files/valid_files hold 0.0 GB of text, read, tokenized and packed into the memory of every "
+            "rank at every start (~0.0 GB each, ~18 bytes a token): for a corpus this size run `rpe-train "
+            "prepare-data` once and set data.shards (docs/data.md)");
+  EXPECT_EQ(text_path_warning(d), "");  // the default limit: 256 MiB
 }
 
 }  // namespace
