@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -169,9 +170,31 @@ bool existing_run(const fs::path& dir, const RunDirRequest& request) {
 
 void check_run_dir(const fs::path& dir, const RunDirRequest& request) { existing_run(folder_path(dir), request); }
 
-void discard_new_run_folder(const fs::path& dir) {
+namespace {
+// The run folders prepare_run_dir created in this process (as folder_path gives them): only
+// these does discard_new_run_folder remove; another (made empty by a job script, a link to a
+// scratch disk) is left as it was found, empty.
+std::set<std::string>& created_here() {
+  static std::set<std::string> dirs;
+  return dirs;
+}
+
+// Removes what `dir` holds, where it points when it is a symlink; the folder itself stays.
+void empty_folder(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path target = fs::canonical(dir, ec);
+  if (ec) throw UserError("cannot resolve run folder " + dir.string() + ": " + ec.message());
+  for (const auto& entry : fs::directory_iterator(target, ec)) remove_tree(entry.path());
+  if (ec) throw UserError("cannot list run folder " + target.string() + ": " + ec.message());
+}
+}  // namespace
+
+void discard_new_run_folder(const fs::path& path) {
+  const fs::path dir = folder_path(path);
   try {
-    remove_tree(dir);
+    std::error_code ec;
+    if (created_here().count(dir.string()) && !fs::is_symlink(dir, ec)) remove_tree(dir);
+    else empty_folder(dir);
   } catch (const UserError& e) {
     log::warn("run", "{}", e.what());
   }
@@ -182,14 +205,8 @@ void discard_new_run_folder(const fs::path& dir) {
 // removing the link would leave the old run there and write the new one here.
 void remove_run(const fs::path& dir) {
   std::error_code ec;
-  if (!fs::is_symlink(dir, ec)) {
-    remove_tree(dir);
-    return;
-  }
-  const fs::path target = fs::canonical(dir, ec);
-  if (ec) throw UserError("cannot resolve run folder " + dir.string() + ": " + ec.message());
-  for (const auto& entry : fs::directory_iterator(target, ec)) remove_tree(entry.path());
-  if (ec) throw UserError("cannot list run folder " + target.string() + ": " + ec.message());
+  if (fs::is_symlink(dir, ec)) empty_folder(dir);
+  else remove_tree(dir);
 }
 
 bool prepare_run_dir(const fs::path& path, const RunDirRequest& request) {
@@ -198,7 +215,7 @@ bool prepare_run_dir(const fs::path& path, const RunDirRequest& request) {
   if (exists) lock_run_dir(dir, /*keep=*/true);  // before deleting: not from under a running process
   if (exists && request.overwrite) remove_run(dir);
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  if (fs::create_directories(dir, ec)) created_here().insert(dir.string());
   if (ec) throw UserError("cannot create run folder " + dir.string() + ": " + ec.message());
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     throw UserError("run folder " + dir.string() + " is not writable: " + std::strerror(errno));

@@ -44,8 +44,10 @@ bool prepare_run_dir(const std::filesystem::path& dir, const RunDirRequest& requ
 void check_run_dir(const std::filesystem::path& dir, const RunDirRequest& request);
 
 // Removes the folder of a new run that failed on its inputs, so the corrected command is not
-// refused as "already exists". A failure to remove it is logged, not thrown: the input error
-// being handled is the one to report.
+// refused as "already exists": the folder itself when prepare_run_dir created it in this
+// process, else only what it holds (an empty folder a job script made, a symlink to a scratch
+// disk, a run --overwrite emptied: left as found, empty). A failure to remove it is logged, not
+// thrown: the input error being handled is the one to report.
 void discard_new_run_folder(const std::filesystem::path& dir);
 
 // The checkpoint that --resume continues from: the newest one that verifies (newer broken ones

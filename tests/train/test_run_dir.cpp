@@ -182,6 +182,27 @@ TEST(RunDir, OverwriteThroughASymlinkedRunFolderReplacesItsTarget) {
   EXPECT_EQ(fs::status(scratch).permissions(), perms);
 }
 
+// A failed new run removes only a folder it made: an empty one given to it (a job script's
+// mkdir) and a symlink to one (runs/x -> a scratch disk) are left as they were, empty.
+TEST(RunDir, DiscardingANewRunRemovesOnlyAFolderItCreated) {
+  const fs::path base = test::fresh_dir("discard");
+  const fs::path made = base / "made", given = base / "given", scratch = base / "scratch", link = base / "link";
+  fs::create_directories(given);
+  fs::create_directories(scratch);
+  fs::create_directory_symlink(scratch, link);
+  for (const fs::path& dir : {made, given, link}) {
+    prepare_run_dir(dir, {});
+    std::ofstream(dir / "config.yaml") << "run: {}\n";
+    fs::create_directories(dir / "seed1");
+    discard_new_run_folder(dir.string() + "/");  // named as a shell completes it: the same folder
+  }
+  EXPECT_FALSE(fs::exists(made));
+  EXPECT_TRUE(fs::is_directory(given));
+  EXPECT_TRUE(fs::is_empty(given));
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(fs::is_empty(scratch));
+}
+
 // --overwrite deletes only an rpe-train run folder, never one that holds the working directory
 // or something the new run reads; nothing is deleted by a refusal.
 TEST(RunDir, OverwriteDeletesOnlyARunFolderThatHoldsNoInput) {
