@@ -35,6 +35,7 @@ set(RPE_CORE_SOURCES
   src/data/chunk_pipeline.cpp
   src/data/prepare.cpp
   src/data/prepared_shards.cpp
+  src/data/cache_dir.cpp
   src/data/shard_sequences.cpp
   src/data/pretrain_corpus.cpp
   # model: position methods behind one interface (src/model/attention/, globbed below), encoder, BERT

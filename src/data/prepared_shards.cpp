@@ -200,18 +200,23 @@ void verify_once(const MappedShard& shard, uint64_t checksum, bool force) {
   if (!force && stamp_holds(stamp, want)) return;
   const std::string want_elsewhere = want + fs::absolute(shard.file()).string() + "\n";
   fs::path other;
-  if (!force && !(other = stamp_elsewhere(shard.file())).empty() && stamp_holds(other, want_elsewhere)) return;
+  try {  // a cache folder this start cannot use is refused below, only where a stamp must go there
+    other = stamp_elsewhere(shard.file());
+  } catch (const UserError&) {
+  }
+  if (!force && !other.empty() && stamp_holds(other, want_elsewhere)) return;
   shard.verify(&checksum);
   try {
     write_file_atomic(stamp, want);  // anything else there (not a stamp) is written over
+    return;
   } catch (const std::exception& e) {  // a read-only folder: the cache folder's stamp
     log::debug("data", "cannot write {}: {}", stamp.string(), e.what());
-    try {
-      if (other.empty()) other = stamp_elsewhere(shard.file());
-      if (!other.empty()) write_file_atomic(other, want_elsewhere);
-    } catch (const std::exception& e2) {  // nowhere: verified again next time
-      log::debug("data", "cannot write {}: {}", other.string(), e2.what());
-    }
+  }
+  other = stamp_elsewhere(shard.file());  // UserError: RPE_TRAIN_CACHE_DIR names no usable folder
+  try {
+    if (!other.empty()) write_file_atomic(other, want_elsewhere);
+  } catch (const std::exception& e) {  // nowhere: verified again next time
+    log::debug("data", "cannot write {}: {}", other.string(), e.what());
   }
 }
 }  // namespace

@@ -161,6 +161,9 @@ class BuildLock {
     struct flock whole {};
     whole.l_type = F_WRLCK;
     whole.l_whence = SEEK_SET;
+    if (::fcntl(fd_, F_SETLK, &whole) == 0) return;
+    if (errno == EACCES || errno == EAGAIN)  // held: a start that waits says what for
+      log::info("data", "waiting for another process building {}", file.string());
     while (::fcntl(fd_, F_SETLKW, &whole) != 0 && errno == EINTR) {
     }
   }

@@ -241,6 +241,20 @@ TEST_F(ShardLoaderTest, AnIndexThatCannotBeCachedBesideTheShardsIsCachedInTheCac
   }
 }
 
+// RPE_TRAIN_CACHE_DIR naming no folder this process can make (a path through a file) is refused
+// by name where the cache folder is needed (the index cannot go beside the shards), not
+// swapped for another folder; where the shard folder takes the index it is never consulted.
+TEST_F(ShardLoaderTest, AnUnusableCacheDirIsRefusedWhereItIsNeeded) {
+  test::write_text(dir_ / "file.txt", "x");
+  const fs::path bad = dir_ / "file.txt" / "cache";
+  ::setenv("RPE_TRAIN_CACHE_DIR", bad.c_str(), 1);
+  EXPECT_FALSE(sequences(20, Packing::contiguous)->index_from_cache()) << "cached beside the shards";
+  fs::create_directories(dir_ / "out" / ShardSequences::index_cache_name(false, 28, Packing::contiguous));
+  const std::string msg = test::user_error([&] { sequences(28, Packing::contiguous); });
+  ::unsetenv("RPE_TRAIN_CACHE_DIR");
+  EXPECT_EQ(msg, "RPE_TRAIN_CACHE_DIR=" + bad.string() + ": not a folder this process can create and write");
+}
+
 // The ranks of a first start on one shard folder: one builds the index while the others wait on
 // its lock, then map what it wrote (before, each scanned the corpus and wrote its own copy). A
 // child process holds the lock and builds; this one, started meanwhile, finds the cache.
@@ -261,7 +275,12 @@ TEST_F(ShardLoaderTest, AStartWaitsForTheIndexAnotherProcessIsBuilding) {
     const bool ok = !ShardSequences(shards_, false, out, tok_->special(), 40, Packing::full_sentences).index_from_cache();
     ::_exit(ok ? 0 : 4);
   }
-  while (!fs::exists(locked)) ::usleep(1000);
+  for (int waited = 0; !fs::exists(locked); ++waited) {  // a child that cannot lock fails this, never hangs it
+    int early = 0;
+    ASSERT_NE(::waitpid(child, &early, WNOHANG), child) << "the child exited before taking the lock";
+    ASSERT_LT(waited, 60000) << "the child took no lock within a minute";
+    ::usleep(1000);
+  }
   const auto data = sequences(40, Packing::full_sentences);
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
