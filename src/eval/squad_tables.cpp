@@ -214,7 +214,7 @@ TextTable extrapolation_table(const std::vector<MlmCurve>& curves, const std::ve
   t.notes = run_id_clashes(rows);
   auto rank = [&](const SquadGroup& g) {
     const auto it = order.find(g.method);
-    return std::make_tuple(it == order.end() ? order.size() : it->second, g.method, g.finetune_len);
+    return std::make_tuple(it == order.end() ? order.size() : it->second, g.method, g.buckets, g.finetune_len);
   };
   std::stable_sort(groups.begin(), groups.end(),
                    [&](const SquadGroup& a, const SquadGroup& b) { return rank(a) < rank(b); });

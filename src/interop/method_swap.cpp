@@ -103,10 +103,13 @@ SwapReport load_pretrained_encoder(BertModelImpl& model, const fs::path& checkpo
     model.train(was_training);
   }
   if (!options.report) return report;
-  if (!report.changed_options.empty())
+  // An option the method does not read (rope_base of deberta) leaves the probe unchanged: no warning.
+  if (!report.changed_options.empty() && report.probe_max_diff != 0.0)
     log::warn("init", "{}: the same method ({}) with other options: {}; its position tensors are loaded as they are, "
-              "so the loaded model computes another function (probe max |logit diff| {:.2e})",
-              checkpoint.string(), method, join(report.changed_options), report.probe_max_diff);
+              "so the loaded model {}", checkpoint.string(), method, join(report.changed_options),
+              report.probe_max_diff < 0 ? std::string("may compute another function (not probed)")
+                                        : fmt::format("computes another function (probe max |logit diff| {:.2e})",
+                                                      report.probe_max_diff));
   log::info("init", "{} ({}) -> {}: {} tensors loaded, {} added{}, {} dropped{}; probe max |logit diff| {}",
             checkpoint.string(), source.config.model.attention.method, method, report.loaded.size(),
             report.added.size(),

@@ -30,8 +30,9 @@ struct SwapReport {
   std::vector<std::string> added;    // new position-method tensors (initialised here)
   std::vector<std::string> dropped;  // checkpoint tensors the target has no place for
   double probe_max_diff = -1.0;      // max |logit difference| on the probe (-1 = not run); 0 = same function
-  // Same method, other options that change what its loaded tensors compute (deberta_p2c,
-  // t5_max_distance, rope_base, ...), as "key: before -> after": loaded as they are, and warned.
+  // Same method, other attention options (deberta_p2c, t5_max_distance, rope_base, ...), as
+  // "key: before -> after": the tensors are loaded as they are; warned unless the probe shows
+  // the same function (an option the method does not read).
   std::vector<std::string> changed_options;
 };
 

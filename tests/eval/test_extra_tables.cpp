@@ -224,12 +224,14 @@ TEST(ExtraTables, LogBucketedDebertaIsARowOfItsOwn) {
   ResultRow clipped = squad_row("deb_s1/seed1", "deberta", 127, 128, 1, "f1", 60.0);
   ResultRow bucketed = squad_row("deb_s1/seed1", "deberta", 127, 128, 2, "f1", 70.0);
   bucketed.position_buckets = 32;
-  const std::vector<ResultRow> rows = {clipped, bucketed};
-  EXPECT_EQ(to_csv(extrapolation_table({}, rows)),
+  ResultRow clipped_long = squad_row("deb_long_s1/seed1", "deberta", 127, 192, 1, "f1", 55.0);
+  const std::vector<ResultRow> rows = {bucketed, clipped_long, clipped};
+  EXPECT_EQ(to_csv(extrapolation_table({}, rows)),  // each model's lengths together
             "method,measure,pretrain len,length,value\n"
             "deberta,SQuAD F1,128,128,60.00 (n=1)\n"
+            "deberta,SQuAD F1,128,192,55.00 (n=1)\n"
             "deberta (32 log buckets),SQuAD F1,128,128,70.00 (n=1)\n");
-  const TextTable t5 = table5(rows, {128});
+  const TextTable t5 = table5({clipped, bucketed}, {128});
   ASSERT_EQ(t5.rows.size(), 3U);  // the paper's BERT row, then ours
   EXPECT_EQ(t5.rows[1][1].text, "deberta");
   EXPECT_EQ(t5.rows[2][1].text, "deberta (32 log buckets)");

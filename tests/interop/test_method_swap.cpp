@@ -196,6 +196,13 @@ TEST(MethodSwap, SameMethodWithOtherOptionsIsLoadedAndReported) {
   const SwapReport unchanged = load_pretrained_encoder(*same, dir / "paper.pt");
   EXPECT_TRUE(unchanged.changed_options.empty());
   EXPECT_EQ(unchanged.probe_max_diff, 0.0);
+
+  Config unread = paper;  // an option deberta does not read: listed, and the probe (no warning) shows no change
+  unread.model.attention.rope_base = 500;
+  BertModel other(unread.model);
+  const SwapReport same_function = load_pretrained_encoder(*other, dir / "paper.pt");
+  EXPECT_EQ(same_function.changed_options, std::vector<std::string>{"model.attention.rope_base: 10000 -> 500"});
+  EXPECT_EQ(same_function.probe_max_diff, 0.0);
 }
 
 TEST(MethodSwap, RefusesOtherArchitectures) {
