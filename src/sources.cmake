@@ -7,6 +7,7 @@ set(RPE_CORE_SOURCES
   src/util/atomic_file.cpp
   src/util/atomic_writer.cpp
   src/util/file_tree.cpp
+  src/util/file_lock.cpp
   src/util/device.cpp
   src/util/kernel_check.cpp
   src/util/cpu_memory.cpp

@@ -1,13 +1,8 @@
 // prepare-data: streaming, parallel tokenization of text files into shards, with a manifest.
 #include "data/prepare.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <regex>
 #include <stdexcept>
 #include <thread>
@@ -18,6 +13,7 @@
 #include "data/text_reader.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/file_lock.h"
 #include "util/log.h"
 
 namespace rpe {
@@ -163,36 +159,16 @@ constexpr int kMaxPrepareThreads = 1024;
 // A POSIX record lock on <out>/prepare.lock while this process checks and writes the folder: a
 // second prepare-data on it (two jobs, or every node of one running the same script) waits for
 // the first, then finds its shards up to date, instead of deleting the shards it is writing.
-// fcntl locks, unlike flock, reach across NFS clients (its lock manager) and Lustre (mounted
-// with flock); where the file system has none, a warning says that runs are not kept apart.
-class OutputLock {
- public:
-  explicit OutputLock(const fs::path& dir) {
-    fs::create_directories(dir);
-    const fs::path file = dir / "prepare.lock";
-    fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
-    if (fd_ < 0) return;  // a folder this process cannot write: an up-to-date check only reads it
-    struct flock whole {};
-    whole.l_type = F_WRLCK;
-    whole.l_whence = SEEK_SET;
-    if (::fcntl(fd_, F_SETLK, &whole) == 0) return;
-    if (errno != EACCES && errno != EAGAIN) {
+// Where the file system has no locks, a warning says that runs are not kept apart.
+struct OutputLock {
+  explicit OutputLock(const fs::path& dir)
+      : lock((fs::create_directories(dir), dir / "prepare.lock"),
+             dir.string() + ": another prepare-data is writing it; waiting for it to finish") {
+    if (!lock.problem().empty())
       log::warn("data", "{}: cannot lock ({}); another prepare-data on this folder would not wait for this one",
-                file.string(), std::strerror(errno));
-      return;
-    }
-    log::info("data", "{}: another prepare-data is writing it; waiting for it to finish", dir.string());
-    while (::fcntl(fd_, F_SETLKW, &whole) != 0 && errno == EINTR) {
-    }
+                (dir / "prepare.lock").string(), lock.problem());
   }
-  ~OutputLock() {
-    if (fd_ >= 0) ::close(fd_);  // releases the lock
-  }
-  OutputLock(const OutputLock&) = delete;
-  OutputLock& operator=(const OutputLock&) = delete;
-
- private:
-  int fd_ = -1;
+  FileLock lock;
 };
 
 }  // namespace

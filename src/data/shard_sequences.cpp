@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 
@@ -15,6 +14,7 @@
 #include "data/manifest.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/file_lock.h"
 #include "util/log.h"
 
 namespace rpe {
@@ -146,37 +146,6 @@ Planner plan_all(const std::vector<TokenStream>& streams, const std::vector<std:
   return plan;
 }
 
-// An exclusive POSIX lock on "<file>.lock" while this process builds `file`: the ranks of a first
-// start (every rank of every node at once, on one shared folder) wait for the one building it and
-// map what it wrote, instead of each scanning every boundary of the corpus and writing a copy of
-// its own (64 ranks at L = 128 and 4.5B tokens: 64 x 280 MB written). fcntl locks, as
-// prepare.lock's, reach across NFS clients; where the lock file cannot be made or the file
-// system has no locks, the build goes on unlocked (the renames still leave one whole file).
-class BuildLock {
- public:
-  explicit BuildLock(const fs::path& file) {
-    const std::string lock = file.string() + ".lock";
-    fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
-    if (fd_ < 0) return;
-    struct flock whole {};
-    whole.l_type = F_WRLCK;
-    whole.l_whence = SEEK_SET;
-    if (::fcntl(fd_, F_SETLK, &whole) == 0) return;
-    if (errno == EACCES || errno == EAGAIN)  // held: a start that waits says what for
-      log::info("data", "waiting for another process building {}", file.string());
-    while (::fcntl(fd_, F_SETLKW, &whole) != 0 && errno == EINTR) {
-    }
-  }
-  ~BuildLock() {
-    if (fd_ >= 0) ::close(fd_);  // releases the lock
-  }
-  BuildLock(const BuildLock&) = delete;
-  BuildLock& operator=(const BuildLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
 // The cache's checksum, after `sum` has taken the starts (whole, or in the pieces a scan reads):
 // the token count too, so that a flipped byte anywhere but in the checked fields is caught.
 uint64_t index_checksum(ShardHasher sum, const IndexHeader& h) {
@@ -219,7 +188,12 @@ ShardSequences::ShardSequences(std::shared_ptr<const PreparedShards> shards, boo
   // Beside the shards when their folder is writable, else in the user's cache folder
   // (cache_dir.h), named by the key: a read-only dataset folder is indexed once, not at every start.
   const auto built = [&](const fs::path& file) {  // computed at this start, then mapped
-    const BuildLock lock(file);
+    // The ranks of a first start (every rank of every node at once, on one shared folder) wait
+    // for the one building it and map what it wrote, instead of each scanning every boundary of
+    // the corpus and writing a copy of its own (64 x 280 MB at L = 128 and 4.5B tokens). Without
+    // locks (a read-only folder, a file system without them) the build goes on unlocked: the
+    // renames still leave one whole file.
+    const FileLock lock(file.string() + ".lock", "waiting for another process building " + file.string());
     if (map_cache(file, key)) return true;  // another process built it while this one waited
     if (!write_index(file, key) || !map_cache(file, key)) return false;
     from_cache_ = false;
