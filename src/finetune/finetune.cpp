@@ -237,13 +237,7 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
     // exists"; otherwise finetune.log keeps the error as its last line, as train.log does.
     std::error_code ec;
     const bool began = fs::exists(dir / ("seed" + std::to_string(req.seeds.empty() ? cfg.train.seed : req.seeds[0])), ec);
-    if (dynamic_cast<const UserError*>(&e) != nullptr && dp.rank() == 0 && !began) {
-      sink.close();
-      discard_new_run_folder(dir);
-    } else {
-      const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
-      sink.error_to_file(torch_error != nullptr ? torch_error->what_without_backtrace() : e.what());
-    }
+    close_failed_run(e, dp.rank() == 0 && !began, sink, dir);
     throw;
   }
 }

@@ -200,6 +200,16 @@ void discard_new_run_folder(const fs::path& path) {
   }
 }
 
+void close_failed_run(const std::exception& e, bool nothing_kept, log::FileSink& sink, const fs::path& dir) {
+  if (nothing_kept && dynamic_cast<const UserError*>(&e) != nullptr) {
+    sink.close();
+    discard_new_run_folder(dir);
+    return;
+  }
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+  sink.error_to_file(torch_error != nullptr ? torch_error->what_without_backtrace() : e.what());
+}
+
 // --overwrite's deletion. A run folder that is a symlink (runs/x -> a scratch disk) is emptied
 // where it points, the link and the folder there (its mode, group, ACLs; a mount point) kept:
 // removing the link would leave the old run there and write the new one here.

@@ -5,10 +5,15 @@
 //   <run>/checkpoints/step_<N>.pt (+ `latest`), see train/checkpoint.h
 #pragma once
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace rpe::log {
+class FileSink;
+}  // namespace rpe::log
 
 namespace rpe {
 
@@ -49,6 +54,13 @@ void check_run_dir(const std::filesystem::path& dir, const RunDirRequest& reques
 // disk, a run --overwrite emptied: left as found, empty). A failure to remove it is logged, not
 // thrown: the input error being handled is the one to report.
 void discard_new_run_folder(const std::filesystem::path& dir);
+
+// The end of a run (pretraining, fine-tuning) that stopped on `e`: a bad-input stop (UserError)
+// of a new run with nothing of a run in it (`nothing_kept`: the caller's rank 0 alone says so)
+// removes its folder (discard_new_run_folder), so the corrected command is not refused as
+// "already exists"; any other keeps the folder and ends its log (`sink`) with the error, without
+// LibTorch's backtrace, as main prints it.
+void close_failed_run(const std::exception& e, bool nothing_kept, log::FileSink& sink, const std::filesystem::path& dir);
 
 // The checkpoint that --resume continues from: the newest one that verifies (newer broken ones
 // are skipped with a warning). nullopt when the run never wrote one (stopped before its first

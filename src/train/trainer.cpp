@@ -352,14 +352,7 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
     std::error_code ec;
     const fs::path metrics = run_dir / "metrics.jsonl";
     const bool trained = fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0;
-    if (dynamic_cast<const UserError*>(&e) != nullptr && chief && !resume && !trained &&
-        list_checkpoints(run_dir).empty()) {
-      sink.close();
-      discard_new_run_folder(run_dir);
-    } else {  // LibTorch's errors without their backtrace, as main prints them
-      const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
-      sink.error_to_file(torch_error != nullptr ? torch_error->what_without_backtrace() : e.what());
-    }
+    close_failed_run(e, chief && !resume && !trained && list_checkpoints(run_dir).empty(), sink, run_dir);
     throw;
   }
 }
