@@ -63,7 +63,7 @@ TEST(LaunchEnv, ReadsTorchrunThenMpiThenSlurm) {
              EXPECT_EQ(e.master_port, 1234);
              EXPECT_EQ(e.launcher, "torchrun");
            });
-  with_env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"}}, [] {
+  with_env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"}, {"SLURM_STEP_ID", "0"}}, [] {
     const auto e = dist::detect_launch_env();
     EXPECT_EQ(e.rank, 5);
     EXPECT_EQ(e.world, 6);
@@ -74,7 +74,7 @@ TEST(LaunchEnv, ReadsTorchrunThenMpiThenSlurm) {
     EXPECT_EQ(dist::detect_launch_env().launcher, "mpirun");
   });
   // A job over several nodes without MASTER_ADDR would meet at 127.0.0.1 on every node: refused.
-  with_env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "16"}, {"SLURM_NNODES", "2"}}, [] {
+  with_env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "16"}, {"SLURM_NNODES", "2"}, {"SLURM_STEP_ID", "3"}}, [] {
     try {
       dist::detect_launch_env();
       ADD_FAILURE() << "a 2-node Slurm job without MASTER_ADDR was accepted";
@@ -102,6 +102,14 @@ TEST(LaunchEnv, ReadsTorchrunThenMpiThenSlurm) {
              EXPECT_EQ(e.local_rank, 3);
              EXPECT_EQ(e.launcher, "mpirun");
            });
+  // rpe-train run by the sbatch script itself (or an salloc shell): the allocation's SLURM_PROCID=0
+  // of SLURM_NTASKS, but no srun task (no SLURM_STEP_ID). One process, warned about, not rank 0
+  // of 8 waiting at the rendezvous for ranks nobody started.
+  with_env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "0"}, {"SLURM_JOB_ID", "4242"}}, [] {
+    const auto e = dist::detect_launch_env();
+    EXPECT_EQ(e.world, 1);
+    EXPECT_FALSE(e.distributed());
+  });
   EXPECT_EQ(dist::detect_launch_env().world, 1);
   EXPECT_FALSE(dist::detect_launch_env().distributed());
   with_env({{"RPE_TRAIN_GROUP_OF_ONE", "1"}}, [] {  // one process in a process group of its own
