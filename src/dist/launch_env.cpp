@@ -56,10 +56,11 @@ LaunchEnv detect_launch_env() {
   for (const auto& s : sources) {
     const auto rank = env_int(s.rank), world = env_int(s.world);
     if (!rank || !world) continue;
-    // srun sets SLURM_STEP_ID in each task it starts; the batch script and an salloc shell (the
-    // allocation's, SLURM_PROCID=0 of SLURM_NTASKS) have none. Taken for rank 0 of N there, the
-    // one process would wait at the rendezvous for N - 1 ranks nobody started.
-    if (std::string(s.launcher) == "slurm" && env_text("SLURM_STEP_ID").empty()) {
+    // srun sets SLURM_STEP_ID (and the older SLURM_STEPID) in each task it starts; the batch
+    // script and an salloc shell (the allocation's SLURM_PROCID=0 of SLURM_NTASKS) have neither.
+    // Taken for rank 0 of N there, the one process would wait at the rendezvous for N - 1 ranks
+    // nobody started.
+    if (std::string(s.launcher) == "slurm" && env_text("SLURM_STEP_ID").empty() && env_text("SLURM_STEPID").empty()) {
       if (*world > 1)
         log::warn("dist", "SLURM_NTASKS={} but this process was not started by srun (no SLURM_STEP_ID): it runs "
                   "alone; for {} ranks launch it with srun (docs/training.md)", *world, *world);
