@@ -14,6 +14,9 @@
 
 namespace rpe {
 
-std::filesystem::path fallback_cache_dir();
+// The cache folder, created if needed (see above). create = false only looks: the folder a start
+// would use if it already exists (nothing made; empty and no UserError otherwise), for reading
+// what an earlier start cached without making a folder in the user's home on every first open.
+std::filesystem::path fallback_cache_dir(bool create = true);
 
 }  // namespace rpe

@@ -179,9 +179,10 @@ bool stamp_holds(const fs::path& stamp, const std::string& want) {
 }
 
 // The stamp of a shard whose folder this process cannot write: in the cache folder
-// (cache_dir.h), named by the shard's absolute path, which it also holds. "" without one.
-fs::path stamp_elsewhere(const fs::path& shard) {
-  const fs::path dir = fallback_cache_dir();
+// (cache_dir.h; `create`: made if missing), named by the shard's absolute path, which it also
+// holds. "" without one.
+fs::path stamp_elsewhere(const fs::path& shard, bool create) {
+  const fs::path dir = fallback_cache_dir(create);
   if (dir.empty()) return {};
   const std::string path = fs::absolute(shard).string();
   ShardHasher h;
@@ -199,11 +200,7 @@ void verify_once(const MappedShard& shard, uint64_t checksum, bool force) {
                            " " + manifest::hex64(checksum) + "\n";
   if (!force && stamp_holds(stamp, want)) return;
   const std::string want_elsewhere = want + fs::absolute(shard.file()).string() + "\n";
-  fs::path other;
-  try {  // a cache folder this start cannot use is refused below, only where a stamp must go there
-    other = stamp_elsewhere(shard.file());
-  } catch (const UserError&) {
-  }
+  fs::path other = stamp_elsewhere(shard.file(), /*create=*/false);  // one an earlier start kept
   if (!force && !other.empty() && stamp_holds(other, want_elsewhere)) return;
   shard.verify(&checksum);
   try {
@@ -212,7 +209,7 @@ void verify_once(const MappedShard& shard, uint64_t checksum, bool force) {
   } catch (const std::exception& e) {  // a read-only folder: the cache folder's stamp
     log::debug("data", "cannot write {}: {}", stamp.string(), e.what());
   }
-  other = stamp_elsewhere(shard.file());  // UserError: RPE_TRAIN_CACHE_DIR names no usable folder
+  other = stamp_elsewhere(shard.file(), /*create=*/true);  // UserError: RPE_TRAIN_CACHE_DIR names no usable folder
   try {
     if (!other.empty()) write_file_atomic(other, want_elsewhere);
   } catch (const std::exception& e) {  // nowhere: verified again next time
