@@ -8,6 +8,7 @@ set(RPE_CORE_SOURCES
   src/util/atomic_writer.cpp
   src/util/file_tree.cpp
   src/util/file_lock.cpp
+  src/util/stop_signals.cpp
   src/util/device.cpp
   src/util/kernel_check.cpp
   src/util/cpu_memory.cpp
@@ -63,7 +64,7 @@ set(RPE_CORE_SOURCES
   src/train/metrics.cpp
   src/train/loss_scaler.cpp
   src/train/engine.cpp
-  src/train/engine_nonfinite.cpp
+  src/train/engine_stops.cpp
   src/train/gradients.cpp
   src/train/cuda_graph.cpp
   src/train/micro_step_graph.cpp

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <iostream>
 #include <new>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "util/errors.h"
 #include "util/kernel_check.h"
 #include "util/log.h"
+#include "util/stop_signals.h"
 #include "util/utf8.h"
 
 void rpe::cli::silence_logs() { spdlog::default_logger()->set_level(spdlog::level::off); }
@@ -143,6 +145,14 @@ int main(int argc, char** argv) {
       return rpe::kExitUserError;
     }
     return run();
+  } catch (const rpe::StopRequested& e) {
+    // Stopped by a signal after saving (train/engine.h): end by it, as its default action would
+    // have, so that torchrun, Slurm and the shell see the run ended by the signal they sent.
+    spdlog::default_logger()->flush();
+    std::cout.flush();
+    std::signal(e.signal(), SIG_DFL);
+    std::raise(e.signal());
+    return 128 + e.signal();
   } catch (const rpe::UserError& e) {
     return report(e.what(), rpe::kExitUserError);
   } catch (const c10::Error& e) {

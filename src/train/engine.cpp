@@ -12,6 +12,7 @@
 #include "train/optim.h"
 #include "train/precision.h"
 #include "util/errors.h"
+#include "util/stop_signals.h"
 #include "util/torch_compat.h"
 #include "util/log.h"
 
@@ -78,7 +79,8 @@ StepStats Engine::step(int64_t step) {
   auto n = local_count.clone();
   dp.all_reduce_sum(n);
   const auto scale = torch::full({}, static_cast<double>(dp.world()), dopt).div(n.clamp_min(1.0));  // [ ] W / N
-  auto local = torch::zeros({4}, dopt);  // [loss / W, correct, tokens, refused] of this rank
+  auto local = torch::zeros({5}, dopt);  // [loss / W, correct, tokens, refused, stop] of this rank
+  if (StopSignals::requested() != 0) local[4].fill_(1.0);  // rides on the all-reduce below
   const auto autocast_type = autocast_dtype(t.precision);
   for (size_t i = 0; i < batches.size(); ++i) {
     const auto& batch = batches[i];
@@ -110,7 +112,7 @@ StepStats Engine::step(int64_t step) {
     local[3].fill_(1.0);
   }
   dp.all_reduce_sum(local);  // on-device statistics, no host copy
-  StepStats st{local[0], local[1], n, local[2], {}, {}, {}, local[3]};  // loss, correct, count, tokens, .., refused
+  StepStats st{local[0], local[1], n, local[2], {}, {}, {}, local[3], local[4]};  // loss, correct, count, tokens, .., refused, stop
   st.overflow = scaler_.unscale_(defined_grads(params_));  // fp16: grads / S, and whether one overflowed
   st.grad_norm = global_grad_norm(params_);
   if (t.clip_norm > 0) clip_gradients(params_, st.grad_norm, t.clip_norm);
@@ -143,9 +145,11 @@ fs::path Engine::save(TrainState& state) {
   // Rank 0 alone writes; its failure (a full disk, weights gone non-finite) stops every rank at
   // once with its reason rather than at their next gradient all-reduce (dist/all_or_none.h).
   // Every rank returns the file (the others name rank 0's), so a stop's message says where it is.
-  return dist::all_or_none(*s_.dp, "saving the checkpoint of step " + std::to_string(state.step), [&] {
+  saved_file_ = dist::all_or_none(*s_.dp, "saving the checkpoint of step " + std::to_string(state.step), [&] {
     return s_.dp->rank() == 0 ? write_checkpoint(state) : checkpoint_file(s_.run_dir, state.step);
   });
+  saved_step_ = state.step;
+  return saved_file_;
 }
 
 fs::path Engine::write_checkpoint(TrainState& state) {
@@ -207,14 +211,17 @@ void Engine::flush_tokens(TrainState& state) {
 }
 
 void Engine::update_on_device(const StepStats& st, TrainState& state, LogWindow& w) {
-  settle(w, state);  // the previous step's flag: it is done while this one runs
+  settle(w, state);  // the previous step's flags: it is done while this one runs
+  if (stop_asked_) return;  // the run stops as it was after the previous step: this one's update is dropped
   device_update_->step_if(st.finite);
   const auto logged = torch::stack({st.loss * st.count, st.grad_norm.to(torch::kDouble)});
   w.sums.slice(0, 0, 2) += torch::where(st.finite, logged, torch::zeros_like(logged));  // finite steps only
 }
 
 std::string Engine::update_on_host(const StepStats& st, TrainState& state, LogWindow& w) {
-  if (st.finite.item<bool>()) {  // the one host read of such a step
+  const auto flags = torch::stack({st.finite, st.stop.gt(0.0)}).cpu();  // the one host read of such a step
+  stop_asked_ = flags[1].item<bool>();  // after this step: run() stops once it is counted
+  if (flags[0].item<bool>()) {
     optimizer_.step();
     state.nonfinite_in_a_row = 0;
     w.sums.slice(0, 0, 2) += torch::stack({st.loss * st.count, st.grad_norm.to(torch::kDouble)});
@@ -228,12 +235,13 @@ std::string Engine::update_on_host(const StepStats& st, TrainState& state, LogWi
 }
 
 void Engine::queue_pending(const StepStats& st, int64_t step) {
-  PendingStep p{step,      st.finite,  nullptr, st.loss, st.grad_norm, st.overflow,
+  PendingStep p{step,      torch::stack({st.finite, st.stop.gt(0.0)}), nullptr, st.loss, st.grad_norm, st.overflow,
                 scaler_.enabled() ? scaler_.snapshot() : torch::Tensor(),
                 st.refused, consumed_, RandomStates::capture(s_.device)};
   if (s_.device.is_cuda()) {  // a pinned copy on the stream, and an event to wait for it alone
-    p.finite = torch::empty({}, torch::TensorOptions(torch::kBool).pinned_memory(true));
-    p.finite.copy_(st.finite, /*non_blocking=*/true);
+    auto flags = torch::empty({2}, torch::TensorOptions(torch::kBool).pinned_memory(true));
+    flags.copy_(p.flags, /*non_blocking=*/true);
+    p.flags = flags;
     p.copied = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
     p.copied->record(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(s_.device));
   }
@@ -245,23 +253,31 @@ void Engine::settle(LogWindow& w, TrainState& state) {
   PendingStep p = std::move(*pending_);
   pending_.reset();
   if (p.copied) compat::wait(*p.copied);
-  // p.finite is host memory, done (the pinned copy on CUDA; on the CPU the flag itself): read in place
-  if (*compat::const_data_ptr<bool>(p.finite)) {
-    state.nonfinite_in_a_row = 0;
-    ++w.finite_steps;
-    return;
-  }
-  stop_if_refused(p.step, p.refused);
-  ++w.skipped;
-  const auto why = note_nonfinite(p.step, p.loss, p.grad_norm, p.overflow, p.scale, state);
-  if (!why.empty()) {
-    // Settled one step late, the next step's batches are taken but its update is not queued:
-    // the run stops as it was after step p.step (weights, optimizer, data position, counters,
-    // loss scale).
+  // p.flags is host memory, done (the pinned copy on CUDA; on the CPU the flags themselves): read in place
+  const bool* flags = compat::const_data_ptr<bool>(p.flags);
+  // Settled one step late, the next step's batches may be taken but its update is not queued
+  // yet: a stop here leaves the run as it was after step p.step (weights, optimizer, data
+  // position, counters, loss scale).
+  const auto back_to_step_end = [&] {
     consumed_ = p.cursor;
     if (p.scale.defined()) scaler_.restore(p.scale);
     p.rng.restore();  // the next step's forward drew dropout masks: its draws are undone too
-    stop_nonfinite(state, w, why);
+  };
+  if (flags[0]) {
+    state.nonfinite_in_a_row = 0;
+    ++w.finite_steps;
+  } else {
+    stop_if_refused(p.step, p.refused);
+    ++w.skipped;
+    const auto why = note_nonfinite(p.step, p.loss, p.grad_norm, p.overflow, p.scale, state);
+    if (!why.empty()) {
+      back_to_step_end();
+      stop_nonfinite(state, w, why);
+    }
+  }
+  if (flags[1]) {
+    back_to_step_end();
+    stop_asked_ = true;
   }
 }
 
@@ -317,16 +333,20 @@ EngineResult Engine::run(TrainState state) {
   first_step_ = state.step;
   prior_seconds_ = state.train_seconds;
   seen_tokens_ = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(s_.device));
+  std::optional<StopSignals> signals;  // caught until run() returns or throws
+  if (s_.stop_on_signals && !s_.run_dir.empty()) signals.emplace();
 
   while (state.step < t.max_steps) {
     const double lr = learning_rate(t, state.step);
     set_learning_rate(optimizer_, lr);
     const StepStats st = step(state.step);
     std::string stop;  // why the run must stop after this step (host-decided updates only)
-    if (device_update_)
+    if (device_update_) {
       update_on_device(st, state, w);
-    else
+      if (stop_asked_) stop_on_request(state, w);  // the previous step's end: this one is dropped
+    } else {
       stop = update_on_host(st, state, w);
+    }
     w.add_scored(st.finite, st.correct, st.count, st.tokens);
     seen_tokens_ += st.tokens;
     ++state.step;
@@ -355,6 +375,7 @@ EngineResult Engine::run(TrainState state) {
       save(state);
     }
     w.leave_out_since(paused);
+    if (stop_asked_) stop_on_request(state, w);  // this step's end (its row, evaluation and checkpoint done)
   }
   settle(w, state);
   s_.dp->barrier();  // every rank done with collectives before rank 0 saves and the group closes

@@ -26,6 +26,12 @@
 // only while the device works on the next (bookkeeping: counters, the warning, the in-a-row
 // stop, which restores the cursor of the step that tripped it). Any other optimizer (LibTorch's,
 // or AdamW with amsgrad) is stepped after a host read of the flag: one 1-element read per step.
+//
+// Stopping on request (EngineSetup::stop_on_signals, pretraining): a rank that got SIGTERM,
+// SIGINT, SIGHUP or SIGUSR1 (util/stop_signals.h) says so in the statistics its next step
+// all-reduces anyway, so every rank learns it from the same step, reads it with that step's
+// finite flag (one step late, as above) and stops as it was after that step: a checkpoint,
+// then StopRequested. `--resume` continues exactly as if the run had not stopped.
 #pragma once
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
@@ -138,6 +144,9 @@ struct EngineSetup {
   double first_loss = std::nan("");  // a resumed run's first and last logged losses (from its
   double last_loss = std::nan("");   // metrics.jsonl): the summary reads as if never interrupted
   EngineHooks hooks;
+  // SIGTERM, SIGINT, SIGHUP and SIGUSR1 during run() stop the run after a step, with a
+  // checkpoint (see the header comment; needs run_dir); false: they act as usual (kill).
+  bool stop_on_signals = false;
   // Tests: train.cuda_graphs's static-buffer path with the graph's body run directly (no capture:
   // a CPU can show that path equals the plain one).
   bool emulate_cuda_graphs = false;
@@ -155,6 +164,7 @@ struct StepStats {
   // 0-dim float64: ranks whose gradient sync refused the step (dist/grad_sync.h; their loss is
   // NaN, so the step is not finite); 0 in a single process.
   torch::Tensor refused;
+  torch::Tensor stop;  // 0-dim float64: ranks asking to stop (a signal, util/stop_signals.h); 0 if none
 };
 
 struct EngineResult {
@@ -173,7 +183,8 @@ class Engine {
   ~Engine();
   // Trains from `state` (step 0 or a resumed checkpoint's) to train.max_steps; saves the final
   // checkpoint when run_dir is set. UserError after max_nonfinite_in_a_row skipped steps, or
-  // (fp16) when overflows push the loss scale below train.min_loss_scale.
+  // (fp16) when overflows push the loss scale below train.min_loss_scale; StopRequested, after
+  // its checkpoint, when a signal asked to stop (stop_on_signals).
   EngineResult run(TrainState state);
   // One optimizer step at 0-based `step`: forward/backward of grad_accum micro-batches, gradient
   // averaging, (fp16) unscaling and the loss scale's update, clipping; the update itself is left
@@ -214,13 +225,14 @@ class Engine {
   std::string note_nonfinite(int64_t step, const torch::Tensor& loss, const torch::Tensor& grad_norm,
                              const torch::Tensor& overflow, const torch::Tensor& scale, TrainState& state);
   // The update of `st`: queued for the device to apply or skip (DeviceSkippableStep), after
-  // settling the previous step; or decided on the host, returning why the run must stop ("": go on).
+  // settling the previous step (not queued when that step's end asked to stop: stop_asked_);
+  // or decided on the host, returning why the run must stop ("": go on).
   void update_on_device(const StepStats& st, TrainState& state, LogWindow& w);
   std::string update_on_host(const StepStats& st, TrainState& state, LogWindow& w);
   // A step the device decided alone, its flag on the way to the host (see the header comment).
   struct PendingStep {
     int64_t step = 0;                    // 1-based
-    torch::Tensor finite;                // [] bool on the host (pinned; filled asynchronously on CUDA)
+    torch::Tensor flags;                 // [2] bool on the host, {finite, stop} (pinned; filled asynchronously on CUDA)
     std::shared_ptr<c10::Event> copied;  // CUDA: the copy's completion; null on CPU
     torch::Tensor loss, grad_norm;       // on the device, for the warning
     torch::Tensor overflow;              // fp16: StepStats::overflow, on the device
@@ -230,8 +242,9 @@ class Engine {
     RandomStates rng;                    // the random streams after this step (host copies)
   };
   void queue_pending(const StepStats& st, int64_t step);
-  // Reads the pending step's flag and does its bookkeeping (window counts, non-finite warning,
-  // the in-a-row stop); a no-op when nothing is pending.
+  // Reads the pending step's flags and does its bookkeeping (window counts, non-finite warning,
+  // the in-a-row stop; a stop request sets stop_asked_ and puts the data position, random
+  // streams and loss scale back to that step's end); a no-op when nothing is pending.
   void settle(LogWindow& w, TrainState& state);
   // A skipped step `step` (1-based) that some rank's gradient sync refused (`refused` > 0, the
   // same on every rank: every rank calls this at the same point): every rank stops, the refusing
@@ -241,6 +254,9 @@ class Engine {
   // After too many skipped steps (`why`, from note_nonfinite): saves the last finite weights
   // (with the log window `w` so far), throws UserError.
   [[noreturn]] void stop_nonfinite(TrainState& state, const LogWindow& w, const std::string& why);
+  // The stop a signal asked for, after step state.step: saves the checkpoint (unless this step's
+  // was just saved), logs where it is, throws StopRequested.
+  [[noreturn]] void stop_on_request(TrainState& state, const LogWindow& w);
   // Appends `row` to rank 0's metrics.jsonl; when that fails (a full disk) every rank stops
   // with its reason (dist/all_or_none.h), not at its next gradient all-reduce.
   void record(const nlohmann::json& row, int64_t step);
@@ -253,6 +269,9 @@ class Engine {
   torch::optim::Optimizer& optimizer_;
   DeviceSkippableStep* device_update_ = nullptr;  // the optimizer when it can skip on the device
   std::optional<PendingStep> pending_;
+  bool stop_asked_ = false;             // a settled step (every rank's view of it) asked to stop
+  int64_t saved_step_ = -1;             // the step of the checkpoint save() wrote last, and its file
+  std::filesystem::path saved_file_;
   Task& task_;
   std::vector<torch::Tensor> params_;
   LossScaler scaler_;               // fp16 only; a passthrough otherwise

@@ -23,6 +23,7 @@
 #include "util/device.h"
 #include "util/errors.h"
 #include "util/log.h"
+#include "util/stop_signals.h"
 
 namespace rpe {
 namespace fs = std::filesystem;
@@ -286,6 +287,7 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   setup.run_dir = run_dir;
   setup.config_yaml = config_yaml;
   setup.hooks = hooks;
+  setup.stop_on_signals = true;  // a preempted run saves its step and ends (`--resume` continues it)
   // Rank 0's files, in one step every rank agrees on (a full disk stops them all at once, not
   // at the first step's all-reduce).
   dist::all_or_none(dp, "writing config.yaml and metrics.jsonl", [&] {
@@ -343,6 +345,8 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
   if (chief && folder.resume && !resume) log::warn("run", "--resume: no run in {} yet: starting a new run", run_dir.string());
   try {
     return train_in_folder(cfg, run_dir, resume, hooks, dp, device, start);
+  } catch (const StopRequested&) {
+    throw;  // no failure: its checkpoint is written and train.log says so
   } catch (const std::exception& e) {
     // A new run that fails on its inputs (missing corpus, bad vocabulary, ...) before it trains
     // leaves no folder behind, so the corrected command is not refused as "already exists". A

@@ -6,10 +6,11 @@
 // with one line. On two Gloo ranks (this test binary relaunched as both): the all-reduce
 // overlapped with backward (gradient hooks) equals the one after backward, fp16's loss scale,
 // skipped steps and weights stay the same on every rank, and replicas that diverge stop the
-// run at the next checkpoint.
+// run at the next checkpoint; a signal that reaches one rank stops both after the same step.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -24,6 +25,7 @@
 #include "train/checkpoint.h"
 #include "util/device.h"
 #include "util/errors.h"
+#include "util/stop_signals.h"
 #include "test_models.h"
 #include "test_paths.h"
 
@@ -622,6 +624,36 @@ TEST(NonFiniteWorker, DISABLED_EveryRankNamesTheKeptCheckpoint) {
   }
 }
 
+// One rank of StopOnSignal.EveryRankStopsAtTheSameStepOnTwoGlooRanks: rank 1 alone gets
+// SIGTERM after step 3 (a launcher that signals one node first); both ranks learn it from step
+// 4's all-reduced statistics and stop after step 4, rank 0 saving the checkpoint there.
+TEST(StopWorker, DISABLED_EveryRankStopsAtTheSameStep) {
+  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of StopOnSignal.*, launched by it";
+  const auto env = dist::detect_launch_env();
+  dist::DataParallel dp(env, torch::kCPU, 20.0, 25.0);
+  EngineHooks hooks;
+  hooks.on_step = [&](int64_t step, double) {
+    if (env.rank == 1 && step == 3) std::raise(SIGTERM);
+  };
+  const fs::path run = test::fresh_dir("stop_ranks_r" + std::to_string(env.rank));  // rank 0 alone writes
+  test::ToyRun r(test::toy_options(10, 1), hooks, {}, run, &dp, /*stop_on_signals=*/true);
+  try {
+    r.engine->run(TrainState{});
+    FAIL() << "rank " << env.rank << " did not stop";
+  } catch (const StopRequested& e) {
+    EXPECT_EQ(e.signal(), SIGTERM);
+    const std::string msg = e.what();
+    const std::string why = env.rank == 1 ? "(SIGTERM)" : "(a signal another rank got)";
+    EXPECT_NE(msg.find("stopped on request " + why + " after step 4 of 10"), std::string::npos) << msg;
+    EXPECT_NE(msg.find((run / "checkpoints" / "step_00000004.pt").string()), std::string::npos) << msg;
+  }
+  if (env.rank == 0) {
+    const auto kept = list_checkpoints(run);
+    ASSERT_EQ(kept.size(), 1u);
+    EXPECT_EQ(kept.front().first, 4);
+  }
+}
+
 // One rank of Checkpoint.EveryRankRowOnTwoGlooRanks: the rows a multi-GPU checkpoint keeps of
 // every rank's device stream (train/checkpoint.h) come back in rank order, byte for byte.
 TEST(RankRowWorker, DISABLED_EveryRankRowIsInRankOrder) {
@@ -747,6 +779,10 @@ TEST(GradSync, RefusalStopsEveryRankOnTwoGlooRanks) {
 
 TEST(NonFinite, EveryRankNamesTheKeptCheckpointOnTwoGlooRanks) {
   run_two_ranks("NonFiniteWorker.DISABLED_EveryRankNamesTheKeptCheckpoint", "nonfinite_ranks");
+}
+
+TEST(StopOnSignal, EveryRankStopsAtTheSameStepOnTwoGlooRanks) {
+  run_two_ranks("StopWorker.DISABLED_EveryRankStopsAtTheSameStep", "stop_ranks");
 }
 
 TEST(Checkpoint, EveryRankRowOnTwoGlooRanks) {

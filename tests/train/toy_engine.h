@@ -81,7 +81,8 @@ struct ToyRun {
   std::unique_ptr<Engine> engine;
   // `group`: the process group of a multi-process test (default: this process alone).
   explicit ToyRun(const TrainOptions& t, EngineHooks hooks = {}, const std::filesystem::path& metrics = {},
-                  const std::filesystem::path& run_dir = {}, dist::DataParallel* group = nullptr) {
+                  const std::filesystem::path& run_dir = {}, dist::DataParallel* group = nullptr,
+                  bool stop_on_signals = false) {
     torch::manual_seed(5);
     model = torch::nn::Linear(4, 1);
     // adamw, lamb: skips decided on the device (DeviceSkippableStep); sgd (LibTorch's): on the host
@@ -94,6 +95,7 @@ struct ToyRun {
     s.hooks = std::move(hooks);
     if (!metrics.empty()) s.metrics = MetricsWriter(metrics);
     s.run_dir = run_dir;
+    s.stop_on_signals = stop_on_signals;
     engine = std::make_unique<Engine>(std::move(s), *model, *opt, *task);
   }
 };

@@ -1,7 +1,9 @@
-// The engine's non-finite guard on the host (see engine.h): the bookkeeping of a skipped step,
-// the stop after too many, and the stop of every rank when a rank's gradient sync refused a step.
+// The engine's stops (see engine.h): the non-finite guard's bookkeeping of a skipped step and
+// its stop after too many, the stop of every rank when a rank's gradient sync refused a step,
+// and the stop a signal asks for.
 #include <fmt/format.h>
 
+#include <csignal>
 #include <cmath>
 #include <stdexcept>
 
@@ -9,6 +11,7 @@
 #include "train/engine.h"
 #include "util/errors.h"
 #include "util/log.h"
+#include "util/stop_signals.h"
 
 namespace rpe {
 
@@ -60,6 +63,19 @@ void Engine::stop_nonfinite(TrainState& state, const LogWindow& w, const std::st
                   "(finite, from the last update that was not skipped) " +
                   (file.empty() ? std::string("are not kept") : "are kept in " + file.string()) +
                   " (lower train.lr, raise warmup_steps, or use precision fp32)");
+}
+
+void Engine::stop_on_request(TrainState& state, const LogWindow& w) {
+  s_.dp->barrier();
+  flush_tokens(state);
+  state.log_window = w.snapshot();  // a stop between two log steps resumes into the same rows
+  const auto file = saved_step_ == state.step ? saved_file_ : save(state);
+  const int own = StopSignals::requested();
+  const std::string message = fmt::format(
+      "stopped on request ({}) after step {} of {}; checkpoint {}; `--resume` continues the run",
+      own != 0 ? StopSignals::name(own) : "a signal another rank got", state.step, s_.train.max_steps, file.string());
+  log::info(s_.log_tag.c_str(), "{}", message);
+  throw StopRequested(message, own != 0 ? own : SIGTERM);
 }
 
 }  // namespace rpe

@@ -1,0 +1,46 @@
+// A polite stop for long runs: while a StopSignals object lives, SIGTERM, SIGINT, SIGHUP and
+// SIGUSR1 no longer kill the process but ask it to stop. The training engine reads the request
+// between optimizer steps, agrees on it with the other ranks and saves a checkpoint before it
+// ends (train/engine.h), so a run preempted by its scheduler (Slurm's time limit or
+// `--signal`, torchrun forwarding the signal it got, Ctrl-C) loses no steps and `--resume`
+// continues it exactly.
+//
+// Each signal is caught once (SA_RESETHAND): a second one of the same kind acts as it always
+// does, so a second Ctrl-C still kills a run whose checkpoint is taking too long. A signal the
+// process was started with ignored (nohup's SIGHUP) stays ignored. The handler only stores the
+// signal's number (a lock-free atomic: async-signal-safe).
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace rpe {
+
+class StopSignals {
+ public:
+  // Installs the handlers; the destructor puts back the previous ones and forgets the request.
+  // One at a time (std::logic_error for a second).
+  StopSignals();
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  // The first signal that asked for a stop since the handlers were installed; 0 for none (and
+  // while no StopSignals lives).
+  static int requested();
+  // "SIGTERM", "SIGINT", ... ("signal N" for others).
+  static std::string name(int signal);
+};
+
+// Thrown by the engine once it has stopped on request and saved its checkpoint; main() ends
+// the process by the same signal (its default action), so the launcher and the shell see the
+// run ended by it. what(): one line for the log.
+class StopRequested : public std::runtime_error {
+ public:
+  StopRequested(const std::string& message, int signal) : std::runtime_error(message), signal_(signal) {}
+  // The signal this process got (a rank that stopped because another rank got one: SIGTERM).
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
+}  // namespace rpe
