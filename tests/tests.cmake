@@ -185,6 +185,8 @@ add_test(NAME nccl_configure COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist/test_nc
 set_tests_properties(nccl_configure PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 # SIGKILL at random moments + --resume, repeatedly, ends bitwise equal to an uninterrupted run.
 add_test(NAME train_kill_resume COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_kill_resume.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
+# SIGTERM instead (a scheduler's preemption): each stop saves the step it ends after, same end.
+add_test(NAME train_term_resume COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_kill_resume.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR} TERM)
 # Corrupt/unchecked checkpoints refused by every loading command, run-folder refusals, full disk.
 add_test(NAME checkpoint_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_checkpoint_cli.sh $<TARGET_FILE:rpe-train> $<TARGET_FILE:hf_probe> ${CMAKE_SOURCE_DIR})
 # The reproduction scripts end to end at tiny scale (Table 2 for absolute and m4, restart,
