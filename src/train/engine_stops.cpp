@@ -18,9 +18,16 @@ namespace rpe {
 void Engine::stop_if_refused(int64_t step, const torch::Tensor& refused) {
   if (!refused.defined() || !(refused.item<double>() > 0.0)) return;
   // Every rank saw the refusal in the same step's statistics: one agreement, which throws the
-  // refusing rank's own error there and "rank R stopped while ...: <its reason>" elsewhere.
+  // refusing rank's own error there (given the step the others name) and "rank R stopped while
+  // ...: <its reason>" elsewhere.
   const std::string what = "syncing the gradients of step " + std::to_string(step);
-  dist::agree_all_succeeded(*s_.dp, what, s_.dp->gradient_sync_refusal());
+  const auto refusal = s_.dp->gradient_sync_refusal();
+  try {
+    dist::agree_all_succeeded(*s_.dp, what, refusal);
+  } catch (const std::runtime_error& e) {
+    if (!refusal) throw;
+    throw std::runtime_error(what + ": " + e.what());
+  }
   throw std::logic_error(what + ": a rank refused the gradients but none holds the reason");
 }
 
