@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 
@@ -155,6 +156,22 @@ uint64_t index_checksum(ShardHasher sum, const IndexHeader& h) {
 
 uint64_t packing_code(Packing p) { return static_cast<uint64_t>(p); }  // IndexHeader::packing
 
+// A build that could not write its index (a full disk, an exceeded quota: write_index false, after
+// a scan of the whole corpus) leaves this note in the index's lock file. The ranks waiting on the
+// lock would otherwise each scan and fail the same way, one after another (64 scans in a row at
+// the paper's scale) before falling back; with it, each goes straight to the next place (the
+// cache folder; after a failure there, the heap). The note names the index's key, so a
+// re-prepared folder's index is tried anew, and is honoured for kFailedBuildNoteLife after it was
+// written (the lock file's mtime against this machine's clock; a note dated further ahead, a wrong
+// clock, is ignored too); after that the next start tries beside the shards again (the disk may
+// have been freed) and its successful build clears the note. The ranks of one start read it
+// within seconds (they were waiting) or, those launched late, within a minute or two; a life too
+// short costs such a rank a whole scan, one too long only sends a start after the disk was
+// freed to the cache folder, where the failed start's index usually is already: minutes, then.
+constexpr std::chrono::minutes kFailedBuildNoteLife{10};
+
+std::string failed_build_note(uint64_t key) { return "index build failed: key " + manifest::hex64(key) + "\n"; }
+
 uint64_t cache_key(const fs::path& dir, bool valid, int64_t seq_len, Packing packing) {
   const std::string m = read_file(dir / "manifest.json");
   ShardHasher h;
@@ -187,23 +204,11 @@ ShardSequences::ShardSequences(std::shared_ptr<const PreparedShards> shards, boo
   // pages, shared by the ranks of a node and reclaimable, never 8 bytes per sequence of heap.
   // Beside the shards when their folder is writable, else in the user's cache folder
   // (cache_dir.h), named by the key: a read-only dataset folder is indexed once, not at every start.
-  const auto built = [&](const fs::path& file) {  // computed at this start, then mapped
-    // The ranks of a first start (every rank of every node at once, on one shared folder) wait
-    // for the one building it and map what it wrote, instead of each scanning every boundary of
-    // the corpus and writing a copy of its own (64 x 280 MB at L = 128 and 4.5B tokens). Without
-    // locks (a read-only folder, a file system without them) the build goes on unlocked: the
-    // renames still leave one whole file.
-    const FileLock lock(file.string() + ".lock", "waiting for another process building " + file.string());
-    if (map_cache(file, key)) return true;  // another process built it while this one waited
-    if (!write_index(file, key) || !map_cache(file, key)) return false;
-    from_cache_ = false;
-    return true;
-  };
-  if (map_cache(dir / name, key) || built(dir / name)) return;
+  if (map_cache(dir / name, key) || build_cache(dir / name, key)) return;
   if (const fs::path cache = fallback_cache_dir(); !cache.empty()) {
     const fs::path file = cache / (manifest::hex64(key) + "-" + name);
     if (map_cache(file, key)) return;
-    if (built(file)) {
+    if (build_cache(file, key)) {
       log::info("data", "{} is not writable: sample index cached as {}", dir.string(), file.string());
       return;
     }
@@ -213,6 +218,30 @@ ShardSequences::ShardSequences(std::shared_ptr<const PreparedShards> shards, boo
   build_index(owned_);
   count_ = static_cast<int64_t>(owned_.size()) - 1;
   starts_ = owned_.data();
+}
+
+bool ShardSequences::build_cache(const fs::path& file, uint64_t key) {
+  // The ranks of a first start (every rank of every node at once, on one shared folder) wait
+  // for the one building it and map what it wrote, instead of each scanning every boundary of
+  // the corpus and writing a copy of its own (64 x 280 MB at L = 128 and 4.5B tokens). Without
+  // locks (a read-only folder, a file system without them) the build goes on unlocked: the
+  // renames still leave one whole file, and no note is read or left (the ranks try at once, not in turn).
+  FileLock lock(file.string() + ".lock", "waiting for another process building " + file.string());
+  if (map_cache(file, key)) return true;  // another process built it while this one waited
+  std::chrono::seconds age{};
+  const std::string note = lock.note(&age);
+  if (note == failed_build_note(key) && std::chrono::abs(age) < kFailedBuildNoteLife) {
+    log::info("data", "{} could not be written by another process {} s ago: not tried again", file.string(),
+              age.count());
+    return false;
+  }
+  if (!write_index(file, key) || !map_cache(file, key)) {
+    lock.leave_note(failed_build_note(key));  // best effort: a disk without a block left takes none
+    return false;
+  }
+  if (!note.empty()) lock.leave_note("");  // an old note, or another key's
+  from_cache_ = false;
+  return true;
 }
 
 void ShardSequences::release_pages() const {

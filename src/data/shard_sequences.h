@@ -48,6 +48,9 @@ class ShardSequences : public SequenceSource {
  private:
   void build_index(std::vector<uint64_t>& starts);  // in memory: only where no cache file can be written
   bool map_cache(const std::filesystem::path& file, uint64_t key);
+  // Builds the cache `file` (under its lock) and maps it; false where it cannot be written here
+  // or another process's build failed to write it moments ago (the note in shard_sequences.cpp).
+  bool build_cache(const std::filesystem::path& file, uint64_t key);
   bool write_index(const std::filesystem::path& file, uint64_t key);  // streamed; false if it cannot be written
 
   std::shared_ptr<const PreparedShards> shards_;

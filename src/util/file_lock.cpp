@@ -2,10 +2,12 @@
 #include "util/file_lock.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "util/log.h"
 
@@ -23,12 +25,33 @@ FileLock::FileLock(const std::filesystem::path& file, const std::string& waiting
     return;
   }
   log::info("data", "{}", waiting);
-  while (::fcntl(fd_, F_SETLKW, &whole) != 0 && errno == EINTR) {
+  while (::fcntl(fd_, F_SETLKW, &whole) != 0) {
+    if (errno == EINTR) continue;
+    problem_ = std::strerror(errno);  // ENOLCK, EDEADLK: not held
+    return;
   }
 }
 
 FileLock::~FileLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+std::string FileLock::note(std::chrono::seconds* age) const {
+  char buf[4096];
+  struct stat st {};
+  const ssize_t n = held() ? ::pread(fd_, buf, sizeof buf, 0) : -1;
+  if (n <= 0 || ::fstat(fd_, &st) != 0) return "";
+  if (age) *age = std::chrono::seconds(std::time(nullptr) - st.st_mtime);
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+bool FileLock::leave_note(const std::string& note) {
+  if (!held()) return false;
+  // Written over the old note, then cut to length: on a full disk the file's block is reused (cut
+  // first, it would be freed and needed again). A write cut short leaves a mix that matches no
+  // note its reader compares it with, i.e. none.
+  return ::pwrite(fd_, note.data(), note.size(), 0) == static_cast<ssize_t>(note.size()) &&
+         ::ftruncate(fd_, static_cast<off_t>(note.size())) == 0;
 }
 
 }  // namespace rpe

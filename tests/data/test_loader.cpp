@@ -5,11 +5,16 @@
 // packing token for token.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
+#include <ctime>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "data/mlm_dataset.h"
@@ -141,6 +146,20 @@ class ShardLoaderTest : public ::testing::Test {
   }
   std::shared_ptr<ShardSequences> sequences(int64_t L, Packing packing, bool valid = false) {
     return std::make_shared<ShardSequences>(shards_, valid, dir_ / "out", tok_->special(), L, packing);
+  }
+  // Opens the train split (length L, full_sentences) in a child process after `setup`, which makes
+  // that process's index writes fail somewhere: true when the child computed the index (mapped
+  // from no earlier start's file) and held it in memory or not, as `in_memory` says.
+  bool computed_in_child(int64_t L, const std::function<void()>& setup, bool in_memory) {
+    const pid_t child = ::fork();
+    if (child < 0) return false;
+    if (child == 0) {
+      setup();
+      const ShardSequences s(shards_, false, dir_ / "out", tok_->special(), L, Packing::full_sentences);
+      ::_exit(!s.index_from_cache() && (s.index_heap_bytes() > 0) == in_memory ? 0 : 4);
+    }
+    int status = 0;
+    return ::waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
   fs::path dir_;
   DataOptions d_;
@@ -287,6 +306,60 @@ TEST_F(ShardLoaderTest, AStartWaitsForTheIndexAnotherProcessIsBuilding) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child built the index";
   EXPECT_TRUE(data->index_from_cache()) << "waited for the child's index instead of building its own";
   EXPECT_EQ(data->real_tokens(), sequences(40, Packing::full_sentences)->real_tokens());
+}
+
+// A build beside the shards that cannot write its index (a full disk; here the child's temp file
+// name there is taken by a folder, which stops root as well) leaves a note in the index's lock
+// file: the next start goes straight to the cache folder and maps the index the failed one wrote
+// there. Before, it scanned the corpus and tried to write beside the shards again, and so did each
+// rank waiting on the lock, one after another: 64 scans in a row at the paper's scale. A note an
+// hour old (the disk since freed) is ignored: that start builds beside the shards and clears it.
+TEST_F(ShardLoaderTest, AFailedIndexBuildSendsTheNextStartStraightToTheCacheFolder) {
+  const fs::path beside = dir_ / "out" / ShardSequences::index_cache_name(false, 44, Packing::full_sentences);
+  const fs::path lock = beside.string() + ".lock";
+  ::setenv("RPE_TRAIN_CACHE_DIR", (dir_ / "cache").c_str(), 1);
+  const auto take_temp_name = [&] { fs::create_directories(beside.string() + ".tmp." + std::to_string(::getpid())); };
+  EXPECT_TRUE(computed_in_child(44, take_temp_name, false)) << "the child built the index in the cache folder";
+  ASSERT_FALSE(fs::exists(beside));
+  const auto next = sequences(44, Packing::full_sentences);
+  EXPECT_TRUE(next->index_from_cache()) << "mapped from the cache folder, not scanned again";
+  EXPECT_FALSE(fs::exists(beside)) << "no second build beside the shards";
+  const struct timespec hour_ago[2] = {{std::time(nullptr) - 3600, 0}, {std::time(nullptr) - 3600, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, lock.c_str(), hour_ago, 0), 0);
+  const auto later = sequences(44, Packing::full_sentences);
+  ::unsetenv("RPE_TRAIN_CACHE_DIR");
+  EXPECT_FALSE(later->index_from_cache()) << "built beside the shards, the old note ignored";
+  EXPECT_TRUE(fs::exists(beside));
+  EXPECT_EQ(later->index_heap_bytes(), 0u);
+  EXPECT_EQ(fs::file_size(lock), 0u) << "the old note cleared";
+  EXPECT_EQ(later->real_tokens(), next->real_tokens());
+  EXPECT_TRUE(sequences(44, Packing::full_sentences)->index_from_cache());
+}
+
+// The same where the cache folder's build fails too (a full disk under both; here the child's
+// file size limit, met as the index is written after the scan, as a full disk's would be): the
+// next start computes its index in memory at once, writing neither, instead of two builds that
+// fail. Another length's index, with no note, is still built beside the shards.
+TEST_F(ShardLoaderTest, AFailedIndexBuildInTheCacheFolderTooSendsTheNextStartStraightToMemory) {
+  constexpr rlim_t kLimit = 1024;  // bytes a file of the child may reach: a note, not an index
+  const fs::path out = dir_ / "out", cache = dir_ / "cache";
+  const fs::path beside = out / ShardSequences::index_cache_name(false, 44, Packing::full_sentences);
+  ::setenv("RPE_TRAIN_CACHE_DIR", cache.c_str(), 1);
+  EXPECT_TRUE(computed_in_child(44, [] {
+    std::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails (EFBIG) instead of killing the child
+    const struct rlimit limit = {kLimit, kLimit};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+  }, true)) << "the child could cache the index nowhere";
+  const auto next = sequences(44, Packing::full_sentences);
+  ::unsetenv("RPE_TRAIN_CACHE_DIR");
+  ASSERT_GT(sizeof(uint64_t) * static_cast<size_t>(next->size() + 9), kLimit) << "the index fits under the limit";
+  EXPECT_FALSE(next->index_from_cache());
+  EXPECT_GT(next->index_heap_bytes(), 0u) << "computed in memory at once";
+  EXPECT_FALSE(fs::exists(beside)) << "no second build beside the shards";
+  for (const auto& e : fs::directory_iterator(cache))
+    EXPECT_EQ(e.path().extension(), ".lock") << "no second build in the cache folder: " << e.path();
+  EXPECT_FALSE(sequences(45, Packing::full_sentences)->index_from_cache());
+  EXPECT_TRUE(fs::exists(out / ShardSequences::index_cache_name(false, 45, Packing::full_sentences)));
 }
 
 TEST_F(ShardLoaderTest, TwoRanksReadDisjointSharesWhoseUnionIsTheEpoch) {
