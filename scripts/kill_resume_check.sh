@@ -5,9 +5,10 @@
 #   - byte-identical final checkpoints (parameters, optimizer state, RNG, counters, checksum);
 #   - metrics.jsonl and summary.json equal except their timing and memory fields
 #     (elapsed_s, tokens_per_s; wall_s, train_s, peak_rss_bytes, peak_device_bytes).
-# --signal TERM (or INT, HUP, USR1) sends that signal instead of SIGKILL: a stop on request,
-# which must lose no step (each stop's checkpoint is the step train.log says it stopped after,
-# and the process ends by the signal); at least one kill must land in the training loop.
+# --signal TERM (or HUP, USR1; not INT, which a script's background job ignores) sends that
+# signal instead of SIGKILL: a stop on request, which must lose no step (each stop's checkpoint is
+# the step train.log says it stopped after, no earlier than the last step logged before the
+# signal, and the process ends by the signal); at least one must land in the training loop.
 #
 # Usage: scripts/kill_resume_check.sh [--signal SIG] BINARY CONFIG WORKDIR KILLS [-- --set k=v ...]
 # Exit 0 when identical, 1 otherwise (the differing lines are printed).
@@ -41,6 +42,7 @@ while :; do
     done
     sleep "$(awk -v s="$RANDOM" 'BEGIN { printf "%.2f", (s % 100) / 100 }')"
     if kill -0 "$pid" 2>/dev/null; then
+      logged=$(grep -o "\[train\] step [0-9]*" "$run/train.log" 2>/dev/null | tail -n 1 | grep -o "[0-9]*$" || true)
       kill -"$sig" "$pid" 2>/dev/null || true
       code=0
       wait "$pid" 2>/dev/null || code=$?
@@ -56,6 +58,7 @@ while :; do
         stops=$((stops + 1))
         printf -v want "step_%08d.pt" "${stopped##* }"
         [[ $latest == "$want" ]] || { echo "$stopped, but the newest checkpoint is $latest"; status=1; }
+        (( ${stopped##* } >= ${logged:-0} )) || { echo "$stopped, but step $logged was logged before the signal"; status=1; }
       fi
       continue
     fi

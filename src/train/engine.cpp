@@ -80,7 +80,6 @@ StepStats Engine::step(int64_t step) {
   dp.all_reduce_sum(n);
   const auto scale = torch::full({}, static_cast<double>(dp.world()), dopt).div(n.clamp_min(1.0));  // [ ] W / N
   auto local = torch::zeros({5}, dopt);  // [loss / W, correct, tokens, refused, stop] of this rank
-  if (StopSignals::requested() != 0) local[4].fill_(1.0);  // rides on the all-reduce below
   const auto autocast_type = autocast_dtype(t.precision);
   for (size_t i = 0; i < batches.size(); ++i) {
     const auto& batch = batches[i];
@@ -111,6 +110,9 @@ StepStats Engine::step(int64_t step) {
     local[0].fill_(std::nan(""));
     local[3].fill_(1.0);
   }
+  // A stop request (util/stop_signals.h) read as late as possible: a signal that came during
+  // this step's forward and backward stops the run after this step.
+  if (StopSignals::requested() != 0) local[4].fill_(1.0);
   dp.all_reduce_sum(local);  // on-device statistics, no host copy
   StepStats st{local[0], local[1], n, local[2], {}, {}, {}, local[3], local[4]};  // loss, correct, count, tokens, .., refused, stop
   st.overflow = scaler_.unscale_(defined_grads(params_));  // fp16: grads / S, and whether one overflowed
@@ -335,6 +337,9 @@ EngineResult Engine::run(TrainState state) {
   seen_tokens_ = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(s_.device));
   std::optional<StopSignals> signals;  // caught until run() returns or throws
   if (s_.stop_on_signals && !s_.run_dir.empty()) signals.emplace();
+  pending_.reset();
+  stop_asked_ = false;
+  saved_step_ = -1;
 
   while (state.step < t.max_steps) {
     const double lr = learning_rate(t, state.step);
@@ -382,6 +387,9 @@ EngineResult Engine::run(TrainState state) {
   flush_tokens(state);
   state.log_window = w.snapshot();
   result.checkpoint = save(state);  // without a run folder: only the replicas' agreement check
+  // A request that came in the last step or during that save (one collective a run): the final
+  // evaluation and summary are left to --resume, which starts from this checkpoint.
+  if (signals && s_.dp->any(StopSignals::requested() != 0)) stop_on_request(state, w);
   state.cursor = consumed_;
   result.state = state;
   return result;

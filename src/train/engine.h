@@ -28,10 +28,11 @@
 // or AdamW with amsgrad) is stepped after a host read of the flag: one 1-element read per step.
 //
 // Stopping on request (EngineSetup::stop_on_signals, pretraining): a rank that got SIGTERM,
-// SIGINT, SIGHUP or SIGUSR1 (util/stop_signals.h) says so in the statistics its next step
-// all-reduces anyway, so every rank learns it from the same step, reads it with that step's
-// finite flag (one step late, as above) and stops as it was after that step: a checkpoint,
-// then StopRequested. `--resume` continues exactly as if the run had not stopped.
+// SIGINT, SIGHUP or SIGUSR1 (util/stop_signals.h) says so in the statistics the step under way
+// all-reduces anyway (or, after the last step, in one agreement after the final checkpoint), so
+// every rank learns it from the same step, reads it with that step's finite flag (one step late,
+// as above) and stops as it was after that step: a checkpoint, then StopRequested. `--resume`
+// continues exactly as if the run had not stopped.
 #pragma once
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>

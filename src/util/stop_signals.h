@@ -5,11 +5,15 @@
 // `--signal`, torchrun forwarding the signal it got, Ctrl-C) loses no steps and `--resume`
 // continues it exactly.
 //
-// Each signal is caught once (SA_RESETHAND): a second one of the same kind acts as it always
-// does, so a second Ctrl-C still kills a run whose checkpoint is taking too long. A signal the
-// process was started with ignored (nohup's SIGHUP) stays ignored. The handler only stores the
-// signal's number (a lock-free atomic: async-signal-safe).
+// One request can arrive several times: Slurm signals every process of a job step, and torchrun,
+// one of them, forwards its copy to its workers, so a worker gets SIGTERM twice within
+// milliseconds. Signals within kEchoWindowNs of the first are therefore taken as the same
+// request; one that comes later (a second Ctrl-C, seconds on, for a checkpoint that takes too
+// long) takes its default action: the process ends by it. A signal the process was started with
+// ignored (nohup's SIGHUP) stays ignored. The handler only touches lock-free atomics and calls
+// async-signal-safe functions.
 #pragma once
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -17,6 +21,7 @@ namespace rpe {
 
 class StopSignals {
  public:
+  static constexpr int64_t kEchoWindowNs = 2'000'000'000;  // 2 s: copies of one request
   // Installs the handlers; the destructor puts back the previous ones and forgets the request.
   // One at a time (std::logic_error for a second).
   StopSignals();

@@ -636,7 +636,9 @@ TEST(StopWorker, DISABLED_EveryRankStopsAtTheSameStep) {
     if (env.rank == 1 && step == 3) std::raise(SIGTERM);
   };
   const fs::path run = test::fresh_dir("stop_ranks_r" + std::to_string(env.rank));  // rank 0 alone writes
-  test::ToyRun r(test::toy_options(10, 1), hooks, {}, run, &dp, /*stop_on_signals=*/true);
+  auto t = test::toy_options(10, 1);
+  t.log_every = 5;  // step 4 is no log step: its flags are read at step 5's update, one step late
+  test::ToyRun r(t, hooks, {}, run, &dp, /*stop_on_signals=*/true);
   try {
     r.engine->run(TrainState{});
     FAIL() << "rank " << env.rank << " did not stop";

@@ -1,11 +1,20 @@
-// Stopping on a signal (util/stop_signals.h, train/engine.h): the handlers' own rules, and a
-// pretraining run that gets SIGTERM mid-run stops after the next step with a checkpoint from
-// which --resume ends bitwise equal to an uninterrupted run (losses, parameters, metrics rows).
+// Stopping on a signal (util/stop_signals.h, train/engine.h): the handlers' own rules (the
+// first signal kept, its echoes taken as the same request, a late repeat ending the process,
+// ignored signals left ignored), and a pretraining run that gets SIGTERM mid-run stops after
+// the next step with a checkpoint from which --resume ends bitwise equal to an uninterrupted run
+// (losses, parameters, metrics rows); fp16's loss scale and accumulation included (toy task).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
 #include <csignal>
 #include <fstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -29,7 +38,29 @@ void (*handler_of(int signal))(int) {
   return now.sa_handler;
 }
 
-TEST(StopSignals, TheFirstIsKeptEachIsCaughtOnceIgnoredOnesStayIgnoredAndTheOldHandlersComeBack) {
+// Each test starts with the four signals at their default action and puts back what the test
+// process had (a test binary started in the background by a script has SIGINT ignored).
+class StopSignalTest : public ::testing::Test {
+ protected:
+  static constexpr std::array<int, 4> kSignals = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
+  void SetUp() override {
+    for (size_t i = 0; i < kSignals.size(); ++i) {
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      sigaction(kSignals[i], &dfl, &before_[i]);
+    }
+  }
+  void TearDown() override {
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &before_[i], nullptr);
+  }
+
+ private:
+  std::array<struct sigaction, kSignals.size()> before_{};
+};
+
+using StopSignalsTest = StopSignalTest;
+
+TEST_F(StopSignalsTest, TheFirstIsKeptItsEchoesAreOneRequestIgnoredOnesStayIgnoredOldHandlersComeBack) {
   std::signal(SIGUSR1, foreign_handler);
   EXPECT_EQ(StopSignals::requested(), 0);
   {
@@ -38,16 +69,15 @@ TEST(StopSignals, TheFirstIsKeptEachIsCaughtOnceIgnoredOnesStayIgnoredAndTheOldH
     EXPECT_EQ(StopSignals::requested(), 0);
     std::raise(SIGUSR1);
     EXPECT_EQ(StopSignals::requested(), SIGUSR1);
-    EXPECT_EQ(handler_of(SIGUSR1), SIG_DFL);  // a second SIGUSR1 would act as usual (here: kill)
-    EXPECT_NE(handler_of(SIGINT), SIG_DFL);   // the other signals are still caught ...
+    std::raise(SIGUSR1);  // torchrun's copy of Slurm's signal, milliseconds later: the same request
     std::raise(SIGINT);
-    EXPECT_EQ(StopSignals::requested(), SIGUSR1);  // ... but the first one is the one reported
+    EXPECT_EQ(StopSignals::requested(), SIGUSR1);  // the first one is the one reported
+    EXPECT_NE(handler_of(SIGUSR1), SIG_DFL);       // still caught
     EXPECT_EQ(g_foreign, 0);
   }
   EXPECT_EQ(StopSignals::requested(), 0);  // forgotten with the handlers
   EXPECT_EQ(handler_of(SIGUSR1), foreign_handler);
   EXPECT_EQ(handler_of(SIGINT), SIG_DFL);
-  std::signal(SIGUSR1, SIG_DFL);
   std::signal(SIGHUP, SIG_IGN);  // as nohup starts a process
   {
     StopSignals signals;
@@ -56,9 +86,28 @@ TEST(StopSignals, TheFirstIsKeptEachIsCaughtOnceIgnoredOnesStayIgnoredAndTheOldH
     EXPECT_EQ(handler_of(SIGHUP), SIG_IGN);
   }
   EXPECT_EQ(handler_of(SIGHUP), SIG_IGN);
-  std::signal(SIGHUP, SIG_DFL);
   EXPECT_EQ(StopSignals::name(SIGTERM), "SIGTERM");
   EXPECT_EQ(StopSignals::name(SIGHUP), "SIGHUP");
+}
+
+// A repeat later than the echo window (a second Ctrl-C while the checkpoint is written) ends the
+// process by that signal. In a child process: exit 0 = it survived, 3 = no request recorded.
+TEST_F(StopSignalsTest, ALateRepeatEndsTheProcessByTheSignal) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    StopSignals signals;
+    std::raise(SIGTERM);
+    std::raise(SIGTERM);
+    if (StopSignals::requested() != SIGTERM) ::_exit(3);
+    std::this_thread::sleep_for(std::chrono::nanoseconds(StopSignals::kEchoWindowNs) + std::chrono::milliseconds(200));
+    std::raise(SIGTERM);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the child exited with " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
 }
 
 std::map<std::string, torch::Tensor> params_of(const fs::path& checkpoint) {
@@ -82,13 +131,13 @@ std::vector<nlohmann::json> untimed_rows(const fs::path& run) {
 // {optimizer, the step after which SIGTERM arrives}. The run stops after the next step: step 4
 // lies between two log steps (its window resumes), step 6 is a log step (its row is written
 // before the stop), with an evaluation at 6 as well.
-class StopOnSignal : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+class StopOnSignal : public StopSignalTest, public ::testing::WithParamInterface<std::tuple<std::string, int>> {};
 
 TEST_P(StopOnSignal, StopsAfterTheNextStepWithACheckpointAndResumesExactly) {
   const auto [optimizer, signal_at] = GetParam();
   const std::string name = optimizer + "_" + std::to_string(signal_at);
   const Config cfg = test::tiny_config({"train.optimizer=" + optimizer, "train.max_steps=9", "train.log_every=3",
-                                        "train.eval_every=6", "train.save_every=0"});
+                                        "train.eval_every=6", "train.save_every=0", "train.grad_accum=2"});
   std::vector<double> straight, stopped;
   PretrainHooks record;
   record.on_step = [&](int64_t, double loss) { straight.push_back(loss); };
@@ -129,9 +178,72 @@ TEST_P(StopOnSignal, StopsAfterTheNextStepWithACheckpointAndResumesExactly) {
 INSTANTIATE_TEST_SUITE_P(Steps, StopOnSignal,
                          ::testing::Combine(::testing::Values("adamw", "lamb"), ::testing::Values(3, 5)));
 
+using StopAtTheEnd = StopSignalTest;
+
+// SIGTERM in the last step: the run stops after its final checkpoint, before the final
+// evaluation and summary.json, which --resume then does alone (the same rows as a run never
+// stopped).
+TEST_F(StopAtTheEnd, ASignalInTheLastStepStopsAfterTheFinalCheckpoint) {
+  const Config cfg = test::tiny_config({"train.max_steps=4", "train.log_every=2"});
+  const fs::path a = test::fresh_dir("stop_end_a"), b = test::fresh_dir("stop_end_b");
+  pretrain(cfg, a, {});
+  PretrainHooks term;
+  term.on_step = [](int64_t step, double) {
+    if (step == 4) std::raise(SIGTERM);
+  };
+  EXPECT_THROW(pretrain(cfg, b, {}, term), StopRequested);
+  ASSERT_TRUE(latest_checkpoint(b).has_value());
+  EXPECT_EQ(latest_checkpoint(b)->filename(), checkpoint_file(b, 4).filename());
+  EXPECT_FALSE(fs::exists(b / "summary.json"));
+  pretrain(cfg, b, {.resume = true});
+  EXPECT_TRUE(fs::exists(b / "summary.json"));
+  EXPECT_EQ(untimed_rows(b), untimed_rows(a));
+}
+
+using StopOnSignalToy = StopSignalTest;
+
+// fp16 from loss scale 2^30 (the first steps overflow and halve it) with two micro-batches a
+// step, a constant lr: stopped after step 4 by a signal after step 3, the checkpoint holds what
+// an uninterrupted 4-step run ends with (weights, loss scale and its streak, data position,
+// tokens, skipped steps; not the log window: that run logged at its end), though step 5's forward and backward ran (and updated the scale) before
+// the stop was read.
+TEST_F(StopOnSignalToy, Fp16LossScaleAndAccumulationAreThoseOfTheStepStoppedAfter) {
+  auto options = [](int64_t steps) {
+    auto t = test::toy_fp16_options(steps, 2, std::pow(2.0, 30));
+    t.min_lr_ratio = 1.0;  // the same lr whatever max_steps
+    t.log_every = 3;
+    return t;
+  };
+  const fs::path straight = test::fresh_dir("stop_fp16_a"), stopped = test::fresh_dir("stop_fp16_b");
+  test::ToyRun a(options(4), {}, {}, straight);
+  a.engine->run(TrainState{});
+  EngineHooks hooks;
+  hooks.on_step = [](int64_t step, double) {
+    if (step == 3) std::raise(SIGTERM);
+  };
+  test::ToyRun b(options(10), hooks, {}, stopped, nullptr, /*stop_on_signals=*/true);
+  EXPECT_THROW(b.engine->run(TrainState{}), StopRequested);
+  auto load = [](const fs::path& run, torch::nn::Linear& model) {
+    const auto file = latest_checkpoint(run);
+    EXPECT_TRUE(file.has_value()) << run;
+    return load_checkpoint(*file, *model, nullptr).state;
+  };
+  torch::nn::Linear ma(4, 1), mb(4, 1);
+  const TrainState sa = load(straight, ma), sb = load(stopped, mb);
+  EXPECT_EQ(sb.step, 4);
+  EXPECT_GT(sa.nonfinite_total, 0);  // the scale did move
+  EXPECT_EQ(sb.loss_scale, sa.loss_scale);
+  EXPECT_EQ(sb.loss_scale_streak, sa.loss_scale_streak);
+  EXPECT_EQ(sb.nonfinite_total, sa.nonfinite_total);
+  EXPECT_EQ(sb.cursor.position, sa.cursor.position);
+  EXPECT_EQ(sb.tokens_seen, sa.tokens_seen);
+  EXPECT_TRUE(torch::equal(ma->weight, mb->weight));
+  EXPECT_TRUE(torch::equal(ma->bias, mb->bias));
+}
+
 // An optimizer the host steps (LibTorch's SGD): the flag is read with the step's own, the run
 // stops after that step.
-TEST(StopOnSignal, AHostSteppedOptimizerStopsAfterTheStepItReads) {
+TEST_F(StopOnSignalToy, AHostSteppedOptimizerStopsAfterTheStepItReads) {
   auto t = test::toy_options(10, 1);
   t.optimizer = "sgd";
   EngineHooks hooks;
