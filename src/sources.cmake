@@ -65,6 +65,7 @@ set(RPE_CORE_SOURCES
   src/train/loss_scaler.cpp
   src/train/engine.cpp
   src/train/engine_stops.cpp
+  src/train/engine_report.cpp
   src/train/gradients.cpp
   src/train/cuda_graph.cpp
   src/train/micro_step_graph.cpp

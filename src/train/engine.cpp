@@ -168,50 +168,6 @@ fs::path Engine::write_checkpoint(TrainState& state) {
   return save_checkpoint(s_.run_dir, model_, &optimizer_, state, s_.config_yaml, s_.train.keep_checkpoints);
 }
 
-EvalOutputs Engine::held_out_outputs() {
-  torch::NoGradGuard no_grad;
-  AutocastGuard autocast(s_.device, s_.train.precision);
-  model_.eval();
-  EvalOutputs outputs = task_.eval_outputs(*s_.dp);  // every rank: its share of the pass, then the gather
-  model_.train();
-  return outputs;
-}
-
-nlohmann::json Engine::record_evaluation(int64_t step, const EvalOutputs& outputs) {
-  nlohmann::json fields = task_.score(outputs);
-  if (fields.empty()) return fields;
-  std::string line;
-  for (const auto& [k, v] : fields.items())
-    line += fmt::format(" | {} {}", k, v.is_number() ? fmt::format("{:.4f}", v.get<double>()) : v.dump());
-  log::info("valid", "step {}{}", step, line);
-  s_.metrics.write_evaluation(step, fields);
-  return fields;
-}
-
-nlohmann::json Engine::evaluate(int64_t step) {
-  auto& dp = *s_.dp;
-  const EvalOutputs outputs = held_out_outputs();
-  // Rank 0 scores and records (its failure, e.g. a full disk, stops every rank).
-  return dist::all_or_none(dp, "evaluating at step " + std::to_string(step), [&] {
-    return dp.rank() == 0 ? record_evaluation(step, outputs) : nlohmann::json::object();
-  });
-}
-
-bool Engine::evaluate_and_stop(int64_t step) {
-  auto& dp = *s_.dp;
-  const EvalOutputs outputs = held_out_outputs();
-  // Rank 0 scores, records and decides (it may write, e.g. the best model so far); one agreement for all of it.
-  const bool stop = dist::all_or_none(dp, "evaluating at step " + std::to_string(step), [&] {
-    return dp.rank() == 0 && task_.after_evaluation(step, record_evaluation(step, outputs));
-  });
-  return dp.any(stop);  // it reaches every rank (once per evaluation, not per step)
-}
-
-void Engine::flush_tokens(TrainState& state) {
-  state.tokens_seen += static_cast<int64_t>(seen_tokens_.item<double>());
-  seen_tokens_.zero_();
-}
-
 void Engine::update_on_device(const StepStats& st, TrainState& state, LogWindow& w) {
   settle(w, state);  // the previous step's flags: it is done while this one runs
   if (stop_asked_) return;  // the run stops as it was after the previous step: this one's update is dropped
@@ -281,43 +237,6 @@ void Engine::settle(LogWindow& w, TrainState& state) {
     back_to_step_end();
     stop_asked_ = true;
   }
-}
-
-void Engine::record(const nlohmann::json& row, int64_t step) {
-  dist::all_or_none(*s_.dp, "writing metrics.jsonl at step " + std::to_string(step), [&] { s_.metrics.write(row); });
-}
-
-void Engine::log_window(LogWindow& w, TrainState& state, double lr, EngineResult& result) {
-  const auto& t = s_.train;
-  // The window's one device -> host copy (fp16: the loss scale rides along as entry 5).
-  const auto h = (scaler_.enabled() ? torch::cat({w.sums, scaler_.scale().to(torch::kDouble).view({1})}) : w.sums).cpu();
-  const double* v = h.data_ptr<double>();
-  flush_tokens(state);
-  const double secs = std::chrono::duration<double>(Clock::now() - w.start).count();
-  const double done_secs = std::chrono::duration<double>(Clock::now() - loop_start_).count();
-  const double eta = done_secs / static_cast<double>(state.step - first_step_) *
-                     static_cast<double>(t.max_steps - state.step);
-  const double steps = static_cast<double>(w.finite_steps);
-  const double mean_loss = v[3] > 0 ? v[0] / v[3] : std::nan("");  // over the items scored (count N)
-  const double mean_grad = w.finite_steps ? v[1] / steps : std::nan("");
-  const double acc = v[3] > 0 ? v[2] / v[3] : std::nan("");  // no masked token (or skipped steps only): none
-  const double tok_s = v[4] / std::max(secs, 1e-9);
-  const std::string acc_name = task_.accuracy_name();
-  log::info(s_.log_tag.c_str(), "step {}/{} | loss {}{} | lr {:.2e} | gnorm {}{} | {:.0f} tok/s | ETA {}{}",
-            state.step, t.max_steps, mean_text(v[0], v[3], 4), acc_name.empty() ? "" : " | acc " + mean_text(v[2], v[3], 3),
-            lr, mean_text(v[1], steps, 2), scaler_.enabled() ? fmt::format(" | scale {:g}", v[5]) : std::string(), tok_s,
-            format_duration(eta), w.skipped ? fmt::format(" | {} skipped", w.skipped) : std::string());
-  nlohmann::json row = {{"step", state.step}, {"loss", mean_loss}, {"lr", lr}, {"grad_norm", mean_grad},
-                        {"tokens_per_s", tok_s}, {"tokens_seen", state.tokens_seen}, {"skipped", w.skipped},
-                        {"elapsed_s", train_seconds()}};  // the run's, across resumes (the ETA: this process's pace)
-  if (!acc_name.empty()) row[acc_name] = acc;
-  if (scaler_.enabled()) row["loss_scale"] = v[5];
-  record(row, state.step);
-  if (v[3] > 0) {
-    if (std::isnan(result.first_loss)) result.first_loss = mean_loss;
-    result.final_loss = mean_loss;
-  }
-  w = LogWindow(s_.device);
 }
 
 EngineResult Engine::run(TrainState state) {
