@@ -47,6 +47,8 @@ while :; do
       code=0
       wait "$pid" 2>/dev/null || code=$?
       latest=$(cat "$run/checkpoints/latest" 2>/dev/null || echo none)
+      # It may have finished between the check above and the signal.
+      if (( code == 0 )) && [[ -e $run/summary.json ]]; then echo "attempt $attempt: finished"; break; fi
       echo "attempt $attempt: SIG$sig, exit $code (latest: $latest)"
       [[ $sig == KILL ]] && continue
       if (( code != 128 + $(kill -l "$sig") )); then

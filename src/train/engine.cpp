@@ -127,7 +127,9 @@ double Engine::train_seconds() const {
   return prior_seconds_ + std::chrono::duration<double>(Clock::now() - loop_start_).count();
 }
 
-fs::path Engine::save(TrainState& state) {
+fs::path Engine::save(TrainState& state, const LogWindow& w) {
+  flush_tokens(state);
+  state.log_window = w.snapshot();  // a checkpoint between two log steps resumes into the same rows
   state.cursor = consumed_;
   state.train_seconds = train_seconds();
   // Every rank takes part (one small all-reduce per checkpoint, never in a step): a checkpoint
@@ -294,21 +296,24 @@ EngineResult Engine::run(TrainState state) {
     }
     if (save_now && !s_.run_dir.empty()) {
       settle(w, state);
-      flush_tokens(state);
-      state.log_window = w.snapshot();
-      save(state);
+      save(state, w);
     }
     w.leave_out_since(paused);
+    // A request that came during this step's evaluation or checkpoint (one collective per such
+    // pause, never per step): the run stops now, not after another step and checkpoint.
+    if ((eval_now || save_now) && signals && s_.dp->any(StopSignals::requested() != 0)) {
+      settle(w, state);
+      stop_asked_ = true;
+    }
     if (stop_asked_) stop_on_request(state, w);  // this step's end (its row, evaluation and checkpoint done)
   }
   settle(w, state);
   s_.dp->barrier();  // every rank done with collectives before rank 0 saves and the group closes
-  flush_tokens(state);
-  state.log_window = w.snapshot();
-  result.checkpoint = save(state);  // without a run folder: only the replicas' agreement check
+  result.checkpoint = save(state, w);  // without a run folder: only the replicas' agreement check
   // A request that came in the last step or during that save (one collective a run): the final
-  // evaluation and summary are left to --resume, which starts from this checkpoint.
-  if (signals && s_.dp->any(StopSignals::requested() != 0)) stop_on_request(state, w);
+  // evaluation and summary are left to --resume, which starts from this checkpoint. Not after an
+  // early stop (the same on every rank): that run is finished, a resume would train past it.
+  if (signals && !result.stopped_early && s_.dp->any(StopSignals::requested() != 0)) stop_on_request(state, w);
   state.cursor = consumed_;
   result.state = state;
   return result;

@@ -29,10 +29,11 @@
 //
 // Stopping on request (EngineSetup::stop_on_signals, pretraining): a rank that got SIGTERM,
 // SIGINT, SIGHUP or SIGUSR1 (util/stop_signals.h) says so in the statistics the step under way
-// all-reduces anyway (or, after the last step, in one agreement after the final checkpoint), so
-// every rank learns it from the same step, reads it with that step's finite flag (one step late,
-// as above) and stops as it was after that step: a checkpoint, then StopRequested. `--resume`
-// continues exactly as if the run had not stopped.
+// all-reduces anyway (or in one agreement after a periodic evaluation or checkpoint, and one after
+// the final checkpoint), so every rank learns it from the same step, reads it with that step's
+// finite flag (one step late, as above) and stops as it was after that step: a checkpoint (the
+// one just written, if any), then StopRequested. `--resume` continues exactly as if the run had
+// not stopped.
 #pragma once
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
@@ -202,11 +203,12 @@ class Engine {
  private:
   MicroBatch take_batch();  // the prefetched device batch; starts the copy of the following one
   MicroBatch to_device(MicroBatch host) const;
-  // On every rank: checks that the replicas agree (dist/replica_check.h; std::runtime_error if
+  // On every rank: takes the tokens counted so far, the log window `w` and the data position
+  // into `state`, checks that the replicas agree (dist/replica_check.h; std::runtime_error if
   // not), then rank 0 writes the checkpoint when there is a run folder; returns its path (on every
   // rank: the others name rank 0's file) or {} without a run folder.
   // A failure to write stops every rank (dist/all_or_none.h).
-  std::filesystem::path save(TrainState& state);
+  std::filesystem::path save(TrainState& state, const LogWindow& w);
   std::filesystem::path write_checkpoint(TrainState& state);  // rank 0's part of save()
   // The periodic evaluation at `step` (as evaluate) and the task's early-stopping decision after
   // it (rank 0's), the same on every rank; an evaluation that fails stops every rank.

@@ -63,9 +63,7 @@ std::string Engine::note_nonfinite(int64_t step, const torch::Tensor& loss_t, co
 
 void Engine::stop_nonfinite(TrainState& state, const LogWindow& w, const std::string& why) {
   s_.dp->barrier();
-  flush_tokens(state);
-  state.log_window = w.snapshot();
-  const auto file = save(state);  // throws if the weights themselves are non-finite
+  const auto file = save(state, w);  // throws if the weights themselves are non-finite
   throw UserError("training stopped at step " + std::to_string(state.step) + ": " + why + "; the weights "
                   "(finite, from the last update that was not skipped) " +
                   (file.empty() ? std::string("are not kept") : "are kept in " + file.string()) +
@@ -74,9 +72,7 @@ void Engine::stop_nonfinite(TrainState& state, const LogWindow& w, const std::st
 
 void Engine::stop_on_request(TrainState& state, const LogWindow& w) {
   s_.dp->barrier();
-  flush_tokens(state);
-  state.log_window = w.snapshot();  // a stop between two log steps resumes into the same rows
-  const auto file = saved_step_ == state.step ? saved_file_ : save(state);
+  const auto file = saved_step_ == state.step ? saved_file_ : save(state, w);
   const int own = StopSignals::requested();
   const std::string message = fmt::format(
       "stopped on request ({}) after step {} of {}; checkpoint {}; `--resume` continues the run",

@@ -656,6 +656,33 @@ TEST(StopWorker, DISABLED_EveryRankStopsAtTheSameStep) {
   }
 }
 
+// One rank of StopOnSignal.ASignalInTheLastStepStopsEveryRankOnTwoGlooRanks: rank 1 alone gets
+// SIGTERM after the last step; the agreement after the final checkpoint stops both there.
+TEST(StopWorker, DISABLED_ASignalInTheLastStepStopsEveryRank) {
+  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of StopOnSignal.*, launched by it";
+  const auto env = dist::detect_launch_env();
+  dist::DataParallel dp(env, torch::kCPU, 20.0, 25.0);
+  EngineHooks hooks;
+  hooks.on_step = [&](int64_t step, double) {
+    if (env.rank == 1 && step == 6) std::raise(SIGTERM);
+  };
+  const fs::path run = test::fresh_dir("stop_end_ranks_r" + std::to_string(env.rank));
+  test::ToyRun r(test::toy_options(6, 1), hooks, {}, run, &dp, /*stop_on_signals=*/true);
+  try {
+    r.engine->run(TrainState{});
+    FAIL() << "rank " << env.rank << " did not stop";
+  } catch (const StopRequested& e) {
+    const std::string why = env.rank == 1 ? "(SIGTERM)" : "(a signal another rank got)";
+    EXPECT_NE(std::string(e.what()).find("stopped on request " + why + " after step 6 of 6"), std::string::npos)
+        << e.what();
+  }
+  if (env.rank == 0) {
+    const auto kept = list_checkpoints(run);
+    ASSERT_EQ(kept.size(), 1u);
+    EXPECT_EQ(kept.front().first, 6);
+  }
+}
+
 // One rank of Checkpoint.EveryRankRowOnTwoGlooRanks: the rows a multi-GPU checkpoint keeps of
 // every rank's device stream (train/checkpoint.h) come back in rank order, byte for byte.
 TEST(RankRowWorker, DISABLED_EveryRankRowIsInRankOrder) {
@@ -785,6 +812,10 @@ TEST(NonFinite, EveryRankNamesTheKeptCheckpointOnTwoGlooRanks) {
 
 TEST(StopOnSignal, EveryRankStopsAtTheSameStepOnTwoGlooRanks) {
   run_two_ranks("StopWorker.DISABLED_EveryRankStopsAtTheSameStep", "stop_ranks");
+}
+
+TEST(StopOnSignal, ASignalInTheLastStepStopsEveryRankOnTwoGlooRanks) {
+  run_two_ranks("StopWorker.DISABLED_ASignalInTheLastStepStopsEveryRank", "stop_end_ranks");
 }
 
 TEST(Checkpoint, EveryRankRowOnTwoGlooRanks) {

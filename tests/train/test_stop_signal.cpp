@@ -93,19 +93,29 @@ TEST_F(StopSignalsTest, TheFirstIsKeptItsEchoesAreOneRequestIgnoredOnesStayIgnor
 // A repeat later than the echo window (a second Ctrl-C while the checkpoint is written) ends the
 // process by that signal. In a child process: exit 0 = it survived, 3 = no request recorded.
 TEST_F(StopSignalsTest, ALateRepeatEndsTheProcessByTheSignal) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
+    ::close(pipe_fds[0]);
     StopSignals signals;
     std::raise(SIGTERM);
     std::raise(SIGTERM);
     if (StopSignals::requested() != SIGTERM) ::_exit(3);
     std::this_thread::sleep_for(std::chrono::nanoseconds(StopSignals::kEchoWindowNs) + std::chrono::milliseconds(200));
+    const char alive = 'a';  // survived the first two: the one below must be what ends it
+    if (::write(pipe_fds[1], &alive, 1) != 1) ::_exit(4);
     std::raise(SIGTERM);
     ::_exit(0);
   }
+  ::close(pipe_fds[1]);
+  char got = 0;
+  const ssize_t n = ::read(pipe_fds[0], &got, 1);
+  ::close(pipe_fds[0]);
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_EQ(n, 1) << "the child did not live until the late repeat";
   ASSERT_TRUE(WIFSIGNALED(status)) << "the child exited with " << WEXITSTATUS(status);
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
 }
@@ -128,12 +138,13 @@ std::vector<nlohmann::json> untimed_rows(const fs::path& run) {
   return rows;
 }
 
-// {optimizer, the step after which SIGTERM arrives}. The run stops after the next step: step 4
-// lies between two log steps (its window resumes), step 6 is a log step (its row is written
-// before the stop), with an evaluation at 6 as well.
+// {optimizer, the 0-based step in whose first forward pass SIGTERM arrives}: the run stops
+// after that step (the request is read just before the step's all-reduce). Step 4 lies between
+// two log steps (its window resumes), step 6 is a log step (its row is written before the stop),
+// with an evaluation at 6 as well.
 class StopOnSignal : public StopSignalTest, public ::testing::WithParamInterface<std::tuple<std::string, int>> {};
 
-TEST_P(StopOnSignal, StopsAfterTheNextStepWithACheckpointAndResumesExactly) {
+TEST_P(StopOnSignal, StopsAfterTheStepTheSignalCameInAndResumesExactly) {
   const auto [optimizer, signal_at] = GetParam();
   const std::string name = optimizer + "_" + std::to_string(signal_at);
   const Config cfg = test::tiny_config({"train.optimizer=" + optimizer, "train.max_steps=9", "train.log_every=3",
@@ -145,9 +156,13 @@ TEST_P(StopOnSignal, StopsAfterTheNextStepWithACheckpointAndResumesExactly) {
   pretrain(cfg, a, {}, record);
 
   PretrainHooks term;
-  term.on_step = [&](int64_t step, double loss) {
-    stopped.push_back(loss);
-    if (step == signal_at) std::raise(SIGTERM);
+  term.on_step = [&](int64_t, double loss) { stopped.push_back(loss); };
+  bool raised = false;
+  term.on_loss = [&](int64_t step, torch::Tensor&) {
+    if (step == signal_at && !raised) {  // once: two micro-batches a step
+      raised = true;
+      std::raise(SIGTERM);
+    }
   };
   try {
     pretrain(cfg, b, {}, term);
@@ -242,12 +257,12 @@ TEST_F(StopOnSignalToy, Fp16LossScaleAndAccumulationAreThoseOfTheStepStoppedAfte
 }
 
 // An optimizer the host steps (LibTorch's SGD): the flag is read with the step's own, the run
-// stops after that step.
-TEST_F(StopOnSignalToy, AHostSteppedOptimizerStopsAfterTheStepItReads) {
+// stops after the step whose forward pass the signal came in (0-based 2: the third).
+TEST_F(StopOnSignalToy, AHostSteppedOptimizerStopsAfterTheStepTheSignalCameIn) {
   auto t = test::toy_options(10, 1);
   t.optimizer = "sgd";
   EngineHooks hooks;
-  hooks.on_step = [](int64_t step, double) {
+  hooks.on_loss = [](int64_t step, torch::Tensor&) {
     if (step == 2) std::raise(SIGINT);
   };
   const fs::path run = test::fresh_dir("stop_sgd");
@@ -261,6 +276,29 @@ TEST_F(StopOnSignalToy, AHostSteppedOptimizerStopsAfterTheStepItReads) {
   const auto kept = list_checkpoints(run);
   ASSERT_EQ(kept.size(), 1u);
   EXPECT_EQ(kept.front().first, 3);
+}
+
+// A signal just before a periodic checkpoint (here: in the step-4 hook, the save comes next):
+// the run stops with that checkpoint, not after another step and a second one.
+TEST_F(StopOnSignalToy, ASignalBeforeAPeriodicCheckpointStopsWithIt) {
+  auto t = test::toy_options(10, 1);
+  t.save_every = 4;
+  t.keep_checkpoints = 10;
+  EngineHooks hooks;
+  hooks.on_step = [](int64_t step, double) {
+    if (step == 4) std::raise(SIGTERM);
+  };
+  const fs::path run = test::fresh_dir("stop_at_save");
+  test::ToyRun r(t, hooks, {}, run, nullptr, /*stop_on_signals=*/true);
+  try {
+    r.engine->run(TrainState{});
+    FAIL() << "the run did not stop";
+  } catch (const StopRequested& e) {
+    EXPECT_NE(std::string(e.what()).find("after step 4 of 10"), std::string::npos) << e.what();
+  }
+  const auto kept = list_checkpoints(run);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept.front().first, 4);
 }
 
 }  // namespace
