@@ -624,20 +624,20 @@ TEST(NonFiniteWorker, DISABLED_EveryRankNamesTheKeptCheckpoint) {
   }
 }
 
-// One rank of StopOnSignal.EveryRankStopsAtTheSameStepOnTwoGlooRanks: rank 1 alone gets
-// SIGTERM after step 3 (a launcher that signals one node first); both ranks learn it from step
-// 4's all-reduced statistics and stop after step 4, rank 0 saving the checkpoint there.
-TEST(StopWorker, DISABLED_EveryRankStopsAtTheSameStep) {
-  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of StopOnSignal.*, launched by it";
+// One rank of a StopOnSignal.* test on two Gloo ranks: rank 1 alone gets SIGTERM after step
+// `signal_after` of the toy task's `steps` (a launcher that signals one node first); both ranks
+// must stop after step `stop_at`, each naming rank 0's checkpoint, which is the only one kept.
+void expect_both_ranks_stop(int64_t steps, int64_t log_every, int64_t signal_after, int64_t stop_at,
+                            const std::string& name) {
   const auto env = dist::detect_launch_env();
   dist::DataParallel dp(env, torch::kCPU, 20.0, 25.0);
   EngineHooks hooks;
   hooks.on_step = [&](int64_t step, double) {
-    if (env.rank == 1 && step == 3) std::raise(SIGTERM);
+    if (env.rank == 1 && step == signal_after) std::raise(SIGTERM);
   };
-  const fs::path run = test::fresh_dir("stop_ranks_r" + std::to_string(env.rank));  // rank 0 alone writes
-  auto t = test::toy_options(10, 1);
-  t.log_every = 5;  // step 4 is no log step: its flags are read at step 5's update, one step late
+  const fs::path run = test::fresh_dir(name + "_r" + std::to_string(env.rank));  // rank 0 alone writes
+  auto t = test::toy_options(steps, 1);
+  t.log_every = log_every;
   test::ToyRun r(t, hooks, {}, run, &dp, /*stop_on_signals=*/true);
   try {
     r.engine->run(TrainState{});
@@ -646,41 +646,28 @@ TEST(StopWorker, DISABLED_EveryRankStopsAtTheSameStep) {
     EXPECT_EQ(e.signal(), SIGTERM);
     const std::string msg = e.what();
     const std::string why = env.rank == 1 ? "(SIGTERM)" : "(a signal another rank got)";
-    EXPECT_NE(msg.find("stopped on request " + why + " after step 4 of 10"), std::string::npos) << msg;
-    EXPECT_NE(msg.find((run / "checkpoints" / "step_00000004.pt").string()), std::string::npos) << msg;
+    const std::string at = " after step " + std::to_string(stop_at) + " of " + std::to_string(steps);
+    EXPECT_NE(msg.find("stopped on request " + why + at), std::string::npos) << msg;
+    EXPECT_NE(msg.find(checkpoint_file(run, stop_at).string()), std::string::npos) << msg;
   }
   if (env.rank == 0) {
     const auto kept = list_checkpoints(run);
     ASSERT_EQ(kept.size(), 1u);
-    EXPECT_EQ(kept.front().first, 4);
+    EXPECT_EQ(kept.front().first, stop_at);
   }
 }
 
-// One rank of StopOnSignal.ASignalInTheLastStepStopsEveryRankOnTwoGlooRanks: rank 1 alone gets
-// SIGTERM after the last step; the agreement after the final checkpoint stops both there.
+// Signalled after step 3, both ranks learn it from step 4's all-reduce and stop after step 4
+// (no log step: its flags are read at step 5's update, one step late).
+TEST(StopWorker, DISABLED_EveryRankStopsAtTheSameStep) {
+  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of StopOnSignal.*, launched by it";
+  expect_both_ranks_stop(/*steps=*/10, /*log_every=*/5, /*signal_after=*/3, /*stop_at=*/4, "stop_ranks");
+}
+
+// Signalled after the last step: the agreement after the final checkpoint stops both there.
 TEST(StopWorker, DISABLED_ASignalInTheLastStepStopsEveryRank) {
   if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of StopOnSignal.*, launched by it";
-  const auto env = dist::detect_launch_env();
-  dist::DataParallel dp(env, torch::kCPU, 20.0, 25.0);
-  EngineHooks hooks;
-  hooks.on_step = [&](int64_t step, double) {
-    if (env.rank == 1 && step == 6) std::raise(SIGTERM);
-  };
-  const fs::path run = test::fresh_dir("stop_end_ranks_r" + std::to_string(env.rank));
-  test::ToyRun r(test::toy_options(6, 1), hooks, {}, run, &dp, /*stop_on_signals=*/true);
-  try {
-    r.engine->run(TrainState{});
-    FAIL() << "rank " << env.rank << " did not stop";
-  } catch (const StopRequested& e) {
-    const std::string why = env.rank == 1 ? "(SIGTERM)" : "(a signal another rank got)";
-    EXPECT_NE(std::string(e.what()).find("stopped on request " + why + " after step 6 of 6"), std::string::npos)
-        << e.what();
-  }
-  if (env.rank == 0) {
-    const auto kept = list_checkpoints(run);
-    ASSERT_EQ(kept.size(), 1u);
-    EXPECT_EQ(kept.front().first, 6);
-  }
+  expect_both_ranks_stop(/*steps=*/6, /*log_every=*/2, /*signal_after=*/6, /*stop_at=*/6, "stop_end_ranks");
 }
 
 // One rank of Checkpoint.EveryRankRowOnTwoGlooRanks: the rows a multi-GPU checkpoint keeps of

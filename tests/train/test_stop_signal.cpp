@@ -256,6 +256,28 @@ TEST_F(StopOnSignalToy, Fp16LossScaleAndAccumulationAreThoseOfTheStepStoppedAfte
   EXPECT_TRUE(torch::equal(ma->bias, mb->bias));
 }
 
+// How a toy run that should stop on request ended: StopRequested's message and signal (empty, 0:
+// it did not stop) and the steps of the checkpoints it kept.
+struct ToyStop {
+  std::string message;
+  int signal = 0;
+  std::vector<int64_t> kept;
+};
+
+ToyStop run_toy_until_stopped(const TrainOptions& t, EngineHooks hooks, const std::string& name) {
+  const fs::path run = test::fresh_dir(name);
+  test::ToyRun r(t, std::move(hooks), {}, run, nullptr, /*stop_on_signals=*/true);
+  ToyStop out;
+  try {
+    r.engine->run(TrainState{});
+  } catch (const StopRequested& e) {
+    out.message = e.what();
+    out.signal = e.signal();
+  }
+  for (const auto& [step, file] : list_checkpoints(run)) out.kept.push_back(step);
+  return out;
+}
+
 // An optimizer the host steps (LibTorch's SGD): the flag is read with the step's own, the run
 // stops after the step whose forward pass the signal came in (0-based 2: the third).
 TEST_F(StopOnSignalToy, AHostSteppedOptimizerStopsAfterTheStepTheSignalCameIn) {
@@ -265,17 +287,9 @@ TEST_F(StopOnSignalToy, AHostSteppedOptimizerStopsAfterTheStepTheSignalCameIn) {
   hooks.on_loss = [](int64_t step, torch::Tensor&) {
     if (step == 2) std::raise(SIGINT);
   };
-  const fs::path run = test::fresh_dir("stop_sgd");
-  test::ToyRun r(t, hooks, {}, run, nullptr, /*stop_on_signals=*/true);
-  try {
-    r.engine->run(TrainState{});
-    FAIL() << "the run did not stop";
-  } catch (const StopRequested& e) {
-    EXPECT_EQ(e.signal(), SIGINT);
-  }
-  const auto kept = list_checkpoints(run);
-  ASSERT_EQ(kept.size(), 1u);
-  EXPECT_EQ(kept.front().first, 3);
+  const ToyStop stop = run_toy_until_stopped(t, hooks, "stop_sgd");
+  EXPECT_EQ(stop.signal, SIGINT) << "the run did not stop";
+  EXPECT_EQ(stop.kept, std::vector<int64_t>{3});
 }
 
 // A signal just before a periodic checkpoint (here: in the step-4 hook, the save comes next):
@@ -288,17 +302,9 @@ TEST_F(StopOnSignalToy, ASignalBeforeAPeriodicCheckpointStopsWithIt) {
   hooks.on_step = [](int64_t step, double) {
     if (step == 4) std::raise(SIGTERM);
   };
-  const fs::path run = test::fresh_dir("stop_at_save");
-  test::ToyRun r(t, hooks, {}, run, nullptr, /*stop_on_signals=*/true);
-  try {
-    r.engine->run(TrainState{});
-    FAIL() << "the run did not stop";
-  } catch (const StopRequested& e) {
-    EXPECT_NE(std::string(e.what()).find("after step 4 of 10"), std::string::npos) << e.what();
-  }
-  const auto kept = list_checkpoints(run);
-  ASSERT_EQ(kept.size(), 1u);
-  EXPECT_EQ(kept.front().first, 4);
+  const ToyStop stop = run_toy_until_stopped(t, hooks, "stop_at_save");
+  EXPECT_NE(stop.message.find("after step 4 of 10"), std::string::npos) << stop.message;
+  EXPECT_EQ(stop.kept, std::vector<int64_t>{4});
 }
 
 }  // namespace
