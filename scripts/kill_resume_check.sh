@@ -4,7 +4,7 @@
 # end alike:
 #   - byte-identical final checkpoints (parameters, optimizer state, RNG, counters, checksum);
 #   - metrics.jsonl and summary.json equal except their timing and memory fields
-#     (elapsed_s, tokens_per_s; wall_s, train_s, peak_rss_bytes, peak_device_bytes).
+#     (elapsed_s, tokens_per_s, model_tflops_per_device; wall_s, train_s, peak_rss_bytes, peak_device_bytes).
 # --signal TERM (or HUP, USR1; not INT, which a script's background job ignores) sends that
 # signal instead of SIGKILL: a stop on request, which must lose no step (each stop's checkpoint is
 # the step train.log says it stopped after, no earlier than the last step logged before the
@@ -71,7 +71,7 @@ while :; do
 done
 
 # Timing and memory values differ from run to run; everything else must not.
-untimed_metrics() { sed -E 's/"(elapsed_s|tokens_per_s)":[^,}]*/"\1":-/g' "$1"; }
+untimed_metrics() { sed -E 's/"(elapsed_s|tokens_per_s|model_tflops_per_device)":[^,}]*/"\1":-/g' "$1"; }
 untimed_summary() { sed -E 's/^( *"(wall_s|train_s|peak_rss_bytes|peak_device_bytes)"): [^,]*/\1: -/' "$1"; }
 
 if [[ $sig != KILL ]] && (( stops == 0 )); then

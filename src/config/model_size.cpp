@@ -34,6 +34,13 @@ double estimated_parameters(const ModelOptions& m, int64_t vocab_hint) {
   return embeddings + static_cast<double>(m.layers) * layer + final_norm + mlm_head + position_parameters(m);
 }
 
+double model_flops_per_token(const ModelOptions& m, int64_t vocab_hint, int64_t seq_len, double predicted) {
+  const double D = static_cast<double>(m.hidden), F = static_cast<double>(m.ffn), L = static_cast<double>(seq_len);
+  const double V = static_cast<double>(m.vocab_size > 0 ? m.vocab_size : std::max<int64_t>(vocab_hint, 0));
+  const double layer = 6 * (4 * D * D + 2 * D * F) + 12 * L * D;  // q, k, v, out and FFN; QK^T and PV
+  return static_cast<double>(m.layers) * layer + 6 * predicted * (D * D + D * V);
+}
+
 uint64_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;

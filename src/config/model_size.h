@@ -13,6 +13,14 @@ namespace rpe {
 // MLM head), in double so absurd sizes cannot overflow. vocab_size 0 counts `vocab_hint`.
 double estimated_parameters(const ModelOptions& m, int64_t vocab_hint);
 
+// Model FLOPs of training on one token (forward and backward, multiply-add = 2) of a BERT of
+// these options on sequences of `seq_len` tokens, `predicted` of them scored by the MLM head:
+// 6 per weight of the encoder's matmuls, 12·L·D per layer for the two attention products, and
+// the head's transform and decoder on the predicted share. The same count for every position
+// method (their own terms are not model FLOPs, as recomputation is not), so FLOP/s compare across
+// methods as tokens/s do; MFU is it over the device's peak. vocab_size 0 counts `vocab_hint`.
+double model_flops_per_token(const ModelOptions& m, int64_t vocab_hint, int64_t seq_len, double predicted);
+
 // Bytes of physical memory of this machine (0 if unknown).
 uint64_t physical_memory_bytes();
 

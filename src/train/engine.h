@@ -143,6 +143,9 @@ struct EngineSetup {
                                      // Set on every rank or on none: saving is agreed by all (dist/all_or_none.h)
   std::string config_yaml;           // embedded in checkpoints
   std::string log_tag = "train";
+  // Model FLOPs of training on a token (config/model_size.h): the progress line and metrics rows
+  // give FLOP/s per device (model_tflops_per_device); 0 = not shown.
+  double flops_per_token = 0.0;
   double first_loss = std::nan("");  // a resumed run's first and last logged losses (from its
   double last_loss = std::nan("");   // metrics.jsonl): the summary reads as if never interrupted
   EngineHooks hooks;

@@ -74,15 +74,18 @@ void Engine::log_window(LogWindow& w, TrainState& state, double lr, EngineResult
   const double mean_grad = w.finite_steps ? v[1] / steps : std::nan("");
   const double acc = v[3] > 0 ? v[2] / v[3] : std::nan("");  // no masked token (or skipped steps only): none
   const double tok_s = v[4] / std::max(secs, 1e-9);
+  const double flops = s_.flops_per_token * tok_s / static_cast<double>(s_.dp->world());  // per device
   const std::string acc_name = task_.accuracy_name();
-  log::info(s_.log_tag.c_str(), "step {}/{} | loss {}{} | lr {:.2e} | gnorm {}{} | {:.0f} tok/s | ETA {}{}",
+  log::info(s_.log_tag.c_str(), "step {}/{} | loss {}{} | lr {:.2e} | gnorm {}{} | {:.0f} tok/s{} | ETA {}{}",
             state.step, t.max_steps, mean_text(v[0], v[3], 4), acc_name.empty() ? "" : " | acc " + mean_text(v[2], v[3], 3),
             lr, mean_text(v[1], steps, 2), scaler_.enabled() ? fmt::format(" | scale {:g}", v[5]) : std::string(), tok_s,
+            flops > 0 ? " | " + flops_text(flops) + (s_.device.is_cuda() ? "/GPU" : "/process") : std::string(),
             format_duration(eta), w.skipped ? fmt::format(" | {} skipped", w.skipped) : std::string());
   nlohmann::json row = {{"step", state.step}, {"loss", mean_loss}, {"lr", lr}, {"grad_norm", mean_grad},
                         {"tokens_per_s", tok_s}, {"tokens_seen", state.tokens_seen}, {"skipped", w.skipped},
                         {"elapsed_s", train_seconds()}};  // the run's, across resumes (the ETA: this process's pace)
   if (!acc_name.empty()) row[acc_name] = acc;
+  if (flops > 0) row["model_tflops_per_device"] = flops / 1e12;
   if (scaler_.enabled()) row["loss_scale"] = v[5];
   record(row, state.step);
   if (v[3] > 0) {

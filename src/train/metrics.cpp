@@ -6,6 +6,8 @@
 #include <cmath>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "util/atomic_file.h"
 
 #if __has_include(<c10/cuda/CUDACachingAllocator.h>) && defined(USE_C10D_NCCL)
@@ -67,6 +69,13 @@ std::string format_duration(double seconds) {
   else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", static_cast<long>(s / 60), static_cast<long>(s % 60));
   else std::snprintf(buf, sizeof buf, "%lds", static_cast<long>(s));
   return buf;
+}
+
+std::string flops_text(double flops_per_s) {
+  if (!std::isfinite(flops_per_s) || flops_per_s < 0) return "?";
+  const bool tera = flops_per_s >= 1e12;
+  const double v = flops_per_s / (tera ? 1e12 : 1e9);
+  return (v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v)) + (tera ? " TFLOP/s" : " GFLOP/s");
 }
 
 std::string mean_text(double sum, double count, int decimals) {

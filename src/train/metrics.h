@@ -44,6 +44,10 @@ LoggedLosses logged_losses(const std::filesystem::path& file);
 // "3d02h", "1h02m", "3m20s", "12s" for ETAs.
 std::string format_duration(double seconds);
 
+// FLOP/s for the progress line with three significant digits: "142 TFLOP/s", "3.15 TFLOP/s",
+// "86.2 GFLOP/s" (a CPU), "?" when not finite.
+std::string flops_text(double flops_per_s);
+
 // sum / count to `decimals` places for the progress line, or "none" when nothing was counted
 // (an accuracy of a window whose batches masked no token, the loss and gradient norm of a
 // window whose steps were all skipped as non-finite): a mean of nothing is no number, never "nan".

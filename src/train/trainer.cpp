@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "config/model_size.h"
 #include "data/mlm_dataset.h"
 #include "data/pretrain_corpus.h"
 #include "dist/all_or_none.h"
@@ -287,7 +288,8 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   setup.run_dir = run_dir;
   setup.config_yaml = config_yaml;
   setup.hooks = hooks;
-  setup.stop_on_signals = true;  // a preempted run saves its step and ends (`--resume` continues it)
+  setup.stop_on_signals = true;
+  setup.flops_per_token = model_flops_per_token(cfg.model, tokenizer->vocab_size(), cfg.data.max_seq_len, cfg.data.mask_prob);  // a preempted run saves its step and ends (`--resume` continues it)
   // Rank 0's files, in one step every rank agrees on (a full disk stops them all at once, not
   // at the first step's all-reduce).
   dist::all_or_none(dp, "writing config.yaml and metrics.jsonl", [&] {

@@ -136,6 +136,19 @@ TEST_F(ConfigLimits, ParameterEstimateMatchesBuiltModels) {
   EXPECT_EQ(rpe::estimated_parameters(pre, 0), actual);
 }
 
+// Model FLOPs of training on one BERT-base token (D 768, F 3072, 12 layers, V 30522), counted
+// by hand: weight matmuls 6 x 12 x (4 x 768^2 + 2 x 768 x 3072) = 509,607,936; attention
+// products 12 x 12 x L x 768 = 14,155,776 at L 128 (56,623,104 at 512); MLM head on 15% of the
+// tokens 6 x 0.15 x (768^2 + 768 x 30522) = 21,627,648.
+TEST(ModelFlops, BertBaseCountedByHand) {
+  rpe::ModelOptions m;
+  m.hidden = 768, m.ffn = 3072, m.layers = 12, m.heads = 12, m.vocab_size = 30522;
+  EXPECT_DOUBLE_EQ(rpe::model_flops_per_token(m, 0, 128, 0.15), 509607936.0 + 14155776.0 + 21627648.0);
+  EXPECT_DOUBLE_EQ(rpe::model_flops_per_token(m, 0, 512, 0.15), 509607936.0 + 56623104.0 + 21627648.0);
+  m.vocab_size = 0;  // taken from the tokenizer
+  EXPECT_DOUBLE_EQ(rpe::model_flops_per_token(m, 30522, 128, 0.15), 545391360.0);
+}
+
 TEST_F(ConfigLimits, FoldersWhereConfigFilesAreExpected) {
   fs::create_directories(dir_ / "folder.yaml");
   const std::string direct = error_of(dir_ / "folder.yaml");

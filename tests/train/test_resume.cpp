@@ -101,6 +101,7 @@ std::vector<nlohmann::json> rows_without_timings(const fs::path& run) {
     auto row = nlohmann::json::parse(line);
     if (row.contains("split")) continue;
     row.erase("tokens_per_s");
+    row.erase("model_tflops_per_device");
     row.erase("elapsed_s");
     rows.push_back(row);
   }

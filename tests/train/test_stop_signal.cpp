@@ -133,6 +133,7 @@ std::vector<nlohmann::json> untimed_rows(const fs::path& run) {
   auto rows = test::read_jsonl(run / "metrics.jsonl");
   for (auto& row : rows) {
     row.erase("tokens_per_s");
+    row.erase("model_tflops_per_device");
     row.erase("elapsed_s");
   }
   return rows;

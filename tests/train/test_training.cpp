@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/model_size.h"
 #include "tiny_run.h"
 #include "toy_engine.h"
 #include "train/checkpoint.h"
@@ -174,6 +175,33 @@ TEST(Progress, DurationsReadAsTheirLargestUnits) {
   EXPECT_EQ(format_duration(std::nan("")), "?");
 }
 
+// FLOP/s on the progress line: three significant digits, tera from 1e12 on, giga below (a CPU).
+TEST(Progress, FlopsReadAsTeraOrGiga) {
+  EXPECT_EQ(flops_text(142.37e12), "142 TFLOP/s");
+  EXPECT_EQ(flops_text(3.1534e12), "3.15 TFLOP/s");
+  EXPECT_EQ(flops_text(86.23e9), "86.2 GFLOP/s");
+  EXPECT_EQ(flops_text(2250.4e12), "2250 TFLOP/s");  // no exponent for a device beyond 1 PFLOP/s
+  EXPECT_EQ(flops_text(std::nan("")), "?");
+}
+
+// Each training row's model FLOP/s per device is its tokens/s times the model FLOPs of a token
+// (config/model_size.h) of the run's resolved config.
+TEST(Progress, RowsGiveModelFlopsPerDevice) {
+  const fs::path run = test::fresh_dir("flops_rows");
+  pretrain(test::tiny_config({"train.max_steps=4", "train.log_every=2"}), run, {});
+  const Config cfg = load_config(run / "config.yaml");
+  const double per_token = model_flops_per_token(cfg.model, 0, cfg.data.max_seq_len, cfg.data.mask_prob);
+  ASSERT_GT(per_token, 0.0);
+  int rows = 0;
+  for (const auto& row : test::read_jsonl(run / "metrics.jsonl")) {
+    if (row.contains("split")) continue;
+    ++rows;
+    EXPECT_NEAR(row.at("model_tflops_per_device").get<double>(), row.at("tokens_per_s").get<double>() * per_token / 1e12,
+                1e-12 * per_token) << row.dump();
+  }
+  EXPECT_EQ(rows, 2);
+}
+
 // The progress line's means of nothing -- the accuracy of a window whose batches masked no token,
 // the loss and gradient norm of one whose steps were all skipped -- read "none", never "nan".
 TEST(Progress, AMeanOfNothingIsNone) {
@@ -311,7 +339,7 @@ TEST(PretrainSummary, ResumedFromTheFinalCheckpointRedoesOnlyTheEnd) {
   auto read_rows = [](const fs::path& f) {
     auto rows = test::read_jsonl(f);
     for (auto& row : rows)
-      for (const char* k : {"elapsed_s", "tokens_per_s"}) row.erase(k);
+      for (const char* k : {"elapsed_s", "tokens_per_s", "model_tflops_per_device"}) row.erase(k);
     return rows;
   };
   const auto rows = read_rows(a / "metrics.jsonl");
