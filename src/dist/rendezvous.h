@@ -14,6 +14,13 @@
 
 namespace rpe::dist {
 
+// A collective or the rendezvous failed (a timeout, a broken connection): a user error (exit 2)
+// of its own type, so that a caller that knows what the other ranks were doing can say so.
+class CollectiveError : public UserError {
+ public:
+  using UserError::UserError;
+};
+
 // Runs `f`, turning LibTorch's c10d errors (timeouts, broken connections) into one clear line.
 template <class F> auto guarded(const std::string& what, int64_t rank, double timeout_s, F&& f) {
   try {
@@ -22,7 +29,7 @@ template <class F> auto guarded(const std::string& what, int64_t rank, double ti
     const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
     std::string msg = c10_error ? c10_error->what_without_backtrace() : e.what();
     if (auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);
-    throw UserError("distributed " + what + " failed on rank " + std::to_string(rank) +
+    throw CollectiveError("distributed " + what + " failed on rank " + std::to_string(rank) +
                     " (another rank died, hangs, or is unreachable; timeout train.dist_timeout_s=" +
                     std::to_string(static_cast<int64_t>(timeout_s)) + "s): " + msg);
   }

@@ -11,6 +11,7 @@
 #include "data/pretrain_corpus.h"
 #include "dist/all_or_none.h"
 #include "dist/data_parallel.h"
+#include "dist/rendezvous.h"
 #include "dist/replica_check.h"
 #include "model/attention/registry.h"
 #include "model/bert.h"
@@ -36,9 +37,20 @@ namespace {
 // that does not see the run folder stops the run, on every rank).
 std::unique_ptr<Tokenizer> shared_tokenizer(Config& cfg, const fs::path& run_dir, dist::DataParallel& dp) {
   const fs::path path = run_dir / "tokenizer.model";
-  auto tokenizer = dist::all_or_none(dp, "building the tokenizer", [&] {
-    return dp.rank() == 0 ? make_tokenizer(cfg.data, path) : std::unique_ptr<Tokenizer>();
-  });
+  const bool chief_trains = cfg.data.tokenizer == "sentencepiece" && cfg.data.tokenizer_model.empty() && !fs::exists(path);
+  std::unique_ptr<Tokenizer> tokenizer;
+  try {
+    tokenizer = dist::all_or_none(dp, "building the tokenizer", [&] {
+      return dp.rank() == 0 ? make_tokenizer(cfg.data, path) : std::unique_ptr<Tokenizer>();
+    });
+  } catch (const dist::CollectiveError& e) {
+    // The other ranks wait for rank 0's training under the collectives' timeout (to be lifted:
+    // a wait on rank 0's heartbeat in the store).
+    if (!chief_trains || dp.rank() == 0) throw;
+    throw UserError(std::string(e.what()) + " (rank 0 was training the sentencepiece tokenizer, which on a large "
+                    "corpus takes longer than that: train it first with `rpe-train train-tokenizer` and give it as "
+                    "data.tokenizer_model, or raise train.dist_timeout_s)");
+  }
   if (cfg.data.tokenizer == "sentencepiece" && cfg.data.tokenizer_model.empty())
     dist::require_same_on_every_rank(dp, {{"whether " + path.string() + " exists (1: yes)", fs::exists(path) ? 1 : 0}});
   tokenizer = dist::all_or_none(dp, "reading the tokenizer", [&] {
@@ -352,13 +364,15 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
   } catch (const std::exception& e) {
     // A new run that fails on its inputs (missing corpus, bad vocabulary, ...) before it trains
     // leaves no folder behind, so the corrected command is not refused as "already exists". A
-    // resumed run, one that has trained (metrics rows, checkpoints), and one its machine stopped
-    // (out of memory, a device error: its tokenizer.model may have cost hours) keep everything,
-    // and train.log says what went wrong; --resume continues them.
+    // resumed run, one that has trained (metrics rows, checkpoints) or trained its tokenizer
+    // (hours at scale; another rank's failure or a timeout comes as a UserError too), and one its
+    // machine stopped (out of memory, a device error) keep everything, and train.log says what
+    // went wrong; --resume continues them (with the tokenizer already trained).
     std::error_code ec;
     const fs::path metrics = run_dir / "metrics.jsonl";
-    const bool trained = fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0;
-    close_failed_run(e, chief && !resume && !trained && list_checkpoints(run_dir).empty(), sink, run_dir);
+    const bool trained = (fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0) ||
+                         fs::exists(run_dir / "tokenizer.model", ec) || !list_checkpoints(run_dir).empty();
+    close_failed_run(e, chief && !resume && !trained, sink, run_dir);
     throw;
   }
 }

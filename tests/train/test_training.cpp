@@ -19,6 +19,7 @@
 #include "train/metrics.h"
 #include "train/optim.h"
 #include "train/trainer.h"
+#include "util/errors.h"
 
 namespace rpe {
 namespace {
@@ -258,6 +259,31 @@ nlohmann::json summary_without_timings(const fs::path& run) {
 }
 
 // summary.json of a run resumed after a crash equals the uninterrupted run's, timings aside.
+// A new run that stops on its inputs before it trains anything leaves no folder (the corrected
+// command is not refused as "already exists"); one that had trained its tokenizer first keeps the
+// folder, tokenizer and train.log, whatever the error (another rank's failure or a collective's
+// timeout reach rank 0 as user errors too, and used to delete a tokenizer that may take hours).
+TEST(PretrainFolder, AFailureAfterTheTokenizerIsTrainedKeepsIt) {
+  const fs::path early = test::fresh_dir("fails_early") / "run";
+  EXPECT_THROW(pretrain(test::tiny_config({"data.train_files=[" + (early.parent_path() / "missing.txt").string() + "]"}),
+                       early, {}),
+               UserError);
+  EXPECT_FALSE(fs::exists(early));
+  const fs::path late = test::fresh_dir("fails_after_tokenizer") / "run";
+  const Config cfg = test::tiny_config({"data.tokenizer_model=", "data.tokenizer_vocab_size=200", "model.vocab_size=50"});
+  try {
+    pretrain(cfg, late, {});
+    FAIL() << "a vocabulary smaller than the tokenizer's was taken";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("smaller than the tokenizer's"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::exists(late / "tokenizer.model"));
+  std::ifstream log(late / "train.log");
+  std::string line, last;
+  while (std::getline(log, line)) last = line;
+  EXPECT_NE(last.find("smaller than the tokenizer's"), std::string::npos) << last;
+}
+
 TEST(PretrainSummary, ResumedRunReportsTheSameSummary) {
   const Config cfg = test::tiny_config({"train.max_steps=8", "train.save_every=4"});
   struct Crash : std::runtime_error {
