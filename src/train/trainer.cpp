@@ -47,9 +47,10 @@ std::unique_ptr<Tokenizer> shared_tokenizer(Config& cfg, const fs::path& run_dir
     // The other ranks wait for rank 0's training under the collectives' timeout (to be lifted:
     // a wait on rank 0's heartbeat in the store).
     if (!chief_trains || dp.rank() == 0) throw;
-    throw UserError(std::string(e.what()) + " (rank 0 was training the sentencepiece tokenizer, which on a large "
-                    "corpus takes longer than that: train it first with `rpe-train train-tokenizer` and give it as "
-                    "data.tokenizer_model, or raise train.dist_timeout_s)");
+    throw UserError(std::string(e.what()) + " (rank 0 was to train the sentencepiece tokenizer meanwhile: if it "
+                    "was still training, as a large corpus can take longer than that, train it first with `rpe-train "
+                    "train-tokenizer` and give it as data.tokenizer_model, or raise train.dist_timeout_s; if it died, "
+                    "its own log says why)");
   }
   if (cfg.data.tokenizer == "sentencepiece" && cfg.data.tokenizer_model.empty())
     dist::require_same_on_every_rank(dp, {{"whether " + path.string() + " exists (1: yes)", fs::exists(path) ? 1 : 0}});
@@ -300,8 +301,8 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   setup.run_dir = run_dir;
   setup.config_yaml = config_yaml;
   setup.hooks = hooks;
-  setup.stop_on_signals = true;
-  setup.flops_per_token = model_flops_per_token(cfg.model, tokenizer->vocab_size(), cfg.data.max_seq_len, cfg.data.mask_prob);  // a preempted run saves its step and ends (`--resume` continues it)
+  setup.stop_on_signals = true;  // a preempted run saves its step and ends (`--resume` continues it)
+  setup.flops_per_token = model_flops_per_token(cfg.model, tokenizer->vocab_size(), cfg.data.max_seq_len, cfg.data.mask_prob);
   // Rank 0's files, in one step every rank agrees on (a full disk stops them all at once, not
   // at the first step's all-reduce).
   dist::all_or_none(dp, "writing config.yaml and metrics.jsonl", [&] {
@@ -370,9 +371,12 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
     // went wrong; --resume continues them (with the tokenizer already trained).
     std::error_code ec;
     const fs::path metrics = run_dir / "metrics.jsonl";
-    const bool trained = (fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0) ||
-                         fs::exists(run_dir / "tokenizer.model", ec) || !list_checkpoints(run_dir).empty();
-    close_failed_run(e, chief && !resume && !trained, sink, run_dir);
+    const bool stepped = (fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0) || !list_checkpoints(run_dir).empty();
+    const bool tokenizer = fs::exists(run_dir / "tokenizer.model", ec);
+    if (chief && !resume && !stepped && tokenizer)
+      log::warn("run", "{} kept for its trained tokenizer.model: --resume reuses it as it is (other data.tokenizer_* "
+                "settings or data: --overwrite)", run_dir.string());
+    close_failed_run(e, chief && !resume && !stepped && !tokenizer, sink, run_dir);
     throw;
   }
 }

@@ -258,7 +258,6 @@ nlohmann::json summary_without_timings(const fs::path& run) {
   return j;
 }
 
-// summary.json of a run resumed after a crash equals the uninterrupted run's, timings aside.
 // A new run that stops on its inputs before it trains anything leaves no folder (the corrected
 // command is not refused as "already exists"); one that had trained its tokenizer first keeps the
 // folder, tokenizer and train.log, whatever the error (another rank's failure or a collective's
@@ -284,6 +283,7 @@ TEST(PretrainFolder, AFailureAfterTheTokenizerIsTrainedKeepsIt) {
   EXPECT_NE(last.find("smaller than the tokenizer's"), std::string::npos) << last;
 }
 
+// summary.json of a run resumed after a crash equals the uninterrupted run's, timings aside.
 TEST(PretrainSummary, ResumedRunReportsTheSameSummary) {
   const Config cfg = test::tiny_config({"train.max_steps=8", "train.save_every=4"});
   struct Crash : std::runtime_error {
