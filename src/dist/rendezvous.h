@@ -30,8 +30,8 @@ template <class F> auto guarded(const std::string& what, int64_t rank, double ti
     std::string msg = c10_error ? c10_error->what_without_backtrace() : e.what();
     if (auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);
     throw CollectiveError("distributed " + what + " failed on rank " + std::to_string(rank) +
-                    " (another rank died, hangs, or is unreachable; timeout train.dist_timeout_s=" +
-                    std::to_string(static_cast<int64_t>(timeout_s)) + "s): " + msg);
+                          " (another rank died, hangs, or is unreachable; timeout train.dist_timeout_s=" +
+                          std::to_string(static_cast<int64_t>(timeout_s)) + "s): " + msg);
   }
 }
 
