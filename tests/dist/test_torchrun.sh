@@ -45,6 +45,21 @@ for key in ("final_loss", "valid_loss"):
 print(f"torchrun 2 ranks match: final_loss {a['final_loss']:.6f} / {b['final_loss']:.6f}, "
       f"valid_loss {a['valid_loss']:.6f} / {b['valid_loss']:.6f}")
 PY
+# FLOP/s per device: each row's model_tflops_per_device / tokens_per_s (the model FLOPs of a
+# token over the ranks) is half as large on 2 ranks as on one.
+python3 - "$work/single2/metrics.jsonl" "$work/pair/metrics.jsonl" <<'PY'
+import json, sys
+def per_token(f):
+    rows = [json.loads(l) for l in open(f)]
+    return {r["model_tflops_per_device"] / r["tokens_per_s"] for r in rows if "tokens_per_s" in r}
+one, two = (per_token(f) for f in sys.argv[1:3])
+assert len(one) >= 1 and len(two) >= 1, (one, two)
+for a in one:
+    for b in two:
+        if abs(b / a - 0.5) > 1e-9:
+            sys.exit(f"model FLOP/s per device: {b} per token/s on 2 ranks, {a} on one (expected half)")
+print(f"model FLOP/s per device on 2 ranks: half of one process's per token/s ({min(two):.3e})")
+PY
 
 # A run may continue on another number of ranks (a node lost, or added): the data position is
 # global and rank 0's RNG state is every rank's. The pair's run, resumed by one process for 4
