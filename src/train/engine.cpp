@@ -179,7 +179,7 @@ void Engine::update_on_device(const StepStats& st, TrainState& state, LogWindow&
 }
 
 std::string Engine::update_on_host(const StepStats& st, TrainState& state, LogWindow& w) {
-  const auto flags = torch::stack({st.finite, st.stop.gt(0.0)}).cpu();  // the one host read of such a step
+  const auto flags = st.flags().cpu();  // the one host read of such a step
   stop_asked_ = flags[1].item<bool>();  // after this step: run() stops once it is counted
   if (flags[0].item<bool>()) {
     optimizer_.step();
@@ -195,7 +195,7 @@ std::string Engine::update_on_host(const StepStats& st, TrainState& state, LogWi
 }
 
 void Engine::queue_pending(const StepStats& st, int64_t step) {
-  PendingStep p{step,      torch::stack({st.finite, st.stop.gt(0.0)}), nullptr, st.loss, st.grad_norm, st.overflow,
+  PendingStep p{step,      st.flags(), nullptr, st.loss, st.grad_norm, st.overflow,
                 scaler_.enabled() ? scaler_.snapshot() : torch::Tensor(),
                 st.refused, consumed_, RandomStates::capture(s_.device)};
   if (s_.device.is_cuda()) {  // a pinned copy on the stream, and an event to wait for it alone
@@ -258,6 +258,7 @@ EngineResult Engine::run(TrainState state) {
   seen_tokens_ = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(s_.device));
   std::optional<StopSignals> signals;  // caught until run() returns or throws
   if (s_.stop_on_signals && !s_.run_dir.empty()) signals.emplace();
+  const auto a_rank_asks_to_stop = [&] { return signals && s_.dp->any(StopSignals::requested() != 0); };  // collective
   pending_.reset();
   stop_asked_ = false;
   saved_step_ = -1;
@@ -301,7 +302,7 @@ EngineResult Engine::run(TrainState state) {
     w.leave_out_since(paused);
     // A request that came during this step's evaluation or checkpoint (one collective per such
     // pause, never per step): the run stops now, not after another step and checkpoint.
-    if ((eval_now || save_now) && signals && s_.dp->any(StopSignals::requested() != 0)) {
+    if ((eval_now || save_now) && a_rank_asks_to_stop()) {
       settle(w, state);
       stop_asked_ = true;
     }
@@ -313,7 +314,7 @@ EngineResult Engine::run(TrainState state) {
   // A request that came in the last step or during that save (one collective a run): the final
   // evaluation and summary are left to --resume, which starts from this checkpoint. Not after an
   // early stop (the same on every rank): that run is finished, a resume would train past it.
-  if (signals && !result.stopped_early && s_.dp->any(StopSignals::requested() != 0)) stop_on_request(state, w);
+  if (!result.stopped_early && a_rank_asks_to_stop()) stop_on_request(state, w);
   state.cursor = consumed_;
   result.state = state;
   return result;

@@ -170,6 +170,8 @@ struct StepStats {
   // NaN, so the step is not finite); 0 in a single process.
   torch::Tensor refused;
   torch::Tensor stop;  // 0-dim float64: ranks asking to stop (a signal, util/stop_signals.h); 0 if none
+  // [2] bool on the device, {finite, stop > 0}: what the host reads of a step.
+  torch::Tensor flags() const { return torch::stack({finite, stop.gt(0.0)}); }
 };
 
 struct EngineResult {
