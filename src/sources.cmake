@@ -51,6 +51,7 @@ set(RPE_CORE_SOURCES
   src/dist/data_parallel.cpp
   src/dist/grad_sync.cpp
   src/dist/launch_env.cpp
+  src/dist/rank0_only.cpp
   src/dist/rendezvous.cpp
   src/dist/replica_check.cpp
   src/dist/sharded_eval.cpp

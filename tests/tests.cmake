@@ -171,6 +171,7 @@ target_sources(rpe_tests PRIVATE
   tests/train/test_cuda_graphs.cpp
   tests/dist/test_data_parallel.cpp
   tests/dist/test_all_or_none.cpp
+  tests/dist/test_rank0_only.cpp
   tests/dist/test_rendezvous.cpp
   tests/dist/test_sharded_eval.cpp
   tests/dist/test_gradient_hooks.cpp

@@ -127,13 +127,17 @@ DataParallel::DataParallel(const LaunchEnv& env, const torch::Device& device, do
 
 DataParallel::DataParallel(const LaunchEnv& env, const std::function<torch::Device()>& choose_device,
                            double timeout_s, double bucket_mb)
-    : rank_(env.rank), world_(env.world), bucket_bytes_(static_cast<int64_t>(bucket_mb * (1 << 20))) {
+    : rank_(env.rank),
+      world_(env.world),
+      bucket_bytes_(static_cast<int64_t>(bucket_mb * (1 << 20))),
+      timeout_s_(timeout_s) {
   if (!env.distributed()) {
     device_ = choose_device();
     return;
   }
   const auto timeout = milliseconds(static_cast<int64_t>(timeout_s * 1000));
   const auto store = meet(env, timeout_s);
+  store_ = store;
   device_ = agree_on_device(*store, env, timeout_s, choose_device);
 #ifdef RPE_HAVE_NCCL
   // NCCL works on one GPU, named (its barriers too): a device given without an index is the current one.

@@ -21,6 +21,10 @@
 #include <string>
 #include <vector>
 
+namespace c10d {
+class Store;
+}
+
 namespace rpe::dist {
 
 // Where this process sits, from the launcher's environment: torchrun (RANK, WORLD_SIZE,
@@ -105,6 +109,12 @@ class DataParallel {
   // True on every rank when `mine` is true on any rank (a decision only rank 0 makes, shared).
   bool any(bool mine);
   void barrier();
+  // The job's store (dist/rendezvous.h; null in a single process), for waits that no
+  // collective's timeout may bound (dist/rank0_only.h), and a number for each such wait's keys:
+  // the calls come in the same order on every rank, so the n-th has the same keys everywhere.
+  c10d::Store* store() const { return store_.get(); }
+  int64_t next_store_call() { return store_calls_++; }
+  double timeout_s() const { return timeout_s_; }  // train.dist_timeout_s
   // In-place element-wise sum over ranks of a tensor on this rank's device, through the process
   // group (no host copy with NCCL/Gloo); a no-op in a single process.
   void all_reduce_sum(torch::Tensor& t);
@@ -112,6 +122,9 @@ class DataParallel {
  private:
   int64_t rank_ = 0, world_ = 1;
   int64_t bucket_bytes_ = 25 << 20;
+  double timeout_s_ = 0.0;
+  int64_t store_calls_ = 0;
+  c10::intrusive_ptr<c10d::Store> store_;
   torch::Device device_ = torch::kCPU;  // where collective buffers live (CUDA for NCCL)
   std::unique_ptr<Collectives> impl_;
   std::unique_ptr<GradSync> sync_;

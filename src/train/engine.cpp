@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "dist/all_or_none.h"
+#include "dist/rank0_only.h"
 #include "dist/replica_check.h"
 #include "train/micro_step_graph.h"
 #include "train/optim.h"
@@ -147,11 +147,12 @@ fs::path Engine::save(TrainState& state, const LogWindow& w) {
   const bool ranks = s_.dp->distributed() && s_.device.is_cuda();
   state.rng_device_ranks = ranks ? every_rank_row(*s_.dp, RandomStates::capture(s_.device).device) : torch::Tensor();
   // Rank 0 alone writes; its failure (a full disk, weights gone non-finite) stops every rank at
-  // once with its reason rather than at their next gradient all-reduce (dist/all_or_none.h).
+  // once with its reason rather than at their next gradient all-reduce; the others wait on its
+  // heartbeat, so a slow shared file system is no timeout (dist/rank0_only.h).
   // Every rank returns the file (the others name rank 0's), so a stop's message says where it is.
-  saved_file_ = dist::all_or_none(*s_.dp, "saving the checkpoint of step " + std::to_string(state.step), [&] {
-    return s_.dp->rank() == 0 ? write_checkpoint(state) : checkpoint_file(s_.run_dir, state.step);
-  });
+  saved_file_ = checkpoint_file(s_.run_dir, state.step);
+  dist::rank0_only(*s_.dp, "saving the checkpoint of step " + std::to_string(state.step),
+                   [&] { saved_file_ = write_checkpoint(state); });
   saved_step_ = state.step;
   return saved_file_;
 }

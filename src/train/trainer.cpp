@@ -11,6 +11,7 @@
 #include "data/pretrain_corpus.h"
 #include "dist/all_or_none.h"
 #include "dist/data_parallel.h"
+#include "dist/rank0_only.h"
 #include "dist/rendezvous.h"
 #include "dist/replica_check.h"
 #include "model/attention/registry.h"
@@ -34,24 +35,12 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // Rank 0 trains a missing tokenizer, the others wait and read it (none trains its own: a node
-// that does not see the run folder stops the run, on every rank).
+// that does not see the run folder stops the run, on every rank). Training takes hours on a
+// large corpus: the others wait on rank 0's heartbeat, not under train.dist_timeout_s.
 std::unique_ptr<Tokenizer> shared_tokenizer(Config& cfg, const fs::path& run_dir, dist::DataParallel& dp) {
   const fs::path path = run_dir / "tokenizer.model";
-  const bool chief_trains = cfg.data.tokenizer == "sentencepiece" && cfg.data.tokenizer_model.empty() && !fs::exists(path);
   std::unique_ptr<Tokenizer> tokenizer;
-  try {
-    tokenizer = dist::all_or_none(dp, "building the tokenizer", [&] {
-      return dp.rank() == 0 ? make_tokenizer(cfg.data, path) : std::unique_ptr<Tokenizer>();
-    });
-  } catch (const dist::CollectiveError& e) {
-    // The other ranks wait for rank 0's training under the collectives' timeout (to be lifted:
-    // a wait on rank 0's heartbeat in the store).
-    if (!chief_trains || dp.rank() == 0) throw;
-    throw UserError(std::string(e.what()) + " (rank 0 was to train the sentencepiece tokenizer meanwhile: if it "
-                    "was still training, as a large corpus can take longer than that, train it first with `rpe-train "
-                    "train-tokenizer` and give it as data.tokenizer_model, or raise train.dist_timeout_s; if it died, "
-                    "its own log says why)");
-  }
+  dist::rank0_only(dp, "building the tokenizer", [&] { tokenizer = make_tokenizer(cfg.data, path); });
   if (cfg.data.tokenizer == "sentencepiece" && cfg.data.tokenizer_model.empty())
     dist::require_same_on_every_rank(dp, {{"whether " + path.string() + " exists (1: yes)", fs::exists(path) ? 1 : 0}});
   tokenizer = dist::all_or_none(dp, "reading the tokenizer", [&] {
