@@ -188,6 +188,8 @@ set_tests_properties(nccl_configure PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 add_test(NAME train_kill_resume COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_kill_resume.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
 # SIGTERM instead (a scheduler's preemption): each stop saves the step it ends after, same end.
 add_test(NAME train_term_resume COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_kill_resume.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR} TERM)
+# train.time_limit_min: exit 75 after a step with a checkpoint; --resume ends as if never stopped.
+add_test(NAME train_time_limit COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_time_limit.sh $<TARGET_FILE:rpe-train> ${CMAKE_SOURCE_DIR})
 # Corrupt/unchecked checkpoints refused by every loading command, run-folder refusals, full disk.
 add_test(NAME checkpoint_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_checkpoint_cli.sh $<TARGET_FILE:rpe-train> $<TARGET_FILE:hf_probe> ${CMAKE_SOURCE_DIR})
 # The reproduction scripts end to end at tiny scale (Table 2 for absolute and m4, restart,

@@ -147,9 +147,11 @@ int main(int argc, char** argv) {
     return run();
   } catch (const rpe::StopRequested& e) {
     // Stopped by a signal after saving (train/engine.h): end by it, as its default action would
-    // have, so that torchrun, Slurm and the shell see the run ended by the signal they sent.
+    // have, so that torchrun, Slurm and the shell see the run ended by the signal they sent. At
+    // train.time_limit_min: exit code 75, for a job script to resubmit the run.
     spdlog::default_logger()->flush();
     std::cout.flush();
+    if (e.signal() == 0) return rpe::kExitTimeLimit;  // stopped at train.time_limit_min
     std::signal(e.signal(), SIG_DFL);
     std::raise(e.signal());
     return 128 + e.signal();

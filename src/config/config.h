@@ -143,6 +143,10 @@ struct TrainOptions {
   double min_loss_scale = 1e-4;      // fp16: stop when gradient overflows push the scale below this
   int64_t max_nonfinite_in_a_row = 5;  // stop (checkpoint kept) after this many skipped steps in a row
   double dist_timeout_s = 300.0;  // multi-process: a collective waiting longer than this fails
+  // Pretraining: once the process has run this long, stop as on SIGTERM (after a step, with a
+  // checkpoint; exit code 75, `--resume` continues); 0 = no limit. A job's time limit less the
+  // time of a step and a checkpoint.
+  double time_limit_min = 0.0;
   double bucket_mb = 25.0;        // multi-process: gradient all-reduce bucket size in MiB
   std::string device = "auto";    // auto | cpu | cuda | cuda:N (cuda:LOCAL_RANK under torchrun)
   int64_t threads = 0;            // CPU intra-op threads; 0 = LibTorch's default
@@ -175,6 +179,7 @@ struct TrainOptions {
     v("min_loss_scale", min_loss_scale);
     v("max_nonfinite_in_a_row", max_nonfinite_in_a_row);
     v("dist_timeout_s", dist_timeout_s);
+    v("time_limit_min", time_limit_min);
     v("bucket_mb", bucket_mb);
     v("device", device);
     v("threads", threads);

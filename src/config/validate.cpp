@@ -70,6 +70,8 @@ void validate_numbers(const Config& cfg) {
   if (t.dist_timeout_s > 365.0 * 86400.0)
     cfg.fail("train.dist_timeout_s", "is implausibly large (" + number_text(t.dist_timeout_s) + " s > a year)");
   finite_positive("train.bucket_mb", t.bucket_mb);
+  if (!(t.time_limit_min >= 0.0 && t.time_limit_min <= 365.0 * 1440.0))
+    cfg.fail("train.time_limit_min", "must be in [0, 525600] minutes (0: no limit), got " + number_text(t.time_limit_min));
   if (t.eval_batches < 1) cfg.fail("train.eval_batches", "must be >= 1, got " + std::to_string(t.eval_batches));
   finite_positive("model.init_std", cfg.model.init_std);
   finite_positive("model.layer_norm_eps", cfg.model.layer_norm_eps);

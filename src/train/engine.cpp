@@ -110,9 +110,9 @@ StepStats Engine::step(int64_t step) {
     local[0].fill_(std::nan(""));
     local[3].fill_(1.0);
   }
-  // A stop request (util/stop_signals.h) read as late as possible: a signal that came during
-  // this step's forward and backward stops the run after this step.
-  if (StopSignals::requested() != 0) local[4].fill_(1.0);
+  // A stop request (util/stop_signals.h, or the time limit) read as late as possible: a signal
+  // that came during this step's forward and backward stops the run after this step.
+  if (asks_to_stop()) local[4].fill_(1.0);
   dp.all_reduce_sum(local);  // on-device statistics, no host copy
   StepStats st{local[0], local[1], n, local[2], {}, {}, {}, local[3], local[4]};  // loss, correct, count, tokens, .., refused, stop
   st.overflow = scaler_.unscale_(defined_grads(params_));  // fp16: grads / S, and whether one overflowed
@@ -259,7 +259,8 @@ EngineResult Engine::run(TrainState state) {
   seen_tokens_ = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(s_.device));
   std::optional<StopSignals> signals;  // caught until run() returns or throws
   if (s_.stop_on_signals && !s_.run_dir.empty()) signals.emplace();
-  const auto a_rank_asks_to_stop = [&] { return signals && s_.dp->any(StopSignals::requested() != 0); };  // collective
+  const bool can_stop = signals.has_value() || (s_.stop_at && !s_.run_dir.empty());
+  const auto a_rank_asks_to_stop = [&] { return can_stop && s_.dp->any(asks_to_stop()); };  // collective
   pending_.reset();
   stop_asked_ = false;
   saved_step_ = -1;

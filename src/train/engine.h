@@ -33,7 +33,7 @@
 // the final checkpoint), so every rank learns it from the same step, reads it with that step's
 // finite flag (one step late, as above) and stops as it was after that step: a checkpoint (the
 // one just written, if any), then StopRequested. `--resume` continues exactly as if the run had
-// not stopped.
+// not stopped. A rank past EngineSetup::stop_at (train.time_limit_min) asks the same way.
 #pragma once
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
@@ -152,6 +152,9 @@ struct EngineSetup {
   // SIGTERM, SIGINT, SIGHUP and SIGUSR1 during run() stop the run after a step, with a
   // checkpoint (see the header comment; needs run_dir); false: they act as usual (kill).
   bool stop_on_signals = false;
+  // train.time_limit_min (pretraining, with run_dir): past this time, run() stops as on a signal
+  // (read at the same points; StopRequested with signal 0).
+  std::optional<std::chrono::steady_clock::time_point> stop_at;
   // Tests: train.cuda_graphs's static-buffer path with the graph's body run directly (no capture:
   // a CPU can show that path equals the plain one).
   bool emulate_cuda_graphs = false;
@@ -262,8 +265,10 @@ class Engine {
   // After too many skipped steps (`why`, from note_nonfinite): saves the last finite weights
   // (with the log window `w` so far), throws UserError.
   [[noreturn]] void stop_nonfinite(TrainState& state, const LogWindow& w, const std::string& why);
-  // The stop a signal asked for, after step state.step: saves the checkpoint (unless this step's
-  // was just saved), logs where it is, throws StopRequested.
+  // Whether this rank asks to stop: a signal came, or it is past s_.stop_at (host only).
+  bool asks_to_stop() const;
+  // The stop a signal or the time limit asked for, after step state.step: saves the checkpoint
+  // (unless this step's was just saved), logs where it is, throws StopRequested.
   [[noreturn]] void stop_on_request(TrainState& state, const LogWindow& w);
   // Appends `row` to rank 0's metrics.jsonl; when that fails (a full disk) every rank stops
   // with its reason (dist/all_or_none.h), not at its next gradient all-reduce.

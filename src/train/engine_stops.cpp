@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <cmath>
+#include <chrono>
 #include <stdexcept>
 
 #include "dist/all_or_none.h"
@@ -14,6 +15,7 @@
 #include "util/stop_signals.h"
 
 namespace rpe {
+using Clock = std::chrono::steady_clock;
 
 void Engine::stop_if_refused(int64_t step, const torch::Tensor& refused) {
   if (!refused.defined() || !(refused.item<double>() > 0.0)) return;
@@ -70,15 +72,22 @@ void Engine::stop_nonfinite(TrainState& state, const LogWindow& w, const std::st
                   " (lower train.lr, raise warmup_steps, or use precision fp32)");
 }
 
+bool Engine::asks_to_stop() const {
+  return StopSignals::requested() != 0 || (s_.stop_at && Clock::now() >= *s_.stop_at);
+}
+
 void Engine::stop_on_request(TrainState& state, const LogWindow& w) {
   s_.dp->barrier();
   const auto file = saved_step_ == state.step ? saved_file_ : save(state, w);
   const int own = StopSignals::requested();
-  const std::string message = fmt::format(
-      "stopped on request ({}) after step {} of {}; checkpoint {}; `--resume` continues the run",
-      own != 0 ? StopSignals::name(own) : "a signal another rank got", state.step, s_.train.max_steps, file.string());
+  const bool timed_out = own == 0 && s_.stop_at && Clock::now() >= *s_.stop_at;
+  const std::string why = own != 0    ? "on request (" + StopSignals::name(own) + ")"
+                          : timed_out ? fmt::format("at the time limit (train.time_limit_min {:g})", s_.train.time_limit_min)
+                                      : std::string("on request (another rank's signal or time limit)");
+  const std::string message = fmt::format("stopped {} after step {} of {}; checkpoint {}; `--resume` continues the run",
+                                          why, state.step, s_.train.max_steps, file.string());
   log::info(s_.log_tag.c_str(), "{}", message);
-  throw StopRequested(message, own != 0 ? own : SIGTERM);
+  throw StopRequested(message, own != 0 ? own : timed_out ? 0 : SIGTERM);
 }
 
 }  // namespace rpe

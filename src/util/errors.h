@@ -8,6 +8,9 @@
 namespace rpe {
 
 inline constexpr int kExitUserError = 2;
+// Pretraining stopped at train.time_limit_min with a checkpoint: not finished, `--resume`
+// continues it (sysexits.h's EX_TEMPFAIL, "try again later"), for job scripts that resubmit.
+inline constexpr int kExitTimeLimit = 75;
 
 // `message` with each NUL byte written as "\0": std::runtime_error keeps a C string, so a NUL
 // from user input (a key, a path, a record) would cut the message there.

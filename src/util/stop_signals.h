@@ -37,11 +37,13 @@ class StopSignals {
 
 // Thrown by the engine once it has stopped on request and saved its checkpoint; main() ends
 // the process by the same signal (its default action), so the launcher and the shell see the
-// run ended by it. what(): one line for the log.
+// run ended by it, or, stopped at train.time_limit_min (signal 0), with exit code 75
+// (kExitTimeLimit). what(): one line for the log.
 class StopRequested : public std::runtime_error {
  public:
   StopRequested(const std::string& message, int signal) : std::runtime_error(message), signal_(signal) {}
-  // The signal this process got (a rank that stopped because another rank got one: SIGTERM).
+  // The signal this process got (a rank that stopped because another rank asked: SIGTERM); 0
+  // when its own time limit stopped it.
   int signal() const { return signal_; }
 
  private:

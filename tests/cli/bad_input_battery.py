@@ -209,6 +209,7 @@ for _key, _value, _pattern in [
         ("train.lr", ".inf", r"train\.lr: must be a finite number > 0"),
         ("model.layer_norm_eps", "-1", r"model\.layer_norm_eps: must be a finite number > 0"),
         ("train.eval_batches", "-5", r"train\.eval_batches: must be >= 1"),
+        ("train.time_limit_min", "-1", r"train\.time_limit_min: must be in \[0, 525600\] minutes"),
         ("run.name", "", r"run\.name: must be a plain folder name \(non-empty"),
         ("model.ffn", "10000000000", r"model\.ffn: is implausibly large"),
         ("model.hidden", "16384", r"model: model\.hidden/layers/.* give about .* GiB"),

@@ -645,7 +645,7 @@ void expect_both_ranks_stop(int64_t steps, int64_t log_every, int64_t signal_aft
   } catch (const StopRequested& e) {
     EXPECT_EQ(e.signal(), SIGTERM);
     const std::string msg = e.what();
-    const std::string why = env.rank == 1 ? "(SIGTERM)" : "(a signal another rank got)";
+    const std::string why = env.rank == 1 ? "(SIGTERM)" : "(another rank's signal or time limit)";
     const std::string at = " after step " + std::to_string(stop_at) + " of " + std::to_string(steps);
     EXPECT_NE(msg.find("stopped on request " + why + at), std::string::npos) << msg;
     EXPECT_NE(msg.find(checkpoint_file(run, stop_at).string()), std::string::npos) << msg;

@@ -265,9 +265,10 @@ struct ToyStop {
   std::vector<int64_t> kept;
 };
 
-ToyStop run_toy_until_stopped(const TrainOptions& t, EngineHooks hooks, const std::string& name) {
+ToyStop run_toy_until_stopped(const TrainOptions& t, EngineHooks hooks, const std::string& name,
+                              std::optional<std::chrono::steady_clock::time_point> stop_at = std::nullopt) {
   const fs::path run = test::fresh_dir(name);
-  test::ToyRun r(t, std::move(hooks), {}, run, nullptr, /*stop_on_signals=*/true);
+  test::ToyRun r(t, std::move(hooks), {}, run, nullptr, /*stop_on_signals=*/true, stop_at);
   ToyStop out;
   try {
     r.engine->run(TrainState{});
@@ -277,6 +278,25 @@ ToyStop run_toy_until_stopped(const TrainOptions& t, EngineHooks hooks, const st
   }
   for (const auto& [step, file] : list_checkpoints(run)) out.kept.push_back(step);
   return out;
+}
+
+// train.time_limit_min: a run past EngineSetup::stop_at stops as on a signal, after the step
+// under way (here the fourth: the third's hook waits the deadline out), with its checkpoint and
+// signal 0 (main's exit code 75).
+TEST_F(StopOnSignalToy, PastTheTimeLimitTheRunStopsAfterTheStepUnderWay) {
+  auto t = test::toy_options(10, 1);
+  t.time_limit_min = 0.025;  // as the message gives it (the toy's deadline is stop_at)
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  EngineHooks hooks;
+  hooks.on_step = [&](int64_t step, double) {
+    if (step == 3) std::this_thread::sleep_until(deadline);
+  };
+  const ToyStop stop = run_toy_until_stopped(t, hooks, "stop_time_limit", deadline);
+  EXPECT_EQ(stop.signal, 0);
+  EXPECT_NE(stop.message.find("stopped at the time limit (train.time_limit_min 0.025) after step 4 of 10; checkpoint "),
+            std::string::npos)
+      << stop.message;
+  EXPECT_EQ(stop.kept, std::vector<int64_t>{4});
 }
 
 // An optimizer the host steps (LibTorch's SGD): the flag is read with the step's own, the run

@@ -82,7 +82,8 @@ struct ToyRun {
   // `group`: the process group of a multi-process test (default: this process alone).
   explicit ToyRun(const TrainOptions& t, EngineHooks hooks = {}, const std::filesystem::path& metrics = {},
                   const std::filesystem::path& run_dir = {}, dist::DataParallel* group = nullptr,
-                  bool stop_on_signals = false) {
+                  bool stop_on_signals = false,
+                  std::optional<std::chrono::steady_clock::time_point> stop_at = std::nullopt) {
     torch::manual_seed(5);
     model = torch::nn::Linear(4, 1);
     // adamw, lamb: skips decided on the device (DeviceSkippableStep); sgd (LibTorch's): on the host
@@ -96,6 +97,7 @@ struct ToyRun {
     if (!metrics.empty()) s.metrics = MetricsWriter(metrics);
     s.run_dir = run_dir;
     s.stop_on_signals = stop_on_signals;
+    s.stop_at = stop_at;
     engine = std::make_unique<Engine>(std::move(s), *model, *opt, *task);
   }
 };
