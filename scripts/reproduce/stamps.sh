@@ -31,9 +31,12 @@ rp_stamp_check() {
     fi
     recorded+="${recorded:+$'\n'}$line"
   done <"$stamp"
-  # Where the shards are kept is no setting of the run (its corpus and tokenizer are inputs, by
-  # content): runs stamped before the shards of a --corpus moved under <out> stay reusable.
-  recorded="$(grep -v '^data\.shards: ' <<<"$recorded" || true)" text="$(grep -v '^data\.shards: ' <<<"$text" || true)"
+  # Settings that do not change what a run computes are left out: where the shards are kept (its
+  # corpus and tokenizer are inputs, by content: runs stamped before the shards of a --corpus
+  # moved under <out> stay reusable), and how a job runs — its time limit (a resubmitted job may
+  # have another), how long collectives wait, CPU threads, the all-reduce's bucket size.
+  local operational='^(data\.shards|train\.time_limit_min|train\.dist_timeout_s|train\.threads|train\.bucket_mb): '
+  recorded="$(grep -Ev "$operational" <<<"$recorded" || true)" text="$(grep -Ev "$operational" <<<"$text" || true)"
   if ! grep -q '^input: ' "$stamp" && grep -q '^input: ' <<<"$text"; then
     text="$(grep -v '^input: ' <<<"$text")"
     if [[ "$recorded" == "$text" ]]; then

@@ -108,6 +108,10 @@ log="$(bash "$S/table2.sh" --scale mini --methods m4 --squad-dir "$2/data/sample
   ( rp_stamp_check "$WORK/run" "$WORK/run.stamp" "pretrain m4" $'data.shards: <out>/shards/mini\ntrain.lr: 2' ) 2>"$WORK/err" &&
     fail "a stamp of another train.lr was accepted"
   grep -q "(train.lr: 1 there, train.lr: 2 now)" "$WORK/err" || fail "stamp: $(cat "$WORK/err")"
+  # Nor how a job runs: a run stopped at its time limit is resumed by a job with another limit.
+  printf 'train.lr: 1\ntrain.threads: 2\ntrain.time_limit_min: 0.0001\n' >"$WORK/run.stamp"
+  rp_stamp_check "$WORK/run" "$WORK/run.stamp" "pretrain m4" $'train.lr: 1\ntrain.threads: 0\ntrain.time_limit_min: 1410' ||
+    fail "a stamp differing in train.time_limit_min and train.threads only was refused"
   # A key newer than the stamp (model.pre_ln stands in: absent from it) is no change while at its
   # built-in default, and is recorded then; set to another value, it is one.
   printf 'train.lr: 1\n' >"$WORK/run.stamp"
