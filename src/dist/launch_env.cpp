@@ -1,5 +1,6 @@
 // The launcher's environment (torchrun, Slurm, Open MPI) -> LaunchEnv (see data_parallel.h).
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -37,6 +38,16 @@ bool spans_several_nodes(const LaunchEnv& e) {
     return local && *local < e.world;
   }
   return false;
+}
+
+// The default port of a job that names none (MASTER_PORT unset, Slurm or Open MPI): one of
+// [15000, 32000), below the kernel's ephemeral range, from the launcher's job id (FNV-1a), so
+// that two jobs sharing a node do not both take 29500 (the second failed to bind, or its ranks
+// joined the first's store and waited there).
+int64_t port_of_job(const std::string& job) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const unsigned char c : job) h = (h ^ c) * 1099511628211ULL;
+  return 15000 + static_cast<int64_t>(h % 17000);
 }
 
 }  // namespace
@@ -90,9 +101,6 @@ LaunchEnv detect_launch_env() {
     throw UserError("MASTER_ADDR is not set and this " + e.launcher + " job spans several nodes: export "
                     "MASTER_ADDR=<the first node's address> (and MASTER_PORT) before launching (docs/training.md)");
   }
-  if (auto p = env_int("MASTER_PORT")) e.master_port = *p;
-  if (e.master_port <= 0 || e.master_port > 65535)
-    throw UserError("environment variable MASTER_PORT=" + std::to_string(e.master_port) + " is not a TCP port");
   if (e.launcher == "torchrun") {
     e.job = env_text("TORCHELASTIC_RUN_ID");
   } else if (e.launcher == "mpirun") {
@@ -101,6 +109,10 @@ LaunchEnv detect_launch_env() {
   } else if (e.launcher == "slurm" && !env_text("SLURM_JOB_ID").empty()) {
     e.job = env_text("SLURM_JOB_ID") + "." + env_text("SLURM_STEP_ID");
   }
+  if (auto p = env_int("MASTER_PORT")) e.master_port = *p;
+  else if (e.launcher != "torchrun" && !e.job.empty()) e.master_port = port_of_job(e.job);
+  if (e.master_port <= 0 || e.master_port > 65535)
+    throw UserError("environment variable MASTER_PORT=" + std::to_string(e.master_port) + " is not a TCP port");
   if (const std::string one = env_text("RPE_TRAIN_GROUP_OF_ONE"); !one.empty()) {
     if (one != "0" && one != "1")
       throw UserError("environment variable RPE_TRAIN_GROUP_OF_ONE='" + one + "' is not 0 or 1");

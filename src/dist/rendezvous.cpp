@@ -16,10 +16,10 @@
 namespace rpe::dist {
 using std::chrono::milliseconds;
 
-c10::intrusive_ptr<c10d::Store> meet(const LaunchEnv& env, double timeout_s) {
+namespace {
+
+c10::intrusive_ptr<c10d::Store> meet_store(const LaunchEnv& env, double timeout_s) {
   const auto timeout = milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  log::info("dist", "rank {} of {} ({}) meeting the others at {}:{} (waits up to train.dist_timeout_s = {}s)", env.rank,
-            env.world, env.launcher, env.master_addr, env.master_port, static_cast<int64_t>(timeout_s));
   return guarded("rendezvous", env.rank, timeout_s, [&] {
     c10d::TCPStoreOptions o;
     o.port = static_cast<uint16_t>(env.master_port);
@@ -38,6 +38,23 @@ c10::intrusive_ptr<c10d::Store> meet(const LaunchEnv& env, double timeout_s) {
     s->setTimeout(timeout);
     return c10::make_intrusive<c10d::PrefixStore>(env.job.empty() ? "rpe-train" : "rpe-train/" + env.job, s);
   });
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Store> meet(const LaunchEnv& env, double timeout_s) {
+  log::info("dist", "rank {} of {} ({}) meeting the others at {}:{} (waits up to train.dist_timeout_s = {}s)", env.rank,
+            env.world, env.launcher, env.master_addr, env.master_port, static_cast<int64_t>(timeout_s));
+  try {
+    return meet_store(env, timeout_s);
+  } catch (const CollectiveError& e) {
+    // The usual cause of a failed start on rank 0 is no dead rank but a port taken on this host.
+    const std::string text = e.what();
+    if (env.rank != 0 || env.agent_store || text.find("EADDRINUSE") == std::string::npos) throw;
+    throw CollectiveError("rank 0 cannot host the job's store at port " + std::to_string(env.master_port) +
+                          ": another process on this host holds it (another job's rank 0?); set MASTER_PORT to "
+                          "a free port");
+  }
 }
 
 namespace {

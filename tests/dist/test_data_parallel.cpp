@@ -88,9 +88,22 @@ TEST(LaunchEnv, ReadsTorchrunThenMpiThenSlurm) {
   with_env({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "16"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "8"},
             {"MASTER_ADDR", "node1"}},
            [] { EXPECT_EQ(dist::detect_launch_env().master_addr, "node1"); });
-  // The launcher's job id names the store keys (a second job on the same port keeps to its own).
-  with_env({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}},
-           [] { EXPECT_EQ(dist::detect_launch_env().job, "4242.0"); });
+  // The launcher's job id names the store keys (a second job on the same port keeps to its own),
+  // and, without MASTER_PORT, the port: two jobs on one node meet at ports of their own, each in
+  // [15000, 32000) (FNV-1a of "4242.0" is 0xcce8c46a80153245: 15000 + it mod 17000 = 22381).
+  auto slurm_job = [](const char* id, const char* step, const char* port) {
+    std::map<std::string, std::string> vars = {
+        {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", id}, {"SLURM_STEP_ID", step}};
+    if (port) vars["MASTER_PORT"] = port;
+    dist::LaunchEnv e;
+    with_env(vars, [&] { e = dist::detect_launch_env(); });
+    return e;
+  };
+  EXPECT_EQ(slurm_job("4242", "0", nullptr).job, "4242.0");
+  EXPECT_EQ(slurm_job("4242", "0", nullptr).master_port, 22381);
+  EXPECT_NE(slurm_job("4243", "0", nullptr).master_port, 22381);
+  EXPECT_NE(slurm_job("4242", "1", nullptr).master_port, 22381);
+  EXPECT_EQ(slurm_job("4242", "0", "29501").master_port, 29501);  // MASTER_PORT given: taken as it is
   with_env({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"PMIX_NAMESPACE", "prterun-n1-77@1"}},
            [] { EXPECT_EQ(dist::detect_launch_env().job, "prterun-n1-77@1"); });
   // mpirun inside an sbatch script: every process inherits the script's SLURM_PROCID=0 and

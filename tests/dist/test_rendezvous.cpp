@@ -47,6 +47,35 @@ TEST(FreePort, HandsOutFreshPortsBelowTheEphemeralRange) {
   EXPECT_NE(a, b);
 }
 
+// Rank 0 whose port another process holds (another job's rank 0 on the same node) says so,
+// instead of blaming a dead or unreachable rank.
+TEST(Rendezvous, APortTakenOnThisHostIsNamed) {
+  const int port = test::free_port();
+  const int held = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(held, 0);
+  const int yes = 1;
+  ::setsockopt(held, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(::bind(held, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(held, 1), 0);
+  dist::LaunchEnv env;
+  env.world = 2;
+  env.master_port = port;
+  std::string message;
+  try {
+    dist::meet(env, 5.0);
+  } catch (const dist::CollectiveError& e) {
+    message = e.what();
+  }
+  ::close(held);
+  EXPECT_EQ(message, "rank 0 cannot host the job's store at port " + std::to_string(port) +
+                         ": another process on this host holds it (another job's rank 0?); set MASTER_PORT to a "
+                         "free port");
+}
+
 // One rank of Rendezvous.RanksAgreeOnTheirDevicesOnTwoRanks (skipped unless launched by it).
 TEST(RendezvousWorker, DISABLED_RanksAgreeOnTheirDevices) {
   if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of Rendezvous.*, launched by it";
