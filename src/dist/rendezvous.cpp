@@ -4,6 +4,8 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <c10/util/Logging.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -17,6 +19,21 @@ namespace rpe::dist {
 using std::chrono::milliseconds;
 
 namespace {
+
+// c10d's TCPStore logs every failed attempt to reach the store (ERROR, with a C++ stack trace)
+// before it throws; its failure reaches the user as one line (guarded), so c10's own log is held
+// to FATAL while the ranks meet and agree on their devices, and restored after.
+class QuietStoreLog {
+ public:
+  QuietStoreLog() : before_(FLAGS_caffe2_log_level) { FLAGS_caffe2_log_level = std::max(before_, kFatal); }
+  ~QuietStoreLog() { FLAGS_caffe2_log_level = before_; }
+  QuietStoreLog(const QuietStoreLog&) = delete;
+  QuietStoreLog& operator=(const QuietStoreLog&) = delete;
+
+ private:
+  static constexpr int kFatal = 3;  // c10's levels: INFO 0, WARNING 1, ERROR 2, FATAL 3
+  int before_;
+};
 
 c10::intrusive_ptr<c10d::Store> meet_store(const LaunchEnv& env, double timeout_s) {
   const auto timeout = milliseconds(static_cast<int64_t>(timeout_s * 1000));
@@ -46,6 +63,7 @@ c10::intrusive_ptr<c10d::Store> meet(const LaunchEnv& env, double timeout_s) {
   log::info("dist", "rank {} of {} ({}) meeting the others at {}:{} (waits up to train.dist_timeout_s = {}s)", env.rank,
             env.world, env.launcher, env.master_addr, env.master_port, static_cast<int64_t>(timeout_s));
   try {
+    QuietStoreLog quiet;
     return meet_store(env, timeout_s);
   } catch (const CollectiveError& e) {
     // The usual cause of a failed start on rank 0 is no dead rank but a port taken on this host.
@@ -84,6 +102,7 @@ torch::Device agree_on_device(c10d::Store& store, const LaunchEnv& env, double t
     failure = describe_failure(error);
   }
   // [W] outcomes, rank after rank.
+  QuietStoreLog quiet;
   const auto all = guarded("device agreement", env.rank, timeout_s, [&] {
     store.set(key(env.rank), error ? encode(failure.user ? 'U' : 'I', failure.message) : encode('D', mine->str()));
     std::vector<std::string> keys;

@@ -374,6 +374,24 @@ TEST(DataParallel, DeadRankMakesTheOtherExitWithinTheTimeout) {
   EXPECT_NE(log.find("failed on rank 0 (another rank died"), std::string::npos) << log;
 }
 
+// A rank whose peers never come (a node that did not start; rank 0 elsewhere) fails after the
+// timeout with one line: c10d's own log of each failed attempt to reach the store (ERROR, with a
+// C++ stack trace) is held back while the ranks meet.
+TEST(DataParallel, ARankAloneAtTheRendezvousFailsWithOneLine) {
+  const fs::path run = test::fresh_dir("dp_alone");
+  const std::string log = run.string() + ".log";
+  const int code = run_shell("MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " WORLD_SIZE=2 RANK=1 " +
+                             pretrain_cmd(run, "--set train.dist_timeout_s=2") + " > " + log + " 2>&1");
+  const std::string out = slurp(log);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("error: distributed rendezvous failed on rank 1 (another rank died, hangs, or is unreachable; "
+                     "timeout train.dist_timeout_s=2s)"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("frame #"), std::string::npos) << out;
+  EXPECT_EQ(out.find("[c10d]"), std::string::npos) << out;
+}
+
 // The GradSync workers' rank: a small model with rank 0's weights (seed 3), two micro-batches of
 // this rank's own data, and the gradients as they stand (clones; zeros where there is none).
 struct RankModel {
