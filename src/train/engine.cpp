@@ -151,8 +151,15 @@ fs::path Engine::save(TrainState& state, const LogWindow& w) {
   // heartbeat, so a slow shared file system is no timeout (dist/rank0_only.h).
   // Every rank returns the file (the others name rank 0's), so a stop's message says where it is.
   saved_file_ = checkpoint_file(s_.run_dir, state.step);
-  dist::rank0_only(*s_.dp, "saving the checkpoint of step " + std::to_string(state.step),
-                   [&] { saved_file_ = write_checkpoint(state); });
+  dist::rank0_only(*s_.dp, "saving the checkpoint of step " + std::to_string(state.step), [&] {
+    const auto start = Clock::now();
+    saved_file_ = write_checkpoint(state);
+    // What a save costs on this file system, and the newest step a crash would resume from.
+    std::error_code ec;
+    const auto bytes = fs::file_size(saved_file_, ec);
+    log::info(s_.log_tag.c_str(), "checkpoint {} written ({:.0f} MiB, {:.1f} s)", saved_file_.string(),
+              ec ? 0.0 : static_cast<double>(bytes) / (1 << 20), std::chrono::duration<double>(Clock::now() - start).count());
+  });
   saved_step_ = state.step;
   return saved_file_;
 }

@@ -26,6 +26,8 @@ code=0
 if (( code != 75 )); then echo "exit code $code, expected 75"; cat "$work/limited.log"; exit 1; fi
 line="stopped at the time limit (train.time_limit_min 0.0001) after step 1 of 6; checkpoint $work/limited/checkpoints/step_00000001.pt"
 grep -qF "$line" "$work/limited/train.log" || { echo "train.log lacks: $line"; cat "$work/limited/train.log"; exit 1; }
+grep -qE "\[train\] checkpoint $work/limited/checkpoints/step_00000001.pt written \([0-9]+ MiB, [0-9.]+ s\)" "$work/limited/train.log" \
+  || { echo "train.log does not say the checkpoint was written, its size and time"; exit 1; }
 [[ $(cat "$work/limited/checkpoints/latest") == step_00000001.pt ]] || { echo "latest checkpoint is not step 1"; exit 1; }
 [[ ! -e $work/limited/summary.json ]] || { echo "summary.json written by a run that did not finish"; exit 1; }
 
