@@ -31,7 +31,7 @@ PretrainCorpus from_shards(const DataOptions& d, const Tokenizer& tok, Packing p
 }
 
 PretrainCorpus from_text(const DataOptions& d, const Tokenizer& tok, Packing packing) {
-  if (const std::string why = text_path_warning(d); !why.empty()) log::warn("data", "{}", why);
+  if (const std::string why = text_path_warning(d); !why.empty()) log::warn_rank0("data", "{}", why);
   std::vector<Document> train_docs, valid_docs;
   const int64_t period = holdout_period(d);
   int64_t index = 0;
@@ -42,7 +42,7 @@ PretrainCorpus from_text(const DataOptions& d, const Tokenizer& tok, Packing pac
   for (const auto& f : d.valid_files)
     for (auto& doc : read_documents(f, d.document_format)) valid_docs.push_back(std::move(doc));
   if (valid_docs.empty())
-    log::warn("data", "no held-out documents ({} documents, data.valid_fraction {}): there will be no held-out loss; "
+    log::warn_rank0("data", "no held-out documents ({} documents, data.valid_fraction {}): there will be no held-out loss; "
               "give data.valid_files, or more documents (data.document_format: {})",
               train_docs.size(), d.valid_fraction, d.document_format);
   PretrainCorpus c;

@@ -131,17 +131,17 @@ void check_settings(const Config& cfg) {
                                      std::to_string(cfg.model.max_position) + "), the rows of the learned absolute table");
   const auto& t = cfg.train;
   if (t.warmup_steps > t.max_steps)
-    log::warn("train", "train.warmup_steps ({}) exceeds train.max_steps ({}): the lr rises to {:.0f}% of train.lr "
+    log::warn_rank0("train", "train.warmup_steps ({}) exceeds train.max_steps ({}): the lr rises to {:.0f}% of train.lr "
               "and never decays", t.warmup_steps, t.max_steps, 100.0 * static_cast<double>(t.max_steps) /
               static_cast<double>(t.warmup_steps));
   const auto& m = cfg.model;
   if (!info.clipped || (info.unclipped_at_zero && m.attention.max_relative == 0)) return;
   const int64_t n = m.max_position, k = m.attention.max_relative;
   if (k > n - 1)
-    log::warn("model", "model.attention.max_relative ({}) exceeds model.max_position - 1 ({}): the table rows of "
+    log::warn_rank0("model", "model.attention.max_relative ({}) exceeds model.max_position - 1 ({}): the table rows of "
               "distances {}..{} are never trained at pretraining lengths", k, n - 1, n, k);
   else if (k == 0 && cfg.data.max_seq_len > n)
-    log::warn("model", "data.max_seq_len ({}) exceeds model.max_position ({}): with max_relative 0 (k = n - 1), "
+    log::warn_rank0("model", "data.max_seq_len ({}) exceeds model.max_position ({}): with max_relative 0 (k = n - 1), "
               "distances of {} and more share the table's edge row", cfg.data.max_seq_len, n, n);
 }
 
@@ -158,7 +158,7 @@ void require_maskable(const PretrainCorpus& corpus, const DataOptions& d, const 
                                 "larger corpus{}", excerpt(join(d.train_files), 80), n, n == 1 ? "" : "s", why,
                                 d.whole_word ? " (or data.whole_word: false)" : ""));
   if (corpus.valid->size() > 0 && !any_maskable(*corpus.valid, tok.special(), masking))
-    log::warn("data", "nothing to mask in the {} held-out sequences ({}): there will be no held-out loss",
+    log::warn_rank0("data", "nothing to mask in the {} held-out sequences ({}): there will be no held-out loss",
               corpus.valid->size(), why);
 }
 

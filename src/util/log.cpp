@@ -84,7 +84,14 @@ void FileSink::close() {
   sink_.reset();
 }
 
+namespace {
+int g_rank = 0;
+}
+
+int rank() { return g_rank; }
+
 void set_rank(int rank) {
+  g_rank = rank;
   if (rank == 0) return;
   auto logger = spdlog::default_logger();
   logger->set_level(spdlog::level::warn);

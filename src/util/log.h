@@ -31,6 +31,7 @@ class FileSink {
 // Non-zero ranks are lowered to warnings so the console shows one copy of each line; theirs
 // carry "[rank R]".
 void set_rank(int rank);
+int rank();  // as set_rank set it (0 in a single process)
 
 template <typename... Args>
 void info(const char* tag, spdlog::format_string_t<Args...> fmt, Args&&... args) {
@@ -39,6 +40,12 @@ void info(const char* tag, spdlog::format_string_t<Args...> fmt, Args&&... args)
 template <typename... Args>
 void warn(const char* tag, spdlog::format_string_t<Args...> fmt, Args&&... args) {
   spdlog::warn("[{}] {}", tag, fmt::format(fmt, std::forward<Args>(args)...));
+}
+// A warning every rank would give alike (about the config, or data every rank shares): rank 0's
+// copy alone, so that 64 ranks do not log it 64 times.
+template <typename... Args>
+void warn_rank0(const char* tag, spdlog::format_string_t<Args...> fmt, Args&&... args) {
+  if (rank() == 0) warn(tag, fmt, std::forward<Args>(args)...);
 }
 template <typename... Args>
 void debug(const char* tag, spdlog::format_string_t<Args...> fmt, Args&&... args) {

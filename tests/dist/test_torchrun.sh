@@ -31,6 +31,9 @@ TMPDIR=$work timeout 300 "$torchrun" --no-python --nproc-per-node=2 --master-por
   "$bin" pretrain --config "$cfg" --run-dir "$work/pair" "${sets[@]}" >"$work/pair.log" 2>&1 \
   || { cat "$work/pair.log"; exit 1; }
 grep -q "rank 0/2" "$work/pair.log" || { echo "torchrun did not start 2 ranks"; cat "$work/pair.log"; exit 1; }
+# A warning every rank would give alike (the config's warmup is longer than the run) is rank 0's alone.
+n=$(grep -c "train.warmup_steps (50) exceeds train.max_steps (6)" "$work/pair.log" || true)
+(( n == 1 )) || { echo "the config's warning logged $n times by 2 ranks, not once"; cat "$work/pair.log"; exit 1; }
 # With gloo's headers installed (libgloo-dev) the CPU backend must be Gloo, not the fallback.
 if [[ -f /usr/include/gloo/context.h ]]; then
   grep -q "backend gloo" "$work/pair.log" || { echo "expected the Gloo backend"; grep "backend" "$work/pair.log"; exit 1; }
