@@ -112,7 +112,7 @@ class DataParallel {
   // The job's store (dist/rendezvous.h; null in a single process), for waits that no
   // collective's timeout may bound (dist/rank0_only.h), and a number for each such wait's keys:
   // the calls come in the same order on every rank, so the n-th has the same keys everywhere.
-  c10d::Store* store() const { return store_.get(); }
+  const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
   int64_t next_store_call() { return store_calls_++; }
   double timeout_s() const { return timeout_s_; }  // train.dist_timeout_s
   // In-place element-wise sum over ranks of a tensor on this rank's device, through the process

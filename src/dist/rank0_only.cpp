@@ -4,9 +4,11 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -21,10 +23,12 @@ using std::chrono::duration;
 using std::chrono::milliseconds;
 
 constexpr auto kBeat = std::chrono::seconds(1);
+constexpr double kFewestBeats = 3.0;             // a stall is never shorter than this many beats
+constexpr int64_t kDone = int64_t{1} << 50;       // added to the counter when rank 0 is done
 constexpr auto kNote = std::chrono::minutes(5);  // how often a waiting rank says it still waits
 
-// Adds 1 to `key` every kBeat from a thread of its own until destroyed. A store that fails
-// (its host gone) ends the beat quietly: the waiting ranks see that and say so.
+// Adds 1 to `key` every kBeat from a thread of its own until destroyed; a failed add (a store
+// briefly unreachable) is tried again at the next beat.
 class Heartbeat {
  public:
   Heartbeat(c10d::Store& store, std::string key) : store_(store), key_(std::move(key)), thread_([this] { beat(); }) {}
@@ -46,8 +50,7 @@ class Heartbeat {
       lock.unlock();
       try {
         store_.add(key_, 1);
-      } catch (const std::exception&) {
-        return;
+      } catch (const std::exception&) {  // the waiting ranks judge a longer silence
       }
       lock.lock();
       wake_.wait_for(lock, kBeat, [this] { return done_; });
@@ -62,35 +65,78 @@ class Heartbeat {
   std::thread thread_;  // last: starts once the members above exist
 };
 
-// A waiting rank: looks for `done` (often at first, a checkpoint takes seconds; then every half
-// second) and at the beat counter, until rank 0 is done or its counter stood still too long.
-void wait_for_rank0(DataParallel& dp, c10d::Store& store, const std::string& beat, const std::string& done,
-                    const std::string& what) {
-  const double timeout_s = dp.timeout_s();
-  const auto look = [&](auto&& f) { return guarded("wait for rank 0 (" + what + ")", dp.rank(), timeout_s, f); };
+// What a waiting rank's poller has seen. The poller reads the counter (one store operation a
+// look: often at first, a checkpoint takes seconds; then every half second); the waiting rank
+// judges from here, so a store that stops answering (rank 0's process stopped, its host gone:
+// a store call has no timeout of its own) cannot hold it past the stall.
+struct Sightings {
+  std::atomic<int64_t> moved_ns{Clock::now().time_since_epoch().count()};  // when the counter last changed
+  std::atomic<bool> done{false}, quit{false};
+  std::mutex mutex;
+  std::exception_ptr error;  // the store's, ending the poller
+};
+
+void poll(c10::intrusive_ptr<c10d::Store> store, std::string beat, std::shared_ptr<Sightings> seen) {
   const auto start = Clock::now();
-  auto moved = start, next_note = start + kNote;
   int64_t last = -1;
-  while (!look([&] { return store.check({done}); })) {
-    const int64_t count = look([&] { return store.add(beat, 0); });  // 0 until rank 0's first beat
-    const auto now = Clock::now();
+  while (!seen->quit) {
+    int64_t count = 0;
+    try {
+      count = store->add(beat, 0);  // 0 until rank 0's first beat
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(seen->mutex);
+      seen->error = std::current_exception();
+      return;
+    }
     if (count != last) {
       last = count;
-      moved = now;
-    } else if (duration<double>(now - moved).count() > timeout_s) {
+      seen->moved_ns = Clock::now().time_since_epoch().count();
+    }
+    if (count >= kDone) {
+      seen->done = true;
+      return;
+    }
+    std::this_thread::sleep_for(std::clamp<Clock::duration>((Clock::now() - start) / 10, milliseconds(50), milliseconds(500)));
+  }
+}
+
+void wait_for_rank0(DataParallel& dp, const std::string& beat, const std::string& what) {
+  const double stall_s = std::max(dp.timeout_s(), kFewestBeats * duration<double>(kBeat).count());
+  auto seen = std::make_shared<Sightings>();
+  std::thread poller(poll, dp.store(), beat, seen);
+  const auto start = Clock::now();
+  auto next_note = start + kNote;
+  for (;;) {
+    std::this_thread::sleep_for(milliseconds(20));
+    if (seen->done) break;
+    const auto now = Clock::now();
+    const double still_s = duration<double>(now - Clock::time_point(Clock::duration(seen->moved_ns.load()))).count();
+    std::exception_ptr error;
+    {
+      std::lock_guard<std::mutex> lock(seen->mutex);
+      error = seen->error;
+    }
+    // A store call that failed at once (rank 0's process died: connection reset) says why; one
+    // that timed out, or none at all, is the silence itself.
+    if (error && still_s < 0.9 * stall_s) {
+      poller.join();
+      guarded("wait for rank 0 (" + what + ")", dp.rank(), dp.timeout_s(), [&]() -> int { std::rethrow_exception(error); });
+    }
+    if (error || still_s > stall_s) {
+      seen->quit = true;
+      poller.detach();  // it may be stuck in a store call; it holds the store and `seen` itself
       throw CollectiveError("rank " + std::to_string(dp.rank()) + " waited while rank 0 was " + what +
                             ", and rank 0 gave no sign of life for train.dist_timeout_s=" +
-                            std::to_string(static_cast<int64_t>(timeout_s)) +
-                            "s (its process is stuck or its host unreachable; rank 0's log says more)");
+                            std::to_string(static_cast<int64_t>(dp.timeout_s())) +
+                            "s (its process or its host stopped answering; rank 0's log says more)");
     }
     if (now >= next_note) {
-      log::info("dist", "still waiting for rank 0 ({}): {} min",
-                what, std::chrono::duration_cast<std::chrono::minutes>(now - start).count());
+      log::info("dist", "still waiting for rank 0 ({}): {} min", what,
+                std::chrono::duration_cast<std::chrono::minutes>(now - start).count());
       next_note += kNote;
     }
-    const auto waited = now - start;
-    std::this_thread::sleep_for(std::clamp<Clock::duration>(waited / 10, milliseconds(10), milliseconds(500)));
   }
+  poller.join();
 }
 
 }  // namespace
@@ -98,21 +144,23 @@ void wait_for_rank0(DataParallel& dp, c10d::Store& store, const std::string& bea
 void rank0_only(DataParallel& dp, const std::string& what, const std::function<void()>& work) {
   if (!dp.distributed()) return work();
   c10d::Store& store = *dp.store();
-  const std::string key = "rank0/" + std::to_string(dp.next_store_call());
+  const std::string beat = "rank0/" + std::to_string(dp.next_store_call()) + "/beat";
   std::exception_ptr error;
   if (dp.rank() == 0) {
     try {
-      Heartbeat heartbeat(store, key + "/beat");
+      Heartbeat heartbeat(store, beat);
       work();
     } catch (...) {
       error = std::current_exception();
     }
-    guarded("end of rank 0's work (" + what + ")", 0, dp.timeout_s(), [&] {
-      store.set(key + "/done", std::vector<uint8_t>{1});
-      return 0;
-    });
+    try {
+      guarded("end of rank 0's work (" + what + ")", 0, dp.timeout_s(), [&] { return store.add(beat, kDone); });
+    } catch (...) {
+      if (error) std::rethrow_exception(error);  // the work's own failure says more
+      throw;
+    }
   } else {
-    wait_for_rank0(dp, store, key + "/beat", key + "/done", what);
+    wait_for_rank0(dp, beat, what);
   }
   agree_all_succeeded(dp, what, error);
 }
