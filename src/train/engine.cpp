@@ -267,7 +267,9 @@ EngineResult Engine::run(TrainState state) {
   std::optional<StopSignals> signals;  // caught until run() returns or throws
   if (s_.stop_on_signals && !s_.run_dir.empty()) signals.emplace();
   const bool can_stop = signals.has_value() || (s_.stop_at && !s_.run_dir.empty());
-  const auto a_rank_asks_to_stop = [&] { return can_stop && s_.dp->any(asks_to_stop()); };  // collective
+  const auto a_rank_asks_to_stop = [&](bool time_counts = true) {  // collective
+    return can_stop && s_.dp->any(asks_to_stop(time_counts));
+  };
   pending_.reset();
   stop_asked_ = false;
   saved_step_ = -1;
@@ -323,7 +325,9 @@ EngineResult Engine::run(TrainState state) {
   // A request that came in the last step or during that save (one collective a run): the final
   // evaluation and summary are left to --resume, which starts from this checkpoint. Not after an
   // early stop (the same on every rank): that run is finished, a resume would train past it.
-  if (!result.stopped_early && a_rank_asks_to_stop()) stop_on_request(state, w);
+  // The time limit only once this process has trained: a restart with no step left (its startup
+  // longer than the limit) evaluates and ends, rather than stop again at every restart.
+  if (!result.stopped_early && a_rank_asks_to_stop(state.step > first_step_)) stop_on_request(state, w);
   state.cursor = consumed_;
   result.state = state;
   return result;

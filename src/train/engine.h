@@ -265,8 +265,10 @@ class Engine {
   // After too many skipped steps (`why`, from note_nonfinite): saves the last finite weights
   // (with the log window `w` so far), throws UserError.
   [[noreturn]] void stop_nonfinite(TrainState& state, const LogWindow& w, const std::string& why);
-  // Whether this rank asks to stop: a signal came, or it is past s_.stop_at (host only).
-  bool asks_to_stop() const;
+  // Whether this rank asks to stop: a signal came, or (`time_counts`) it is past s_.stop_at
+  // (host only).
+  bool asks_to_stop(bool time_counts = true) const;
+  bool past_time_limit() const;
   // The stop a signal or the time limit asked for, after step state.step: saves the checkpoint
   // (unless this step's was just saved), logs where it is, throws StopRequested.
   [[noreturn]] void stop_on_request(TrainState& state, const LogWindow& w);

@@ -72,22 +72,26 @@ void Engine::stop_nonfinite(TrainState& state, const LogWindow& w, const std::st
                   " (lower train.lr, raise warmup_steps, or use precision fp32)");
 }
 
-bool Engine::asks_to_stop() const {
-  return StopSignals::requested() != 0 || (s_.stop_at && Clock::now() >= *s_.stop_at);
+bool Engine::past_time_limit() const { return s_.stop_at && !s_.run_dir.empty() && Clock::now() >= *s_.stop_at; }
+
+bool Engine::asks_to_stop(bool time_counts) const {
+  return StopSignals::requested() != 0 || (time_counts && past_time_limit());
 }
 
 void Engine::stop_on_request(TrainState& state, const LogWindow& w) {
   s_.dp->barrier();
   const auto file = saved_step_ == state.step ? saved_file_ : save(state, w);
   const int own = StopSignals::requested();
-  const bool timed_out = own == 0 && s_.stop_at && Clock::now() >= *s_.stop_at;
+  // Every rank is here, after the same step: one reason for all, so that every rank ends alike
+  // (a job script reads one exit code): a signal anywhere, else the time limit.
+  const bool signalled = s_.dp->any(own != 0);
   const std::string why = own != 0    ? "on request (" + StopSignals::name(own) + ")"
-                          : timed_out ? fmt::format("at the time limit (train.time_limit_min {:g})", s_.train.time_limit_min)
-                                      : std::string("on request (another rank's signal or time limit)");
+                          : signalled ? std::string("on request (a signal another rank got)")
+                                      : fmt::format("at the time limit (train.time_limit_min {:g})", s_.train.time_limit_min);
   const std::string message = fmt::format("stopped {} after step {} of {}; checkpoint {}; `--resume` continues the run",
                                           why, state.step, s_.train.max_steps, file.string());
   log::info(s_.log_tag.c_str(), "{}", message);
-  throw StopRequested(message, own != 0 ? own : timed_out ? 0 : SIGTERM);
+  throw StopRequested(message, own != 0 ? own : signalled ? SIGTERM : 0);
 }
 
 }  // namespace rpe

@@ -676,7 +676,7 @@ void expect_both_ranks_stop(int64_t steps, int64_t log_every, int64_t signal_aft
   } catch (const StopRequested& e) {
     EXPECT_EQ(e.signal(), SIGTERM);
     const std::string msg = e.what();
-    const std::string why = env.rank == 1 ? "(SIGTERM)" : "(another rank's signal or time limit)";
+    const std::string why = env.rank == 1 ? "(SIGTERM)" : "(a signal another rank got)";
     const std::string at = " after step " + std::to_string(stop_at) + " of " + std::to_string(steps);
     EXPECT_NE(msg.find("stopped on request " + why + at), std::string::npos) << msg;
     EXPECT_NE(msg.find(checkpoint_file(run, stop_at).string()), std::string::npos) << msg;
@@ -699,6 +699,36 @@ TEST(StopWorker, DISABLED_EveryRankStopsAtTheSameStep) {
 TEST(StopWorker, DISABLED_ASignalInTheLastStepStopsEveryRank) {
   if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of StopOnSignal.*, launched by it";
   expect_both_ranks_stop(/*steps=*/6, /*log_every=*/2, /*signal_after=*/6, /*stop_at=*/6, "stop_end_ranks");
+}
+
+// One rank of StopOnSignal.ATimeLimitOnOneRankStopsEveryRankAlikeOnTwoGlooRanks: rank 0 is past
+// its time limit from the start (its own clock; rank 1 has none), so both stop after step 1 with
+// its checkpoint, and both as at the time limit (signal 0: exit code 75 on every rank, which
+// one job script reads), not rank 1 by SIGTERM.
+TEST(StopWorker, DISABLED_ATimeLimitOnOneRankStopsEveryRankAlike) {
+  if (!std::getenv("RPE_DIST_WORKER")) GTEST_SKIP() << "a rank of StopOnSignal.*, launched by it";
+  const auto env = dist::detect_launch_env();
+  dist::DataParallel dp(env, torch::kCPU, 20.0, 25.0);
+  const fs::path run = test::fresh_dir("stop_limit_ranks_r" + std::to_string(env.rank));
+  auto t = test::toy_options(6, 1);
+  t.time_limit_min = 0.5;
+  std::optional<std::chrono::steady_clock::time_point> stop_at;
+  if (env.rank == 0) stop_at = std::chrono::steady_clock::now();
+  test::ToyRun r(t, {}, {}, run, &dp, /*stop_on_signals=*/true, stop_at);
+  try {
+    r.engine->run(TrainState{});
+    FAIL() << "rank " << env.rank << " did not stop";
+  } catch (const StopRequested& e) {
+    EXPECT_EQ(e.signal(), 0);
+    EXPECT_NE(std::string(e.what()).find("stopped at the time limit (train.time_limit_min 0.5) after step 1 of 6"),
+              std::string::npos)
+        << e.what();
+  }
+  if (env.rank == 0) {
+    const auto kept = list_checkpoints(run);
+    ASSERT_EQ(kept.size(), 1u);
+    EXPECT_EQ(kept.front().first, 1);
+  }
 }
 
 // One rank of Checkpoint.EveryRankRowOnTwoGlooRanks: the rows a multi-GPU checkpoint keeps of
@@ -834,6 +864,9 @@ TEST(StopOnSignal, EveryRankStopsAtTheSameStepOnTwoGlooRanks) {
 
 TEST(StopOnSignal, ASignalInTheLastStepStopsEveryRankOnTwoGlooRanks) {
   run_two_ranks("StopWorker.DISABLED_ASignalInTheLastStepStopsEveryRank", "stop_end_ranks");
+}
+TEST(StopOnSignal, ATimeLimitOnOneRankStopsEveryRankAlikeOnTwoGlooRanks) {
+  run_two_ranks("StopWorker.DISABLED_ATimeLimitOnOneRankStopsEveryRankAlike", "stop_limit_ranks");
 }
 
 TEST(Checkpoint, EveryRankRowOnTwoGlooRanks) {

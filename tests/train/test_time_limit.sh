@@ -31,6 +31,16 @@ grep -qE "\[train\] checkpoint $work/limited/checkpoints/step_00000001.pt writte
 [[ $(cat "$work/limited/checkpoints/latest") == step_00000001.pt ]] || { echo "latest checkpoint is not step 1"; exit 1; }
 [[ ! -e $work/limited/summary.json ]] || { echo "summary.json written by a run that did not finish"; exit 1; }
 
+# A restart with no step left (the limit passed during its startup) evaluates and ends: it must not
+# stop at the limit again at every restart.
+last=(--set train.max_steps=1 --set train.time_limit_min=0.0001)
+code=0
+"$bin" pretrain --config "$cfg" --run-dir "$work/last" "${sets[@]}" "${last[@]}" >"$work/last.log" 2>&1 || code=$?
+(( code == 75 )) || { echo "one-step run: exit code $code, expected 75"; cat "$work/last.log"; exit 1; }
+"$bin" pretrain --config "$cfg" --run-dir "$work/last" --resume "${sets[@]}" "${last[@]}" >>"$work/last.log" 2>&1 \
+  || { echo "a restart with no step left did not finish"; cat "$work/last.log"; exit 1; }
+[[ -e $work/last/summary.json ]] || { echo "no summary.json after the restart with no step left"; exit 1; }
+
 "$bin" pretrain --config "$cfg" --run-dir "$work/limited" --resume "${sets[@]}" >>"$work/limited.log" 2>&1 \
   || { cat "$work/limited.log"; exit 1; }
 a=$work/straight2/checkpoints/$(cat "$work/straight2/checkpoints/latest")
