@@ -266,10 +266,7 @@ EngineResult Engine::run(TrainState state) {
   seen_tokens_ = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(s_.device));
   std::optional<StopSignals> signals;  // caught until run() returns or throws
   if (s_.stop_on_signals && !s_.run_dir.empty()) signals.emplace();
-  const bool can_stop = signals.has_value() || (s_.stop_at && !s_.run_dir.empty());
-  const auto a_rank_asks_to_stop = [&](bool time_counts = true) {  // collective
-    return can_stop && s_.dp->any(asks_to_stop(time_counts));
-  };
+  can_stop_ = signals.has_value() || (s_.stop_at && !s_.run_dir.empty());
   pending_.reset();
   stop_asked_ = false;
   saved_step_ = -1;
@@ -324,9 +321,8 @@ EngineResult Engine::run(TrainState state) {
   result.checkpoint = save(state, w);  // without a run folder: only the replicas' agreement check
   // A request that came in the last step or during that save (one collective a run): the final
   // evaluation and summary are left to --resume, which starts from this checkpoint. Not after an
-  // early stop (the same on every rank): that run is finished, a resume would train past it.
-  // The time limit only once this process has trained: a restart with no step left (its startup
-  // longer than the limit) evaluates and ends, rather than stop again at every restart.
+  // early stop (the same on every rank): that run is finished, a resume would train past it. The
+  // time limit only once this process has trained: a restart with no step left evaluates and ends.
   if (!result.stopped_early && a_rank_asks_to_stop(state.step > first_step_)) stop_on_request(state, w);
   state.cursor = consumed_;
   result.state = state;

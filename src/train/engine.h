@@ -269,6 +269,8 @@ class Engine {
   // (host only).
   bool asks_to_stop(bool time_counts = true) const;
   bool past_time_limit() const;
+  // Whether any rank asks to stop (a collective; false while run() takes no requests: can_stop_).
+  bool a_rank_asks_to_stop(bool time_counts = true);
   // The stop a signal or the time limit asked for, after step state.step: saves the checkpoint
   // (unless this step's was just saved), logs where it is, throws StopRequested.
   [[noreturn]] void stop_on_request(TrainState& state, const LogWindow& w);
@@ -285,6 +287,7 @@ class Engine {
   DeviceSkippableStep* device_update_ = nullptr;  // the optimizer when it can skip on the device
   std::optional<PendingStep> pending_;
   bool stop_asked_ = false;             // a settled step (every rank's view of it) asked to stop
+  bool can_stop_ = false;               // run() takes stop requests (signals, the time limit)
   int64_t saved_step_ = -1;             // the step of the checkpoint save() wrote last, and its file
   std::filesystem::path saved_file_;
   Task& task_;

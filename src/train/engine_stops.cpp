@@ -78,6 +78,8 @@ bool Engine::asks_to_stop(bool time_counts) const {
   return StopSignals::requested() != 0 || (time_counts && past_time_limit());
 }
 
+bool Engine::a_rank_asks_to_stop(bool time_counts) { return can_stop_ && s_.dp->any(asks_to_stop(time_counts)); }
+
 void Engine::stop_on_request(TrainState& state, const LogWindow& w) {
   s_.dp->barrier();
   const auto file = saved_step_ == state.step ? saved_file_ : save(state, w);
