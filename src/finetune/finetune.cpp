@@ -110,17 +110,14 @@ fs::path default_run_folder(const Config& cfg) {
   return cfg.finetune.task == "squad" ? dir : dir / cfg.finetune.task;
 }
 
-namespace {
-
-// finetune.results_file gets a line after each evaluation: made ready now (its folder created,
-// the file opened for appending), so a path that cannot take one stops the run before it trains.
-void ready_results_file(const fs::path& file) {
+// What a results file must be, checked without creating anything: not a folder, and, where it
+// has lines, a results file (lines are appended to what is there, and a last line without its
+// newline, a write a crash cut short, is cut off first: a file of anything else, a checkpoint or
+// the dev set named by mistake, would be damaged; refused, untouched).
+void check_results_file(const fs::path& file) {
   const std::string name = "finetune.results_file " + file.string();
-  std::error_code ec;
+  std::error_code ec;  // a missing file is fine: it is created
   if (fs::is_directory(file, ec)) throw UserError(name + ": is a folder, not a file");
-  // Lines are appended to what is there, and a last line without its newline (a write a crash
-  // cut short) is cut off first: a file of anything but results rows (a checkpoint, the dev set
-  // named by mistake) would be damaged. Refused, untouched.
   if (fs::is_regular_file(file, ec) && fs::file_size(file, ec) > 0) {
     try {
       eval::read_results(file);
@@ -128,6 +125,16 @@ void ready_results_file(const fs::path& file) {
       throw UserError(name + ": not a results file: " + e.what());
     }
   }
+}
+
+// finetune.results_file gets a line after each evaluation: made ready now (its folder created,
+// the file opened for appending), so a path that cannot take one stops the run before it trains.
+void ready_results_file(const fs::path& file) {
+  const std::string name = "finetune.results_file " + file.string();
+  check_results_file(file);
+  // Its own error_code: the checks above leave one set for a file that does not exist yet, and a
+  // bare name ("r.jsonl", no folder part) has no folder to create that would clear it.
+  std::error_code ec;
   if (file.has_parent_path()) fs::create_directories(file.parent_path(), ec);
   if (ec) throw UserError(name + ": cannot create its folder: " + ec.message());
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -135,16 +142,24 @@ void ready_results_file(const fs::path& file) {
   ::close(fd);
 }
 
+namespace {
+
+// What the run folder is refused or replaced under: --overwrite, never deleting an input.
+RunDirRequest run_dir_request(const ResolvedConfig& rc, const FinetuneRequest& req) {
+  const auto& f = rc.cfg.finetune;
+  RunDirRequest request{/*resume=*/false, req.overwrite, /*can_resume=*/false};
+  for (const std::string& input : {req.init, rc.checkpoint.string(), rc.cfg.data.tokenizer_model, f.train_file, f.dev_file,
+                                   f.data_dir, f.glue_dir})
+    if (!input.empty()) request.inputs.emplace_back(input);
+  return request;
+}
+
 // Rank 0: refuses an existing run folder (unless --overwrite; never one holding an input),
 // creates it and stores the resolved config.
 void create_run_folder(const fs::path& dir, const Prepared& p, const FinetuneRequest& req) {
   const Config& cfg = p.rc.cfg;
   const auto& f = cfg.finetune;
-  RunDirRequest request{/*resume=*/false, req.overwrite, /*can_resume=*/false};
-  for (const std::string& input : {req.init, p.rc.checkpoint.string(), cfg.data.tokenizer_model, f.train_file, f.dev_file,
-                                   f.data_dir, f.glue_dir})
-    if (!input.empty()) request.inputs.emplace_back(input);
-  prepare_run_dir(dir, request);
+  prepare_run_dir(dir, run_dir_request(p.rc, req));
   try {  // after the folder: the results file may be inside it (the reproduction scripts put it there)
     ready_results_file(f.results_file);
   } catch (const UserError&) {
@@ -209,6 +224,16 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   dist::DataParallel dp(env, [&] { return training_device(cfg.train.device, env.local_rank, env.group_ranks()); },
                         cfg.train.dist_timeout_s, cfg.train.bucket_mb);
   const torch::Device device = dp.device();
+  // "ft5/" is the folder ft5: its name makes the results' run ids.
+  const fs::path dir = folder_path(req.run_dir.empty() ? default_run_folder(cfg) : fs::path(req.run_dir));
+  // Rank 0's outputs, refused before the inputs are read and tokenized (minutes on the full
+  // SQuAD): an existing run folder without --overwrite, a results file that cannot take a line.
+  // Nothing is created yet; create_run_folder checks again when it does.
+  dist::all_or_none(dp, "checking the run folder and finetune.results_file", [&] {
+    if (dp.rank() != 0) return;
+    check_run_dir(dir, run_dir_request(p.rc, req));
+    check_results_file(cfg.finetune.results_file);
+  });
   // After the ranks have met, each reads the data and checks the checkpoint's shapes and the
   // lengths (once, before anything is written); a rank that cannot stops them all at once.
   dist::all_or_none(dp, "reading the fine-tuning inputs", [&] {
@@ -221,8 +246,6 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
     if (cfg.train.activation_checkpointing != "none")
       log::info("model", "activation checkpointing: {}", describe_recompute(parse_recompute(cfg.train.activation_checkpointing)));
   });
-  // "ft5/" is the folder ft5: its name makes the results' run ids.
-  const fs::path dir = folder_path(req.run_dir.empty() ? default_run_folder(cfg) : fs::path(req.run_dir));
   // Rank 0's refusal of an existing folder stops every rank at once.
   dist::all_or_none(dp, "creating the run folder", [&] {
     if (dp.rank() == 0) create_run_folder(dir, p, req);

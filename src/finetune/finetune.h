@@ -56,6 +56,14 @@ FinetuneOutcome run_finetune(const FinetuneRequest& request);
 // another without --overwrite deleting the previous task's models).
 std::filesystem::path default_run_folder(const Config& cfg);
 
+// finetune.results_file checked without creating anything: UserError naming it for a folder, or
+// a file with lines that are not result lines (appending would damage it). A missing file is fine.
+void check_results_file(const std::filesystem::path& file);
+// The same, then its folder created and the file opened for appending (created empty if missing),
+// so a path that cannot take a line stops the run before it trains. A bare name is in the
+// working directory.
+void ready_results_file(const std::filesystem::path& file);
+
 // Deletes a file or folder tree. std::filesystem::remove_all binds to a copy exported by
 // the LibTorch wheel's libtorch.so that crashes (null call); this walks the tree with
 // directory_iterator and remove() instead.

@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "../dist/launch_ranks.h"
+#include "finetune/finetune.h"
+#include "util/errors.h"
 
 namespace rpe::test {
 namespace {
@@ -68,6 +70,34 @@ TEST(EndToEnd, CudaPretrainFineTuneAndPredict) {
 
 // The same harness on the CPU (its bf16 autocast), where a bug in it costs no GPU time.
 TEST(EndToEnd, PretrainFineTuneAndPredictInBf16OnTheCpu) { pretrain_finetune_and_predict("cpu"); }
+
+// finetune.results_file as a bare name ("r.jsonl", no folder part) is a file in the working
+// directory: it was refused with "cannot create its folder: No such file or directory", an error
+// code its existence checks had left set and no folder creation cleared.
+TEST(FinetuneOutputs, AResultsFileWithoutAFolderPartIsReadied) {
+  const fs::path dir = fresh_dir("bare_results_file"), was = fs::current_path();
+  fs::current_path(dir);
+  EXPECT_NO_THROW(finetune::ready_results_file("r.jsonl"));
+  fs::current_path(was);
+  ASSERT_TRUE(fs::is_regular_file(dir / "r.jsonl"));
+  EXPECT_EQ(fs::file_size(dir / "r.jsonl"), 0u);
+  fs::create_directories(dir / "folder");  // the refusals still stand
+  EXPECT_THROW(finetune::check_results_file(dir / "folder"), UserError);
+  std::ofstream(dir / "other.txt") << "not a results line\n";
+  EXPECT_THROW(finetune::check_results_file(dir / "other.txt"), UserError);
+}
+
+// An existing run folder is refused before the inputs are read and tokenized (minutes on the full
+// SQuAD): here the training file is missing too, and the folder is what the one line names.
+TEST(FinetuneOutputs, AnExistingRunFolderIsRefusedBeforeTheInputsAreRead) {
+  const fs::path ft = fresh_dir("ft_exists"), log = ft.string() + ".log";
+  std::ofstream(ft / "finetune.log") << "an earlier run\n";
+  const int rc = run_shell(finetune_cmd(tiny_pretrained_run(), ft, "--set finetune.train_file=" + (ft / "missing.json").string()) +
+                           " > " + log.string() + " 2>&1");
+  EXPECT_EQ(rc, 2) << slurp(log);
+  EXPECT_NE(slurp(log).find("already exists"), std::string::npos) << slurp(log);
+  EXPECT_EQ(slurp(log).find("missing.json"), std::string::npos) << slurp(log);
+}
 
 }  // namespace
 }  // namespace rpe::test
