@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <ctime>
 #include <map>
 #include <set>
@@ -30,6 +31,7 @@ json to_json(const ResultRow& r) {
          {"finetune_max_len", r.finetune_max_len}, {"examples", r.examples},
          {"select", r.select},       {"git_revision", r.git_revision}, {"time", r.time},
          {"run_dir", r.run_dir}};
+  if (!r.run_started.empty()) j["run_started"] = r.run_started;
   if (r.position_buckets > 0) j["position_buckets"] = r.position_buckets;  // written where a method buckets
   return j;
 }
@@ -109,6 +111,7 @@ ResultRow result_from_json(const json& j, const std::string& where) {
   if (j.contains("git_revision")) get("git_revision", r.git_revision);
   if (j.contains("time")) get("time", r.time);
   if (j.contains("run_dir")) get("run_dir", r.run_dir);
+  if (j.contains("run_started")) get("run_started", r.run_started);
   require_in_range(r, where);
   require_known(r, where);
   return r;
@@ -137,6 +140,27 @@ std::vector<std::string> run_id_clashes(const std::vector<ResultRow>& rows) {
     if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
   }
   return notes;
+}
+
+std::vector<ResultRow> current_rows(const std::vector<ResultRow>& rows, std::vector<std::string>& notes) {
+  std::map<std::string, std::string> newest;  // run_dir -> its latest run_started
+  for (const auto& r : rows)
+    if (!r.run_dir.empty() && !r.run_started.empty() && r.run_started > newest[r.run_dir]) newest[r.run_dir] = r.run_started;
+  std::vector<ResultRow> kept;
+  std::map<std::pair<std::string, std::string>, int64_t> dropped;  // (run_dir, run_started) -> lines
+  for (const auto& r : rows) {
+    if (r.run_dir.empty() || r.run_started.empty() || r.run_started == newest.at(r.run_dir))
+      kept.push_back(r);
+    else
+      ++dropped[{r.run_dir, r.run_started}];
+  }
+  for (const auto& [run, lines] : dropped) {
+    const auto& [dir, started] = run;
+    const std::string note = "left out: " + std::to_string(lines) + " result line(s) of the run started " + started +
+                             " in " + dir + ", replaced there by the run started " + newest.at(dir) + " (--overwrite)";
+    if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+  }
+  return kept;
 }
 
 void append_results(const std::filesystem::path& file, const std::vector<ResultRow>& rows) {
@@ -180,6 +204,17 @@ std::string utc_now() {
   gmtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string utc_now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  std::tm tm{};
+  gmtime_r(&ts.tv_sec, &tm);
+  char buf[48];
+  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof buf - n, ".%09ldZ", static_cast<long>(ts.tv_nsec));
   return buf;
 }
 

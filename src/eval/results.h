@@ -28,6 +28,9 @@ struct ResultRow {
   std::string git_revision;
   std::string time;            // UTC, ISO 8601
   std::string run_dir;         // the fine-tuning run folder, absolute ("" in lines of before the field)
+  // When that folder was made for this run (utc_now_ns; "" in lines of before the field): a run
+  // that --overwrite replaced left lines with an older time under the same run_dir.
+  std::string run_started;
 };
 
 // A table's row name for results scored with `select`: as is for the paper's protocol (fixed
@@ -57,6 +60,12 @@ std::filesystem::path pretrain_identity(const std::string& pretrain_run);
 // metric); rows that differ there stay apart and are not named. The tables print these.
 std::vector<std::string> run_id_clashes(const std::vector<ResultRow>& rows);
 
+// The rows of the runs that hold their folders now: a folder replaced by a later run of the same
+// run_dir (--overwrite deletes the old seeds; their lines stay in every results file they were
+// appended to) keeps only the lines of its newest run_started. Lines without a run_dir or
+// run_started (of before the fields) are kept. One note per replaced run goes to `notes`.
+std::vector<ResultRow> current_rows(const std::vector<ResultRow>& rows, std::vector<std::string>& notes);
+
 // Appends one line per row (fsynced, so a crash loses nothing already reported).
 void append_results(const std::filesystem::path& file, const std::vector<ResultRow>& rows);
 // Reads all rows; a malformed line is a UserError naming file:line, except the file's last line
@@ -66,5 +75,7 @@ std::vector<ResultRow> read_results(const std::filesystem::path& file);
 
 // "2026-11-22T07:30:00Z"
 std::string utc_now();
+// "2026-11-22T07:30:00.123456789Z": of one width, so that later times sort after earlier ones.
+std::string utc_now_ns();
 
 }  // namespace rpe::eval

@@ -58,7 +58,12 @@ std::string run_name(const std::string& run_id) {
   return std::regex_replace(run_id.substr(0, run_id.find('/')), seed_suffix, "");
 }
 
-std::vector<SquadGroup> squad_groups(const std::vector<ResultRow>& rows) {
+// The groups of the current rows (current_rows: a run replaced by --overwrite counts no more);
+// what was left out and the run ids of two folders go to `notes`.
+std::vector<SquadGroup> squad_groups(const std::vector<ResultRow>& all, std::vector<std::string>& notes) {
+  const std::vector<ResultRow> rows = current_rows(all, notes);
+  const auto clashes = run_id_clashes(rows);
+  notes.insert(notes.end(), clashes.begin(), clashes.end());
   std::map<std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, std::string, std::string>, SquadGroup> groups;
   for (const auto& r : rows) {
     if ((r.task != "squad_v1" && r.task != "squad") || (r.metric != "exact" && r.metric != "f1")) continue;
@@ -122,8 +127,7 @@ TextTable table4_scaled(const std::vector<ResultRow>& rows, const ScaledTable4Sp
                   "; paper row matched by k and length ratio",
               {"run", "k", "pretrain len", "fine-tune len", "EM", "F1", "seeds", "paper row", "paper EM", "paper F1"},
               {}, {}};
-  auto groups = squad_groups(rows);
-  t.notes = run_id_clashes(rows);
+  auto groups = squad_groups(rows, t.notes);
   std::stable_sort(groups.begin(), groups.end(), [](const SquadGroup& a, const SquadGroup& b) {
     return std::tie(a.finetune_len, a.k) < std::tie(b.finetune_len, b.k);
   });
@@ -148,8 +152,7 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
               "paper: BERT-large at 512/576/640/704",
               {"run", "method", "pretrain len", "fine-tune len", "EM", "F1", "seeds", "paper EM", "paper F1"},
               {}, {}};
-  auto groups = squad_groups(rows);
-  t.notes = run_id_clashes(rows);
+  auto groups = squad_groups(rows, t.notes);
   std::stable_sort(groups.begin(), groups.end(), [](const SquadGroup& a, const SquadGroup& b) {
     return std::make_tuple(a.method != "absolute", a.finetune_len) < std::make_tuple(b.method != "absolute", b.finetune_len);
   });
@@ -210,8 +213,7 @@ TextTable extrapolation_table(const std::vector<MlmCurve>& curves, const std::ve
       t.rows.push_back({c.method, "MLM loss", Cell::integer(c.pretrain_max_len), Cell::integer(p.length),
                         p.loss ? Cell::number(*p.loss, 3) : Cell::shown("n/a (" + p.why + ")", nullptr)});
   }
-  auto groups = squad_groups(rows);
-  t.notes = run_id_clashes(rows);
+  auto groups = squad_groups(rows, t.notes);
   auto rank = [&](const SquadGroup& g) {
     const auto it = order.find(g.method);
     return std::make_tuple(it == order.end() ? order.size() : it->second, g.method, g.buckets, g.finetune_len);

@@ -321,7 +321,7 @@ Table k_table() {
 
 }  // namespace
 
-RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vector<std::string>& only) {
+RenderedTables render_tables(const std::vector<ResultRow>& all, const std::vector<std::string>& only) {
   const std::vector<std::string> names{"2", "3", "4", "squad2"};
   for (const auto& name : only)
     require(std::find(names.begin(), names.end(), name) != names.end(),
@@ -329,6 +329,8 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vect
   auto want = [&](const std::string& name) {
     return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
   };
+  std::vector<std::string> replaced;
+  const std::vector<ResultRow> rows = current_rows(all, replaced);  // not those of a run --overwrite replaced
   const Values v = collect(rows);
   RenderedTables out;
   out.markdown = "# Results\n\nOurs: mean ± sample std over seeds (n = seeds; one seed shows the value). "
@@ -337,6 +339,11 @@ RenderedTables render_tables(const std::vector<ResultRow>& rows, const std::vect
   if (const auto clashes = run_id_clashes(rows); !clashes.empty()) {
     out.markdown += "**Warning**: results of different runs under one name:\n";
     for (const auto& note : clashes) out.markdown += "- " + note + "\n";
+    out.markdown += "\n";
+  }
+  if (!replaced.empty()) {
+    out.markdown += "Results of runs replaced in their folders, not shown:\n";
+    for (const auto& note : replaced) out.markdown += "- " + note + "\n";
     out.markdown += "\n";
   }
 

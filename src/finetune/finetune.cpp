@@ -85,6 +85,7 @@ eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::st
   std::error_code ec;
   const fs::path run = fs::absolute(seed_dir, ec).parent_path();
   r.run_dir = run.lexically_normal().string();
+  r.run_started = p.run_started;
   r.method = p.rc.cfg.model.attention.method;
   // k only where the method clips distances (its registry entry says so); 0 = none
   const MethodInfo& info = method_info(r.method);
@@ -156,10 +157,12 @@ RunDirRequest run_dir_request(const ResolvedConfig& rc, const FinetuneRequest& r
 
 // Rank 0: refuses an existing run folder (unless --overwrite; never one holding an input),
 // creates it and stores the resolved config.
-void create_run_folder(const fs::path& dir, const Prepared& p, const FinetuneRequest& req) {
+void create_run_folder(const fs::path& dir, Prepared& p, const FinetuneRequest& req) {
   const Config& cfg = p.rc.cfg;
   const auto& f = cfg.finetune;
   prepare_run_dir(dir, run_dir_request(p.rc, req));
+  // This run's lines from now on; those of a run this one replaced (--overwrite) are older.
+  p.run_started = eval::utc_now_ns();
   try {  // after the folder: the results file may be inside it (the reproduction scripts put it there)
     ready_results_file(f.results_file);
   } catch (const UserError&) {

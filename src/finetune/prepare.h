@@ -17,6 +17,7 @@ namespace rpe::finetune {
 
 struct Prepared {
   ResolvedConfig rc;
+  std::string run_started;  // when rank 0 made the run folder (eval::utc_now_ns): the rows' run_started
   std::unique_ptr<Tokenizer> tok;
   bool squad = false;
   // SQuAD

@@ -394,3 +394,47 @@ TEST(Tables, LargeValuesPrintWholeAndNamesStayInTheirCells) {
   EXPECT_NE(u.markdown.find("| m4 \\| x y | "), std::string::npos) << u.markdown;
   EXPECT_EQ(u.markdown.find("\ny |"), std::string::npos) << u.markdown;
 }
+
+// `finetune --overwrite` deletes the old run's seeds, but their lines stay in every results file
+// they were appended to: Table 2 showed "(n=2)" pooling the new run's seed 1 with the deleted
+// run's seed 2. Each line carries when its folder was made (run_started); the tables keep, per
+// run folder, the lines of its newest run only, and say what they left out.
+TEST(Tables, ARunReplacedByOverwriteNoLongerCounts) {
+  std::vector<ResultRow> rows;
+  for (int seed = 1; seed <= 2; ++seed) {  // the first run: seeds 1 and 2
+    auto r = squad_row("ft/seed" + std::to_string(seed), "m4", 127, 128, seed, "exact", 70.0 + seed);
+    r.run_dir = "/w/ft";
+    r.run_started = "2026-01-01T00:00:00.000000001Z";
+    rows.push_back(r);
+  }
+  auto again = rows[0];  // the same folder --overwrite: seed 1 only, another learning rate
+  again.value = 60.0;
+  again.run_started = "2026-01-01T00:00:00.000000002Z";
+  rows.push_back(again);
+  auto other = rows[1];  // seed 2 of another folder of the same name: not replaced by it
+  other.run_dir = "/elsewhere/ft";
+  other.run_started = "2025-01-01T00:00:00.000000000Z";
+  auto old = rows[1];  // a line of before the field: kept, nothing can tell
+  old.run_started.clear();
+  old.run_dir.clear();
+  std::vector<std::string> notes;
+  const auto kept = current_rows({rows[0], rows[1], again, other, old}, notes);
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_DOUBLE_EQ(kept[0].value, 60.0);
+  EXPECT_EQ(kept[1].run_dir, "/elsewhere/ft");
+  EXPECT_TRUE(kept[2].run_dir.empty());
+  EXPECT_EQ(notes, std::vector<std::string>{"left out: 2 result line(s) of the run started 2026-01-01T00:00:00.000000001Z in "
+                                            "/w/ft, replaced there by the run started 2026-01-01T00:00:00.000000002Z "
+                                            "(--overwrite)"});
+  const auto t = render_tables(rows, {"2"});
+  EXPECT_NE(t.csv.find("Table 2,m4,127,128,128,pre,EM,60.00,,1,83.63"), std::string::npos) << t.csv;
+  EXPECT_NE(t.markdown.find("Results of runs replaced in their folders, not shown:\n- " + notes[0]), std::string::npos)
+      << t.markdown;
+  EXPECT_EQ(table5(rows, {128}).notes, notes);  // the extra tables too
+  // The field survives the result line; lines without it read as of before it.
+  auto j = to_json(again);
+  EXPECT_EQ(result_from_json(j, "x").run_started, again.run_started);
+  j.erase("run_started");
+  EXPECT_TRUE(result_from_json(j, "x").run_started.empty());
+  EXPECT_FALSE(to_json(old).contains("run_started"));
+}

@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "../dist/launch_ranks.h"
+#include "eval/results.h"
+#include "eval/tables.h"
 #include "finetune/finetune.h"
 #include "util/errors.h"
 
@@ -97,6 +99,39 @@ TEST(FinetuneOutputs, AnExistingRunFolderIsRefusedBeforeTheInputsAreRead) {
   EXPECT_EQ(rc, 2) << slurp(log);
   EXPECT_NE(slurp(log).find("already exists"), std::string::npos) << slurp(log);
   EXPECT_EQ(slurp(log).find("missing.json"), std::string::npos) << slurp(log);
+}
+
+
+// The user audit's case: seeds 1 and 2 into one folder, then seed 1 again with --overwrite (that
+// deletes seed2/): the results file keeps all their lines, and Table 2 pooled the new seed 1
+// with the deleted seed 2 ("n=2"). The lines of the replaced run are older (run_started).
+TEST(FinetuneOutputs, ARunReplacedByOverwriteLeavesTheTables) {
+  const fs::path ft = fresh_dir("ft_overwritten"), results = ft.string() + ".jsonl", log = ft.string() + ".log";
+  fs::remove(results);
+  const std::string to = " --set finetune.results_file=" + results.string();
+  ASSERT_EQ(run_shell(finetune_cmd(tiny_pretrained_run(), ft, "--seeds 1,2" + to) + " > " + log.string() + " 2>&1"), 0)
+      << slurp(log);
+  ASSERT_EQ(run_shell(finetune_cmd(tiny_pretrained_run(), ft, "--seeds 1 --overwrite --set train.lr=1e-4" + to) + " > " +
+                      log.string() + " 2>&1"),
+            0)
+      << slurp(log);
+  EXPECT_FALSE(fs::exists(ft / "seed2"));
+  const auto rows = eval::read_results(results);
+  ASSERT_EQ(rows.size(), 6u);  // 2 seeds x (exact, f1), then 1 x (exact, f1)
+  EXPECT_LT(rows[0].run_started, rows[5].run_started);
+  EXPECT_EQ(rows[0].run_dir, rows[5].run_dir);
+  std::vector<std::string> notes;
+  const auto kept = eval::current_rows(rows, notes);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0].seed, 1);
+  EXPECT_EQ(kept[0].run_started, rows[4].run_started);
+  int cells = 0;  // EM and F1 of the one row of ours
+  for (const auto& j : eval::render_tables(rows, {"2"}).json)
+    if (j["method"] == kept[0].method) {
+      EXPECT_EQ(j["n"], 1) << j.dump();
+      ++cells;
+    }
+  EXPECT_EQ(cells, 2);
 }
 
 }  // namespace
