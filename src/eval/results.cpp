@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <type_traits>
@@ -120,6 +121,19 @@ ResultRow result_from_json(const json& j, const std::string& where) {
 std::filesystem::path pretrain_identity(const std::string& pretrain_run) {
   std::filesystem::path p = folder_path(folder_path(pretrain_run).lexically_normal());
   return p.filename() == "checkpoints" ? p.parent_path() : p;
+}
+
+std::string finetune_run_name(const ResultRow& r) {
+  static const std::regex seed_suffix(R"(_s\d+$)");
+  const bool glue = r.task.rfind("squad", 0) != 0;
+  std::string name = r.run_id.substr(0, r.run_id.find('/'));
+  if (glue && name == r.task)  // the default folder, <run.root>/<run.name>/<task>
+    name = r.run_dir.empty() ? "" : std::filesystem::path(r.run_dir).parent_path().filename().string();
+  name = std::regex_replace(name, seed_suffix, "");
+  const std::string task_suffix = "_" + r.task;
+  if (glue && name.size() > task_suffix.size() && name.compare(name.size() - task_suffix.size(), task_suffix.size(), task_suffix) == 0)
+    name.resize(name.size() - task_suffix.size());
+  return name;
 }
 
 std::vector<std::string> run_id_clashes(const std::vector<ResultRow>& rows) {

@@ -53,6 +53,13 @@ ResultRow result_from_json(const nlohmann::json& j, const std::string& where);
 // for --init of one checkpoint file, that file (another step of the same run is another model).
 std::filesystem::path pretrain_identity(const std::string& pretrain_run);
 
+// The fine-tuning experiment a line belongs to, whose seeds the tables pool: its run folder's
+// name without "_s<seed>" (the reproduction scripts' folder per seed, m4_s1 and m4_s2) and, for a
+// GLUE task, without "_<task>" (m4_mrpc_s1 -> m4: one experiment's tasks are one table row); a
+// GLUE run in its default folder <run.name>/<task> is named by run.name ("" for such a line of
+// before run_dir). Seeds of runs of other names (another learning rate) are not one cell.
+std::string finetune_run_name(const ResultRow& r);
+
 // One line per run id (and seed) that two run folders wrote: run ids are the folder's name,
 // so runs/lr3e-5/squad and runs/lr5e-5/squad share theirs and the tables keep the later line
 // (a re-evaluation of one folder replaces its own lines, as meant) where their rows agree in all

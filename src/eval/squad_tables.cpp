@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <regex>
 #include <tuple>
 
 #include "eval/paper_numbers.h"
@@ -52,12 +51,6 @@ struct SquadGroup {
   }
 };
 
-// "<name>_s<seed>/seed<seed>" -> "<name>".
-std::string run_name(const std::string& run_id) {
-  static const std::regex seed_suffix(R"(_s\d+$)");
-  return std::regex_replace(run_id.substr(0, run_id.find('/')), seed_suffix, "");
-}
-
 // The groups of the current rows (current_rows: a run replaced by --overwrite counts no more);
 // what was left out and the run ids of two folders go to `notes`.
 std::vector<SquadGroup> squad_groups(const std::vector<ResultRow>& all, std::vector<std::string>& notes) {
@@ -67,7 +60,7 @@ std::vector<SquadGroup> squad_groups(const std::vector<ResultRow>& all, std::vec
   std::map<std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, std::string, std::string>, SquadGroup> groups;
   for (const auto& r : rows) {
     if ((r.task != "squad_v1" && r.task != "squad") || (r.metric != "exact" && r.metric != "f1")) continue;
-    const std::string name = run_name(r.run_id);
+    const std::string name = finetune_run_name(r);
     // The paper's protocol (final weights) sorts before the others of the same run.
     const std::string protocol = papers_protocol(r.select) ? std::string() : r.select;
     auto& g = groups[{r.method, r.position_buckets, r.k, r.pretrain_max_len, r.finetune_max_len, name, protocol}];

@@ -39,13 +39,23 @@ struct GroupKey {
   std::string pretrain_run;
   std::string select;  // finetune.select: dev-best weights are another protocol than the final ones
   int64_t buckets;     // log buckets of distance (deberta), 0 = none: another model than the clipped one
-  auto tie() const { return std::tie(method, buckets, k, pretrain_len, finetune_len, pretrain_run, select); }
+  // finetune_run_name: seeds of fine-tuning runs of other names (another learning rate) are not
+  // one cell; named in the method cell where a table has rows alike in all else (named_run).
+  std::string finetune_run = "";
+  bool named_run = false;
+  auto tie() const { return std::tie(method, buckets, k, pretrain_len, finetune_len, pretrain_run, select, finetune_run); }
   // The method cell: its log buckets and the protocol named where it is not the paper's (fixed
   // epochs, final weights).
   std::string label() const {
-    return with_protocol(method_text(method, buckets), select);
+    const std::string what = with_protocol(method_text(method, buckets), select);
+    return named_run ? what + " (fine-tuning run " + (finetune_run.empty() ? "?" : finetune_run) + ")" : what;
   }
   bool operator<(const GroupKey& o) const { return tie() < o.tie(); }
+  bool alike_but_run(const GroupKey& o) const {
+    GroupKey a = *this;
+    a.finetune_run = o.finetune_run;
+    return !(a < o) && !(o < a);
+  }
 };
 
 struct Column {
@@ -114,7 +124,7 @@ Values collect(const std::vector<ResultRow>& rows) {
   const auto labels = pretrain_labels(rows);
   for (const auto& r : rows) {
     GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, labels.at(pretrain_identity(r.pretrain_run)), r.select,
-               r.position_buckets};
+               r.position_buckets, finetune_run_name(r)};
     v[{g, r.task, r.split, r.metric}][r.run_id + "#" + std::to_string(r.seed)] = {r.value, r.examples};
   }
   return v;
@@ -152,6 +162,7 @@ nlohmann::ordered_json json_row(const std::string& table, const GroupKey& g, con
   j["finetune_max_len"] = g.finetune_len;
   j["pretrain_run"] = g.pretrain_run;
   j["select"] = g.select;
+  j["finetune_run"] = g.finetune_run;
   j["column"] = column;
   j["mean"] = s ? nlohmann::ordered_json(s->mean) : nlohmann::ordered_json();
   // One seed has no sample std: null (a plot draws no error bar), as the Markdown shows the value alone.
@@ -199,7 +210,7 @@ void render_reference(const Table& t, const std::vector<size_t>& shown, Rendered
     out.csv += t.name + "," + csv_field(label) + ",,,,," + csv_field(t.columns[i].title) + ",,,0," + (p ? fmt(*p) : "") + "\n";
     // The same keys as a row of ours, null where that BERT has no value of this project.
     auto j = json_row(t.name, GroupKey{label, 0, 0, 0, "", "", 0}, t.columns[i].title, std::nullopt, p);
-    for (const char* key : {"pretrain_max_len", "finetune_max_len", "pretrain_run", "select"}) j[key] = nullptr;
+    for (const char* key : {"pretrain_max_len", "finetune_max_len", "pretrain_run", "select", "finetune_run"}) j[key] = nullptr;
     out.json.push_back(std::move(j));
   }
   out.markdown += line + "\n";
@@ -219,6 +230,8 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
     return std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return method == r.method; }) - rows.begin();
   };
   std::vector<GroupKey> ordered(groups.begin(), groups.end());
+  for (auto& g : ordered)  // rows alike but for their fine-tuning run say which they are
+    g.named_run = std::count_if(groups.begin(), groups.end(), [&](const GroupKey& o) { return g.alike_but_run(o); }) > 1;
   if (t.before) std::stable_sort(ordered.begin(), ordered.end(), t.before);
   std::stable_sort(ordered.begin(), ordered.end(),
                    [&](const GroupKey& a, const GroupKey& b) { return paper_rank(a.method) < paper_rank(b.method); });

@@ -4,7 +4,8 @@
 //   Table 3: GLUE dev by position method (the paper's MNLI-m/mm, QQP F1, SST-2, MRPC F1,
 //            plus the other tasks we ran)
 //   Table 4: method 4 on SQuAD 1.1 dev by clipping distance k and fine-tuning length
-// Rows are grouped by (method, k, pretraining length, fine-tuning length, pretraining run).
+// Rows are grouped by (method, k, pretraining length, fine-tuning length, pretraining run,
+// fine-tuning run name: finetune_run_name, shown where two rows differ in it alone).
 #pragma once
 #include <nlohmann/json.hpp>
 

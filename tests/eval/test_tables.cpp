@@ -256,7 +256,8 @@ TEST(Tables, OneRunIdFromTwoFoldersIsNamed) {
 TEST(Tables, PretrainingRunsOfOneNameAreNotPooled) {
   auto a = squad_row("ft_a/seed1", "m4", 127, 128, 1, "f1", 80.0, "/runs/lrA/base_m4");
   auto b = squad_row("ft_b/seed1", "m4", 127, 128, 1, "f1", 60.0, "/runs/lrB/base_m4/");
-  auto c = squad_row("ft_c/seed2", "m4", 127, 128, 2, "f1", 70.0, "/runs/lrA/base_m4/checkpoints");  // the same run as a
+  // The same pretraining run as a, seed 2 of a's fine-tuning experiment (the reproduction's folder per seed).
+  auto c = squad_row("ft_a_s2/seed2", "m4", 127, 128, 2, "f1", 70.0, "/runs/lrA/base_m4/checkpoints");
   auto d = squad_row("ft_d/seed1", "m4", 127, 128, 1, "f1", 50.0, "/runs/lrA/base_m4/checkpoints/step_00000010.pt");
   const auto t = render_tables({a, b, c, d}, {"2"});
   EXPECT_NE(t.markdown.find("| lrA/base_m4 | — | 83.63 | 75.00 ± 7.07 (n=2) |"), std::string::npos) << t.markdown;
@@ -437,4 +438,50 @@ TEST(Tables, ARunReplacedByOverwriteNoLongerCounts) {
   j.erase("run_started");
   EXPECT_TRUE(result_from_json(j, "x").run_started.empty());
   EXPECT_FALSE(to_json(old).contains("run_started"));
+}
+
+// Seeds of fine-tuning runs of other names (another learning rate) were pooled in one cell:
+// `finetune glue --task mrpc` and the same into --run-dir runs/glue_lr with another lr made
+// "MRPC (n=2)". A row is one fine-tuning experiment, by finetune_run_name: the run folder's name
+// without "_s<seed>" and, for GLUE, without "_<task>" (the reproduction scripts' m4_mrpc_s1,
+// m4_mrpc_s2, m4_rte_s1 are one row), a GLUE default folder <run.name>/<task> named by run.name.
+TEST(Tables, SeedsOfDifferentFineTuningRunsAreNotPooled) {
+  auto glue = [](const std::string& run_id, const std::string& run_dir, const std::string& task, int64_t seed, double value) {
+    auto r = squad_row(run_id, "m4", 0, 128, seed, task == "mrpc" ? "f1" : "accuracy", value);
+    r.task = task;
+    r.run_dir = run_dir;
+    return r;
+  };
+  // The audit's case: the default folder runs/glue/mrpc, and runs/glue_lr.
+  const auto a = glue("mrpc/seed1", "/w/runs/glue/mrpc", "mrpc", 1, 80.0), b = glue("glue_lr/seed1", "/w/runs/glue_lr", "mrpc", 1, 70.0);
+  EXPECT_EQ(finetune_run_name(a), "glue");
+  EXPECT_EQ(finetune_run_name(b), "glue_lr");
+  const auto t = render_tables({a, b}, {"3"});
+  EXPECT_NE(t.csv.find("Table 3,m4 (fine-tuning run glue),,128,128,pre,MRPC F1,80.00,,1,"), std::string::npos) << t.csv;
+  EXPECT_NE(t.csv.find("Table 3,m4 (fine-tuning run glue_lr),,128,128,pre,MRPC F1,70.00,,1,"), std::string::npos) << t.csv;
+  EXPECT_EQ(t.markdown.find("(n=2)"), std::string::npos) << t.markdown;
+  // The reproduction's layout: a folder per seed and task, one experiment: one row, seeds pooled,
+  // named by nothing but its method (no other row is alike).
+  std::vector<ResultRow> rows;
+  for (int seed = 1; seed <= 2; ++seed) {
+    const std::string s = std::to_string(seed);
+    rows.push_back(glue("m4_mrpc_s" + s + "/seed" + s, "/o/finetune/table3/m4_mrpc_s" + s, "mrpc", seed, 80.0 + 2 * seed));
+    rows.push_back(glue("m4_rte_s" + s + "/seed" + s, "/o/finetune/table3/m4_rte_s" + s, "rte", seed, 60.0));
+  }
+  EXPECT_EQ(finetune_run_name(rows[0]), "m4");
+  EXPECT_EQ(finetune_run_name(rows[1]), "m4");
+  const auto r = render_tables(rows, {"3"});
+  EXPECT_NE(r.csv.find("Table 3,m4,,128,128,pre,MRPC F1,83.00,1.41,2,"), std::string::npos) << r.csv;
+  EXPECT_NE(r.csv.find("Table 3,m4,,128,128,pre,RTE,60.00,0.00,2,"), std::string::npos) << r.csv;
+  for (const auto& j : r.json)
+    if (j["method"] == "m4") {
+      EXPECT_EQ(j["finetune_run"], "m4");
+    }
+  // SQuAD the same: m4_s1 and m4_s2 pool, m4_lr is another row (Tables 2-4 and the extra tables).
+  const auto s1 = squad_row("m4_s1/seed1", "m4", 127, 128, 1, "f1", 80.0), s2 = squad_row("m4_s2/seed2", "m4", 127, 128, 2, "f1", 82.0),
+             lr = squad_row("m4_lr_s1/seed1", "m4", 127, 128, 1, "f1", 50.0);
+  const auto q = render_tables({s1, s2, lr}, {"2"});
+  EXPECT_NE(q.csv.find("Table 2,m4 (fine-tuning run m4),127,128,128,pre,F1,81.00,1.41,2,"), std::string::npos) << q.csv;
+  EXPECT_NE(q.csv.find("Table 2,m4 (fine-tuning run m4_lr),127,128,128,pre,F1,50.00,,1,"), std::string::npos) << q.csv;
+  EXPECT_EQ(table5({s1, s2, lr}, {128}).rows.size(), 3u);  // the paper's reference row, then m4 and m4_lr
 }
