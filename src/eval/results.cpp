@@ -33,6 +33,7 @@ json to_json(const ResultRow& r) {
          {"select", r.select},       {"git_revision", r.git_revision}, {"time", r.time},
          {"run_dir", r.run_dir}};
   if (!r.run_started.empty()) j["run_started"] = r.run_started;
+  if (!r.pretrain_checkpoint.empty()) j["pretrain_checkpoint"] = r.pretrain_checkpoint;
   if (r.position_buckets > 0) j["position_buckets"] = r.position_buckets;  // written where a method buckets
   return j;
 }
@@ -100,6 +101,7 @@ ResultRow result_from_json(const json& j, const std::string& where) {
   get("k", r.k);
   if (j.contains("position_buckets")) get("position_buckets", r.position_buckets);  // absent: none
   get("pretrain_run", r.pretrain_run);
+  if (j.contains("pretrain_checkpoint")) get("pretrain_checkpoint", r.pretrain_checkpoint);
   get("pretrain_max_len", r.pretrain_max_len);
   get("task", r.task);
   get("split", r.split);

@@ -16,6 +16,9 @@ struct ResultRow {
   int64_t k = 0;               // clipping distance actually used by the model (log buckets: where they end)
   int64_t position_buckets = 0;  // log buckets of distance (deberta's model.attention.position_buckets), 0 = none
   std::string pretrain_run;    // the --init run folder or checkpoint ("" = from scratch)
+  // The checkpoint file loaded ("step_00000400.pt"; "" from scratch and in lines of before the
+  // field): --init of a run folder takes its newest, which a resumed pretraining moves on.
+  std::string pretrain_checkpoint;
   int64_t pretrain_max_len = 0;  // data.max_seq_len of pretraining (0 = from scratch: --init none)
   std::string task;            // squad_v1 | squad_v2 | cola | ... (GLUE task names)
   std::string split;           // dev | dev_matched | dev_mismatched

@@ -122,8 +122,14 @@ std::map<std::filesystem::path, std::string> pretrain_labels(const std::vector<R
 Values collect(const std::vector<ResultRow>& rows) {
   Values v;
   const auto labels = pretrain_labels(rows);
+  std::map<std::filesystem::path, std::set<std::string>> steps;  // a run's checkpoints fine-tuned from
+  for (const auto& r : rows) steps[pretrain_identity(r.pretrain_run)].insert(r.pretrain_checkpoint);
   for (const auto& r : rows) {
-    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, labels.at(pretrain_identity(r.pretrain_run)), r.select,
+    // Two checkpoints of one run (--init of its folder before and after a resumed pretraining
+    // went on) are two models: two rows, the checkpoint named ("?" in lines of before the field).
+    const auto id = pretrain_identity(r.pretrain_run);
+    const std::string step = steps.at(id).size() > 1 ? "/" + (r.pretrain_checkpoint.empty() ? "?" : r.pretrain_checkpoint) : "";
+    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, labels.at(id) + step, r.select,
                r.position_buckets, finetune_run_name(r)};
     v[{g, r.task, r.split, r.metric}][r.run_id + "#" + std::to_string(r.seed)] = {r.value, r.examples};
   }

@@ -95,6 +95,7 @@ eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::st
   if (std::find(keys.begin(), keys.end(), "position_buckets") != keys.end())
     r.position_buckets = p.rc.cfg.model.attention.position_buckets;
   r.pretrain_run = p.rc.pretrain_run;
+  r.pretrain_checkpoint = p.rc.checkpoint.filename().string();
   r.pretrain_max_len = p.rc.pretrain_max_len;
   r.seed = seed;
   r.select = p.rc.cfg.finetune.select;

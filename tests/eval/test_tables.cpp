@@ -485,3 +485,26 @@ TEST(Tables, SeedsOfDifferentFineTuningRunsAreNotPooled) {
   EXPECT_NE(q.csv.find("Table 2,m4 (fine-tuning run m4_lr),127,128,128,pre,F1,50.00,,1,"), std::string::npos) << q.csv;
   EXPECT_EQ(table5({s1, s2, lr}, {128}).rows.size(), 3u);  // the paper's reference row, then m4 and m4_lr
 }
+
+// Lines named the pretraining run by its folder only (--init runs/p2): seeds fine-tuned from its
+// step 400, and from step 420 after a resumed pretraining went on, pooled in one cell. Lines
+// carry the checkpoint loaded; a run fine-tuned from two of them is two rows, each named.
+TEST(Tables, TwoCheckpointsOfOnePretrainingRunAreTwoRows) {
+  auto at = [](int64_t seed, const std::string& checkpoint, double value) {
+    auto r = squad_row("ft_s" + std::to_string(seed) + "/seed" + std::to_string(seed), "m4", 127, 128, seed, "f1", value, "runs/p2");
+    r.pretrain_checkpoint = checkpoint;
+    return r;
+  };
+  const auto a = at(1, "step_00000400.pt", 80.0), b = at(2, "step_00000400.pt", 82.0), c = at(3, "step_00000420.pt", 60.0);
+  const auto t = render_tables({a, b, c}, {"2"});
+  EXPECT_NE(t.csv.find("Table 2,m4,127,128,128,p2/step_00000400.pt,F1,81.00,1.41,2,90.53"), std::string::npos) << t.csv;
+  EXPECT_NE(t.csv.find("Table 2,m4,127,128,128,p2/step_00000420.pt,F1,60.00,,1,90.53"), std::string::npos) << t.csv;
+  // One checkpoint: the run's name alone, as before; a line of before the field is told apart.
+  EXPECT_NE(render_tables({a, b}, {"2"}).csv.find("Table 2,m4,127,128,128,p2,F1,81.00,1.41,2,"), std::string::npos);
+  auto old = c;
+  old.pretrain_checkpoint.clear();
+  EXPECT_NE(render_tables({a, old}, {"2"}).csv.find(",p2/?,F1,60.00,,1,"), std::string::npos);
+  // The field survives the result line; absent where empty.
+  EXPECT_EQ(result_from_json(to_json(c), "x").pretrain_checkpoint, "step_00000420.pt");
+  EXPECT_FALSE(to_json(old).contains("pretrain_checkpoint"));
+}

@@ -120,6 +120,8 @@ TEST(FinetuneOutputs, ARunReplacedByOverwriteLeavesTheTables) {
   ASSERT_EQ(rows.size(), 6u);  // 2 seeds x (exact, f1), then 1 x (exact, f1)
   EXPECT_LT(rows[0].run_started, rows[5].run_started);
   EXPECT_EQ(rows[0].run_dir, rows[5].run_dir);
+  // The checkpoint --init of the run folder took, its newest (the tiny run's step 2).
+  EXPECT_EQ(rows[0].pretrain_checkpoint, "step_00000002.pt");
   std::vector<std::string> notes;
   const auto kept = eval::current_rows(rows, notes);
   ASSERT_EQ(kept.size(), 2u);
