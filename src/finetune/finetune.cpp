@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <regex>
 
 #include "dist/all_or_none.h"
 #include "dist/data_parallel.h"
@@ -35,6 +36,20 @@
 namespace rpe::finetune {
 namespace fs = std::filesystem;
 
+namespace {
+// --init of a run folder takes its newest checkpoint: of a pretraining that has not finished (no
+// summary.json; stopped, or still running), that is some step short of train.max_steps.
+void warn_unfinished(const std::string& init, const fs::path& checkpoint, int64_t max_steps) {
+  std::smatch m;
+  const std::string name = checkpoint.filename().string();
+  static const std::regex step(R"(step_0*(\d+)\.pt)");
+  const std::string at = std::regex_match(name, m, step) ? "step " + m[1].str() + " of " + std::to_string(max_steps)
+                                                         : name + " (of " + std::to_string(max_steps) + " steps)";
+  log::warn("finetune", "--init {}: its pretraining has not finished (no summary.json): fine-tuning from its newest "
+            "checkpoint, {} ({})", init, at, checkpoint.string());
+}
+}  // namespace
+
 ResolvedConfig resolve_finetune_config(const FinetuneRequest& req) {
   ResolvedConfig r;
   if (req.init.empty()) {
@@ -49,6 +64,9 @@ ResolvedConfig resolve_finetune_config(const FinetuneRequest& req) {
   r = resolve_finetune_config_over(req, header.config, source.checkpoint.string(), source.run_dir);
   r.checkpoint = source.checkpoint;
   r.pretrained_tokenizer_crc = header.tokenizer_crc;
+  std::error_code ec;
+  if (fs::is_directory(req.init, ec) && !fs::exists(source.run_dir / "summary.json", ec))
+    warn_unfinished(req.init, source.checkpoint, config_from_yaml(header.config, source.checkpoint.string()).train.max_steps);
   return r;
 }
 
@@ -222,6 +240,9 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   Prepared p;
   p.rc = resolve_finetune_config(req);
   const auto& cfg = p.rc.cfg;
+  if (cfg.train.time_limit_min > 0)
+    log::warn("finetune", "train.time_limit_min {} applies to pretraining only: fine-tuning runs every seed to its end",
+              cfg.train.time_limit_min);
   if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
   const dist::LaunchEnv env = dist::detect_launch_env();
   micro_batch_size(cfg.train, env.world);  // the same verdict on every rank, before the rendezvous

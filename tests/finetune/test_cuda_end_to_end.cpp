@@ -136,5 +136,32 @@ TEST(FinetuneOutputs, ARunReplacedByOverwriteLeavesTheTables) {
   EXPECT_EQ(cells, 2);
 }
 
+// Options fine-tuning does not act on, and a start model short of its pretraining, are said:
+// train.time_limit_min (pretraining's) was ignored silently, and --init of a run folder without
+// summary.json (a pretraining stopped at step 92 of 2000) took its newest checkpoint unsaid.
+TEST(FinetuneOutputs, APretrainingOnlyOptionAndAnUnfinishedStartRunAreWarned) {
+  const fs::path pre = fresh_dir("unfinished_pre"), ft = fresh_dir("unfinished_ft"), log = ft.string() + ".log";
+  fs::copy(tiny_pretrained_run(), pre, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  ASSERT_TRUE(fs::remove(pre / "summary.json"));
+  ASSERT_EQ(run_shell(finetune_cmd(pre, ft, "--overwrite --set train.time_limit_min=5 --set finetune.results_file=" + (ft / "r.jsonl").string()) +
+                      " > " + log.string() + " 2>&1"),
+            0)
+      << slurp(log);
+  const std::string text = slurp(log);
+  EXPECT_NE(text.find("train.time_limit_min 5 applies to pretraining only"), std::string::npos) << text;
+  EXPECT_NE(text.find("--init " + pre.string() + ": its pretraining has not finished (no summary.json): fine-tuning from its "
+                      "newest checkpoint, step 2 of 2 ("),
+            std::string::npos)
+      << text;
+  // A finished run: no such warning.
+  const fs::path ft2 = fresh_dir("finished_ft");
+  ASSERT_EQ(run_shell(finetune_cmd(tiny_pretrained_run(), ft2, "--overwrite --set finetune.results_file=" + (ft2 / "r.jsonl").string()) +
+                      " > " + log.string() + " 2>&1"),
+            0)
+      << slurp(log);
+  EXPECT_EQ(slurp(log).find("has not finished"), std::string::npos) << slurp(log);
+  EXPECT_EQ(slurp(log).find("time_limit_min"), std::string::npos) << slurp(log);
+}
+
 }  // namespace
 }  // namespace rpe::test
