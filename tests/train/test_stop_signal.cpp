@@ -120,7 +120,7 @@ TEST_F(StopSignalsTest, ALateRepeatEndsTheProcessByTheSignal) {
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
 }
 
-std::map<std::string, torch::Tensor> params_of(const fs::path& checkpoint) {
+std::map<std::string, torch::Tensor> checkpoint_params(const fs::path& checkpoint) {
   BertModel model(config_from_yaml(read_checkpoint_config(checkpoint), checkpoint.string()).model);
   load_checkpoint(checkpoint, *model, nullptr);
   std::map<std::string, torch::Tensor> out;
@@ -187,7 +187,7 @@ TEST_P(StopOnSignal, StopsAfterTheStepTheSignalCameInAndResumesExactly) {
   after.on_step = [&](int64_t, double loss) { stopped.push_back(loss); };
   pretrain(cfg, b, {.resume = true}, after);
   ASSERT_EQ(stopped, straight);
-  const auto pa = params_of(*latest_checkpoint(a)), pb = params_of(*latest_checkpoint(b));
+  const auto pa = checkpoint_params(*latest_checkpoint(a)), pb = checkpoint_params(*latest_checkpoint(b));
   for (const auto& [key, t] : pa) EXPECT_TRUE(torch::equal(t, pb.at(key))) << key;
   EXPECT_EQ(untimed_rows(b), untimed_rows(a));
 }

@@ -1,0 +1,111 @@
+// What fine-tuning writes and where (finetune/finetune.h): the results file readied before the
+// inputs are read, an existing run folder refused first, the lines of a run replaced by
+// --overwrite left out of the tables, and the options and start models it warns about.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "../dist/launch_ranks.h"
+#include "eval/results.h"
+#include "eval/tables.h"
+#include "finetune/finetune.h"
+#include "util/errors.h"
+
+namespace rpe::test {
+namespace {
+namespace fs = std::filesystem;
+
+// finetune.results_file as a bare name ("r.jsonl", no folder part) is a file in the working
+// directory: it was refused with "cannot create its folder: No such file or directory", an error
+// code its existence checks had left set and no folder creation cleared.
+TEST(FinetuneOutputs, AResultsFileWithoutAFolderPartIsReadied) {
+  const fs::path dir = fresh_dir("bare_results_file"), was = fs::current_path();
+  fs::current_path(dir);
+  EXPECT_NO_THROW(finetune::ready_results_file("r.jsonl"));
+  fs::current_path(was);
+  ASSERT_TRUE(fs::is_regular_file(dir / "r.jsonl"));
+  EXPECT_EQ(fs::file_size(dir / "r.jsonl"), 0u);
+  fs::create_directories(dir / "folder");  // the refusals still stand
+  EXPECT_THROW(finetune::check_results_file(dir / "folder"), UserError);
+  std::ofstream(dir / "other.txt") << "not a results line\n";
+  EXPECT_THROW(finetune::check_results_file(dir / "other.txt"), UserError);
+}
+
+// An existing run folder is refused before the inputs are read and tokenized (minutes on the full
+// SQuAD): here the training file is missing too, and the folder is what the one line names.
+TEST(FinetuneOutputs, AnExistingRunFolderIsRefusedBeforeTheInputsAreRead) {
+  const fs::path ft = fresh_dir("ft_exists"), log = ft.string() + ".log";
+  std::ofstream(ft / "finetune.log") << "an earlier run\n";
+  const int rc = run_shell(finetune_cmd(tiny_pretrained_run(), ft, "--set finetune.train_file=" + (ft / "missing.json").string()) +
+                           " > " + log.string() + " 2>&1");
+  EXPECT_EQ(rc, 2) << slurp(log);
+  EXPECT_NE(slurp(log).find("already exists"), std::string::npos) << slurp(log);
+  EXPECT_EQ(slurp(log).find("missing.json"), std::string::npos) << slurp(log);
+}
+
+// The user audit's case: seeds 1 and 2 into one folder, then seed 1 again with --overwrite (that
+// deletes seed2/): the results file keeps all their lines, and Table 2 pooled the new seed 1
+// with the deleted seed 2 ("n=2"). The lines of the replaced run are older (run_started).
+TEST(FinetuneOutputs, ARunReplacedByOverwriteLeavesTheTables) {
+  const fs::path ft = fresh_dir("ft_overwritten"), results = ft.string() + ".jsonl", log = ft.string() + ".log";
+  fs::remove(results);
+  const std::string to = " --set finetune.results_file=" + results.string();
+  ASSERT_EQ(run_shell(finetune_cmd(tiny_pretrained_run(), ft, "--seeds 1,2" + to) + " > " + log.string() + " 2>&1"), 0)
+      << slurp(log);
+  ASSERT_EQ(run_shell(finetune_cmd(tiny_pretrained_run(), ft, "--seeds 1 --overwrite --set train.lr=1e-4" + to) + " > " +
+                      log.string() + " 2>&1"),
+            0)
+      << slurp(log);
+  EXPECT_FALSE(fs::exists(ft / "seed2"));
+  const auto rows = eval::read_results(results);
+  ASSERT_EQ(rows.size(), 6u);  // 2 seeds x (exact, f1), then 1 x (exact, f1)
+  EXPECT_LT(rows[0].run_started, rows[5].run_started);
+  EXPECT_EQ(rows[0].run_dir, rows[5].run_dir);
+  // The checkpoint --init of the run folder took, its newest (the tiny run's step 2).
+  EXPECT_EQ(rows[0].pretrain_checkpoint, "step_00000002.pt");
+  std::vector<std::string> notes;
+  const auto kept = eval::current_rows(rows, notes);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0].seed, 1);
+  EXPECT_EQ(kept[0].run_started, rows[4].run_started);
+  int cells = 0;  // EM and F1 of the one row of ours
+  for (const auto& j : eval::render_tables(rows, {"2"}).json)
+    if (j["method"] == kept[0].method) {
+      EXPECT_EQ(j["n"], 1) << j.dump();
+      ++cells;
+    }
+  EXPECT_EQ(cells, 2);
+}
+
+// Options fine-tuning does not act on, and a start model short of its pretraining, are said:
+// train.time_limit_min (pretraining's) was ignored silently, and --init of a run folder without
+// summary.json (a pretraining stopped at step 92 of 2000) took its newest checkpoint unsaid.
+TEST(FinetuneOutputs, APretrainingOnlyOptionAndAnUnfinishedStartRunAreWarned) {
+  const fs::path pre = fresh_dir("unfinished_pre"), ft = fresh_dir("unfinished_ft"), log = ft.string() + ".log";
+  fs::copy(tiny_pretrained_run(), pre, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  ASSERT_TRUE(fs::remove(pre / "summary.json"));
+  ASSERT_EQ(run_shell(finetune_cmd(pre, ft, "--overwrite --set train.time_limit_min=5 --set finetune.results_file=" + (ft / "r.jsonl").string()) +
+                      " > " + log.string() + " 2>&1"),
+            0)
+      << slurp(log);
+  const std::string text = slurp(log);
+  EXPECT_NE(text.find("train.time_limit_min 5 applies to pretraining only"), std::string::npos) << text;
+  EXPECT_NE(text.find("--init " + pre.string() + ": its pretraining has not finished (no summary.json): fine-tuning from its "
+                      "newest checkpoint, step 2 of 2 ("),
+            std::string::npos)
+      << text;
+  // A finished run: no such warning.
+  const fs::path ft2 = fresh_dir("finished_ft");
+  ASSERT_EQ(run_shell(finetune_cmd(tiny_pretrained_run(), ft2, "--overwrite --set finetune.results_file=" + (ft2 / "r.jsonl").string()) +
+                      " > " + log.string() + " 2>&1"),
+            0)
+      << slurp(log);
+  EXPECT_EQ(slurp(log).find("has not finished"), std::string::npos) << slurp(log);
+  EXPECT_EQ(slurp(log).find("time_limit_min"), std::string::npos) << slurp(log);
+}
+
+}  // namespace
+}  // namespace rpe::test
