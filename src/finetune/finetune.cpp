@@ -45,8 +45,8 @@ void warn_unfinished(const std::string& init, const fs::path& checkpoint, int64_
   static const std::regex step(R"(step_0*(\d+)\.pt)");
   const std::string at = std::regex_match(name, m, step) ? "step " + m[1].str() + " of " + std::to_string(max_steps)
                                                          : name + " (of " + std::to_string(max_steps) + " steps)";
-  log::warn("finetune", "--init {}: its pretraining has not finished (no summary.json): fine-tuning from its newest "
-            "checkpoint, {} ({})", init, at, checkpoint.string());
+  log::warn_rank0("finetune", "--init {}: its pretraining has not finished (no summary.json): fine-tuning from its "
+                  "newest checkpoint, {} ({})", init, at, checkpoint.string());
 }
 }  // namespace
 
@@ -241,8 +241,8 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   p.rc = resolve_finetune_config(req);
   const auto& cfg = p.rc.cfg;
   if (cfg.train.time_limit_min > 0)
-    log::warn("finetune", "train.time_limit_min {} applies to pretraining only: fine-tuning runs every seed to its end",
-              cfg.train.time_limit_min);
+    log::warn_rank0("finetune", "train.time_limit_min {} applies to pretraining only: fine-tuning runs every seed to "
+                    "its end", cfg.train.time_limit_min);
   if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
   const dist::LaunchEnv env = dist::detect_launch_env();
   micro_batch_size(cfg.train, env.world);  // the same verdict on every rank, before the rendezvous
