@@ -84,11 +84,11 @@ class SplitWriter {
 };
 
 // Removes what an earlier run left: the manifest first (so nothing half-done is trusted),
-// then shards, their verification stamps and temporary files of interrupted writes.
+// then shards, their verification stamps, locks and temporary files of interrupted writes.
 void clear_output(const fs::path& dir) {
   fs::create_directories(dir);
   fs::remove(dir / "manifest.json");
-  static const std::regex ours(R"(((train|valid)-\d{5}\.shard|index-.*\.bin)(\.verified|\.lock)?(\.tmp\.\d+)?)");
+  static const std::regex ours(R"(((train|valid)-\d{5}\.shard|index-.*\.bin)(\.verified)?(\.lock)?(\.tmp\.\d+)?)");
   std::vector<fs::path> old;
   for (const auto& e : fs::directory_iterator(dir))
     if (std::regex_match(e.path().filename().string(), ours)) old.push_back(e.path());

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "data/cache_dir.h"
@@ -13,6 +14,7 @@
 #include "data/prepare.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/file_lock.h"
 #include "util/input_file.h"
 #include "util/json_text.h"
 #include "util/log.h"
@@ -194,14 +196,26 @@ fs::path stamp_elsewhere(const fs::path& shard, bool create) {
 // The stamp lies beside the shard, or where the shard's folder is not writable (a read-only
 // dataset folder copied without its mtimes, whose stamps no longer match) in the cache folder:
 // otherwise every start on every rank would read the whole corpus again (~11 GB at paper scale).
+// A shard whose stamp is stale (shards copied without their mtimes, or touched) is verified by one
+// process at a time under a lock beside it; the ones that waited find its stamp and skip: 64 ranks
+// read the shard once, not 64 times at once (a folder that cannot take the lock: each in turn, as
+// they come).
 void verify_once(const MappedShard& shard, uint64_t checksum, bool force) {
   const fs::path stamp = shard.file().string() + ".verified";
   const std::string want = std::to_string(shard.bytes()) + " " + std::to_string(manifest::mtime_ns(shard.file())) +
                            " " + manifest::hex64(checksum) + "\n";
-  if (!force && stamp_holds(stamp, want)) return;
   const std::string want_elsewhere = want + fs::absolute(shard.file()).string() + "\n";
   fs::path other = stamp_elsewhere(shard.file(), /*create=*/false);  // one an earlier start kept
-  if (!force && !other.empty() && stamp_holds(other, want_elsewhere)) return;
+  const auto stamped = [&] {
+    return stamp_holds(stamp, want) || (!other.empty() && stamp_holds(other, want_elsewhere));
+  };
+  if (!force && stamped()) return;
+  std::optional<FileLock> lock;
+  if (!force) {
+    lock.emplace(stamp.string() + ".lock", "waiting for another process verifying " + shard.file().string());
+    other = stamp_elsewhere(shard.file(), /*create=*/false);
+    if (stamped()) return;  // verified while this process waited
+  }
   shard.verify(&checksum);
   try {
     write_file_atomic(stamp, want);  // anything else there (not a stamp) is written over

@@ -4,7 +4,10 @@
 // later run trusts; a flipped bit in a shard is caught by the manifest's checksum; reading
 // shards (verification, index build, batches) leaves none of their pages in the resident set.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -307,6 +310,59 @@ TEST_F(StreamTest, AShardFolderThatCannotTakeStampsIsVerifiedOnlyOnce) {
   int stamps = 0;
   for (const auto& e : fs::directory_iterator(dir_ / "cache")) stamps += e.path().filename().string().rfind("verified-", 0) == 0;
   EXPECT_EQ(stamps, shards);
+}
+
+// A stale stamp (shards touched, or copied without their mtimes) on every rank at once: one
+// process verifies a shard under its lock, the others wait and take its stamp instead of reading
+// the shard too (64 ranks x 11 GB from one file system at paper scale). Here this test holds the
+// lock, writes the stamp as the verifying process would and lets go: the waiting open must take
+// that stamp. The shard has a bit flipped under its old size and mtime, so an open that read it
+// again fails on its checksum; the stamp is what says it was read.
+TEST_F(StreamTest, AShardAnotherProcessVerifiesMeanwhileIsNotReadAgain) {
+  test::write_text(dir_ / "a.txt", test::random_corpus(2000, 2));
+  d_.train_files = {(dir_ / "a.txt").string()};
+  prepare("out");
+  open_prepared(dir_ / "out", *tok_);  // stamps every shard
+  const fs::path shard = dir_ / "out" / "train-00000.shard", stamp = shard.string() + ".verified";
+  const std::string good = read_file(stamp);
+  const auto mtime = fs::last_write_time(shard);
+  std::string bytes = read_file(shard);
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x10);
+  test::write_text(shard, bytes);
+  fs::last_write_time(shard, mtime);
+  fs::remove(stamp);  // stale: to be verified again
+  const fs::path locked = dir_ / "child-holds-the-lock";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // takes the lock as a verifying rank does, stamps after a while, exits (unlocks)
+    const int fd = ::open((stamp.string() + ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+    struct flock whole {};
+    whole.l_type = F_WRLCK;
+    whole.l_whence = SEEK_SET;
+    if (fd < 0 || ::fcntl(fd, F_SETLKW, &whole) != 0) ::_exit(3);
+    std::ofstream(locked) << "1";
+    ::usleep(500000);
+    std::ofstream(stamp) << good;
+    ::_exit(0);
+  }
+  for (int waited = 0; !fs::exists(locked); ++waited) {  // a child that cannot lock fails this, never hangs it
+    int early = 0;
+    ASSERT_NE(::waitpid(child, &early, WNOHANG), child) << "the child exited before taking the lock";
+    ASSERT_LT(waited, 60000) << "the child took no lock within a minute";
+    ::usleep(1000);
+  }
+  std::string error;
+  try {
+    open_prepared(dir_ / "out", *tok_);
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child stamped the shard";
+  EXPECT_EQ(error, "") << "the shard was read again instead of its fresh stamp taken";
+  fs::remove(stamp);
+  EXPECT_NE(test::user_error([&] { open_prepared(dir_ / "out", *tok_); }).find("checksum"), std::string::npos);
 }
 
 TEST_F(StreamTest, ReadingShardsLeavesNoneOfTheirPagesResident) {
