@@ -146,8 +146,9 @@ std::vector<std::string> run_id_clashes(const std::vector<ResultRow>& rows) {
   for (const auto& r : rows) {
     if (r.run_dir.empty()) continue;
     const std::string id = r.run_id + " (seed " + std::to_string(r.seed) + ")";
-    const std::string key = dump_json(json{id, r.method, r.k, r.position_buckets, pretrain_identity(r.pretrain_run).string(), r.pretrain_max_len, r.finetune_max_len,
-                                           r.select, r.task, r.split, r.metric});
+    const std::string key = dump_json(json{id, r.method, r.k, r.position_buckets, pretrain_identity(r.pretrain_run).string(),
+                                           r.pretrain_checkpoint, finetune_run_name(r), r.pretrain_max_len,
+                                           r.finetune_max_len, r.select, r.task, r.split, r.metric});
     const auto [it, fresh] = first.emplace(key, r.run_dir);
     if (fresh || it->second == r.run_dir) continue;
     const std::string note = "run id " + id + " names two runs, " + it->second + " and " + r.run_dir +

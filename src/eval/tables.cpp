@@ -122,13 +122,14 @@ std::map<std::filesystem::path, std::string> pretrain_labels(const std::vector<R
 Values collect(const std::vector<ResultRow>& rows) {
   Values v;
   const auto labels = pretrain_labels(rows);
-  std::map<std::filesystem::path, std::set<std::string>> steps;  // a run's checkpoints fine-tuned from
-  for (const auto& r : rows) steps[pretrain_identity(r.pretrain_run)].insert(r.pretrain_checkpoint);
+  // A run's checkpoints fine-tuned from: two (--init of its folder before and after a resumed
+  // pretraining went on) are two models, two rows named; a line of before the field joins one alone.
+  std::map<std::filesystem::path, std::set<std::string>> steps;
+  for (const auto& r : rows)
+    if (!r.pretrain_checkpoint.empty()) steps[pretrain_identity(r.pretrain_run)].insert(r.pretrain_checkpoint);
   for (const auto& r : rows) {
-    // Two checkpoints of one run (--init of its folder before and after a resumed pretraining
-    // went on) are two models: two rows, the checkpoint named ("?" in lines of before the field).
     const auto id = pretrain_identity(r.pretrain_run);
-    const std::string step = steps.at(id).size() > 1 ? "/" + (r.pretrain_checkpoint.empty() ? "?" : r.pretrain_checkpoint) : "";
+    const std::string step = steps[id].size() > 1 ? "/" + (r.pretrain_checkpoint.empty() ? "?" : r.pretrain_checkpoint) : "";
     GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, labels.at(id) + step, r.select,
                r.position_buckets, finetune_run_name(r)};
     v[{g, r.task, r.split, r.metric}][r.run_id + "#" + std::to_string(r.seed)] = {r.value, r.examples};
@@ -377,10 +378,8 @@ RenderedTables render_tables(const std::vector<ResultRow>& all, const std::vecto
            }};
   t2.reference = [](size_t c) { return c == 0 ? paper::kTable2.front().em : paper::kTable2.front().f1; };
   if (want("2")) render(t2, v, out);
-
   const Table t3 = glue_table();
   if (want("3")) render(t3, v, out);
-
   const Table t4 = k_table();
   if (want("4")) render(t4, v, out);
 

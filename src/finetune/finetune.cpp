@@ -257,7 +257,11 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   dist::all_or_none(dp, "checking the run folder and finetune.results_file", [&] {
     if (dp.rank() != 0) return;
     check_run_dir(dir, run_dir_request(p.rc, req));
-    check_results_file(cfg.finetune.results_file);
+    // One inside a folder --overwrite replaces goes with it (the reproduction scripts keep theirs there).
+    std::error_code ec;
+    const fs::path results = fs::weakly_canonical(cfg.finetune.results_file, ec), run = fs::weakly_canonical(dir, ec);
+    const bool replaced = req.overwrite && !ec && results.string().rfind(run.string() + "/", 0) == 0;
+    if (!replaced) check_results_file(cfg.finetune.results_file);
   });
   // After the ranks have met, each reads the data and checks the checkpoint's shapes and the
   // lengths (once, before anything is written); a rank that cannot stops them all at once.

@@ -460,6 +460,12 @@ TEST(Tables, SeedsOfDifferentFineTuningRunsAreNotPooled) {
   EXPECT_NE(t.csv.find("Table 3,m4 (fine-tuning run glue),,128,128,pre,MRPC F1,80.00,,1,"), std::string::npos) << t.csv;
   EXPECT_NE(t.csv.find("Table 3,m4 (fine-tuning run glue_lr),,128,128,pre,MRPC F1,70.00,,1,"), std::string::npos) << t.csv;
   EXPECT_EQ(t.markdown.find("(n=2)"), std::string::npos) << t.markdown;
+  // Two default folders <run.name>/mrpc share the run id mrpc/seed1, but are two rows: no "the
+  // tables keep the later line" note for them.
+  const auto lr3 = glue("mrpc/seed1", "/w/runs/lr3/mrpc", "mrpc", 1, 80.0), lr5 = glue("mrpc/seed1", "/w/runs/lr5/mrpc", "mrpc", 1, 70.0);
+  EXPECT_TRUE(run_id_clashes({lr3, lr5}).empty());
+  EXPECT_NE(render_tables({lr3, lr5}, {"3"}).csv.find("Table 3,m4 (fine-tuning run lr5),,128,128,pre,MRPC F1,70.00,,1,"),
+            std::string::npos);
   // The reproduction's layout: a folder per seed and task, one experiment: one row, seeds pooled,
   // named by nothing but its method (no other row is alike).
   std::vector<ResultRow> rows;
@@ -499,11 +505,13 @@ TEST(Tables, TwoCheckpointsOfOnePretrainingRunAreTwoRows) {
   const auto t = render_tables({a, b, c}, {"2"});
   EXPECT_NE(t.csv.find("Table 2,m4,127,128,128,p2/step_00000400.pt,F1,81.00,1.41,2,90.53"), std::string::npos) << t.csv;
   EXPECT_NE(t.csv.find("Table 2,m4,127,128,128,p2/step_00000420.pt,F1,60.00,,1,90.53"), std::string::npos) << t.csv;
-  // One checkpoint: the run's name alone, as before; a line of before the field is told apart.
+  // One checkpoint: the run's name alone, as before. A line of before the field (a reproduction
+  // half run by an older build) joins the run's one named checkpoint, and is told apart beside two.
   EXPECT_NE(render_tables({a, b}, {"2"}).csv.find("Table 2,m4,127,128,128,p2,F1,81.00,1.41,2,"), std::string::npos);
   auto old = c;
   old.pretrain_checkpoint.clear();
-  EXPECT_NE(render_tables({a, old}, {"2"}).csv.find(",p2/?,F1,60.00,,1,"), std::string::npos);
+  EXPECT_NE(render_tables({a, old}, {"2"}).csv.find(",p2,F1,70.00,14.14,2,"), std::string::npos) << render_tables({a, old}, {"2"}).csv;
+  EXPECT_NE(render_tables({a, c, old}, {"2"}).csv.find(",p2/?,F1,60.00,,1,"), std::string::npos);
   // The field survives the result line; absent where empty.
   EXPECT_EQ(result_from_json(to_json(c), "x").pretrain_checkpoint, "step_00000420.pt");
   EXPECT_FALSE(to_json(old).contains("pretrain_checkpoint"));
