@@ -19,6 +19,8 @@ class Collectives {
   virtual void wait(const std::string& what, const c10::intrusive_ptr<c10d::Work>& work) = 0;
   virtual void broadcast_from_0(torch::Tensor& flat) = 0;
   virtual void barrier() = 0;
+  // After a failure that leaves the group unusable: it is not shut down (that could block).
+  virtual void mark_failed() = 0;
 };
 
 }  // namespace rpe::dist

@@ -60,6 +60,7 @@ class C10dCollectives : public Collectives {
   }
   std::function<void()> close;
   std::string name() const override { return name_; }
+  void mark_failed() override { failed_ = true; }
   void all_reduce_sum(torch::Tensor& flat) override { wait("all-reduce", all_reduce_async(flat)); }
   c10::intrusive_ptr<c10d::Work> all_reduce_async(torch::Tensor& flat) override {
     std::vector<torch::Tensor> t{flat};
@@ -194,6 +195,10 @@ std::string nccl_version() {
 #else
   return "none (CPU build)";
 #endif
+}
+
+void DataParallel::abandon_group() {
+  if (impl_) impl_->mark_failed();
 }
 
 std::string DataParallel::backend_name() const { return impl_ ? impl_->name() : "none (single process)"; }

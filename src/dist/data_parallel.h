@@ -115,6 +115,9 @@ class DataParallel {
   const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
   int64_t next_store_call() { return store_calls_++; }
   double timeout_s() const { return timeout_s_; }  // train.dist_timeout_s
+  // The group is left unclosed when this object goes, as after a failed collective (a waiting
+  // rank that gave up on rank 0 while a store call of its own may still hang).
+  void abandon_group();
   // In-place element-wise sum over ranks of a tensor on this rank's device, through the process
   // group (no host copy with NCCL/Gloo); a no-op in a single process.
   void all_reduce_sum(torch::Tensor& t);

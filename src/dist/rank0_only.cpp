@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -125,10 +126,14 @@ void wait_for_rank0(DataParallel& dp, const std::string& beat, const std::string
     if (error || still_s > stall_s) {
       seen->quit = true;
       poller.detach();  // it may be stuck in a store call; it holds the store and `seen` itself
+      // That call holds the store client's lock, which the process group's own users of the
+      // store (NCCL's heartbeat monitor) would wait on at shutdown: the group is left as after a
+      // failed collective.
+      dp.abandon_group();
       throw CollectiveError("rank " + std::to_string(dp.rank()) + " waited while rank 0 was " + what +
-                            ", and rank 0 gave no sign of life for train.dist_timeout_s=" +
-                            std::to_string(static_cast<int64_t>(dp.timeout_s())) +
-                            "s (its process or its host stopped answering; rank 0's log says more)");
+                            ", and rank 0 gave no sign of life for " + std::to_string(std::lround(stall_s)) +
+                            " s (train.dist_timeout_s; its process or its host stopped answering; rank 0's log "
+                            "says more)");
     }
     if (now >= next_note) {
       log::info("dist", "still waiting for rank 0 ({}): {} min", what,

@@ -85,8 +85,8 @@ TEST(Rank0OnlyWorker, DISABLED_OthersWaitOnItsHeartbeat) {
   }
   const double waited = seconds_since(start);
   ::kill(rank0, SIGCONT);
-  EXPECT_EQ(message, "rank 1 waited while rank 0 was training the tokenizer, and rank 0 gave no sign of life for "
-                     "train.dist_timeout_s=4s (its process or its host stopped answering; rank 0's log says more)");
+  EXPECT_EQ(message, "rank 1 waited while rank 0 was training the tokenizer, and rank 0 gave no sign of life for 4 s "
+                     "(train.dist_timeout_s; its process or its host stopped answering; rank 0's log says more)");
   EXPECT_GT(waited, kTimeout);
   EXPECT_LT(waited, 2 * kTimeout);
 }
