@@ -1,6 +1,8 @@
 // Helpers for the data tests: temporary folders, small files, a tiny WordPiece vocabulary.
 #pragma once
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -59,6 +61,36 @@ inline std::filesystem::path write_tiny_vocab(const std::filesystem::path& dir) 
   for (const auto& l : tiny_vocab_lines()) text += l + "\n";
   write_text(dir / "vocab.txt", text);
   return dir / "vocab.txt";
+}
+
+// Another process holding the fcntl lock on `lock`, as a rank of the same job would (a fork of
+// this test process: fcntl locks do not exclude threads of one process). It takes the lock,
+// creates `flag`, waits `hold_us`, runs `then` and exits with 0 when that returned true
+// (unlocking). Returns its pid once it holds the lock, -1 with a test failure when it exits
+// before or takes none within a minute (a child that cannot lock fails the test, never hangs it).
+inline pid_t fork_holding_lock(const std::filesystem::path& lock, const std::filesystem::path& flag, useconds_t hold_us,
+                               const std::function<bool()>& then) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT, 0644);
+    struct flock whole {};
+    whole.l_type = F_WRLCK;
+    whole.l_whence = SEEK_SET;
+    if (fd < 0 || ::fcntl(fd, F_SETLKW, &whole) != 0) ::_exit(3);
+    std::ofstream(flag) << "1";
+    ::usleep(hold_us);
+    ::_exit(then() ? 0 : 4);
+  }
+  for (int waited = 0; child > 0 && !std::filesystem::exists(flag); ++waited) {
+    int early = 0;
+    if (::waitpid(child, &early, WNOHANG) == child || waited >= 60000) {
+      ADD_FAILURE() << "the child exited before taking the lock, or took none within a minute";
+      return -1;
+    }
+    ::usleep(1000);
+  }
+  if (child < 0) ADD_FAILURE() << "fork failed";
+  return child;
 }
 
 // The message of the UserError `f` throws ("" and a test failure when it throws none).

@@ -280,26 +280,11 @@ TEST_F(ShardLoaderTest, AnUnusableCacheDirIsRefusedWhereItIsNeeded) {
 TEST_F(ShardLoaderTest, AStartWaitsForTheIndexAnotherProcessIsBuilding) {
   const fs::path out = dir_ / "out";
   const fs::path cache = out / ShardSequences::index_cache_name(false, 40, Packing::full_sentences);
-  const fs::path locked = dir_ / "child-holds-the-lock";
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {  // takes the lock as a building rank does, builds after a while, exits (unlocks)
-    const int fd = ::open((cache.string() + ".lock").c_str(), O_RDWR | O_CREAT, 0644);
-    struct flock whole {};
-    whole.l_type = F_WRLCK;
-    whole.l_whence = SEEK_SET;
-    if (fd < 0 || ::fcntl(fd, F_SETLKW, &whole) != 0) ::_exit(3);
-    std::ofstream(locked) << "1";
-    ::usleep(300000);
-    const bool ok = !ShardSequences(shards_, false, out, tok_->special(), 40, Packing::full_sentences).index_from_cache();
-    ::_exit(ok ? 0 : 4);
-  }
-  for (int waited = 0; !fs::exists(locked); ++waited) {  // a child that cannot lock fails this, never hangs it
-    int early = 0;
-    ASSERT_NE(::waitpid(child, &early, WNOHANG), child) << "the child exited before taking the lock";
-    ASSERT_LT(waited, 60000) << "the child took no lock within a minute";
-    ::usleep(1000);
-  }
+  // A rank building the index meanwhile: it holds the lock, builds after a while and lets go.
+  const pid_t child = test::fork_holding_lock(cache.string() + ".lock", dir_ / "child-holds-the-lock", 300000, [&] {
+    return !ShardSequences(shards_, false, out, tok_->special(), 40, Packing::full_sentences).index_from_cache();
+  });
+  ASSERT_GT(child, 0);
   const auto data = sequences(40, Packing::full_sentences);
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);

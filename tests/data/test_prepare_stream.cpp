@@ -4,10 +4,7 @@
 // later run trusts; a flipped bit in a shard is caught by the manifest's checksum; reading
 // shards (verification, index build, batches) leaves none of their pages in the resident set.
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -331,26 +328,12 @@ TEST_F(StreamTest, AShardAnotherProcessVerifiesMeanwhileIsNotReadAgain) {
   test::write_text(shard, bytes);
   fs::last_write_time(shard, mtime);
   fs::remove(stamp);  // stale: to be verified again
-  const fs::path locked = dir_ / "child-holds-the-lock";
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {  // takes the lock as a verifying rank does, stamps after a while, exits (unlocks)
-    const int fd = ::open((stamp.string() + ".lock").c_str(), O_RDWR | O_CREAT, 0644);
-    struct flock whole {};
-    whole.l_type = F_WRLCK;
-    whole.l_whence = SEEK_SET;
-    if (fd < 0 || ::fcntl(fd, F_SETLKW, &whole) != 0) ::_exit(3);
-    std::ofstream(locked) << "1";
-    ::usleep(500000);
+  // A process verifying the shard meanwhile: it holds the lock, then stamps it and lets go.
+  const pid_t child = test::fork_holding_lock(stamp.string() + ".lock", dir_ / "child-holds-the-lock", 500000, [&] {
     std::ofstream(stamp) << good;
-    ::_exit(0);
-  }
-  for (int waited = 0; !fs::exists(locked); ++waited) {  // a child that cannot lock fails this, never hangs it
-    int early = 0;
-    ASSERT_NE(::waitpid(child, &early, WNOHANG), child) << "the child exited before taking the lock";
-    ASSERT_LT(waited, 60000) << "the child took no lock within a minute";
-    ::usleep(1000);
-  }
+    return true;
+  });
+  ASSERT_GT(child, 0);
   std::string error;
   try {
     open_prepared(dir_ / "out", *tok_);
