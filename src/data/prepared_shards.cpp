@@ -157,7 +157,7 @@ std::string shards_out_of_date(const fs::path& dir, const DataOptions& d, const 
   for (const auto& f : inputs)
     if (why.empty() && f.contains("missing"))
       log::warn_rank0("data", "{}: gone since prepare-data: training on its shards as prepared (their checksums are verified)",
-                f.at("path").get<std::string>());
+                      f.at("path").get<std::string>());
   return why;
 }
 

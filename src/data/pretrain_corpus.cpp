@@ -43,8 +43,8 @@ PretrainCorpus from_text(const DataOptions& d, const Tokenizer& tok, Packing pac
     for (auto& doc : read_documents(f, d.document_format)) valid_docs.push_back(std::move(doc));
   if (valid_docs.empty())
     log::warn_rank0("data", "no held-out documents ({} documents, data.valid_fraction {}): there will be no held-out loss; "
-              "give data.valid_files, or more documents (data.document_format: {})",
-              train_docs.size(), d.valid_fraction, d.document_format);
+                    "give data.valid_files, or more documents (data.document_format: {})",
+                    train_docs.size(), d.valid_fraction, d.document_format);
   PretrainCorpus c;
   c.train = std::make_shared<PackedSequences>(pack_documents(train_docs, tok, d.max_seq_len, packing));
   c.valid = std::make_shared<PackedSequences>(pack_documents(valid_docs, tok, d.max_seq_len, packing));

@@ -132,17 +132,17 @@ void check_settings(const Config& cfg) {
   const auto& t = cfg.train;
   if (t.warmup_steps > t.max_steps)
     log::warn_rank0("train", "train.warmup_steps ({}) exceeds train.max_steps ({}): the lr rises to {:.0f}% of train.lr "
-              "and never decays", t.warmup_steps, t.max_steps, 100.0 * static_cast<double>(t.max_steps) /
-              static_cast<double>(t.warmup_steps));
+                    "and never decays", t.warmup_steps, t.max_steps, 100.0 * static_cast<double>(t.max_steps) /
+                    static_cast<double>(t.warmup_steps));
   const auto& m = cfg.model;
   if (!info.clipped || (info.unclipped_at_zero && m.attention.max_relative == 0)) return;
   const int64_t n = m.max_position, k = m.attention.max_relative;
   if (k > n - 1)
     log::warn_rank0("model", "model.attention.max_relative ({}) exceeds model.max_position - 1 ({}): the table rows of "
-              "distances {}..{} are never trained at pretraining lengths", k, n - 1, n, k);
+                    "distances {}..{} are never trained at pretraining lengths", k, n - 1, n, k);
   else if (k == 0 && cfg.data.max_seq_len > n)
     log::warn_rank0("model", "data.max_seq_len ({}) exceeds model.max_position ({}): with max_relative 0 (k = n - 1), "
-              "distances of {} and more share the table's edge row", cfg.data.max_seq_len, n, n);
+                    "distances of {} and more share the table's edge row", cfg.data.max_seq_len, n, n);
 }
 
 // A corpus in which masking selects no token (a single word of a few pieces: whole-word masking
@@ -159,7 +159,7 @@ void require_maskable(const PretrainCorpus& corpus, const DataOptions& d, const 
                                 d.whole_word ? " (or data.whole_word: false)" : ""));
   if (corpus.valid->size() > 0 && !any_maskable(*corpus.valid, tok.special(), masking))
     log::warn_rank0("data", "nothing to mask in the {} held-out sequences ({}): there will be no held-out loss",
-              corpus.valid->size(), why);
+                    corpus.valid->size(), why);
 }
 
 // The corpus line of the log: sizes, and the share of the sequences' slots that hold tokens
