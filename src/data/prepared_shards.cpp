@@ -198,8 +198,7 @@ fs::path stamp_elsewhere(const fs::path& shard, bool create) {
 // otherwise every start on every rank would read the whole corpus again (~11 GB at paper scale).
 // A shard whose stamp is stale (shards copied without their mtimes, or touched) is verified by one
 // process at a time under a lock beside it; the ones that waited find its stamp and skip: 64 ranks
-// read the shard once, not 64 times at once (a folder that cannot take the lock: each in turn, as
-// they come).
+// read the shard once, not 64 times at once (a read-only folder: under a lock in the cache folder).
 void verify_once(const MappedShard& shard, uint64_t checksum, bool force) {
   const fs::path stamp = shard.file().string() + ".verified";
   const std::string want = std::to_string(shard.bytes()) + " " + std::to_string(manifest::mtime_ns(shard.file())) +
@@ -212,7 +211,14 @@ void verify_once(const MappedShard& shard, uint64_t checksum, bool force) {
   if (!force && stamped()) return;
   std::optional<FileLock> lock;
   if (!force) {
-    lock.emplace(stamp.string() + ".lock", "waiting for another process verifying " + shard.file().string());
+    const std::string waiting = "waiting for another process verifying " + shard.file().string();
+    lock.emplace(stamp.string() + ".lock", waiting);
+    // A shard folder that takes no lock file (read-only) has its stamps in the cache folder: the
+    // lock goes beside them (one process verifies per cache folder, i.e. per node where it is local).
+    if (!lock->held() && lock->problem().empty()) {
+      const fs::path elsewhere = stamp_elsewhere(shard.file(), /*create=*/true);
+      if (!elsewhere.empty()) lock.emplace(elsewhere.string() + ".lock", waiting);
+    }
     other = stamp_elsewhere(shard.file(), /*create=*/false);
     if (stamped()) return;  // verified while this process waited
   }

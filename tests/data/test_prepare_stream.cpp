@@ -111,6 +111,34 @@ class StreamTest : public ::testing::Test {
   PrepareSummary prepare(const std::string& out, bool force = false, int64_t fail_after = -1) {
     return prepare_data(d_, *tok_, {dir_ / out, 2, force, fail_after});
   }
+  // Flips a bit of `shard` under its old size and mtime (what a stamp does not see: an open that
+  // reads the shard fails on its checksum), makes its `stamp` stale, and opens `out` while a
+  // child process holds the stamp's lock and then writes the stamp back, as a rank verifying the
+  // shard meanwhile would. Returns the open's error: "" when it took that stamp instead of reading.
+  std::string open_while_another_process_stamps(const fs::path& shard, const fs::path& stamp) {
+    const std::string good = read_file(stamp);
+    const auto mtime = fs::last_write_time(shard);
+    std::string bytes = read_file(shard);
+    bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x10);
+    test::write_text(shard, bytes);
+    fs::last_write_time(shard, mtime);
+    fs::remove(stamp);
+    const pid_t child = test::fork_holding_lock(stamp.string() + ".lock", dir_ / "child-holds-the-lock", 500000, [&] {
+      std::ofstream(stamp) << good;
+      return true;
+    });
+    if (child <= 0) return "no child";
+    std::string error;
+    try {
+      open_prepared(dir_ / "out", *tok_);
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+    int status = 0;
+    EXPECT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child stamped the shard";
+    return error;
+  }
   fs::path dir_;
   DataOptions d_;
   std::unique_ptr<WordPieceTokenizer> tok_;
@@ -321,31 +349,37 @@ TEST_F(StreamTest, AShardAnotherProcessVerifiesMeanwhileIsNotReadAgain) {
   prepare("out");
   open_prepared(dir_ / "out", *tok_);  // stamps every shard
   const fs::path shard = dir_ / "out" / "train-00000.shard", stamp = shard.string() + ".verified";
-  const std::string good = read_file(stamp);
-  const auto mtime = fs::last_write_time(shard);
-  std::string bytes = read_file(shard);
-  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x10);
-  test::write_text(shard, bytes);
-  fs::last_write_time(shard, mtime);
-  fs::remove(stamp);  // stale: to be verified again
-  // A process verifying the shard meanwhile: it holds the lock, then stamps it and lets go.
-  const pid_t child = test::fork_holding_lock(stamp.string() + ".lock", dir_ / "child-holds-the-lock", 500000, [&] {
-    std::ofstream(stamp) << good;
-    return true;
-  });
-  ASSERT_GT(child, 0);
-  std::string error;
-  try {
-    open_prepared(dir_ / "out", *tok_);
-  } catch (const UserError& e) {
-    error = e.what();
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child stamped the shard";
+  const std::string error = open_while_another_process_stamps(shard, stamp);
   EXPECT_EQ(error, "") << "the shard was read again instead of its fresh stamp taken";
   fs::remove(stamp);
   EXPECT_NE(test::user_error([&] { open_prepared(dir_ / "out", *tok_); }).find("checksum"), std::string::npos);
+}
+
+// The same in a shard folder that takes neither stamps nor lock files (read-only; here their
+// names are taken by folders, which stops root as well): the lock lies beside the stamp in the
+// cache folder, and the process that waited there takes the stamp the other wrote.
+TEST_F(StreamTest, AReadOnlyShardFolderIsVerifiedUnderALockInTheCacheFolder) {
+  test::write_text(dir_ / "a.txt", test::random_corpus(2000, 2));
+  d_.train_files = {(dir_ / "a.txt").string()};
+  prepare("out");
+  const fs::path shard = dir_ / "out" / "train-00000.shard";
+  for (const auto& e : fs::directory_iterator(dir_ / "out"))
+    if (e.path().extension() == ".shard")
+      for (const std::string suffix : {".verified", ".verified.lock"}) {
+        fs::remove(e.path().string() + suffix);
+        fs::create_directories(e.path().string() + suffix);
+      }
+  ::setenv("RPE_TRAIN_CACHE_DIR", (dir_ / "cache").c_str(), 1);
+  open_prepared(dir_ / "out", *tok_);  // verifies every shard, stamps them in the cache folder
+  fs::path stamp;  // train-00000.shard's there: it names the shard
+  for (const auto& e : fs::directory_iterator(dir_ / "cache"))
+    if (e.path().filename().string().rfind("verified-", 0) == 0 && e.path().extension() != ".lock" &&
+        read_file(e.path()).find(fs::absolute(shard).string()) != std::string::npos)
+      stamp = e.path();
+  ASSERT_FALSE(stamp.empty());
+  const std::string error = open_while_another_process_stamps(shard, stamp);
+  ::unsetenv("RPE_TRAIN_CACHE_DIR");
+  EXPECT_EQ(error, "") << "the shard was read again instead of its fresh stamp taken";
 }
 
 TEST_F(StreamTest, ReadingShardsLeavesNoneOfTheirPagesResident) {
