@@ -103,6 +103,7 @@ void poll(c10::intrusive_ptr<c10d::Store> store, std::string beat, std::shared_p
 
 void wait_for_rank0(DataParallel& dp, const std::string& beat, const std::string& what) {
   const double stall_s = std::max(dp.timeout_s(), kFewestBeats * duration<double>(kBeat).count());
+  QuietStoreLog quiet;  // a store gone (rank 0 died) is said in one line
   auto seen = std::make_shared<Sightings>();
   std::thread poller(poll, dp.store(), beat, seen);
   const auto start = Clock::now();
@@ -121,6 +122,7 @@ void wait_for_rank0(DataParallel& dp, const std::string& beat, const std::string
     // that timed out, or none at all, is the silence itself.
     if (error && still_s < 0.9 * stall_s) {
       poller.join();
+      dp.abandon_group();  // its peer is gone: closing the group could block on it
       guarded("wait for rank 0 (" + what + ")", dp.rank(), dp.timeout_s(), [&]() -> int { std::rethrow_exception(error); });
     }
     if (error || still_s > stall_s) {

@@ -19,21 +19,13 @@ namespace rpe::dist {
 using std::chrono::milliseconds;
 
 namespace {
+constexpr int kFatal = 3;  // c10's log levels: INFO 0, WARNING 1, ERROR 2, FATAL 3
+}
 
-// c10d's TCPStore logs every failed attempt to reach the store (ERROR, with a C++ stack trace)
-// before it throws; its failure reaches the user as one line (guarded), so c10's own log is held
-// to FATAL while the ranks meet and agree on their devices, and restored after.
-class QuietStoreLog {
- public:
-  QuietStoreLog() : before_(FLAGS_caffe2_log_level) { FLAGS_caffe2_log_level = std::max(before_, kFatal); }
-  ~QuietStoreLog() { FLAGS_caffe2_log_level = before_; }
-  QuietStoreLog(const QuietStoreLog&) = delete;
-  QuietStoreLog& operator=(const QuietStoreLog&) = delete;
+QuietStoreLog::QuietStoreLog() : before_(FLAGS_caffe2_log_level) { FLAGS_caffe2_log_level = std::max(before_, kFatal); }
+QuietStoreLog::~QuietStoreLog() { FLAGS_caffe2_log_level = before_; }
 
- private:
-  static constexpr int kFatal = 3;  // c10's levels: INFO 0, WARNING 1, ERROR 2, FATAL 3
-  int before_;
-};
+namespace {
 
 c10::intrusive_ptr<c10d::Store> meet_store(const LaunchEnv& env, double timeout_s) {
   const auto timeout = milliseconds(static_cast<int64_t>(timeout_s * 1000));

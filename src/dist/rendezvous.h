@@ -21,6 +21,21 @@ class CollectiveError : public UserError {
   using UserError::UserError;
 };
 
+// c10d's TCPStore logs every failed attempt to reach the store (ERROR, with a C++ stack trace)
+// before it throws; its failure reaches the user as one line (guarded), so c10's own log is held
+// to FATAL while an object of this class lives: while the ranks meet and agree on their devices,
+// and while they wait for rank 0 (dist/rank0_only.h). Process-wide; restored after.
+class QuietStoreLog {
+ public:
+  QuietStoreLog();
+  ~QuietStoreLog();
+  QuietStoreLog(const QuietStoreLog&) = delete;
+  QuietStoreLog& operator=(const QuietStoreLog&) = delete;
+
+ private:
+  int before_;
+};
+
 // Runs `f`, turning LibTorch's c10d errors (timeouts, broken connections) into one clear line.
 template <class F> auto guarded(const std::string& what, int64_t rank, double timeout_s, F&& f) {
   try {
