@@ -137,9 +137,8 @@ DataParallel::DataParallel(const LaunchEnv& env, const std::function<torch::Devi
     return;
   }
   const auto timeout = milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  const auto store = meet(env, timeout_s);
-  store_ = store;
-  device_ = agree_on_device(*store, env, timeout_s, choose_device);
+  store_ = meet(env, timeout_s);
+  device_ = agree_on_device(*store_, env, timeout_s, choose_device);
 #ifdef RPE_HAVE_NCCL
   // NCCL works on one GPU, named (its barriers too): a device given without an index is the current one.
   if (device_.is_cuda() && !device_.has_index()) device_ = torch::Device(torch::kCUDA, c10::cuda::current_device());
@@ -151,7 +150,7 @@ DataParallel::DataParallel(const LaunchEnv& env, const std::function<torch::Devi
     c10::cuda::set_device(device.index());
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = timeout;
-    auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, r, w, opts);
+    auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, r, w, opts);
     auto nccl = std::make_unique<C10dCollectives>(pg, "nccl", rank_, timeout_s, device.index());
 #if !RPE_TORCH_BEFORE(2)
     nccl->close = [pg] { pg->shutdown(); };  // (before 2.2, the destructor's abort is all there is)
@@ -163,7 +162,7 @@ DataParallel::DataParallel(const LaunchEnv& env, const std::function<torch::Devi
 #endif
   } else {
 #ifdef RPE_HAVE_GLOO
-    auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, r, w, gloo_options(timeout));
+    auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, r, w, gloo_options(timeout));
     impl_ = std::make_unique<C10dCollectives>(pg, "gloo", rank_, timeout_s);
 #else
     throw UserError("multi-process CPU training needs c10d's Gloo backend, and this build has no gloo headers: "

@@ -266,7 +266,7 @@ EngineResult Engine::run(TrainState state) {
   seen_tokens_ = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(s_.device));
   std::optional<StopSignals> signals;  // caught until run() returns or throws
   if (s_.stop_on_signals && !s_.run_dir.empty()) signals.emplace();
-  can_stop_ = signals.has_value() || (s_.stop_at && !s_.run_dir.empty());
+  can_stop_ = signals.has_value() || has_time_limit();
   pending_.reset();
   stop_asked_ = false;
   saved_step_ = -1;

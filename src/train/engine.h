@@ -268,6 +268,7 @@ class Engine {
   // Whether this rank asks to stop: a signal came, or (`time_counts`) it is past s_.stop_at
   // (host only).
   bool asks_to_stop(bool time_counts = true) const;
+  bool has_time_limit() const;  // train.time_limit_min, where a checkpoint can be written
   bool past_time_limit() const;
   // Whether any rank asks to stop (a collective; false while run() takes no requests: can_stop_).
   bool a_rank_asks_to_stop(bool time_counts = true);

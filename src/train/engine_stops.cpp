@@ -72,7 +72,8 @@ void Engine::stop_nonfinite(TrainState& state, const LogWindow& w, const std::st
                   " (lower train.lr, raise warmup_steps, or use precision fp32)");
 }
 
-bool Engine::past_time_limit() const { return s_.stop_at && !s_.run_dir.empty() && Clock::now() >= *s_.stop_at; }
+bool Engine::has_time_limit() const { return s_.stop_at && !s_.run_dir.empty(); }
+bool Engine::past_time_limit() const { return has_time_limit() && Clock::now() >= *s_.stop_at; }
 
 bool Engine::asks_to_stop(bool time_counts) const {
   return StopSignals::requested() != 0 || (time_counts && past_time_limit());
