@@ -37,6 +37,7 @@ set(RPE_CORE_SOURCES
   src/data/chunk_pipeline.cpp
   src/data/prepare.cpp
   src/data/prepared_shards.cpp
+  src/data/verified_stamp.cpp
   src/data/cache_dir.cpp
   src/data/shard_sequences.cpp
   src/data/pretrain_corpus.cpp

@@ -4,17 +4,14 @@
 #include <sys/stat.h>
 
 #include <cstdio>
-#include <fstream>
 #include <map>
-#include <optional>
 #include <set>
 
-#include "data/cache_dir.h"
 #include "data/manifest.h"
 #include "data/prepare.h"
+#include "data/verified_stamp.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
-#include "util/file_lock.h"
 #include "util/input_file.h"
 #include "util/json_text.h"
 #include "util/log.h"
@@ -168,77 +165,6 @@ std::vector<TokenStream> PreparedShards::streams(const std::vector<std::unique_p
 }
 
 namespace {
-// Whether `stamp` holds exactly `want`. Only a regular file is read (a FIFO would block, a link
-// to /dev/zero never end), and no more of it than a stamp holds.
-bool stamp_holds(const fs::path& stamp, const std::string& want) {
-  std::error_code ec;
-  if (!fs::is_regular_file(stamp, ec)) return false;
-  std::ifstream in(stamp);
-  std::string have(want.size() + 1, '\0');
-  in.read(have.data(), static_cast<std::streamsize>(have.size()));
-  have.resize(static_cast<size_t>(in.gcount()));
-  return have == want;
-}
-
-// The stamp of a shard whose folder this process cannot write: in the cache folder
-// (cache_dir.h; `create`: made if missing), named by the shard's absolute path, which it also
-// holds. "" without one.
-fs::path stamp_elsewhere(const fs::path& shard, bool create) {
-  const fs::path dir = fallback_cache_dir(create);
-  if (dir.empty()) return {};
-  const std::string path = fs::absolute(shard).string();
-  ShardHasher h;
-  h.update(path.data(), path.size());
-  return dir / ("verified-" + manifest::hex64(h.value()));
-}
-
-// Verifies `shard` against `checksum` unless its stamp says this very file (size, mtime) was.
-// The stamp lies beside the shard, or where the shard's folder is not writable (a read-only
-// dataset folder copied without its mtimes, whose stamps no longer match) in the cache folder:
-// otherwise every start on every rank would read the whole corpus again (~11 GB at paper scale).
-// A shard whose stamp is stale (shards copied without their mtimes, or touched) is verified by one
-// process at a time under a lock beside it; the ones that waited find its stamp and skip: 64 ranks
-// read the shard once, not 64 times at once (a read-only folder: under a lock in the cache folder).
-void verify_once(const MappedShard& shard, uint64_t checksum, bool force) {
-  const fs::path stamp = shard.file().string() + ".verified";
-  const std::string want = std::to_string(shard.bytes()) + " " + std::to_string(manifest::mtime_ns(shard.file())) +
-                           " " + manifest::hex64(checksum) + "\n";
-  const std::string want_elsewhere = want + fs::absolute(shard.file()).string() + "\n";
-  fs::path other = stamp_elsewhere(shard.file(), /*create=*/false);  // one an earlier start kept
-  const auto stamped = [&] {
-    return stamp_holds(stamp, want) || (!other.empty() && stamp_holds(other, want_elsewhere));
-  };
-  if (!force && stamped()) return;
-  std::optional<FileLock> lock;
-  if (!force) {
-    const std::string waiting = "waiting for another process verifying " + shard.file().string();
-    lock.emplace(stamp.string() + ".lock", waiting);
-    // A shard folder that takes no lock file (read-only) has its stamps in the cache folder: the
-    // lock goes beside them (one process verifies per cache folder, i.e. per node where it is local).
-    if (!lock->held() && lock->problem().empty()) {
-      const fs::path elsewhere = stamp_elsewhere(shard.file(), /*create=*/true);
-      if (!elsewhere.empty()) lock.emplace(elsewhere.string() + ".lock", waiting);
-    }
-    other = stamp_elsewhere(shard.file(), /*create=*/false);
-    if (stamped()) return;  // verified while this process waited
-  }
-  shard.verify(&checksum);
-  try {
-    write_file_atomic(stamp, want);  // anything else there (not a stamp) is written over
-    return;
-  } catch (const std::exception& e) {  // a read-only folder: the cache folder's stamp
-    log::debug("data", "cannot write {}: {}", stamp.string(), e.what());
-  }
-  other = stamp_elsewhere(shard.file(), /*create=*/true);  // UserError: RPE_TRAIN_CACHE_DIR names no usable folder
-  try {
-    if (!other.empty()) write_file_atomic(other, want_elsewhere);
-  } catch (const std::exception& e) {  // nowhere: verified again next time
-    log::debug("data", "cannot write {}: {}", other.string(), e.what());
-  }
-}
-}  // namespace
-
-namespace {
 // dir's manifest, checked for this build's format and the tokenizer's kind.
 json prepared_manifest(const fs::path& dir, const Tokenizer& tok) {
   const fs::path m = dir / "manifest.json";
@@ -282,7 +208,9 @@ PreparedShards open_prepared(const fs::path& dir, const Tokenizer& tok, bool ver
           throw UserError(shard->file().string() + ": written for a vocabulary of " +
                           std::to_string(shard->vocab_size()) + ", the tokenizer has " +
                           std::to_string(tok.vocab_size()));
-        verify_once(*shard, manifest::parse_hex64(f.at("checksum").get<std::string>()), verify_all);
+        const uint64_t checksum = manifest::parse_hex64(f.at("checksum").get<std::string>());
+        const MappedShard& s = *shard;
+        verify_once({s.file(), s.file().string() + ".verified", checksum, [&] { s.verify(&checksum); }}, verify_all);
         (std::string(split) == "train" ? p.train : p.valid).push_back(std::move(shard));
       }
   } catch (const json::exception& e) {
