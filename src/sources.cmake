@@ -36,6 +36,7 @@ set(RPE_CORE_SOURCES
   src/data/mlm_dataset.cpp
   src/data/chunk_pipeline.cpp
   src/data/prepare.cpp
+  src/data/manifest.cpp
   src/data/prepared_shards.cpp
   src/data/verified_stamp.cpp
   src/data/cache_dir.cpp
