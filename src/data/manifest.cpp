@@ -4,15 +4,20 @@
 
 #include <sys/stat.h>
 
+#include <fmt/format.h>
+
 #include <cstdio>
+#include <fstream>
 #include <map>
 
 #include "data/prepare.h"
 #include "data/shard.h"
+#include "data/verified_stamp.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/input_file.h"
 #include "util/json_text.h"
+#include "util/log.h"
 
 namespace rpe {
 namespace fs = std::filesystem;
@@ -39,7 +44,21 @@ int64_t mtime_ns(const fs::path& f) {
 }
 
 namespace {
-json file_identity(const std::string& f, bool missing_ok) {
+// The 64-bit checksum of a file's bytes, read in 16 MB pieces (a corpus file may be tens of GB).
+uint64_t file_checksum(const std::string& f) {
+  std::ifstream in(f, std::ios::binary);
+  if (!in) throw UserError("cannot read " + f);
+  std::vector<char> buf(size_t{16} << 20);
+  ShardHasher h;
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h.update(buf.data(), static_cast<size_t>(in.gcount()));
+  }
+  if (in.bad()) throw UserError("cannot read " + f + ": I/O error");
+  return h.value();
+}
+
+json file_identity(const std::string& f, bool missing_ok, bool with_checksum) {
   std::error_code ec;
   if (fs::is_directory(f, ec)) throw UserError(f + ": is a folder, not a text file (list the files in it)");
   if (!input_exists(f)) {  // a link loop is no missing file: its own error
@@ -47,7 +66,9 @@ json file_identity(const std::string& f, bool missing_ok) {
     throw UserError(f + ": file not found");
   }
   require_regular_file(f);  // a FIFO has no size (filesystem_error below) and would block the reader
-  return {{"path", f}, {"bytes", static_cast<int64_t>(fs::file_size(f))}, {"mtime_ns", mtime_ns(f)}};
+  json id = {{"path", f}, {"bytes", static_cast<int64_t>(fs::file_size(f))}, {"mtime_ns", mtime_ns(f)}};
+  if (with_checksum) id["checksum"] = hex64(file_checksum(f));
+  return id;
 }
 }  // namespace
 
@@ -71,25 +92,30 @@ json settings_of(const DataOptions& d, const Tokenizer& tok) {
   return s;
 }
 
-json input_identities(const DataOptions& d, bool missing_ok) {
+json input_identities(const DataOptions& d, bool missing_ok, bool with_checksum) {
   json inputs = json::array();
-  for (const auto& f : d.train_files) inputs.push_back(file_identity(f, missing_ok));
-  for (const auto& f : d.valid_files) inputs.push_back(file_identity(f, missing_ok));
+  for (const auto& f : d.train_files) inputs.push_back(file_identity(f, missing_ok, with_checksum));
+  for (const auto& f : d.valid_files) inputs.push_back(file_identity(f, missing_ok, with_checksum));
   return inputs;
 }
 
 namespace {
-// The settings without the tokenizer model's path: its checksum is its identity, so a copy of
-// the same vocab.txt elsewhere is the same tokenizer.
-json without_model_path(json settings) {
+// The settings as compared: without the tokenizer model's path (its checksum is its identity,
+// so a copy of the same vocab.txt elsewhere is the same tokenizer) and with the file lists as
+// counts (the inputs are compared file by file, by content: the same corpus named by another
+// path — relative instead of absolute, or staged to a node's scratch disk — is the same corpus).
+json comparable(json settings) {
   if (settings.contains("tokenizer_model") && settings["tokenizer_model"].is_object())
     settings["tokenizer_model"].erase("path");
+  for (const char* list : {"train_files", "valid_files"})
+    if (settings.contains(list) && settings[list].is_array()) settings[list] = settings[list].size();
   return settings;
 }
 
 // What differs between the settings the shards were prepared with and this config's, by the
 // config key a user would change: "data.train_files (prepared: [...]; this config: [...])".
-std::string settings_difference(const json& prepared, const json& now) {
+std::string settings_difference(const json& prepared_settings, const json& settings) {
+  const json prepared = comparable(prepared_settings), now = comparable(settings);
   static const std::map<std::string, std::string> key_of{
       {"format_version", "the shard format (an older rpe-train prepared them)"},
       {"tokenizer", "data.tokenizer"},
@@ -101,31 +127,68 @@ std::string settings_difference(const json& prepared, const json& now) {
   };
   std::vector<std::string> parts;
   for (const auto& [key, value] : now.items()) {
-    const json old = prepared.contains(key) ? prepared.at(key) : json();
-    if (old == value) continue;
+    if (prepared.contains(key) && prepared.at(key) == value) continue;
+    const json old = prepared_settings.contains(key) ? prepared_settings.at(key) : json();
     const auto named = key_of.find(key);
     parts.push_back(named != key_of.end() ? named->second
-                                          : "data." + key + " (prepared: " + shown(old) + "; this config: " + shown(value) + ")");
+                                          : "data." + key + " (prepared: " + shown(old) + "; this config: " +
+                                                shown(settings.at(key)) + ")");
   }
   return parts.empty() ? "settings changed" : join(parts, "; ");
 }
 }  // namespace
 
+// Why an input is not the one the shards were prepared from ("" when it is):
+// - gone from the path it had: the shards stand (the text may be deleted once prepared);
+// - another size: changed;
+// - the same size and mtime (the file itself, or a copy that kept its mtime: cp -p, rsync -a);
+// - otherwise (moved, re-copied, touched) its content is checked against the checksum taken at
+//   prepare time, once: a stamp in the shard folder (verified_stamp.h) remembers the match, so
+//   other ranks and later starts only stat() the file. Manifests without checksums (written
+//   before they were recorded) call such a file changed.
+std::string input_change(const fs::path& dir, const json& old, const json& now) {
+  const std::string path = now.at("path").get<std::string>(), was = old.at("path").get<std::string>();
+  if (now.contains("missing"))
+    return path == was || same_file_key(path) == same_file_key(was)
+               ? ""
+               : path + ": file not found (the shards were prepared from " + was + ")";
+  const auto bytes = now.at("bytes").get<int64_t>(), bytes_then = old.at("bytes").get<int64_t>();
+  if (bytes != bytes_then)
+    return fmt::format("{} changed ({} bytes, prepared from {} bytes)", path, bytes, bytes_then);
+  if (old.at("mtime_ns") == now.at("mtime_ns")) return "";
+  if (!old.contains("checksum")) return path + " changed (its mtime; the manifest records no checksum to compare)";
+  const uint64_t checksum = parse_hex64(old.at("checksum").get<std::string>());
+  const std::string where = same_file_key(fs::absolute(path)).string();
+  ShardHasher key;
+  key.update(where.data(), where.size());
+  bool differs = false;
+  try {
+    verify_once({path, dir / ("input-" + hex64(key.value()) + ".verified"), checksum, [&] {
+                   log::info("data", "{}: moved or touched since prepare-data: comparing its content with the manifest's "
+                             "checksum ({:.1f} GB, once)", path, static_cast<double>(bytes) / 1e9);
+                   differs = file_checksum(path) != checksum;
+                   if (differs) throw UserError(path + ": other content");
+                 }});
+  } catch (const UserError&) {
+    if (!differs) throw;  // not the comparison: an unreadable file, an unusable cache folder
+    return path + " changed (the same size, another content)";
+  }
+  return "";
+}
+
 std::string mismatch(const fs::path& dir, const json& settings, const json& inputs, json* out, bool check_shards) {
   const fs::path m = dir / "manifest.json";
   if (!fs::exists(m)) return "no manifest.json";
+  json manifest;
   try {
-    const json manifest = read_json_file(m);
-    if (out) *out = manifest;
-    const json prepared = without_model_path(manifest.at("settings")), now = without_model_path(settings);
-    if (prepared != now) return settings_difference(prepared, now);
-    const json& old = manifest.at("inputs");
-    if (old.size() != inputs.size()) return "input files changed";
-    for (size_t i = 0; i < inputs.size(); ++i)
-      for (const char* k : {"path", "bytes", "mtime_ns"}) {
-        if (inputs[i].contains("missing") && std::string(k) != "path") continue;  // gone: the shards stand
-        if (old[i].at(k) != inputs[i].at(k)) return inputs[i].at("path").get<std::string>() + " changed";
-      }
+    manifest = read_json_file(m);
+  } catch (const UserError&) {  // not JSON, or not a regular file
+    return "unreadable manifest.json";
+  }
+  if (out) *out = manifest;
+  try {
+    if (comparable(manifest.at("settings")) != comparable(settings))
+      return settings_difference(manifest.at("settings"), settings);
     for (const char* split : {"train", "valid"})
       for (const auto& f : manifest.at("shards").at(split)) {
         if (!check_shards) break;
@@ -134,10 +197,13 @@ std::string mismatch(const fs::path& dir, const json& settings, const json& inpu
         if (fs::file_size(shard, ec) != f.at("bytes").get<uint64_t>() || ec)
           return shard.filename().string() + " is missing or has another size";
       }
+    // Last: it may read a moved or touched input whole (once; see input_change).
+    const json& old = manifest.at("inputs");
+    if (old.size() != inputs.size()) return "input files changed";
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (std::string why = input_change(dir, old[i], inputs[i]); !why.empty()) return why;
     return "";
-  } catch (const json::exception&) {
-    return "unreadable manifest.json";
-  } catch (const UserError&) {  // read_json_file: not JSON, or not a regular file
+  } catch (const json::exception&) {  // a field missing or of another type
     return "unreadable manifest.json";
   }
 }

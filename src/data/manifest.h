@@ -18,12 +18,15 @@ using json = nlohmann::json;
 // Settings the output depends on besides the inputs' bytes, including the tokenizer's
 // identity (kind, vocabulary size, checksum of its model file).
 json settings_of(const DataOptions& d, const Tokenizer& tok);
-// Path, size and mtime of every training then validation file. A missing file is a UserError,
-// or with missing_ok ({"path", "missing": true}) one that mismatch() takes as unchanged: the
-// text may be deleted once prepared, and training reads the shards only.
-json input_identities(const DataOptions& d, bool missing_ok = false);
+// Path, size and mtime (with_checksum: and a checksum of the content, which reads it whole) of
+// every training then validation file. A missing file is a UserError, or with missing_ok
+// ({"path", "missing": true}) one that mismatch() takes as unchanged: the text may be deleted
+// once prepared, and training reads the shards only.
+json input_identities(const DataOptions& d, bool missing_ok = false, bool with_checksum = false);
 // "" when dir/manifest.json matches settings and inputs (and, with check_shards, every listed
-// shard exists with its size); otherwise the reason. The parsed manifest goes to *out.
+// shard exists with its size); otherwise the reason. Inputs are matched by content, not by name:
+// one found at another path or with another mtime is compared with the manifest's checksum,
+// once (a stamp in `dir`, or the cache folder, remembers it). The parsed manifest goes to *out.
 std::string mismatch(const std::filesystem::path& dir, const json& settings, const json& inputs, json* out,
                      bool check_shards = true);
 

@@ -88,7 +88,7 @@ class SplitWriter {
 void clear_output(const fs::path& dir) {
   fs::create_directories(dir);
   fs::remove(dir / "manifest.json");
-  static const std::regex ours(R"(((train|valid)-\d{5}\.shard|index-.*\.bin)(\.verified)?(\.lock)?(\.tmp\.\d+)?)");
+  static const std::regex ours(R"(((train|valid)-\d{5}\.shard|index-.*\.bin|input-[0-9a-f]{16})(\.verified)?(\.lock)?(\.tmp\.\d+)?)");
   std::vector<fs::path> old;
   for (const auto& e : fs::directory_iterator(dir))
     if (std::regex_match(e.path().filename().string(), ours)) old.push_back(e.path());
@@ -196,7 +196,9 @@ PrepareSummary prepare_data(const DataOptions& d, const Tokenizer& tok, const Pr
     s.up_to_date = true;
     return s;
   }
-  inputs = manifest::input_identities(d);  // "<file>: file not found" before anything is cleared
+  // "<file>: file not found" before anything is cleared; the checksums let a later check
+  // recognise the same text moved or touched (manifest::mismatch).
+  inputs = manifest::input_identities(d, /*missing_ok=*/false, /*with_checksum=*/true);
   clear_output(o.out_dir);
 
   PrepareSummary sum;

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <fstream>
 
@@ -283,6 +285,65 @@ TEST_F(StreamTest, ShardsOutliveTheirTextAndFollowTheVocabularysContent) {
   EXPECT_TRUE(prepare("out").up_to_date);
   EXPECT_NE(test::user_error([&] { prepare("out", /*force=*/true); }).find("a.txt: file not found"), std::string::npos);
   EXPECT_EQ(shards_out_of_date(dir_ / "out", d_, *tok_), "");
+}
+
+// The same text is the same input whatever names or touches it: another spelling of its path,
+// a new mtime, a copy on another disk (a job staging the corpus to a node's scratch) match the
+// shards; content is compared with the checksum prepare-data recorded, once (a stamp remembers).
+// Before, each of these stopped every start, a long run's --resume included, with "changed".
+TEST_F(StreamTest, TheSameTextMovedOrTouchedStillMatchesItsShards) {
+  const fs::path text = dir_ / "a.txt", out = dir_ / "out";
+  test::write_text(text, test::random_corpus(500, 4));
+  d_.train_files = {text.string()};
+  prepare("out");
+  fs::create_directories(dir_ / "sub");
+  DataOptions respelled = d_;
+  respelled.train_files = {(dir_ / "sub" / ".." / "a.txt").string()};
+  EXPECT_EQ(shards_out_of_date(out, respelled, *tok_), "");
+  const auto stamps = [&] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(out))
+      n += e.path().filename().string().rfind("input-", 0) == 0 && e.path().extension() == ".verified";
+    return n;
+  };
+  EXPECT_EQ(stamps(), 0);  // size and mtime matched: nothing was read
+  fs::last_write_time(text, fs::last_write_time(text) + std::chrono::seconds(5));
+  EXPECT_EQ(shards_out_of_date(out, d_, *tok_), "");
+  EXPECT_EQ(stamps(), 1);  // its content was compared, and that is remembered
+  EXPECT_TRUE(prepare("out").up_to_date);  // prepare-data too: no rebuild of a touched corpus
+
+  fs::create_directories(dir_ / "scratch");
+  const fs::path copy = dir_ / "scratch" / "a.txt";
+  fs::copy_file(text, copy);
+  fs::last_write_time(copy, fs::last_write_time(text) + std::chrono::seconds(9));
+  DataOptions staged = d_;
+  staged.train_files = {copy.string()};
+  EXPECT_EQ(shards_out_of_date(out, staged, *tok_), "");
+
+  std::string bytes = read_file(copy);  // the same size, another content: changed
+  bytes[bytes.size() / 2] = bytes[bytes.size() / 2] == 'x' ? 'y' : 'x';
+  test::write_text(copy, bytes);
+  EXPECT_EQ(shards_out_of_date(out, staged, *tok_), copy.string() + " changed (the same size, another content)");
+  fs::remove(copy);  // gone from another path than the shards were prepared from: not theirs
+  EXPECT_EQ(shards_out_of_date(out, staged, *tok_),
+            copy.string() + ": file not found (the shards were prepared from " + text.string() + ")");
+}
+
+// A manifest without content checksums (older rpe-train) cannot tell a touched file from an
+// edited one: changed, as before.
+TEST_F(StreamTest, AManifestWithoutChecksumsCallsATouchedInputChanged) {
+  const fs::path text = dir_ / "a.txt", out = dir_ / "out";
+  test::write_text(text, test::random_corpus(300, 5));
+  d_.train_files = {text.string()};
+  prepare("out");
+  nlohmann::json m = nlohmann::json::parse(read_file(out / "manifest.json"));
+  ASSERT_TRUE(m["inputs"][0].contains("checksum"));
+  m["inputs"][0].erase("checksum");
+  test::write_text(out / "manifest.json", m.dump(2));
+  EXPECT_EQ(shards_out_of_date(out, d_, *tok_), "");
+  fs::last_write_time(text, fs::last_write_time(text) + std::chrono::seconds(5));
+  EXPECT_EQ(shards_out_of_date(out, d_, *tok_),
+            text.string() + " changed (its mtime; the manifest records no checksum to compare)");
 }
 
 TEST_F(StreamTest, ABitFlipInAShardIsDetected) {
