@@ -53,12 +53,16 @@ namespace {
 
 // The corpus as SentencePiece's trainer reads it: the sentences of `files` as the rest of the
 // data path sees them (.gz decompressed, data.document_format honoured, UTF-8 checked), one
-// chunk in memory at a time -- the trainer itself keeps only a sample of input_sentence_size
-// sentences. A line longer than kMaxSentenceBytes (a whole document in the line format) is cut
-// at spaces into pieces the trainer keeps: it would silently drop it otherwise.
+// chunk in memory at a time -- the trainer itself keeps only a sample of kSampleSentences
+// sentences. A line longer than kPieceBytes (a whole document in the line format) is cut at
+// spaces: the trainer would drop one over its limit, and the sample's memory is its size in
+// bytes (the trainer needs ~17 times that: 260 MB for 15 MB): 2 M lines of 4 KB documents would
+// have asked ~140 GB, 2 M pieces of at most 256 bytes ask at most ~9 GB (a corpus of sentences
+// per line, ~120 bytes each, ~4 GB). Pieces never span a space, so cutting there changes no
+// piece the trainer can learn.
 class CorpusSentences : public sentencepiece::SentenceIterator {
  public:
-  static constexpr size_t kMaxSentenceBytes = 4096;
+  static constexpr size_t kPieceBytes = 256, kSampleSentences = 2000000;
 
   CorpusSentences(const std::vector<std::string>& files, DocumentFormat format) : files_(files), format_(format) {
     for (const auto& f : files_) ChunkReader check(f, format_);  // a missing or unreadable file fails before training
@@ -108,14 +112,14 @@ class CorpusSentences : public sentencepiece::SentenceIterator {
     split_documents(chunk, format_, [&](std::string_view line) { push_cut(line); }, [] {});
   }
 
-  // `line` in pieces of at most kMaxSentenceBytes, cut after a space where there is one, else
+  // `line` in pieces of at most kPieceBytes, cut after a space where there is one, else
   // before a UTF-8 lead byte.
   void push_cut(std::string_view line) {
     ++file_sentences_;
-    while (line.size() > kMaxSentenceBytes) {
-      size_t cut = line.rfind(' ', kMaxSentenceBytes - 1);
+    while (line.size() > kPieceBytes) {
+      size_t cut = line.rfind(' ', kPieceBytes - 1);
       if (cut == std::string_view::npos || cut == 0) {
-        cut = kMaxSentenceBytes;
+        cut = kPieceBytes;
         while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
       }
       queue_.emplace_back(line.substr(0, cut));
@@ -138,7 +142,7 @@ class CorpusSentences : public sentencepiece::SentenceIterator {
 
 }  // namespace
 
-void train_sentencepiece(const std::vector<std::string>& files, const std::string& document_format,
+int64_t train_sentencepiece(const std::vector<std::string>& files, const std::string& document_format,
                          const fs::path& model_file, int64_t vocab_size, bool lowercase) {
   CorpusSentences sentences(files, parse_document_format(document_format));
   fs::create_directories(model_file.parent_path().empty() ? fs::path(".") : model_file.parent_path());
@@ -154,9 +158,9 @@ void train_sentencepiece(const std::vector<std::string>& files, const std::strin
       {"pad_id", "0"}, {"unk_id", "1"}, {"bos_id", "-1"}, {"eos_id", "-1"},
       {"control_symbols", "[CLS],[SEP],[MASK]"},
       {"pad_piece", "[PAD]"},
-      {"input_sentence_size", "2000000"},
+      {"input_sentence_size", std::to_string(CorpusSentences::kSampleSentences)},
       {"shuffle_input_sentence", "true"},
-      {"max_sentence_length", std::to_string(CorpusSentences::kMaxSentenceBytes)},
+      {"max_sentence_length", "4096"},  // above every piece: none is dropped
       {"num_threads", "1"},
       {"minloglevel", "2"},
       {"normalization_rule_name", lowercase ? "nmt_nfkc_cf" : "nmt_nfkc"}};
@@ -183,6 +187,7 @@ void train_sentencepiece(const std::vector<std::string>& files, const std::strin
   std::error_code ec;
   fs::rename(tmp_prefix.string() + ".vocab", model_file.string().substr(0, model_file.string().size() - 6) + ".vocab",
              ec);
+  return sentences.sentences();
 }
 
 }  // namespace rpe

@@ -24,8 +24,9 @@ class SentencePieceTokenizer : public Tokenizer {
 // Trains a unigram model on the sentences of `files` (.gz too; documents per
 // `document_format`, data.document_format) and writes `model_file` atomically. Streams the
 // files; the same files give the same model (a fixed sampling seed). UserError naming the
-// file for a missing, empty or non-UTF-8 file.
-void train_sentencepiece(const std::vector<std::string>& files, const std::string& document_format,
+// file for a missing, empty or non-UTF-8 file. Returns how many sentences it read (a line longer
+// than 256 bytes counts as its pieces: the trainer's sample is 2 M of them at most).
+int64_t train_sentencepiece(const std::vector<std::string>& files, const std::string& document_format,
                          const std::filesystem::path& model_file, int64_t vocab_size, bool lowercase);
 
 }  // namespace rpe

@@ -105,6 +105,14 @@ TEST(SentencePieceTraining, LineFormatDocumentsLongerThanTheTrainersLimitStillCo
   ASSERT_GE(documents, 20);
   const auto model = train({write("articles.txt", text)}, "articles", "line");
   EXPECT_TRUE(pieces_of_words(model)) << encode(model, kSentence);
+  // Cut into pieces of at most 256 bytes, which bounds the trainer's 2 M-sentence sample (and its
+  // memory, ~17x the sample) at ~0.5 GB of text whatever the corpus's layout: cut at 4 KB, 2 M
+  // lines of documents asked ~140 GB.
+  const int64_t sentences =
+      train_sentencepiece({(test::process_temp_dir() / "articles.txt").string()}, "line",
+                          test::process_temp_dir() / "articles2.model", 300, true);
+  EXPECT_GE(sentences, static_cast<int64_t>(text.size() / 256));
+  EXPECT_LE(sentences, static_cast<int64_t>(text.size() / 128));
 }
 
 TEST(SentencePieceTraining, FileNamesWithCommasAndSpacesAreReadAsGiven) {
