@@ -152,11 +152,17 @@ std::string input_change(const fs::path& dir, const json& old, const json& now) 
     return path == was || same_file_key(path) == same_file_key(was)
                ? ""
                : path + ": file not found (the shards were prepared from " + was + ")";
+  // A file under another name than the one prepared from is named beside it: another corpus than
+  // the shards', rather than the shards' one changed.
+  const bool elsewhere = path != was && same_file_key(path) != same_file_key(was);
+  const auto changed = [&](const std::string& how) {
+    return elsewhere ? path + " is not the file the shards were prepared from (" + was + "): " + how
+                     : path + " changed (" + how + ")";
+  };
   const auto bytes = now.at("bytes").get<int64_t>(), bytes_then = old.at("bytes").get<int64_t>();
-  if (bytes != bytes_then)
-    return fmt::format("{} changed ({} bytes, prepared from {} bytes)", path, bytes, bytes_then);
+  if (bytes != bytes_then) return changed(fmt::format("{} bytes, prepared from {} bytes", bytes, bytes_then));
   if (old.at("mtime_ns") == now.at("mtime_ns")) return "";
-  if (!old.contains("checksum")) return path + " changed (its mtime; the manifest records no checksum to compare)";
+  if (!old.contains("checksum")) return changed("another mtime; the manifest records no checksum to compare");
   const uint64_t checksum = parse_hex64(old.at("checksum").get<std::string>());
   const std::string where = same_file_key(fs::absolute(path)).string();
   ShardHasher key;
@@ -171,7 +177,7 @@ std::string input_change(const fs::path& dir, const json& old, const json& now) 
                  }});
   } catch (const UserError&) {
     if (!differs) throw;  // not the comparison: an unreadable file, an unusable cache folder
-    return path + " changed (the same size, another content)";
+    return changed("the same size, another content");
   }
   return "";
 }

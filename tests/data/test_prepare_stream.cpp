@@ -323,7 +323,11 @@ TEST_F(StreamTest, TheSameTextMovedOrTouchedStillMatchesItsShards) {
   std::string bytes = read_file(copy);  // the same size, another content: changed
   bytes[bytes.size() / 2] = bytes[bytes.size() / 2] == 'x' ? 'y' : 'x';
   test::write_text(copy, bytes);
-  EXPECT_EQ(shards_out_of_date(out, staged, *tok_), copy.string() + " changed (the same size, another content)");
+  EXPECT_EQ(shards_out_of_date(out, staged, *tok_), copy.string() + " is not the file the shards were prepared from (" +
+                                                        text.string() + "): the same size, another content");
+  bytes[bytes.size() / 2] = 'z';  // ... and in place: changed
+  test::write_text(text, bytes);
+  EXPECT_EQ(shards_out_of_date(out, d_, *tok_), text.string() + " changed (the same size, another content)");
   fs::remove(copy);  // gone from another path than the shards were prepared from: not theirs
   EXPECT_EQ(shards_out_of_date(out, staged, *tok_),
             copy.string() + ": file not found (the shards were prepared from " + text.string() + ")");
@@ -343,7 +347,7 @@ TEST_F(StreamTest, AManifestWithoutChecksumsCallsATouchedInputChanged) {
   EXPECT_EQ(shards_out_of_date(out, d_, *tok_), "");
   fs::last_write_time(text, fs::last_write_time(text) + std::chrono::seconds(5));
   EXPECT_EQ(shards_out_of_date(out, d_, *tok_),
-            text.string() + " changed (its mtime; the manifest records no checksum to compare)");
+            text.string() + " changed (another mtime; the manifest records no checksum to compare)");
 }
 
 TEST_F(StreamTest, ABitFlipInAShardIsDetected) {
