@@ -108,7 +108,7 @@ void write_glue_predictions(const fs::path& file, const std::vector<std::string>
   std::string tsv = "index\tprediction\n";
   for (size_t i = 0; i < pred.size(); ++i)
     tsv += (index.empty() ? std::to_string(i) : index[i]) + "\t" +
-           (labels.empty() ? fmt::format("{:.4f}", pred[i]) : labels.at(static_cast<size_t>(pred[i]))) + "\n";
+           (labels.empty() ? fmt::format("{}", pred[i]) : labels.at(static_cast<size_t>(pred[i]))) + "\n";
   write_file_atomic(file, tsv);
 }
 

@@ -47,7 +47,8 @@ EvalOutputs glue_dev_predictions(const Prepared& p, ClassifierModel& model, cons
 // "split/metric" when the task has several dev splits (MNLI).
 nlohmann::json glue_dev_metrics(const Prepared& p, const EvalOutputs& predictions);
 
-// The GLUE submission format: "index<TAB>prediction" with the label names (STS-B: the score).
+// The GLUE submission format: "index<TAB>prediction" with the label names (STS-B: the score in
+// the shortest digits that read back as the same double: its metrics from the file are results.json's).
 // `index` holds the input's own index column; empty = 0, 1, 2, ...
 void write_glue_predictions(const std::filesystem::path& file, const std::vector<std::string>& labels,
                             const std::vector<double>& pred, const std::vector<std::string>& index = {});

@@ -3,15 +3,18 @@
 // --overwrite left out of the tables, and the options and start models it warns about.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "../dist/launch_ranks.h"
+#include "eval/glue_metrics.h"
 #include "eval/results.h"
 #include "eval/tables.h"
 #include "finetune/finetune.h"
+#include "finetune/glue_task.h"
 #include "util/errors.h"
 
 namespace rpe::test {
@@ -32,6 +35,29 @@ TEST(FinetuneOutputs, AResultsFileWithoutAFolderPartIsReadied) {
   EXPECT_THROW(finetune::check_results_file(dir / "folder"), UserError);
   std::ofstream(dir / "other.txt") << "not a results line\n";
   EXPECT_THROW(finetune::check_results_file(dir / "other.txt"), UserError);
+}
+
+// STS-B's predictions file gives the metrics results.json has: written to 4 decimals, a model
+// whose scores lie close together (early in training, a small model) had its Pearson and Spearman
+// from the file differ in the first digit (1.49 against 1.71) from those it reported.
+TEST(FinetuneOutputs, StsbPredictionsFileGivesTheReportedMetrics) {
+  std::vector<double> pred, gold;
+  for (int i = 0; i < 200; ++i) {
+    gold.push_back(5.0 * (i % 17) / 16.0);
+    pred.push_back(static_cast<double>(static_cast<float>(2.5 + 1e-4 * (i % 17) + 3e-5 * std::sin(i))));  // a float's values
+  }
+  const fs::path file = fresh_dir("stsb_predictions") / "predictions_dev.tsv";
+  finetune::write_glue_predictions(file, {}, pred);
+  std::ifstream in(file);
+  std::string header, index, value;
+  std::getline(in, header);
+  ASSERT_EQ(header, "index\tprediction");
+  std::vector<double> read;
+  while (std::getline(in, index, '\t') && std::getline(in, value)) read.push_back(std::stod(value));
+  ASSERT_EQ(read.size(), pred.size());
+  EXPECT_EQ(read, pred);
+  const auto reported = eval::glue_task_metrics("stsb", pred, gold), from_file = eval::glue_task_metrics("stsb", read, gold);
+  for (const auto& [k, v] : reported) EXPECT_DOUBLE_EQ(from_file.at(k), v) << k;
 }
 
 // An existing run folder is refused before the inputs are read and tokenized (minutes on the full
