@@ -46,6 +46,11 @@ inline void check_output_file(const std::string& option, const std::filesystem::
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_directory(file, ec)) throw UserError(option + " " + file.string() + ": is a folder, expected a file");
+  // "pred/" (or "pred/.") names a folder even where none exists yet: refused before the work,
+  // not when the result is written (and after its folder was made).
+  const fs::path name = file.filename();
+  if (name.empty() || name == "." || name == "..")
+    throw UserError(option + " " + file.string() + ": names a folder, expected a file name");
   const fs::path parent = file.has_parent_path() ? file.parent_path() : fs::path(".");
   check_output_folder(option, parent, file);
 }

@@ -66,6 +66,11 @@ expect_error "an empty --task" '^error: --task: empty: expected one of cola, sst
   "$BIN" finetune glue --task "" --init none --run-dir "$TMP/r_task"
 # A task where the subcommand goes: the command, its choices and what it got (CLI11 alone says
 # "A subcommand is required").
+# An --out ending in '/' names a folder: refused before the model is read and the inputs scored
+# (it failed as the predictions were written, and left the folder made for them).
+expect_error "predict --out naming a folder" "^error: --out $TMP/pred5/: names a folder, expected a file name\$" \
+  "$BIN" predict squad --model "$TMP/no-model" --input "$TMP/no-input.json" --out "$TMP/pred5/"
+[ -e "$TMP/pred5" ] && { echo "FAIL predict --out naming a folder: $TMP/pred5 was made"; fail=1; }
 expect_error "a task for predict's subcommand" '^error: rpe-train predict: name one of squad or glue \(`rpe-train predict --help`\), got .mrpc.$' \
   "$BIN" predict mrpc
 # A command rpe-train does not know: said so, with the nearest command when it is a typo (CLI11
