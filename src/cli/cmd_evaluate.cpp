@@ -43,13 +43,16 @@ int run_eval(const EvalArgs& a) {
     if (!v.is_string()) throw UserError(a.predictions + ": prediction for id " + id + " is not a string");
     preds[id] = v.get<std::string>();
   }
+  // In the file's order: the official script's threshold sweep breaks ties by it.
+  eval::NaScores na_list;
   std::map<std::string, double> na;
-  const json na_json = a.na_probs.empty() ? json::object() : read_json_object(a.na_probs);
-  if (!a.na_probs.empty())
-    for (const auto& [id, v] : na_json.items()) {
-      if (!v.is_number()) throw UserError(a.na_probs + ": value for id " + id + " is not a number");
-      na[id] = v.get<double>();
-    }
+  const auto na_json = a.na_probs.empty() ? nlohmann::ordered_json::object() : read_ordered_json_file(a.na_probs);
+  if (!na_json.is_object()) throw UserError(a.na_probs + ": expected a JSON object {id: value}");
+  for (const auto& [id, v] : na_json.items()) {
+    if (!v.is_number()) throw UserError(a.na_probs + ": value for id " + id + " is not a number");
+    na_list.emplace_back(id, v.get<double>());
+    na[id] = v.get<double>();
+  }
   const auto gold = finetune::squad_gold(examples);
   // The official script reads a score for every predicted question (a KeyError otherwise): a
   // file that lacks some would rank those questions as if scored 0, without a word.
@@ -81,7 +84,7 @@ int run_eval(const EvalArgs& a) {
     out = {{"exact_match", s.exact}, {"f1", s.f1}};
   } else {
     if (!std::isfinite(a.na_prob_thresh)) throw UserError("--na-prob-thresh must be a finite number");
-    const auto s = eval::evaluate_squad_v2(gold, preds, na, a.na_prob_thresh);
+    const auto s = eval::evaluate_squad_v2(gold, preds, na_list, a.na_prob_thresh);
     out = {{"exact", s.exact}, {"f1", s.f1}, {"total", s.total}};
     if (s.has_ans_total) out.update(json{{"HasAns_exact", s.has_ans_exact}, {"HasAns_f1", s.has_ans_f1}, {"HasAns_total", s.has_ans_total}});
     if (s.no_ans_total) out.update(json{{"NoAns_exact", s.no_ans_exact}, {"NoAns_f1", s.no_ans_f1}, {"NoAns_total", s.no_ans_total}});

@@ -218,7 +218,8 @@ SquadScores evaluate_squad_v1(const std::vector<SquadGold>& gold, const std::map
 }
 
 SquadScores evaluate_squad_v2(const std::vector<SquadGold>& gold, const std::map<std::string, std::string>& preds,
-                              const std::map<std::string, double>& na_probs, double na_prob_thresh) {
+                              const NaScores& na_list, double na_prob_thresh) {
+  const std::map<std::string, double> na_probs(na_list.begin(), na_list.end());
   SquadScores s;
   std::map<std::string, double> em_raw, f1_raw;
   std::map<std::string, bool> has_ans;
@@ -261,12 +262,12 @@ SquadScores evaluate_squad_v2(const std::vector<SquadGold>& gold, const std::map
   if (na_probs.empty()) return s;
 
   // find_best_thresh: start from "every question null", then answer questions in order of
-  // increasing no-answer score; keep the best running total and the score where it peaked.
+  // increasing no-answer score, equal ones in the file's order; keep the best running total and
+  // the score where it peaked. A scored id the dev set lacks is passed over; a question without a
+  // score is never answered (it stays null), as in the script.
   std::vector<std::pair<double, std::string>> order;
-  for (const auto& q : gold) {
-    auto it = na_probs.find(q.id);
-    order.emplace_back(it == na_probs.end() ? 0.0 : it->second, q.id);
-  }
+  for (const auto& [id, prob] : na_list)
+    if (has_ans.count(id)) order.emplace_back(prob, id);
   std::stable_sort(order.begin(), order.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   auto best = [&](const std::map<std::string, double>& raw, double& best_score, double& best_thresh) {

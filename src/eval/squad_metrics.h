@@ -43,13 +43,15 @@ struct SquadScores {
 SquadScores evaluate_squad_v1(const std::vector<SquadGold>& gold, const std::map<std::string, std::string>& preds);
 
 // v2.0 evaluation. `na_probs` (may be empty) are the no-answer scores of the --na-prob-file
-// option: with them, as in the official script, a question scored above `na_prob_thresh`
-// (its --na-prob-thresh, default 1.0) counts as predicted unanswerable in exact/f1, and the
-// best thresholds are searched. Fine-tuning passes finetune.null_threshold, the threshold
-// its predictions were made at, so the scores are those of the predictions written.
+// option, in that file's order: with them, as in the official script, a question scored above
+// `na_prob_thresh` (its --na-prob-thresh, default 1.0) counts as predicted unanswerable in
+// exact/f1, and the best thresholds are searched, sweeping the scores in increasing order and
+// equal ones in the file's order (the script's stable sort of its keys; the best threshold can
+// depend on it). Fine-tuning passes finetune.null_threshold, the threshold its predictions were
+// made at, so the scores are those of the predictions written.
 inline constexpr double kNaProbThreshold = 1.0;
+using NaScores = std::vector<std::pair<std::string, double>>;
 SquadScores evaluate_squad_v2(const std::vector<SquadGold>& gold, const std::map<std::string, std::string>& preds,
-                              const std::map<std::string, double>& na_probs = {},
-                              double na_prob_thresh = kNaProbThreshold);
+                              const NaScores& na_probs = {}, double na_prob_thresh = kNaProbThreshold);
 
 }  // namespace rpe::eval

@@ -107,10 +107,10 @@ std::vector<std::pair<std::string, double>> score_squad(const Prepared& p,
                                                         eval::SquadScores& s) {
   const auto& f = p.rc.cfg.finetune;
   std::map<std::string, std::string> texts;
-  std::map<std::string, double> na;
+  eval::NaScores na;  // in id order, as null_odds.json lists them: the official script on it agrees
   for (const auto& [id, pr] : preds) {
     texts[id] = pr.text;
-    na[id] = pr.score_diff;
+    na.emplace_back(id, pr.score_diff);
   }
   const auto gold = squad_gold(p.dev_ex);
   s = f.squad_v2 ? eval::evaluate_squad_v2(gold, texts, na, f.null_threshold) : eval::evaluate_squad_v1(gold, texts);

@@ -17,15 +17,15 @@ std::string reason_of(const nlohmann::json::exception& e) {
 }
 
 // Parses `text`; throws UserError(where + ": " + wording + " (" + reason + ")") on any failure.
-nlohmann::json parse_bounded(const std::string& text, const std::string& where, const std::string& wording,
-                             int max_depth) {
+template <class Json = nlohmann::json>
+Json parse_bounded(const std::string& text, const std::string& where, const std::string& wording, int max_depth) {
   // The callback sees each value as it opens: throwing there stops before the tree grows.
-  auto limit = [max_depth](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+  auto limit = [max_depth](int depth, typename Json::parse_event_t, Json&) {
     if (depth > max_depth) throw TooDeep{};
     return true;
   };
   try {
-    return nlohmann::json::parse(text, limit);
+    return Json::parse(text, limit);
   } catch (const TooDeep&) {
     throw UserError(where + ": JSON nested deeper than " + std::to_string(max_depth) + " levels");
   } catch (const nlohmann::json::exception& e) {  // parse_error, out_of_range.406 (1e400), ...
@@ -40,6 +40,10 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& where
 
 nlohmann::json read_json_file(const std::filesystem::path& file, int max_depth) {
   return parse_bounded(read_file(file), file.string(), "malformed JSON", max_depth);
+}
+
+nlohmann::ordered_json read_ordered_json_file(const std::filesystem::path& file, int max_depth) {
+  return parse_bounded<nlohmann::ordered_json>(read_file(file), file.string(), "malformed JSON", max_depth);
 }
 
 nlohmann::json parse_json_line(const std::string& line, const std::filesystem::path& file, int64_t line_no,

@@ -21,6 +21,9 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& where
 // Reads `file` (a regular file: util/input_file.h) and parses it: UserError
 // "<file>: malformed JSON (<reason>)".
 nlohmann::json read_json_file(const std::filesystem::path& file, int max_depth = 32);
+// The same, its objects' keys in the file's order (nlohmann::json sorts them): for a file whose
+// order means something (the official SQuAD 2.0 script breaks ties of no-answer scores by it).
+nlohmann::ordered_json read_ordered_json_file(const std::filesystem::path& file, int max_depth = 32);
 
 // One line (1-based `line_no`) of the JSON-lines file `file`: UserError
 // "<file>:<line_no>: malformed JSON line (<reason>)".

@@ -58,7 +58,7 @@ TEST(SquadMetrics, V2SplitsAndBestThreshold) {
   // q1, q2 answerable; q3, q4 unanswerable.
   std::vector<SquadGold> gold = {{"q1", {"paris"}}, {"q2", {"red car"}}, {"q3", {}}, {"q4", {}}};
   std::map<std::string, std::string> preds = {{"q1", "Paris"}, {"q2", "car"}, {"q3", ""}, {"q4", "london"}};
-  std::map<std::string, double> na = {{"q1", -2.0}, {"q2", 0.5}, {"q3", 1.0}, {"q4", -1.0}};
+  const NaScores na = {{"q1", -2.0}, {"q2", 0.5}, {"q3", 1.0}, {"q4", -1.0}};
   const auto s = evaluate_squad_v2(gold, preds, na);
   EXPECT_EQ(s.has_ans_total, 2);
   EXPECT_EQ(s.no_ans_total, 2);
@@ -76,13 +76,30 @@ TEST(SquadMetrics, V2SplitsAndBestThreshold) {
   EXPECT_DOUBLE_EQ(s.best_f1_thresh, -2.0);
 }
 
+// Equal no-answer scores are swept in the order of their file, as the official script's stable
+// sort of its keys does; the best threshold depends on it. The dev order (used before) gave
+// another best_exact than the script on a file listing ties otherwise.
+TEST(SquadMetrics, V2TiedNoAnswerScoresAreSweptInTheirFilesOrder) {
+  // q1 answerable and answered right; q2 unanswerable and answered: both scored 0.5.
+  const std::vector<SquadGold> gold = {{"q1", {"paris"}}, {"q2", {}}};
+  const std::map<std::string, std::string> preds = {{"q1", "Paris"}, {"q2", "london"}};
+  // From 1 (all null: q2 right): q1 first, +1 -> 2 (best, at 0.5), then q2 -1 -> 1: 100 at 0.5.
+  const auto q1_first = evaluate_squad_v2(gold, preds, {{"q1", 0.5}, {"q2", 0.5}});
+  EXPECT_NEAR(q1_first.best_exact, 100.0, 1e-9);
+  EXPECT_DOUBLE_EQ(q1_first.best_exact_thresh, 0.5);
+  // q2 first: -1 -> 0, then +1 -> 1, never above the start: 50 at 0.
+  const auto q2_first = evaluate_squad_v2(gold, preds, {{"q2", 0.5}, {"q1", 0.5}});
+  EXPECT_NEAR(q2_first.best_exact, 50.0, 1e-9);
+  EXPECT_DOUBLE_EQ(q2_first.best_exact_thresh, 0.0);
+}
+
 // As the official script: HasAns means the record lists an answer, even one that normalises to
 // nothing (q1's "$", then scored against ""); with no-answer scores, a question scored above
 // 1.0 counts as predicting "" in exact/f1 and the subsets, not in the threshold search.
 TEST(SquadMetrics, V2HasAnsIsAnyListedAnswerAndScoresAboveOneCountAsNoAnswer) {
   std::vector<SquadGold> gold = {{"q1", {"$"}}, {"q2", {}}, {"q3", {"blue"}}, {"q4", {}}};
   std::map<std::string, std::string> preds = {{"q1", ""}, {"q2", ""}, {"q3", "blue"}, {"q4", "green"}};
-  std::map<std::string, double> na = {{"q1", 0.0}, {"q2", 0.0}, {"q3", 3.0}, {"q4", 2.0}};
+  const NaScores na = {{"q1", 0.0}, {"q2", 0.0}, {"q3", 3.0}, {"q4", 2.0}};
   const auto s = evaluate_squad_v2(gold, preds, na);
   EXPECT_EQ(s.has_ans_total, 2);  // q1, q3
   EXPECT_EQ(s.no_ans_total, 2);
