@@ -166,6 +166,7 @@ target_sources(rpe_tests PRIVATE
   tests/train/test_loss_scaler.cpp
   tests/train/test_checkpoint.cpp
   tests/train/test_run_dir.cpp
+  tests/train/test_run_records.cpp
   tests/train/test_resume.cpp
   tests/train/test_stop_signal.cpp
   tests/train/test_mlm_eval.cpp

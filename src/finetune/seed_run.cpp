@@ -140,12 +140,12 @@ TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOpt
   Engine engine(std::move(setup), model, *optimizer, task);
   const EngineResult r = engine.run(TrainState{});
   model.eval();
-  return TrainOutcome{r.final_loss, r.state.step, r.stopped_early};
+  return TrainOutcome{r.final_loss, r.state.step, r.stopped_early, r.state.tokens_seen, r.state.train_seconds};
 }
 
 void write_final_evaluation(const SeedContext& ctx, const TrainOutcome& trained, const nlohmann::json& fields) {
   if (trained.stopped_early) return;
-  MetricsWriter(ctx.dir / "metrics.jsonl").write_evaluation(trained.steps, fields);
+  MetricsWriter(ctx.dir / "metrics.jsonl").write_evaluation(trained.steps, trained.tokens_seen, trained.train_seconds, fields);
 }
 
 std::vector<eval::ResultRow> finish_seed(const Prepared& p, const SeedContext& ctx, const TrainOutcome& trained,

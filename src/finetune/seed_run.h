@@ -83,6 +83,8 @@ struct TrainOutcome {
   double final_loss = 0.0;     // mean loss of the last logged window
   int64_t steps = 0;           // optimizer steps taken
   bool stopped_early = false;  // finetune.early_stopping ended the training before its last step
+  int64_t tokens_seen = 0;     // at the end of training, all ranks (the final evaluation's row)
+  double train_seconds = 0.0;  // the training loop's seconds (the final evaluation's elapsed_s)
 };
 
 // Trains `model` on `task` for the fine-tuning schedule with AdamW (train/optim.h) through the
@@ -90,8 +92,9 @@ struct TrainOutcome {
 // evaluations the task asks for, rank 0's seed<N>/metrics.jsonl (training and dev curves).
 TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOptions& t, const SeedContext& ctx);
 
-// The final evaluation's row in seed<N>/metrics.jsonl ({"step", "split": "valid", ...fields}):
-// the dev curve's last point, scored on the final weights whichever model is kept. Rank 0 only.
+// The final evaluation's row in seed<N>/metrics.jsonl ({"step", "split": "valid", "tokens_seen",
+// "elapsed_s", ...fields}, the last two where training ended): the dev curve's last point,
+// scored on the final weights whichever model is kept. Rank 0 only.
 // None after early stopping: the evaluation that stopped it wrote that step's row already.
 void write_final_evaluation(const SeedContext& ctx, const TrainOutcome& trained, const nlohmann::json& fields);
 

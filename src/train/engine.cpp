@@ -297,7 +297,7 @@ EngineResult Engine::run(TrainState state) {
     // Evaluation and checkpoint are left out of tokens/s, from when the step's device work is done.
     if ((eval_now || save_now) && s_.device.is_cuda()) torch::cuda::synchronize(s_.device.index());
     const auto paused = Clock::now();
-    if (eval_now && state.step != t.max_steps && evaluate_and_stop(state.step)) {
+    if (eval_now && state.step != t.max_steps && evaluate_and_stop(state)) {
       result.stopped_early = true;
       settle(w, state);  // the steps since the last log line get theirs, as a run's last step does
       if (state.step % t.log_every != 0) log_window(w, state, lr, result);

@@ -200,11 +200,13 @@ class Engine {
   // averaging, (fp16) unscaling and the loss scale's update, clipping; the update itself is left
   // to the caller (see run()). No host sync.
   StepStats step(int64_t step);
-  // The task's held-out evaluation at `step`, on every rank (the pass is split over them): its
-  // outputs in eval mode under the run's precision, then rank 0 scores them, logs the fields and
-  // writes a {"step", "split": "valid", ...} row; returns the fields on rank 0, {} elsewhere. A
-  // failure in rank 0's part stops every rank (dist/all_or_none.h).
-  nlohmann::json evaluate(int64_t step);
+  // The task's held-out evaluation of the weights after `at`.step, on every rank (the pass is
+  // split over them): its outputs in eval mode under the run's precision, then rank 0 scores
+  // them, logs the fields and writes a {"step", "split": "valid", "tokens_seen", "elapsed_s",
+  // ...} row with `at`'s tokens_seen and train_seconds (after run(): its result.state, saved at
+  // the end of training); returns the fields on rank 0, {} elsewhere. A failure in rank 0's
+  // part stops every rank (dist/all_or_none.h).
+  nlohmann::json evaluate(const TrainState& at);
   // fp16's dynamic loss scale (disabled in fp32/bf16).
   const LossScaler& loss_scaler() const { return scaler_; }
 
@@ -218,13 +220,14 @@ class Engine {
   // A failure to write stops every rank (dist/all_or_none.h).
   std::filesystem::path save(TrainState& state, const LogWindow& w);
   std::filesystem::path write_checkpoint(TrainState& state);  // rank 0's part of save()
-  // The periodic evaluation at `step` (as evaluate) and the task's early-stopping decision after
-  // it (rank 0's), the same on every rank; an evaluation that fails stops every rank.
-  bool evaluate_and_stop(int64_t step);
+  // The periodic evaluation at state.step (as evaluate; first brings state.tokens_seen and
+  // state.train_seconds up to now) and the task's early-stopping decision after it (rank 0's),
+  // the same on every rank; an evaluation that fails stops every rank.
+  bool evaluate_and_stop(TrainState& state);
   // evaluate's parts: the task's outputs in eval mode under the run's precision (every rank),
   // and rank 0's scoring, log line and metrics row.
   EvalOutputs held_out_outputs();
-  nlohmann::json record_evaluation(int64_t step, const EvalOutputs& outputs);
+  nlohmann::json record_evaluation(const TrainState& at, const EvalOutputs& outputs);
 
   // Adds the tokens counted on the device since the last call to state.tokens_seen (host read).
   void flush_tokens(TrainState& state);

@@ -20,32 +20,38 @@ EvalOutputs Engine::held_out_outputs() {
   return outputs;
 }
 
-nlohmann::json Engine::record_evaluation(int64_t step, const EvalOutputs& outputs) {
+nlohmann::json Engine::record_evaluation(const TrainState& at, const EvalOutputs& outputs) {
   nlohmann::json fields = task_.score(outputs);
   if (fields.empty()) return fields;
   std::string line;
   for (const auto& [k, v] : fields.items())
     line += fmt::format(" | {} {}", k, v.is_number() ? fmt::format("{:.4f}", v.get<double>()) : v.dump());
-  log::info("valid", "step {}{}", step, line);
-  s_.metrics.write_evaluation(step, fields);
+  log::info("valid", "step {}{}", at.step, line);
+  s_.metrics.write_evaluation(at.step, at.tokens_seen, at.train_seconds, fields);
   return fields;
 }
 
-nlohmann::json Engine::evaluate(int64_t step) {
+nlohmann::json Engine::evaluate(const TrainState& at) {
   auto& dp = *s_.dp;
   const EvalOutputs outputs = held_out_outputs();
   // Rank 0 scores and records (its failure, e.g. a full disk, stops every rank).
-  return dist::all_or_none(dp, "evaluating at step " + std::to_string(step), [&] {
-    return dp.rank() == 0 ? record_evaluation(step, outputs) : nlohmann::json::object();
+  return dist::all_or_none(dp, "evaluating at step " + std::to_string(at.step), [&] {
+    return dp.rank() == 0 ? record_evaluation(at, outputs) : nlohmann::json::object();
   });
 }
 
-bool Engine::evaluate_and_stop(int64_t step) {
+bool Engine::evaluate_and_stop(TrainState& state) {
   auto& dp = *s_.dp;
+  // The row says where the run stands, as a training row does: the tokens so far (a host read;
+  // the device is idle at an evaluation anyway) and the training time as the evaluation begins
+  // (on the clock of train_seconds(), which a resume continues).
+  flush_tokens(state);
+  state.train_seconds = train_seconds();
+  const int64_t step = state.step;
   const EvalOutputs outputs = held_out_outputs();
   // Rank 0 scores, records and decides (it may write, e.g. the best model so far); one agreement for all of it.
   const bool stop = dist::all_or_none(dp, "evaluating at step " + std::to_string(step), [&] {
-    return dp.rank() == 0 && task_.after_evaluation(step, record_evaluation(step, outputs));
+    return dp.rank() == 0 && task_.after_evaluation(step, record_evaluation(state, outputs));
   });
   return dp.any(stop);  // it reaches every rank (once per evaluation, not per step)
 }

@@ -3,6 +3,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -21,8 +22,9 @@ void MetricsWriter::write(const nlohmann::json& row) const {
   if (!file_.empty()) append_line_synced(file_, row.dump());
 }
 
-void MetricsWriter::write_evaluation(int64_t step, const nlohmann::json& fields) const {
-  nlohmann::json row = {{"step", step}, {"split", "valid"}};
+void MetricsWriter::write_evaluation(int64_t step, int64_t tokens_seen, double elapsed_s,
+                                     const nlohmann::json& fields) const {
+  nlohmann::json row = {{"step", step}, {"split", "valid"}, {"tokens_seen", tokens_seen}, {"elapsed_s", elapsed_s}};
   row.update(fields);
   write(row);
 }
@@ -51,11 +53,13 @@ LoggedLosses logged_losses(const std::filesystem::path& file) {
   std::istringstream in(read_file(file));
   for (std::string line; std::getline(in, line);) {
     const auto row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!row.is_object() || row.contains("split") || row.contains("event")) continue;
+    if (!row.is_object()) continue;
+    if (row.contains("elapsed_s") && row["elapsed_s"].is_number())
+      out.elapsed_s = std::max(out.elapsed_s, row["elapsed_s"].get<double>());
+    if (row.contains("split") || row.contains("event")) continue;
     if (!row.contains("loss") || !row["loss"].is_number()) continue;
     out.last = row["loss"].get<double>();
     if (std::isnan(out.first)) out.first = out.last;
-    if (row.contains("elapsed_s") && row["elapsed_s"].is_number()) out.elapsed_s = row["elapsed_s"].get<double>();
   }
   return out;
 }

@@ -14,8 +14,11 @@ class MetricsWriter {
   MetricsWriter() = default;
   explicit MetricsWriter(std::filesystem::path file) : file_(std::move(file)) {}
   void write(const nlohmann::json& row) const;
-  // An evaluation's row: {"step": step, "split": "valid", ...fields} (the dev / held-out curve).
-  void write_evaluation(int64_t step, const nlohmann::json& fields) const;
+  // An evaluation's row: {"step": step, "split": "valid", "tokens_seen", "elapsed_s", ...fields}
+  // (the dev / held-out curve). tokens_seen and elapsed_s mean what they mean in training rows
+  // (tokens consumed by all ranks; the training loop's seconds, resumes added up), taken when
+  // the evaluation began, so that the curve can be drawn against tokens or time as well.
+  void write_evaluation(int64_t step, int64_t tokens_seen, double elapsed_s, const nlohmann::json& fields) const;
   bool enabled() const { return !file_.empty(); }
 
  private:
@@ -33,7 +36,10 @@ int64_t drop_metrics_after(const std::filesystem::path& file, int64_t step, bool
 // The losses of the first and the last training rows (no "split", no "event") with a numeric
 // loss, NaN if none: a resumed run reports its original first loss in summary.json, and one
 // resumed from its final checkpoint (no step left to log) the last loss it logged. `elapsed_s`:
-// the last training row's, the training time a resumed run goes on from (0 if none).
+// the largest of any row's (training or evaluation; 0 if none), the training time a resumed run
+// goes on from. Every row kept was written before the checkpoint, and an evaluation row is
+// written after its step's training row: its time counts, or the resumed rows' elapsed_s would
+// start below it.
 struct LoggedLosses {
   double first = std::nan("");
   double last = std::nan("");

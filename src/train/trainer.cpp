@@ -309,7 +309,7 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   result.steps = e.state.step;
   result.first_loss = e.first_loss;  // NaN (summary.json: null) when no logged step updated the weights
   result.final_loss = e.final_loss;
-  const auto valid = engine.evaluate(e.state.step);  // every rank: the held-out pass is split over them
+  const auto valid = engine.evaluate(e.state);  // every rank: the held-out pass is split over them
   if (!chief) {
     result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;

@@ -1,13 +1,17 @@
 // What fine-tuning writes and where (finetune/finetune.h): the results file readied before the
 // inputs are read, an existing run folder refused first, the lines of a run replaced by
-// --overwrite left out of the tables, and the options and start models it warns about.
+// --overwrite left out of the tables, the dev rows of metrics.jsonl, and the options and start
+// models it warns about.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "../dist/launch_ranks.h"
 #include "eval/glue_metrics.h"
@@ -104,6 +108,32 @@ TEST(FinetuneOutputs, ARunReplacedByOverwriteLeavesTheTables) {
       ++cells;
     }
   EXPECT_EQ(cells, 2);
+}
+
+// Each dev row of a seed's metrics.jsonl says where the training stood, as its training rows do:
+// the tokens of its step's training row, and a training time from that row's on (the final
+// evaluation's: where training ended). The rows had the step and the scores alone.
+TEST(FinetuneOutputs, DevRowsSayTokensAndTimeAsTrainingRowsDo) {
+  const fs::path ft = fresh_dir("dev_rows_ft"), log = ft.string() + ".log";
+  ASSERT_EQ(run_shell(finetune_cmd(tiny_pretrained_run(), ft, "--overwrite --seeds 1 --set train.log_every=1 --set "
+                                   "finetune.eval_every=2 --set finetune.results_file=" + (ft / "r.jsonl").string()) +
+                      " > " + log.string() + " 2>&1"),
+            0)
+      << slurp(log);
+  std::map<int64_t, nlohmann::json> training;
+  std::vector<nlohmann::json> dev;
+  for (const auto& row : read_jsonl(ft / "seed1" / "metrics.jsonl"))
+    if (row.contains("split")) dev.push_back(row);
+    else if (row.contains("loss")) training[row["step"].get<int64_t>()] = row;
+  ASSERT_GE(dev.size(), 2u);  // every 2 steps, and the final evaluation
+  for (const auto& row : dev) {
+    SCOPED_TRACE(row.dump());
+    const auto& at = training.at(row["step"].get<int64_t>());
+    EXPECT_GT(row.at("tokens_seen").get<int64_t>(), 0);
+    EXPECT_EQ(row.at("tokens_seen"), at["tokens_seen"]);
+    EXPECT_GE(row.at("elapsed_s").get<double>(), at["elapsed_s"].get<double>());
+  }
+  EXPECT_EQ(dev.back()["step"], training.rbegin()->first);
 }
 
 // Options fine-tuning does not act on, and a start model short of its pretraining, are said:
