@@ -21,6 +21,16 @@ namespace {
 
 fs::path checkpoint_dir(const fs::path& run_dir) { return run_dir / "checkpoints"; }
 
+// TrainState::world_sizes as the archive keeps it: [n, 2] int64, a row per stretch.
+torch::Tensor world_sizes_tensor(const std::vector<std::pair<int64_t, int64_t>>& stretches) {
+  auto t = torch::empty({static_cast<int64_t>(stretches.size()), 2}, torch::kLong);
+  for (size_t i = 0; i < stretches.size(); ++i) {
+    t[static_cast<int64_t>(i)][0] = stretches[i].first;
+    t[static_cast<int64_t>(i)][1] = stretches[i].second;
+  }
+  return t;
+}
+
 // After checkpoint `step` is written: keeps the newest keep_last of the steps up to it.
 // - A checkpoint of a later step belongs to a timeline the run has left (it resumed from an
 //   older one because that file failed its checksum): renamed out of the way (.superseded)
@@ -141,6 +151,12 @@ void restore_rank_device_rng(const TrainState& state, int64_t rank, int64_t worl
   own.restore();
 }
 
+void note_world_size(TrainState& state, int64_t from_step, int64_t world) {
+  if (state.step <= from_step) return;
+  if (!state.world_sizes.empty() && state.world_sizes.back().second == world) return;  // the same stretch
+  state.world_sizes.emplace_back(from_step, world);
+}
+
 void RandomStates::restore() const {
   if (cpu.defined()) {
     at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle sharing the global state
@@ -171,6 +187,7 @@ void write_checkpoint(const fs::path& file, torch::nn::Module& model, torch::opt
     archive.write("loss_scale_streak", c10::IValue(state->loss_scale_streak));
     if (!state->log_window.empty()) archive.write("log_window", torch::tensor(state->log_window, torch::kDouble));
     if (!state->data_identity.empty()) archive.write("data_identity", c10::IValue(state->data_identity));
+    if (!state->world_sizes.empty()) archive.write("world_sizes", world_sizes_tensor(state->world_sizes));
     // The random streams of this rank (rank 0 saves). Every rank seeds alike, so on resume each
     // rank sets rank 0's states into its own generators: the CPU's, and its training device's
     // (cuda:LOCAL_RANK, whatever the index); a multi-GPU run's ranks then take their own device
@@ -282,6 +299,8 @@ CheckpointContents load_checkpoint(const fs::path& file, torch::nn::Module& mode
   }
   if (archive.try_read("data_identity", v) && v.isString()) out.state.data_identity = v.toStringRef();
   archive.try_read("rng_device_ranks", out.state.rng_device_ranks);
+  if (torch::Tensor w; archive.try_read("world_sizes", w) && w.dim() == 2 && w.size(1) == 2 && w.scalar_type() == torch::kLong)
+    for (int64_t i = 0; i < w.size(0); ++i) out.state.world_sizes.emplace_back(w[i][0].item<int64_t>(), w[i][1].item<int64_t>());
   if (archive.try_read("optimizer_name", v)) out.state.optimizer_name = v.toStringRef();
   if (archive.try_read("schedule", v)) out.state.schedule = v.toStringRef();
   if (archive.try_read("config", v)) out.config_yaml = v.toStringRef();

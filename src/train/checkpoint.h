@@ -4,6 +4,7 @@
 //                                  (+ max_exp_avg_sq for AMSGrad); options come from the config
 //   optimizer_name, schedule       which optimizer/schedule wrote it (the lr is a function of step)
 //   step, loader_epoch, loader_position, tokens_seen, nonfinite_total, nonfinite_in_a_row
+//   world_sizes                    [n, 2] int64: where each stretch of ranks began (TrainState)
 //   rng_cpu, rng_device            torch's default CPU generator and, on a GPU, the training
 //                                  device's (dropout), restored into each rank's own device's
 //                                  (masking needs none: it is a function of (seed, epoch, index))
@@ -47,11 +48,21 @@ struct TrainState {
   // tokenizer ("" in checkpoints older than the field). Resume refuses other data.
   std::string data_identity;
   std::string optimizer_name, schedule;
+  // The number of ranks that trained each stretch of the run: {steps done when it began, world
+  // size}, oldest first; a resume on another number of ranks begins a stretch, one on as many
+  // continues the last (so that such a run writes an uninterrupted run's files, and identical
+  // runs identical files). Empty in a checkpoint older than the field (note_world_size).
+  std::vector<std::pair<int64_t, int64_t>> world_sizes;
   // Multi-GPU runs: every rank's device stream, [W, n] uint8, a row per rank (else undefined).
   // The ranks seed alike, yet SDPA draws dropout differently in its flash kernel (a batch
   // without padding) than in its masked ones, so their streams can part: each resumes its own.
   torch::Tensor rng_device_ranks;
 };
+
+// Records in state.world_sizes that the steps from `from_step` (where this process began) to
+// state.step ran on `world` ranks; nothing while no step has (a restart with no step left
+// trains nothing). Idempotent: every save of a process calls it.
+void note_world_size(TrainState& state, int64_t from_step, int64_t world);
 
 // The random streams a training step draws from (dropout): torch's default CPU generator and,
 // on a GPU, the training device's, as host tensors (reading them needs no device sync).

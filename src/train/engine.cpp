@@ -132,6 +132,7 @@ fs::path Engine::save(TrainState& state, const LogWindow& w) {
   state.log_window = w.snapshot();  // a checkpoint between two log steps resumes into the same rows
   state.cursor = consumed_;
   state.train_seconds = train_seconds();
+  note_world_size(state, first_step_, s_.dp->world());  // this process's stretch (summary.json's world_sizes)
   // Every rank takes part (one small all-reduce per checkpoint, never in a step): a checkpoint
   // is written only while the replicas agree, so the newest one is always safe to resume from.
   if (const auto diff = dist::replica_difference(*s_.dp, model_); !diff.empty()) {

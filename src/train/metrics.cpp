@@ -64,6 +64,17 @@ LoggedLosses logged_losses(const std::filesystem::path& file) {
   return out;
 }
 
+nlohmann::json world_size_stretches(const std::vector<std::pair<int64_t, int64_t>>& starts, int64_t steps) {
+  auto stretches = nlohmann::json::array();
+  auto add = [&](int64_t from, int64_t to, const nlohmann::json& world) {
+    if (to > from) stretches.push_back({{"first_step", from + 1}, {"last_step", to}, {"world_size", world}});
+  };
+  add(0, starts.empty() ? steps : starts.front().first, nullptr);
+  for (size_t i = 0; i < starts.size(); ++i)
+    add(starts[i].first, i + 1 < starts.size() ? starts[i + 1].first : steps, starts[i].second);
+  return stretches;
+}
+
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   const auto s = static_cast<int64_t>(seconds + 0.5);

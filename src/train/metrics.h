@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 namespace rpe {
 
@@ -46,6 +48,14 @@ struct LoggedLosses {
   double elapsed_s = 0.0;
 };
 LoggedLosses logged_losses(const std::filesystem::path& file);
+
+// summary.json's world_sizes: the ranks that trained each stretch of a run's `steps`, from the
+// stretches' starts {steps done when it began, world size} (TrainState::world_sizes), as
+// 1-based steps the way metrics.jsonl counts them: e.g. [{"first_step": 1, "last_step": 6,
+// "world_size": 2}, {"first_step": 7, "last_step": 10, "world_size": 1}] for 6 steps on 2 ranks
+// resumed by one process (world_size, the processes of the last start, hides such a change).
+// Steps before the first start (a checkpoint older than the record) have world_size null.
+nlohmann::json world_size_stretches(const std::vector<std::pair<int64_t, int64_t>>& starts, int64_t steps);
 
 // "3d02h", "1h02m", "3m20s", "12s" for ETAs.
 std::string format_duration(double seconds);

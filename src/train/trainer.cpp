@@ -97,7 +97,8 @@ void write_summary(const fs::path& run_dir, const Config& cfg, const PretrainRes
                             {"train_s", e.state.train_seconds},       // the training loop, resumes added up
                             {"tokens_seen", e.state.tokens_seen},
                             {"nonfinite_skipped", e.state.nonfinite_total},
-                            {"world_size", world},
+                            {"world_size", world},  // this process's; the run's: world_sizes
+                            {"world_sizes", world_size_stretches(e.state.world_sizes, e.state.step)},
                             {"precision", cfg.train.precision},
                             {"optimizer", cfg.train.optimizer},
                             {"peak_rss_bytes", rss},

@@ -306,6 +306,7 @@ TEST(Checkpoint, RestoresModelOptimizerStepCursorAndRng) {
   TrainState s;
   s.step = 5, s.cursor.epoch = 2, s.cursor.position = 17, s.tokens_seen = 999, s.nonfinite_total = 1;
   s.optimizer_name = "adamw";
+  s.world_sizes = {{0, 2}, {3, 1}};  // 3 steps on 2 ranks, then one process
   const auto file = save_checkpoint(run, *net, &opt, s, "yaml text");
   const auto expected_draw = torch::rand({3});  // the next draw after the save
 
@@ -320,6 +321,7 @@ TEST(Checkpoint, RestoresModelOptimizerStepCursorAndRng) {
   EXPECT_EQ(c.state.tokens_seen, 999);
   EXPECT_EQ(c.state.nonfinite_total, 1);
   EXPECT_EQ(c.state.optimizer_name, "adamw");
+  EXPECT_EQ(c.state.world_sizes, (std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {3, 1}}));
   EXPECT_EQ(c.config_yaml, "yaml text");
   EXPECT_TRUE(torch::equal(torch::rand({3}), expected_draw));  // CPU generator restored
   EXPECT_FALSE(c.version.empty());

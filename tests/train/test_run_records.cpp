@@ -1,13 +1,17 @@
 // What a pretraining run records of itself beyond its losses: the held-out rows of metrics.jsonl
-// say where the run stood (tokens_seen, elapsed_s) as its training rows do, across a resume too.
+// say where the run stood (tokens_seen, elapsed_s) as its training rows do, across a resume too;
+// summary.json gives the ranks that trained each stretch of steps, not only the last process's.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "../dist/launch_ranks.h"
 #include "tiny_run.h"
+#include "train/checkpoint.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
 
@@ -70,6 +74,51 @@ TEST(RunRecords, AResumeGoesOnFromTheLatestHeldOutRowsTime) {
   EXPECT_GE(row_at(rows, 4, false)["elapsed_s"].get<double>(), evaluated_at);
   EXPECT_GE(row_at(rows, 4, true)["elapsed_s"].get<double>(), evaluated_at);
   EXPECT_GE(read_summary(run)["train_s"].get<double>(), evaluated_at);
+}
+
+using Starts = std::vector<std::pair<int64_t, int64_t>>;
+
+TEST(RunRecords, AStretchOfRanksBeginsWhereTheWorldSizeChanges) {
+  TrainState s;
+  note_world_size(s, 0, 2);  // no step trained: nothing to say
+  EXPECT_TRUE(s.world_sizes.empty());
+  s.step = 6;
+  note_world_size(s, 0, 2);
+  note_world_size(s, 0, 2);  // every save of a process notes it
+  EXPECT_EQ(s.world_sizes, (Starts{{0, 2}}));
+  s.step = 10;
+  note_world_size(s, 6, 1);  // resumed at 6 by one process
+  s.step = 12;
+  note_world_size(s, 10, 1);  // and again by one: the same stretch (identical runs, identical files)
+  EXPECT_EQ(s.world_sizes, (Starts{{0, 2}, {6, 1}}));
+  EXPECT_EQ(world_size_stretches(s.world_sizes, 12),
+            json::parse(R"([{"first_step": 1, "last_step": 6, "world_size": 2},
+                            {"first_step": 7, "last_step": 12, "world_size": 1}])"));
+  // A checkpoint of before the record (resumed at 3): the steps before it are not known.
+  EXPECT_EQ(world_size_stretches({{3, 1}}, 5),
+            json::parse(R"([{"first_step": 1, "last_step": 3, "world_size": null},
+                            {"first_step": 4, "last_step": 5, "world_size": 1}])"));
+  EXPECT_EQ(world_size_stretches({}, 0), json::array());
+}
+
+// Started on 2 ranks and resumed by one process, a run's summary.json said "world_size": 1 and
+// nothing of the ranks that trained its first steps. world_size keeps its meaning (this
+// process's); world_sizes gives each stretch, and a resume on as many ranks continues one.
+TEST(RunRecords, SummaryGivesTheWorldSizeOfEachStretchOfARun) {
+  const fs::path run = test::fresh_dir("world_sizes");
+  const std::string two = test::pretrain_cmd(run, "--set train.max_steps=2");
+  ASSERT_EQ(test::launch_pair(two, two, run), 0) << test::slurp(run.string() + ".r0.log") << test::slurp(run.string() + ".r1.log");
+  EXPECT_EQ(read_summary(run)["world_sizes"], json::parse(R"([{"first_step": 1, "last_step": 2, "world_size": 2}])"));
+  const std::string log = run.string() + ".resumed.log";
+  for (const char* steps : {"4", "6"})
+    ASSERT_EQ(test::run_shell(test::pretrain_cmd(run, std::string("--set train.max_steps=") + steps, "--resume") + " >> " +
+                              log + " 2>&1"),
+              0)
+        << test::slurp(log);
+  const json summary = read_summary(run);
+  EXPECT_EQ(summary["world_size"], 1);
+  EXPECT_EQ(summary["world_sizes"], json::parse(R"([{"first_step": 1, "last_step": 2, "world_size": 2},
+                                                    {"first_step": 3, "last_step": 6, "world_size": 1}])"));
 }
 
 }  // namespace
