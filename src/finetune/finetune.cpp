@@ -38,15 +38,28 @@ namespace fs = std::filesystem;
 
 namespace {
 // --init of a run folder takes its newest checkpoint: of a pretraining that has not finished (no
-// summary.json; stopped, or still running), that is some step short of train.max_steps.
+// summary.json; stopped, or still running), that is some step short of train.max_steps. Or it
+// is the final one: a stop at the last step (train.time_limit_min, a signal) comes after the
+// final checkpoint and before the final held-out evaluation, which writes summary.json; so
+// does a kill during that evaluation. Those weights are the trained model: only the
+// evaluation and summary.json (the cost table's) are missing, and `pretrain --resume` adds them.
 void warn_unfinished(const std::string& init, const fs::path& checkpoint, int64_t max_steps) {
   std::smatch m;
   const std::string name = checkpoint.filename().string();
   static const std::regex step(R"(step_0*(\d+)\.pt)");
-  const std::string at = std::regex_match(name, m, step) ? "step " + m[1].str() + " of " + std::to_string(max_steps)
-                                                         : name + " (of " + std::to_string(max_steps) + " steps)";
-  log::warn_rank0("finetune", "--init {}: its pretraining has not finished (no summary.json): fine-tuning from its "
-                  "newest checkpoint, {} ({})", init, at, checkpoint.string());
+  if (!std::regex_match(name, m, step)) {
+    log::warn_rank0("finetune", "--init {}: its pretraining has not finished (no summary.json): fine-tuning from its "
+                    "newest checkpoint, {} (of {} steps) ({})", init, name, max_steps, checkpoint.string());
+  } else if (const int64_t at = std::stoll(m[1].str()); at < max_steps) {
+    log::warn_rank0("finetune", "--init {}: its pretraining has not finished (no summary.json): fine-tuning from its "
+                    "newest checkpoint, step {} of {} ({})", init, at, max_steps, checkpoint.string());
+  } else {
+    log::warn_rank0("finetune", "--init {}: its pretraining trained all its steps ({} of {}); only its final held-out "
+                    "evaluation and summary.json are missing (it stopped after its last step, e.g. at "
+                    "train.time_limit_min, or is still evaluating): fine-tuning from its final checkpoint ({}); "
+                    "`pretrain --resume` of that run folder evaluates it and writes summary.json", init, at, max_steps,
+                    checkpoint.string());
+  }
 }
 }  // namespace
 

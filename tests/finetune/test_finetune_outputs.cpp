@@ -136,13 +136,26 @@ TEST(FinetuneOutputs, DevRowsSayTokensAndTimeAsTrainingRowsDo) {
   EXPECT_EQ(dev.back()["step"], training.rbegin()->first);
 }
 
+// A pretraining run stopped by train.time_limit_min (exit 75, no summary.json) after step
+// `stopped_at` of `steps` (a limit of 6 ms, past by the first step).
+fs::path time_limited_run(int64_t stopped_at, int64_t steps) {
+  const fs::path dir = fresh_dir("time_limited_" + std::to_string(stopped_at) + "_of_" + std::to_string(steps));
+  const std::string log = dir.string() + ".log";
+  EXPECT_EQ(run_shell(pretrain_cmd(dir, "--set train.max_steps=" + std::to_string(steps) +
+                                            " --set train.time_limit_min=0.0001") + " > " + log + " 2>&1"),
+            75)
+      << slurp(log);
+  EXPECT_NE(slurp(dir / "train.log").find("after step " + std::to_string(stopped_at) + " of " + std::to_string(steps)),
+            std::string::npos) << slurp(log);
+  EXPECT_FALSE(fs::exists(dir / "summary.json"));
+  return dir;
+}
+
 // Options fine-tuning does not act on, and a start model short of its pretraining, are said:
 // train.time_limit_min (pretraining's) was ignored silently, and --init of a run folder without
 // summary.json (a pretraining stopped at step 92 of 2000) took its newest checkpoint unsaid.
 TEST(FinetuneOutputs, APretrainingOnlyOptionAndAnUnfinishedStartRunAreWarned) {
-  const fs::path pre = fresh_dir("unfinished_pre"), ft = fresh_dir("unfinished_ft"), log = ft.string() + ".log";
-  fs::copy(tiny_pretrained_run(), pre, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
-  ASSERT_TRUE(fs::remove(pre / "summary.json"));
+  const fs::path pre = time_limited_run(1, 3), ft = fresh_dir("unfinished_ft"), log = ft.string() + ".log";
   ASSERT_EQ(run_shell(finetune_cmd(pre, ft, "--overwrite --set train.time_limit_min=5 --set finetune.results_file=" + (ft / "r.jsonl").string()) +
                       " > " + log.string() + " 2>&1"),
             0)
@@ -150,7 +163,7 @@ TEST(FinetuneOutputs, APretrainingOnlyOptionAndAnUnfinishedStartRunAreWarned) {
   const std::string text = slurp(log);
   EXPECT_NE(text.find("train.time_limit_min 5 applies to pretraining only"), std::string::npos) << text;
   EXPECT_NE(text.find("--init " + pre.string() + ": its pretraining has not finished (no summary.json): fine-tuning from its "
-                      "newest checkpoint, step 2 of 2 ("),
+                      "newest checkpoint, step 1 of 3 ("),
             std::string::npos)
       << text;
   // A finished run: no such warning.
@@ -159,8 +172,29 @@ TEST(FinetuneOutputs, APretrainingOnlyOptionAndAnUnfinishedStartRunAreWarned) {
                       " > " + log.string() + " 2>&1"),
             0)
       << slurp(log);
-  EXPECT_EQ(slurp(log).find("has not finished"), std::string::npos) << slurp(log);
+  EXPECT_EQ(slurp(log).find("its pretraining"), std::string::npos) << slurp(log);
   EXPECT_EQ(slurp(log).find("time_limit_min"), std::string::npos) << slurp(log);
+}
+
+// A pretraining stopped at the time limit after its last step has written its final checkpoint:
+// it trained every step, and lacks only its final held-out evaluation and summary.json (the stop
+// comes before them). --init of it said "has not finished ... step 1 of 1"; now what is missing.
+TEST(FinetuneOutputs, AStartRunStoppedAfterItsLastStepIsWarnedOfItsMissingEvaluationOnly) {
+  const fs::path pre = time_limited_run(1, 1), ft = fresh_dir("all_steps_ft"), log = ft.string() + ".log";
+  ASSERT_TRUE(fs::exists(pre / "checkpoints" / "step_00000001.pt"));
+  ASSERT_EQ(run_shell(finetune_cmd(pre, ft, "--overwrite --set finetune.results_file=" + (ft / "r.jsonl").string()) + " > " +
+                      log.string() + " 2>&1"),
+            0)
+      << slurp(log);
+  const std::string text = slurp(log);
+  EXPECT_EQ(text.find("not finished"), std::string::npos) << text;
+  EXPECT_NE(text.find("--init " + pre.string() + ": its pretraining trained all its steps (1 of 1); only its final held-out "
+                      "evaluation and summary.json are missing (it stopped after its last step, e.g. at "
+                      "train.time_limit_min, or is still evaluating): fine-tuning from its final checkpoint (" +
+                      (pre / "checkpoints" / "step_00000001.pt").string() + "); `pretrain --resume` of that run folder "
+                      "evaluates it and writes summary.json"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace
