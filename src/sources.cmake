@@ -85,6 +85,9 @@ set(RPE_CORE_SOURCES
   src/eval/squad_metrics.cpp
   src/eval/glue_metrics.cpp
   src/eval/results.cpp
+  src/eval/pretrain_labels.cpp
+  src/eval/table_cells.cpp
+  src/eval/table_render.cpp
   src/eval/tables.cpp
   src/eval/text_table.cpp
   src/eval/cost_table.cpp

@@ -1,0 +1,69 @@
+// Result rows grouped into the cells of Tables 2-4 (see table_cells.h).
+#include "eval/table_cells.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "eval/pretrain_labels.h"
+
+namespace rpe::eval {
+
+Stat mean_std(const std::vector<double>& v) {
+  Stat s;
+  s.n = static_cast<int64_t>(v.size());
+  if (v.empty()) return s;
+  for (double x : v) s.mean += x;
+  s.mean /= static_cast<double>(v.size());
+  if (v.size() > 1) {
+    double ss = 0;
+    for (double x : v) ss += (x - s.mean) * (x - s.mean);
+    s.std = std::sqrt(ss / static_cast<double>(v.size() - 1));
+  }
+  return s;
+}
+
+namespace tables_detail {
+
+Values collect(const std::vector<ResultRow>& rows) {
+  Values v;
+  const auto labels = pretrain_labels(rows);
+  // A run's checkpoints fine-tuned from: two (--init of its folder before and after a resumed
+  // pretraining went on) are two models, two rows named; a line of before the field joins one alone.
+  std::map<std::filesystem::path, std::set<std::string>> steps;
+  for (const auto& r : rows)
+    if (!r.pretrain_checkpoint.empty()) steps[pretrain_identity(r.pretrain_run)].insert(r.pretrain_checkpoint);
+  for (const auto& r : rows) {
+    const auto id = pretrain_identity(r.pretrain_run);
+    const std::string step = steps[id].size() > 1 ? "/" + (r.pretrain_checkpoint.empty() ? "?" : r.pretrain_checkpoint) : "";
+    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, labels.at(id) + step, r.select,
+               r.position_buckets, finetune_run_name(r)};
+    v[{g, r.task, r.split, r.metric}][r.run_id + "#" + std::to_string(r.seed)] = {r.value, r.examples};
+  }
+  return v;
+}
+
+// Mean ± std of a cell over the evaluations of the whole dev set: those that scored fewer
+// examples (finetune.max_eval_examples, a debugging run) are another quantity, not pooled;
+// each one left out is named in `left_out`.
+std::optional<Stat> lookup(const Values& v, const GroupKey& g, const Column& c, std::vector<std::string>& left_out) {
+  auto it = v.find({g, c.task, c.split, c.metric});
+  if (it == v.end()) return std::nullopt;
+  int64_t most = 0;
+  for (const auto& [_, x] : it->second) most = std::max(most, x.examples);
+  std::vector<double> xs;
+  for (const auto& [run, x] : it->second) {
+    if (x.examples == most) {
+      xs.push_back(x.value);
+      continue;
+    }
+    const std::string note = run + " (" + c.task + " " + c.split + ": " + std::to_string(x.examples) + " of " +
+                             std::to_string(most) + " examples)";
+    if (std::find(left_out.begin(), left_out.end(), note) == left_out.end()) left_out.push_back(note);
+  }
+  return mean_std(xs);
+}
+
+}  // namespace tables_detail
+}  // namespace rpe::eval
