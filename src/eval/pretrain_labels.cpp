@@ -44,4 +44,21 @@ std::map<std::filesystem::path, std::string> pretrain_labels(const std::vector<R
   return labels;
 }
 
+std::vector<std::string> pretrained_model_labels(const std::vector<ResultRow>& rows) {
+  const auto labels = pretrain_labels(rows);
+  // A run's checkpoints fine-tuned from: two (--init of its folder before and after a resumed
+  // pretraining went on) are two models, two rows named; a line of before the field joins one alone.
+  std::map<std::filesystem::path, std::set<std::string>> steps;
+  for (const auto& r : rows)
+    if (!r.pretrain_checkpoint.empty()) steps[pretrain_identity(r.pretrain_run)].insert(r.pretrain_checkpoint);
+  std::vector<std::string> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) {
+    const auto id = pretrain_identity(r.pretrain_run);
+    const std::string step = steps[id].size() > 1 ? "/" + (r.pretrain_checkpoint.empty() ? "?" : r.pretrain_checkpoint) : "";
+    out.push_back(labels.at(id) + step);
+  }
+  return out;
+}
+
 }  // namespace rpe::eval

@@ -13,4 +13,9 @@ namespace rpe::eval {
 // The label of each pretraining run of `rows`, keyed by its pretrain_identity.
 std::map<std::filesystem::path, std::string> pretrain_labels(const std::vector<ResultRow>& rows);
 
+// The pretrained model each row was fine-tuned from, as every table names it (one per row, in
+// order): its run's label, and "/<checkpoint file>" where rows of that run come from two of its
+// checkpoints. Rows of one label pool; rows of two never do.
+std::vector<std::string> pretrained_model_labels(const std::vector<ResultRow>& rows);
+
 }  // namespace rpe::eval

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "eval/paper_numbers.h"
+#include "eval/pretrain_labels.h"
 #include "util/errors.h"
 #include "util/json_text.h"
 
@@ -23,11 +24,19 @@ struct SquadGroup {
   int64_t buckets = 0;  // deberta's log buckets: another model than the clipped one at the same k
   int64_t k = 0, pretrain_len = 0, finetune_len = 0;
   std::string name;    // fine-tuning run folder without "_s<seed>"
+  // The pretrained model fine-tuned (pretrained_model_labels), as in Tables 2-4: one fine-tuning
+  // run name from two pretraining runs or checkpoints is two models, never one row. Named in the
+  // row's label where the table has rows alike in all else (named_model).
+  std::string pretrained;
+  bool named_model = false;
   std::string select;  // finetune.select: dev-best weights are another protocol than the final ones
   // (run_id, seed) -> (value, dev questions scored): a re-evaluation replaces
   std::map<std::string, std::pair<double, int64_t>> exact, f1;
 
-  std::string label(const std::string& what) const { return with_protocol(what, select); }
+  std::string label(const std::string& what) const {
+    const std::string model = pretrained.empty() ? "none" : pretrained;  // "": from random weights
+    return with_protocol(named_model ? what + " (pretraining run " + model + ")" : what, select);
+  }
   std::string method_label() const { return method_text(method, buckets); }
 
   // The values of the evaluations of the whole dev set: those that scored fewer questions
@@ -51,30 +60,44 @@ struct SquadGroup {
   }
 };
 
-// The groups of the current rows (current_rows: a run replaced by --overwrite counts no more);
-// what was left out and the run ids of two folders go to `notes`.
+// The groups of the current rows (current_rows: a run replaced by --overwrite counts no more),
+// one per pretrained model and fine-tuning run; what was left out and the run ids of two folders
+// go to `notes`.
 std::vector<SquadGroup> squad_groups(const std::vector<ResultRow>& all, std::vector<std::string>& notes) {
   const std::vector<ResultRow> rows = current_rows(all, notes);
   const auto clashes = run_id_clashes(rows);
   notes.insert(notes.end(), clashes.begin(), clashes.end());
-  std::map<std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, std::string, std::string>, SquadGroup> groups;
-  for (const auto& r : rows) {
+  const auto pretrained = pretrained_model_labels(rows);
+  using Key = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, std::string, std::string, std::string>;
+  std::map<Key, SquadGroup> groups;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ResultRow& r = rows[i];
     if ((r.task != "squad_v1" && r.task != "squad") || (r.metric != "exact" && r.metric != "f1")) continue;
     const std::string name = finetune_run_name(r);
     // The paper's protocol (final weights) sorts before the others of the same run.
     const std::string protocol = papers_protocol(r.select) ? std::string() : r.select;
-    auto& g = groups[{r.method, r.position_buckets, r.k, r.pretrain_max_len, r.finetune_max_len, name, protocol}];
+    auto& g = groups[{r.method, r.position_buckets, r.k, r.pretrain_max_len, r.finetune_max_len, pretrained[i], name, protocol}];
     g.method = r.method;
     g.buckets = r.position_buckets;
     g.k = r.k;
     g.pretrain_len = r.pretrain_max_len;
     g.finetune_len = r.finetune_max_len;
     g.name = name;
+    g.pretrained = pretrained[i];
     g.select = r.select;
     (r.metric == "exact" ? g.exact : g.f1)[r.run_id + "#" + std::to_string(r.seed)] = {r.value, r.examples};
   }
+  auto model_aside = [](Key k) {
+    std::get<5>(k).clear();
+    return k;
+  };
+  std::map<Key, int> models;  // groups alike but for their pretrained model
+  for (const auto& [key, _] : groups) ++models[model_aside(key)];
   std::vector<SquadGroup> out;
-  for (auto& [_, g] : groups) out.push_back(std::move(g));
+  for (auto& [key, g] : groups) {
+    g.named_model = models[model_aside(key)] > 1;
+    out.push_back(std::move(g));
+  }
   return out;
 }
 

@@ -3,8 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <set>
 
 #include "eval/pretrain_labels.h"
 
@@ -28,16 +26,10 @@ namespace tables_detail {
 
 Values collect(const std::vector<ResultRow>& rows) {
   Values v;
-  const auto labels = pretrain_labels(rows);
-  // A run's checkpoints fine-tuned from: two (--init of its folder before and after a resumed
-  // pretraining went on) are two models, two rows named; a line of before the field joins one alone.
-  std::map<std::filesystem::path, std::set<std::string>> steps;
-  for (const auto& r : rows)
-    if (!r.pretrain_checkpoint.empty()) steps[pretrain_identity(r.pretrain_run)].insert(r.pretrain_checkpoint);
-  for (const auto& r : rows) {
-    const auto id = pretrain_identity(r.pretrain_run);
-    const std::string step = steps[id].size() > 1 ? "/" + (r.pretrain_checkpoint.empty() ? "?" : r.pretrain_checkpoint) : "";
-    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, labels.at(id) + step, r.select,
+  const auto pretrained = pretrained_model_labels(rows);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ResultRow& r = rows[i];
+    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, pretrained[i], r.select,
                r.position_buckets, finetune_run_name(r)};
     v[{g, r.task, r.split, r.metric}][r.run_id + "#" + std::to_string(r.seed)] = {r.value, r.examples};
   }

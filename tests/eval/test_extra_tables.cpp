@@ -183,6 +183,43 @@ TEST(ExtraTables, DevBestRunsAreRowsOfTheirOwnWithoutPaperNumbers) {
   EXPECT_NE(scratch_k.find("\nm4_k2,2,—,128,—,80.00,1,\"k=2, 512\",—,—\n"), std::string::npos) << scratch_k;
 }
 
+// The extra SQuAD tables grouped a row by the fine-tuning run's name alone: m4_ft128 fine-tuned
+// from two pretraining runs (runs/lrA/base_m4, runs/lrB/base_m4), or from two checkpoints of one,
+// was one row of two models, and lrB's seed 1 replaced lrA's (one run id): 71.00 ± 15.56 over
+// "2 seeds" here. A row is one pretrained model, as in Tables 2-4, named where rows are alike in
+// all else.
+TEST(ExtraTables, FineTuningRunsOfOneNameFromTwoPretrainedModelsAreTwoRows) {
+  auto from = [](const std::string& pretrain, int64_t seed, double f1, const std::string& checkpoint = "") {
+    const std::string s = std::to_string(seed);
+    auto r = squad_row("m4_ft128_s" + s + "/seed" + s, "m4", 127, 128, seed, "f1", f1, pretrain);
+    r.pretrain_checkpoint = checkpoint;
+    return r;
+  };
+  const std::vector<ResultRow> runs = {from("/w/lrA/base_m4", 1, 80.0), from("/w/lrA/base_m4/checkpoints", 2, 82.0),
+                                       from("/w/lrB/base_m4", 1, 60.0)};
+  EXPECT_EQ(to_csv(table5(runs, {128})),
+            "run,method,pretrain len,fine-tune len,EM,F1,seeds,paper EM,paper F1\n"
+            "\"BERT (Devlin et al., published)\",absolute,512,512,—,—,0,84.10,90.90\n"
+            "m4_ft128 (pretraining run lrA/base_m4),m4,128,128,—,81.00 ± 1.41,2,87.51,93.55\n"
+            "m4_ft128 (pretraining run lrB/base_m4),m4,128,128,—,60.00,1,87.51,93.55\n");
+  const TextTable t4 = table4_scaled(runs, {128, {127}, {}});
+  ASSERT_EQ(t4.rows.size(), 2U);
+  EXPECT_EQ(t4.rows[0][0].text, "m4_ft128 (pretraining run lrA/base_m4)");
+  EXPECT_EQ(t4.rows[0][5].text, "81.00 ± 1.41");
+  EXPECT_EQ(t4.rows[1][0].text, "m4_ft128 (pretraining run lrB/base_m4)");
+  EXPECT_EQ(t4.rows[1][5].text, "60.00");
+  // Two checkpoints of one run (--init of its folder before and after a resumed pretraining).
+  const std::vector<ResultRow> steps = {from("/w/p2", 1, 80.0, "step_00000400.pt"),
+                                        from("/w/p2", 2, 82.0, "step_00000400.pt"),
+                                        from("/w/p2", 1, 60.0, "step_00000420.pt")};
+  EXPECT_EQ(to_csv(extrapolation_table({}, steps)),
+            "method,measure,pretrain len,length,value\n"
+            "m4 (pretraining run p2/step_00000400.pt),SQuAD F1,128,128,81.00 ± 1.41 (n=2)\n"
+            "m4 (pretraining run p2/step_00000420.pt),SQuAD F1,128,128,60.00 (n=1)\n");
+  // One pretrained model: the row's name alone, as before.
+  EXPECT_EQ(table5({runs[0], runs[1]}, {128}).rows.at(1).at(0).text, "m4_ft128");
+}
+
 TEST(ExtraTables, ExtrapolationMlmCurvesThenSquadInCurveOrder) {
   const auto dir = temp_dir();
   write_text(dir / "mlm_m4.json",
