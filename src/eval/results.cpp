@@ -166,15 +166,20 @@ std::vector<ResultRow> current_rows(const std::vector<ResultRow>& rows, std::vec
   std::vector<ResultRow> kept;
   std::map<std::pair<std::string, std::string>, int64_t> dropped;  // (run_dir, run_started) -> lines
   for (const auto& r : rows) {
-    if (r.run_dir.empty() || r.run_started.empty() || r.run_started == newest.at(r.run_dir))
+    // An undated line of a folder a dated run wrote is older than it (every run since records
+    // run_started, and a folder is made again only by --overwrite): replaced, as an older date is.
+    // Lines of a folder no dated run wrote, or of no folder, are kept: nothing says they were.
+    const auto it = newest.find(r.run_dir);
+    if (r.run_dir.empty() || it == newest.end() || r.run_started == it->second)
       kept.push_back(r);
     else
       ++dropped[{r.run_dir, r.run_started}];
   }
   for (const auto& [run, lines] : dropped) {
     const auto& [dir, started] = run;
-    const std::string note = "left out: " + std::to_string(lines) + " result line(s) of the run started " + started +
-                             " in " + dir + ", replaced there by the run started " + newest.at(dir) + " (--overwrite)";
+    const std::string which = started.empty() ? "a run of before run_started" : "the run started " + started;
+    const std::string note = "left out: " + std::to_string(lines) + " result line(s) of " + which + " in " + dir +
+                             ", replaced there by the run started " + newest.at(dir) + " (--overwrite)";
     if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
   }
   return kept;

@@ -72,8 +72,9 @@ std::vector<std::string> run_id_clashes(const std::vector<ResultRow>& rows);
 
 // The rows of the runs that hold their folders now: a folder replaced by a later run of the same
 // run_dir (--overwrite deletes the old seeds; their lines stay in every results file they were
-// appended to) keeps only the lines of its newest run_started. Lines without a run_dir or
-// run_started (of before the fields) are kept. One note per replaced run goes to `notes`.
+// appended to) keeps only the lines of its newest run_started. Lines without run_started (of
+// before the field) go too where dated lines name their run_dir (that run replaced theirs), and
+// are kept where none do, as are lines without a run_dir. One note per replaced run goes to `notes`.
 std::vector<ResultRow> current_rows(const std::vector<ResultRow>& rows, std::vector<std::string>& notes);
 
 // Appends one line per row (fsynced, so a crash loses nothing already reported).

@@ -440,6 +440,34 @@ TEST(Tables, ARunReplacedByOverwriteNoLongerCounts) {
   EXPECT_FALSE(to_json(old).contains("run_started"));
 }
 
+// A line with a run_dir but no run_started (a build of between the two fields) in a folder that
+// dated lines also name is of a run that the dated one replaced: every run since records when
+// it started, and a folder is made again only by --overwrite. It was kept, and Table 2 pooled the
+// deleted run's seed 2 with the new run's seed 1 (66.00 ± 8.49, n=2). Undated lines of a folder
+// no dated run wrote, or without a folder, stay: nothing says they were replaced.
+TEST(Tables, UndatedLinesOfAFolderADatedRunReplacedNoLongerCount) {
+  auto undated = squad_row("ft/seed2", "m4", 127, 128, 2, "exact", 72.0);
+  undated.run_dir = "/w/ft";
+  auto dated = squad_row("ft/seed1", "m4", 127, 128, 1, "exact", 60.0);
+  dated.run_dir = "/w/ft";
+  dated.run_started = "2026-01-01T00:00:00.000000002Z";
+  auto alone = squad_row("other/seed1", "m4", 127, 128, 1, "exact", 50.0);  // undated, its folder's only run
+  alone.run_dir = "/w/other";
+  auto no_folder = squad_row("ft/seed3", "m4", 127, 128, 3, "exact", 40.0);  // of before run_dir too
+  std::vector<std::string> notes;
+  const auto kept = current_rows({undated, dated, alone, no_folder}, notes);
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_DOUBLE_EQ(kept[0].value, 60.0);
+  EXPECT_EQ(kept[1].run_dir, "/w/other");
+  EXPECT_DOUBLE_EQ(kept[2].value, 40.0);
+  EXPECT_EQ(notes, std::vector<std::string>{"left out: 1 result line(s) of a run of before run_started in /w/ft, "
+                                            "replaced there by the run started 2026-01-01T00:00:00.000000002Z "
+                                            "(--overwrite)"});
+  const auto t = render_tables({undated, dated}, {"2"});
+  EXPECT_NE(t.csv.find("Table 2,m4,127,128,128,pre,EM,60.00,,1,83.63"), std::string::npos) << t.csv;
+  EXPECT_EQ(table5({undated, dated}, {128}).notes, std::vector<std::string>{notes[0]});  // the extra tables too
+}
+
 // Seeds of fine-tuning runs of other names (another learning rate) were pooled in one cell:
 // `finetune glue --task mrpc` and the same into --run-dir runs/glue_lr with another lr made
 // "MRPC (n=2)". A row is one fine-tuning experiment, by finetune_run_name: the run folder's name
