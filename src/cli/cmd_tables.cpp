@@ -5,9 +5,10 @@
 //   tables table5         Table 5, method 4 added to a pretrained absolute model
 //   tables extrapolation  MLM loss and SQuAD F1 beyond the pretraining length (squad_tables.h)
 // Every input is read before anything is written: a missing or malformed file is one line
-// naming it (exit 2) and creates no output.
+// naming it (exit 2) and creates no output; so is an --out no folder or file can be made in.
 #include <iostream>
 #include <set>
+#include <system_error>
 
 #include "cli/commands.h"
 #include "cli/output_paths.h"
@@ -44,15 +45,33 @@ std::vector<eval::ResultRow> read_all(const std::vector<std::string>& files) {
   return rows;
 }
 
+// Creates the --out folder `dir` and runs `write` (the files into it). check_output_folder, first,
+// cannot foresee every place that takes no folder or file (root may write in /proc by access(2),
+// yet mkdir and open fail there): such a failure is the flag's and is named with it, one line,
+// exit 2 by its errno (main). A write that fails once a file is open (a full disk) is the
+// machine's and stays as it is (exit 1).
+template <typename Write>
+void write_into_out(const std::string& dir, Write&& write) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::system_error(ec, "--out " + dir + ": cannot create the folder");
+  try {
+    write();
+  } catch (const UserError& e) {  // a file that cannot be created there (AtomicWriter names it)
+    throw UserError("--out " + dir + ": " + e.what());
+  }
+}
+
 int run_tables(const TablesArgs& a) {
   check_output_folder("--out", a.out);  // before reading: a bad --out fails fast, creates nothing
   const auto rows = read_all(a.results);
   const auto t = eval::render_tables(rows, a.only);
   const std::string json = dump_json(t.json, 2) + "\n";  // before any file: all three or none
-  fs::create_directories(a.out);
-  write_file_atomic(fs::path(a.out) / "tables.md", t.markdown);
-  write_file_atomic(fs::path(a.out) / "tables.csv", t.csv);
-  write_file_atomic(fs::path(a.out) / "tables.json", json);
+  write_into_out(a.out, [&] {
+    write_file_atomic(fs::path(a.out) / "tables.md", t.markdown);
+    write_file_atomic(fs::path(a.out) / "tables.csv", t.csv);
+    write_file_atomic(fs::path(a.out) / "tables.json", json);
+  });
   std::cout << t.markdown;
   std::cout << "wrote " << (fs::path(a.out) / "tables.md").string() << ", tables.csv and tables.json ("
             << rows.size() << " result lines)\n";
@@ -63,7 +82,7 @@ int run_tables(const TablesArgs& a) {
 int run_extra(const ExtraArgs& a, const std::function<eval::TextTable()>& make) {
   check_output_folder("--out", a.out);
   const eval::TextTable t = make();
-  eval::write_table(a.out, t);
+  write_into_out(a.out, [&] { eval::write_table(a.out, t); });
   std::cout << eval::to_markdown(t) << "\n";
   std::cout << "wrote " << (fs::path(a.out) / (t.name + ".md")).string() << ", " << t.name << ".csv and " << t.name
             << ".json (" << t.rows.size() << " rows)\n";

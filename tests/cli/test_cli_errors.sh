@@ -170,5 +170,15 @@ expect_error "inspect --text-file FIFO" "--text-file: cannot read $TMP/fifo: a F
   --attention "$TMP/att.json" --text-file "$TMP/fifo"
 expect_error "inspect --text and --text-file" "^error: --text and --text-file: give one$" "$BIN" inspect "$TMP/run" \
   --attention "$TMP/att.json" --text "a b" --text-file "$TMP/fifo"
+# An --out no folder or file can be made in, which the up-front check cannot see (root may write
+# in /proc by access(2), yet mkdir and open fail there): the flag named, exit 2 (it was a raw
+# "filesystem error: cannot create directories" naming no flag). Tables 2-4 and a subcommand.
+: > "$TMP/empty.jsonl"
+expect_error "tables --out under /proc" "^error: --out /proc/x: .*(No such file or directory|Permission denied)$" \
+  "$BIN" tables --results "$TMP/empty.jsonl" --out /proc/x
+expect_error "tables --out /proc" "^error: --out /proc: .*(No such file or directory|Permission denied)$" \
+  "$BIN" tables --results "$TMP/empty.jsonl" --out /proc
+expect_error "tables table5 --out under /proc" "^error: --out /proc/x: .*(No such file or directory|Permission denied)$" \
+  "$BIN" tables table5 --results "$TMP/empty.jsonl" --lens 128 --out /proc/x
 [ ! -e "$TMP/tf" ] && [ ! -e "$TMP/att.json" ] || { echo "FAIL outputs written after a FIFO input"; fail=1; }
 exit $fail
