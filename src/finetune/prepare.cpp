@@ -181,7 +181,14 @@ void load_encoder(BertModel& bert, const Prepared& p, int64_t longest, bool repo
       log::info("finetune", "method swap: {} tensors loaded, {} added, {} dropped (probe max logit change {:.2e})",
                 r.loaded.size(), r.added.size(), r.dropped.size(), r.probe_max_diff);
   }
-  bert->position->input_embeddings(longest);  // a learned absolute table refuses lengths beyond max_position
+  // A learned absolute table refuses lengths beyond max_position: said with the fine-tuning key
+  // that sets the windows' length, before any training.
+  try {
+    bert->position->input_embeddings(longest);
+  } catch (const UserError& e) {
+    throw UserError(std::string(e.what()) + "; fine-tuning windows are at most finetune.max_seq_len tokens: " +
+                    "--set finetune.max_seq_len=" + std::to_string(p.rc.cfg.model.max_position) + " or less");
+  }
 }
 
 }  // namespace rpe::finetune

@@ -761,6 +761,14 @@ def _(w):
     return ft_glue(w, "rte", w.b("glue", "RTE"), ["--set", f"finetune.results_file={w.p('afile/r.jsonl')}"])
 
 
+@case("finetune: windows longer than an absolute model's positions",
+      pattern=r"cannot extrapolate \(use a relative method\); fine-tuning windows are at most finetune\.max_seq_len "
+              r"tokens: --set finetune\.max_seq_len=\d+ or less", absent=("ft_run",))
+def _(w):
+    # The key that sets the windows' length is named, not only the model's limit (audit, session 44).
+    return ft_squad(w, w.b("squad.json")) + ["--set", "finetune.max_seq_len=600"]
+
+
 @case("finetune: --seeds naming a seed twice", pattern=r"--seeds 1,2,01: seed 1 appears twice", absent=("ft_run",))
 def _(w):
     # Each seed trains into seed<N>/: the repeat trained again over the first run's folder.
