@@ -120,7 +120,10 @@ std::vector<GlueExample> read_glue_tsv(const fs::path& file, const GlueTask& tas
     } else {
       auto it = std::find(task.labels.begin(), task.labels.end(), label);
       if (it == task.labels.end())
-        throw UserError(where + ": unknown label '" + label + "' (valid: " + join(task.labels) + ")");
+        throw UserError(where + ": unknown label '" + label + "' (valid: " + join(task.labels) + ")" +
+                        (line_no == 1 && !task.header ? "; a header line? " + task.name +
+                                                            "'s files have none: is this another task's file?"
+                                                      : std::string()));
       ex.label = static_cast<double>(it - task.labels.begin());
     }
     out.push_back(std::move(ex));

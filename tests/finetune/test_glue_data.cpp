@@ -97,6 +97,20 @@ const std::string kStsbHeader = "index\tgenre\tfilename\tyear\told_index\tsource
 std::string stsb_row(const std::string& score) { return "0\tg\tf\t2012\t0\tn\tn\ta cat\ta dog\t" + score + "\n"; }
 }  // namespace
 
+// A headed file of another task given to CoLA (no header) failed on its header's word as a label,
+// which named no cause: the line is now suspected as a header, and the file as another task's.
+TEST(GlueData, AHeaderLineWhereTheTaskHasNoneIsNamedAsSuch) {
+  const std::string qnli = "index\tquestion\tsentence\tlabel\n0\twho?\tshe.\tentailment\n";
+  EXPECT_NE(glue_error(qnli, "cola", "rpe_glue_cola_headed.tsv")
+                .find(":1: unknown label 'question' (valid: 0, 1); a header line? cola's files have none: is this "
+                      "another task's file?"),
+            std::string::npos);
+  // A bad label further down is only that.
+  const std::string bad = glue_error("src\t1\t\ta fine sentence .\nsrc\tx\t\tanother .\n", "cola", "rpe_glue_cola_bad.tsv");
+  EXPECT_NE(bad.find(":2: unknown label 'x'"), std::string::npos) << bad;
+  EXPECT_EQ(bad.find("header"), std::string::npos) << bad;
+}
+
 TEST(GlueData, StsbScoresMustBeFiniteAndInZeroToFive) {
   // Scores a loss cannot use (NaN, overflowing to inf) or outside the task's scale.
   for (const std::string bad : {"nan", "NaN", "inf", "-inf", "1e999", "-0.5", "5.01", "0x1p3"}) {
