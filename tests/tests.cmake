@@ -28,6 +28,7 @@ set(RPE_TEST_SOURCES
   tests/eval/test_glue_metrics.cpp
   tests/eval/test_tables.cpp
   tests/eval/test_extra_tables.cpp
+  tests/eval/test_table_comparability.cpp
   tests/finetune/test_squad_data.cpp
   tests/finetune/test_cuda_end_to_end.cpp
   tests/finetune/test_finetune_outputs.cpp
