@@ -110,24 +110,41 @@ std::string list_text(const std::vector<int64_t>& xs) {
   return s + "]";
 }
 
-// The paper's Table 4 row for ours: k as is (k >= n - 1, unclipped, is the paper's 512); a
-// length beyond n by its ratio to n (n * 576/512 -> 576), at the paper's k = 256.
+// The paper's Table 4 row for ours at pretraining length n (one rule, docs/reproduce.md):
+// - fine-tuned at n: the row of the same k, as is (the k sweep's distances are tokens; the
+//   unclipped k >= n - 1 is the paper's "512"), fine-tuned at 512;
+// - fine-tuned beyond n: length and k both scaled by 512/n (n * 576/512 -> 576; the paper's long
+//   rows are its k = 256 model, ours k = n/2), exactly, else no row; at n = 512 this is as is;
+// - fine-tuned shorter than n: no paper row (the paper has none shorter than its 512).
 struct PaperRow {
-  int64_t k, finetune_len;
+  std::optional<int64_t> k, finetune_len;  // nullopt: no paper row corresponds
   std::optional<double> em, f1;
 };
+std::optional<int64_t> scaled_to_512(int64_t x, int64_t n) {
+  if (n <= 0 || (x * 512) % n != 0) return std::nullopt;
+  return x * 512 / n;
+}
 PaperRow paper_table4_row(int64_t k, int64_t ft, int64_t n) {
-  PaperRow p{k >= n - 1 ? 512 : k, 512, std::nullopt, std::nullopt};
-  if (ft > n) {
-    p.finetune_len = static_cast<int64_t>(std::nearbyint(static_cast<double>(ft) * 512.0 / static_cast<double>(n)));
-    p.k = 256;
+  PaperRow p;
+  if (ft == n) {
+    p.k = k >= n - 1 ? 512 : k;
+    p.finetune_len = 512;
+  } else if (ft > n) {
+    p.k = scaled_to_512(k, n);
+    p.finetune_len = scaled_to_512(ft, n);
   }
+  if (!p.k || !p.finetune_len) return PaperRow{};
   for (const auto& r : paper::kTable4)
-    if (r.k == p.k && r.pretrain_len == 512 && r.finetune_len == p.finetune_len) {
+    if (r.k == *p.k && r.pretrain_len == 512 && r.finetune_len == *p.finetune_len) {
       p.em = r.em;
       p.f1 = r.f1;
     }
   return p;
+}
+Cell paper_row_cell(const PaperRow& p) {
+  if (!p.k || !p.finetune_len) return Cell::dash();
+  return Cell::shown("k=" + std::to_string(*p.k) + ", " + std::to_string(*p.finetune_len),
+                     {{"k", *p.k}, {"finetune_len", *p.finetune_len}});
 }
 
 // A model fine-tuned from random weights (--init none, pretrain_max_len 0): no pretraining
@@ -144,20 +161,28 @@ TextTable table4_scaled(const std::vector<ResultRow>& rows, const ScaledTable4Sp
               {"run", "k", "pretrain len", "fine-tune len", "EM", "F1", "seeds", "paper row", "paper EM", "paper F1"},
               {}, {}};
   auto groups = squad_groups(rows, t.notes);
+  // The table is method 4's at pretraining length n: rows of another method (an absolute run in the
+  // same results file) or pretrained at another length (or not at all) would be matched to paper
+  // rows by this n's ratios; they are left out, counted in a note.
+  const auto other = std::remove_if(groups.begin(), groups.end(), [&](const SquadGroup& g) {
+    return g.method != "m4" || g.buckets != 0 || g.pretrain_len != spec.pretrain_len;
+  });
+  if (other != groups.end())
+    t.notes.push_back("left out: " + std::to_string(groups.end() - other) +
+                      " row(s) of another method or not pretrained at length " + std::to_string(spec.pretrain_len));
+  groups.erase(other, groups.end());
   std::stable_sort(groups.begin(), groups.end(), [](const SquadGroup& a, const SquadGroup& b) {
     return std::tie(a.finetune_len, a.k) < std::tie(b.finetune_len, b.k);
   });
   for (const auto& g : groups) {
     PaperRow p = paper_table4_row(g.k, g.finetune_len, spec.pretrain_len);
     const auto f1 = g.values(g.f1, t.notes);
-    // The paper's numbers are of final weights and pretrained models.
-    if (!papers_protocol(g.select) || g.pretrain_len == 0) p.em = p.f1 = std::nullopt;
+    // The paper's numbers are of final weights.
+    if (!papers_protocol(g.select)) p.em = p.f1 = std::nullopt;
     t.rows.push_back({g.label(g.name), Cell::integer(g.k), pretrain_len_cell(g.pretrain_len), Cell::integer(g.finetune_len),
                       stat_cell(g.values(g.exact, t.notes), false), stat_cell(f1, false),
-                      Cell::integer(static_cast<int64_t>(f1.size())),
-                      Cell::shown("k=" + std::to_string(p.k) + ", " + std::to_string(p.finetune_len),
-                                  {{"k", p.k}, {"finetune_len", p.finetune_len}}),
-                      paper_cell(p.em), paper_cell(p.f1)});
+                      Cell::integer(static_cast<int64_t>(f1.size())), paper_row_cell(p), paper_cell(p.em),
+                      paper_cell(p.f1)});
   }
   return t;
 }

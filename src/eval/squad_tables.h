@@ -4,8 +4,10 @@
 // name being the fine-tuning run folder without its "_s<seed>" suffix; numbers are mean ±
 // sample std over seeds, a repeated evaluation of the same run and seed counting once.
 //   table4_scaled: Table 4 (method 4 by k and fine-tuning length) at any pretraining length n,
-//                  each row next to the paper's row of the same k (k >= n - 1 is the paper's
-//                  unclipped 512) and the same length ratio (n * 576/512 -> 576, at k = 256)
+//                  method 4's rows pretrained at n only; a row fine-tuned at n next to the
+//                  paper's row of the same k at 512 (k >= n - 1 is the paper's unclipped 512),
+//                  one fine-tuned beyond n next to the paper's row of k and length scaled by
+//                  512/n (n * 576/512 -> 576, k = n/2 -> 256); none shorter than n
 //   table5:        Table 5 (method 4 added to a pretrained absolute model) by fine-tuning length
 //   extrapolation: per method, MLM loss by evaluation length (`rpe-train inspect --mlm-loss`)
 //                  and SQuAD F1 by fine-tuning length

@@ -45,3 +45,32 @@ TEST(Tables, Table4PaperRowsOnlyAtThePapersLengths) {
   EXPECT_NE(csv.find("Table 4,m4,256,512,576,pre,EM,73.00,,1,83.80\n"), std::string::npos) << csv;
   EXPECT_NE(csv.find("Table 4,m4,16,512,384,pre,EM,74.00,,1,\n"), std::string::npos) << csv;
 }
+
+// The scaled Table 4 at n = 128 showed every SQuAD row beside a paper row: an absolute run (the
+// paper's Table 4 is method 4's), a fine-tuning length of 96 (shorter than n; it was matched to
+// the paper's 512/512), rows pretrained at 256 (under --pretrain-len 128 their ratios are not the
+// paper's), and beyond n a k = 16 model forced onto the paper's k = 256 row. Now: method 4 rows
+// pretrained at n only, fine-tuned at n (k as is) or beyond it (length and k scaled by 512/n).
+TEST(ExtraTables, ScaledTable4KeepsMethod4AtItsPretrainingLengthAndScalesKBeyondIt) {
+  const std::vector<ResultRow> rows = {
+      squad_at("abs_s1/seed1", "absolute", 0, 128, 128, "f1", 60.0),
+      squad_at("m4_k16_ft96_s1/seed1", "m4", 16, 128, 96, "f1", 61.0),
+      squad_at("m4_k16_s1/seed1", "m4", 16, 128, 128, "f1", 62.0),
+      squad_at("m4_k16_pre256_s1/seed1", "m4", 16, 256, 256, "f1", 63.0),
+      squad_at("m4_k16_ft144_s1/seed1", "m4", 16, 128, 144, "f1", 64.0),  // k = 16 is the paper's 64, not 256
+      squad_at("m4_k64_ft144_s1/seed1", "m4", 64, 128, 144, "f1", 65.0),  // k = n/2: the paper's 256 at 576
+  };
+  const TextTable t = table4_scaled(rows, {128, {16}, {144}});
+  EXPECT_EQ(to_csv(t),
+            "run,k,pretrain len,fine-tune len,EM,F1,seeds,paper row,paper EM,paper F1\n"
+            "m4_k16_ft96,16,128,96,—,61.00,1,—,—,—\n"
+            "m4_k16,16,128,128,—,62.00,1,\"k=16, 512\",83.42,90.18\n"
+            "m4_k16_ft144,16,128,144,—,64.00,1,\"k=64, 576\",—,—\n"
+            "m4_k64_ft144,64,128,144,—,65.00,1,\"k=256, 576\",83.80,90.71\n");
+  EXPECT_EQ(t.notes, std::vector<std::string>{"left out: 2 row(s) of another method or not pretrained at length 128"});
+  // Under --pretrain-len 256 only the row pretrained at 256 is left, at its own length: k = 16 as is.
+  const TextTable t256 = table4_scaled(rows, {256, {16}, {}});
+  ASSERT_EQ(t256.rows.size(), 1U) << to_csv(t256);
+  EXPECT_EQ(t256.rows[0][0].text, "m4_k16_pre256");
+  EXPECT_EQ(t256.rows[0][9].text, "90.18");
+}
