@@ -8,6 +8,7 @@
 #include <map>
 #include <tuple>
 
+#include "eval/dev_sizes.h"
 #include "eval/paper_numbers.h"
 #include "eval/pretrain_labels.h"
 #include "util/errors.h"
@@ -57,6 +58,27 @@ struct SquadGroup {
       if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
     }
     return v;
+  }
+
+  // The cell of one metric over those values, marked "(dev N of M)" where they scored part of the
+  // dev set only (a run alone in its row, all of it max_eval_examples): the paper's numbers beside
+  // it are of all of SQuAD 1.1 dev, not the same quantity; a note under the table says so.
+  Cell cell(const std::map<std::string, std::pair<double, int64_t>>& m, bool with_n,
+            std::vector<std::string>& notes) const {
+    const auto v = values(m, notes);
+    Cell c = stat_cell(v, with_n);
+    int64_t most = 0;
+    for (const auto& [_, x] : m) most = std::max(most, x.second);
+    const int64_t full = *full_dev_size("squad_v1", "dev");
+    if (v.empty() || !partial_dev("squad_v1", "dev", most)) return c;
+    c.text += " (dev " + std::to_string(most) + " of " + std::to_string(full) + ")";
+    c.value["dev_examples"] = most;
+    c.value["dev_size"] = full;
+    const std::string note = "\"(dev N of M)\": scored on N of SQuAD 1.1 dev's M questions only "
+                             "(finetune.max_eval_examples, or a sample dev file); the paper's numbers, where "
+                             "shown, are of the whole dev set, not the same quantity";
+    if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+    return c;
   }
 };
 
@@ -180,7 +202,7 @@ TextTable table4_scaled(const std::vector<ResultRow>& rows, const ScaledTable4Sp
     // The paper's numbers are of final weights.
     if (!papers_protocol(g.select)) p.em = p.f1 = std::nullopt;
     t.rows.push_back({g.label(g.name), Cell::integer(g.k), pretrain_len_cell(g.pretrain_len), Cell::integer(g.finetune_len),
-                      stat_cell(g.values(g.exact, t.notes), false), stat_cell(f1, false),
+                      g.cell(g.exact, false, t.notes), g.cell(g.f1, false, t.notes),
                       Cell::integer(static_cast<int64_t>(f1.size())), paper_row_cell(p), paper_cell(p.em),
                       paper_cell(p.f1)});
   }
@@ -218,7 +240,7 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
       }
     }
     t.rows.push_back({g.label(g.name), g.method_label(), pretrain_len_cell(g.pretrain_len), Cell::integer(g.finetune_len),
-                      stat_cell(g.values(g.exact, t.notes), false), stat_cell(ours, false),
+                      g.cell(g.exact, false, t.notes), g.cell(g.f1, false, t.notes),
                       Cell::integer(static_cast<int64_t>(ours.size())), paper_cell(em), paper_cell(f1)});
   }
   return t;
@@ -263,7 +285,7 @@ TextTable extrapolation_table(const std::vector<MlmCurve>& curves, const std::ve
                    [&](const SquadGroup& a, const SquadGroup& b) { return rank(a) < rank(b); });
   for (const auto& g : groups)
     t.rows.push_back({g.label(g.method_label()), "SQuAD F1", pretrain_len_cell(g.pretrain_len), Cell::integer(g.finetune_len),
-                      stat_cell(g.values(g.f1, t.notes), true)});
+                      g.cell(g.f1, true, t.notes)});
   return t;
 }
 

@@ -54,7 +54,9 @@ std::optional<Stat> lookup(const Values& v, const GroupKey& g, const Column& c, 
                              std::to_string(most) + " examples)";
     if (std::find(left_out.begin(), left_out.end(), note) == left_out.end()) left_out.push_back(note);
   }
-  return mean_std(xs);
+  Stat s = mean_std(xs);
+  s.examples = most;
+  return s;
 }
 
 }  // namespace tables_detail

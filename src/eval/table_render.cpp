@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "eval/dev_sizes.h"
 #include "eval/paper_numbers.h"
 #include "eval/text_table.h"
 
@@ -19,11 +20,20 @@ std::string cell(const std::optional<Stat>& s) {
 }
 std::string paper_text(const std::optional<double>& v) { return v ? fmt(*v) : "—"; }
 
+// "300 of 10570" where a cell's evaluations scored part of its dev set (dev_sizes.h), else "".
+// A researcher reads the paper's number beside it as the full-dev reference it is, not as a
+// comparison of like with like: the cell says so in every rendering, and a note under the table.
+std::string partial_text(const std::optional<Stat>& s, const Column& c) {
+  if (!s || s->n == 0 || !partial_dev(c.task, c.split, s->examples)) return "";
+  return std::to_string(s->examples) + " of " + std::to_string(*full_dev_size(c.task, c.split));
+}
+
 // k = 0: the method has no clipping distance (its registry entry is not `clipped`).
 std::string k_text(int64_t k, const char* none) { return k > 0 ? std::to_string(k) : none; }
 
 nlohmann::ordered_json json_row(const std::string& table, const GroupKey& g, const std::string& column,
-                                const std::optional<Stat>& s, const std::optional<double>& paper) {
+                                const std::optional<Stat>& s, const std::optional<double>& paper,
+                                const std::string& partial = "") {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   j["table"] = table;
   j["method"] = g.method;
@@ -40,6 +50,8 @@ nlohmann::ordered_json json_row(const std::string& table, const GroupKey& g, con
   j["std"] = s && s->n > 1 ? nlohmann::ordered_json(s->std) : nlohmann::ordered_json();
   j["n"] = s ? s->n : 0;
   j["paper"] = paper ? nlohmann::ordered_json(*paper) : nlohmann::ordered_json();
+  // The CSV's dev_examples: "300 of 10570" for a mean over part of the dev set, else null.
+  j["dev_examples"] = partial.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(partial);
   return j;
 }
 
@@ -64,7 +76,7 @@ void render_reference(const Table& t, const std::vector<size_t>& shown, Rendered
   for (size_t i : shown) {
     const auto p = t.reference(i);
     line.append(" — | ").append(paper_text(p)).append(" |");
-    out.csv += t.name + "," + csv_field(label) + ",,,,," + csv_field(t.columns[i].title) + ",,,0," + (p ? fmt(*p) : "") + "\n";
+    out.csv += t.name + "," + csv_field(label) + ",,,,," + csv_field(t.columns[i].title) + ",,,0," + (p ? fmt(*p) : "") + ",\n";
     // The same keys as a row of ours, null where that BERT has no value of this project.
     auto j = json_row(t.name, GroupKey{label, 0, 0, 0, "", "", 0}, t.columns[i].title, std::nullopt, p);
     for (const char* key : {"pretrain_max_len", "finetune_max_len", "pretrain_run", "select", "finetune_run"}) j[key] = nullptr;
@@ -108,6 +120,7 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
   }
   out.markdown += head + "\n" + rule + "\n";
   std::vector<std::string> left_out;
+  bool any_partial = false;
   for (const auto& g : ordered) {
     // A model fine-tuned from random weights (--init none) has no pretraining length or run.
     const bool pretrained = g.pretrain_len > 0;
@@ -119,18 +132,25 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
       const auto s = lookup(v, g, t.columns[i], left_out);
       // The paper's numbers are of its protocol (fixed epochs, the final weights) and of pretrained models.
       const auto p = papers_protocol(g.select) && pretrained ? t.paper(g, i) : std::nullopt;
-      line.append(" ").append(cell(s)).append(" | ").append(paper_text(p)).append(" |");
+      const std::string partial = partial_text(s, t.columns[i]);
+      any_partial = any_partial || !partial.empty();
+      const std::string ours = partial.empty() ? cell(s) : cell(s) + " (dev " + partial + ")";
+      line.append(" ").append(ours).append(" | ").append(paper_text(p)).append(" |");
       out.csv += t.name + "," + csv_field(g.label()) + "," + k_text(g.k, "") + "," +
                  (pretrained ? std::to_string(g.pretrain_len) : "") + "," + std::to_string(g.finetune_len) + "," +
                  csv_field(run) + "," + csv_field(t.columns[i].title) + "," +
                  (s ? fmt(s->mean) + "," + (s->n > 1 ? fmt(s->std) : "") + "," + std::to_string(s->n) : ",,0") + "," +
-                 (p ? fmt(*p) : "") + "\n";
-      out.json.push_back(json_row(t.name, g, t.columns[i].title, s, p));
+                 (p ? fmt(*p) : "") + "," + partial + "\n";
+      out.json.push_back(json_row(t.name, g, t.columns[i].title, s, p, partial));
     }
     out.markdown += line + "\n";
   }
   if (t.reference) render_reference(t, shown, out);
   out.markdown += "\n";
+  if (any_partial)
+    out.markdown += "\"(dev N of M)\": scored on N of the dev set's M examples only (finetune.max_eval_examples, "
+                    "or a sample dev file); the paper's numbers beside it, where shown, are of the whole dev set, "
+                    "not the same quantity.\n\n";
   if (!left_out.empty()) {
     out.markdown += "Left out of the means above, as scored on part of a dev set only:\n";
     for (const auto& note : left_out) out.markdown += "- " + note + "\n";

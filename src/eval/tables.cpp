@@ -102,7 +102,7 @@ RenderedTables render_tables(const std::vector<ResultRow>& all, const std::vecto
   RenderedTables out;
   out.markdown = "# Results\n\nOurs: mean ± sample std over seeds (n = seeds; one seed shows the value). "
                  "Paper: Huang et al. 2020, BERT-base.\n\n";
-  out.csv = "table,method,k,pretrain_max_len,finetune_max_len,pretrain_run,column,mean,std,n,paper\n";
+  out.csv = "table,method,k,pretrain_max_len,finetune_max_len,pretrain_run,column,mean,std,n,paper,dev_examples\n";
   if (const auto clashes = run_id_clashes(rows); !clashes.empty()) {
     out.markdown += "**Warning**: results of different runs under one name:\n";
     for (const auto& note : clashes) out.markdown += "- " + note + "\n";

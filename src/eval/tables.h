@@ -19,6 +19,8 @@ namespace rpe::eval {
 struct Stat {
   double mean = 0, std = 0;
   int64_t n = 0;
+  // Dev examples each evaluation pooled here scored (0: unknown, lines of before the field).
+  int64_t examples = 0;
 };
 // Mean and sample standard deviation (n - 1; 0 for one value).
 Stat mean_std(const std::vector<double>& values);

@@ -151,7 +151,7 @@ if "$BIN" finetune squad --config "$TMP/scratch.yaml" --init none --run-dir "$TM
     --set "finetune.results_file=$TMP/scratch.jsonl" >"$TMP/out" 2>"$TMP/err" &&
   "$BIN" tables --results "$TMP/scratch.jsonl" --out "$TMP/scratch_tables" >/dev/null 2>&1 &&
   grep -q '"pretrain_max_len":0' "$TMP/scratch.jsonl" && grep -q '"pretrain_run":""' "$TMP/scratch.jsonl" &&
-  grep -qE '^\| absolute \| — \| — \| 48 \| \(random init\) \| [0-9.]+ \| — \|' "$TMP/scratch_tables/tables.md"; then
+  grep -qE '^\| absolute \| — \| — \| 48 \| \(random init\) \| [0-9.]+ \(dev [0-9]+ of 10570\) \| — \|' "$TMP/scratch_tables/tables.md"; then
   echo "ok   finetune --init none"
 else
   echo "FAIL finetune --init none"; cat "$TMP/err" "$TMP/scratch.jsonl" "$TMP/scratch_tables/tables.md" 2>/dev/null; fail=1

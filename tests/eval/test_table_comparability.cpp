@@ -37,13 +37,13 @@ TEST(Tables, Table4PaperRowsOnlyAtThePapersLengths) {
       squad_at("k16_pre512_ft384/seed1", "m4", 16, 512, 384, "exact", 74.0),   // shorter than pretraining
   };
   const std::string csv = render_tables(rows, {"4"}).csv;
-  EXPECT_NE(csv.find("Table 4,m4,16,128,512,pre,EM,70.00,,1,\n"), std::string::npos)
+  EXPECT_NE(csv.find("Table 4,m4,16,128,512,pre,EM,70.00,,1,,\n"), std::string::npos)
       << csv;
-  EXPECT_NE(csv.find("Table 4,m4,16,128,128,pre,EM,71.00,,1,83.42\n"),
+  EXPECT_NE(csv.find("Table 4,m4,16,128,128,pre,EM,71.00,,1,83.42,\n"),
             std::string::npos) << csv;
-  EXPECT_NE(csv.find("Table 4,m4,256,128,576,pre,EM,72.00,,1,\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find("Table 4,m4,256,512,576,pre,EM,73.00,,1,83.80\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find("Table 4,m4,16,512,384,pre,EM,74.00,,1,\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("Table 4,m4,256,128,576,pre,EM,72.00,,1,,\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("Table 4,m4,256,512,576,pre,EM,73.00,,1,83.80,\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("Table 4,m4,16,512,384,pre,EM,74.00,,1,,\n"), std::string::npos) << csv;
 }
 
 // The scaled Table 4 at n = 128 showed every SQuAD row beside a paper row: an absolute run (the
@@ -73,4 +73,36 @@ TEST(ExtraTables, ScaledTable4KeepsMethod4AtItsPretrainingLengthAndScalesKBeyond
   ASSERT_EQ(t256.rows.size(), 1U) << to_csv(t256);
   EXPECT_EQ(t256.rows[0][0].text, "m4_k16_pre256");
   EXPECT_EQ(t256.rows[0][9].text, "90.18");
+}
+
+// A run scored on 300 of SQuAD 1.1 dev's 10,570 questions (finetune.max_eval_examples) was shown
+// unmarked beside the paper's full-dev numbers whenever it was alone in its cell: only runs that
+// scored fewer examples than another run of the cell were named. Each rendering now says "300 of
+// 10570" (GLUE too, by its dev set's size); a run of the whole dev set stays unmarked.
+TEST(Tables, PartialDevEvaluationsAloneInTheirCellAreMarked) {
+  auto partial = squad_at("m4_s1/seed1", "m4", 127, 128, 128, "exact", 75.0);
+  partial.examples = 300;
+  auto whole = squad_at("abs_s1/seed1", "absolute", 0, 128, 128, "exact", 70.0);
+  whole.examples = 10570;
+  auto mrpc = squad_at("m4_mrpc_s1/seed1", "m4", 127, 128, 128, "f1", 80.0);
+  mrpc.task = "mrpc";
+  mrpc.examples = 200;
+  const auto t = render_tables({partial, whole, mrpc}, {"2", "3"});
+  EXPECT_NE(t.markdown.find("| m4 | 127 | 128 | 128 | pre | 75.00 (dev 300 of 10570) | 83.63 |"), std::string::npos)
+      << t.markdown;
+  EXPECT_NE(t.markdown.find("| absolute | — | 128 | 128 | pre | 70.00 | 81.58 |"), std::string::npos) << t.markdown;
+  EXPECT_NE(t.markdown.find("80.00 (dev 200 of 408) | 88.88 |"), std::string::npos) << t.markdown;
+  EXPECT_NE(t.markdown.find("\"(dev N of M)\": scored on N of the dev set's M examples only"), std::string::npos);
+  EXPECT_NE(t.csv.find("Table 2,m4,127,128,128,pre,EM,75.00,,1,83.63,300 of 10570\n"), std::string::npos) << t.csv;
+  EXPECT_NE(t.csv.find("Table 2,absolute,,128,128,pre,EM,70.00,,1,81.58,\n"), std::string::npos) << t.csv;
+  EXPECT_EQ(t.json[2]["dev_examples"], "300 of 10570");  // absolute EM, F1, then m4 EM
+  EXPECT_TRUE(t.json[0]["dev_examples"].is_null()) << t.json.dump();
+  // The extra SQuAD tables mark the cell the same way, its JSON with the counts.
+  const TextTable t4 = table4_scaled({partial}, {128, {127}, {}});
+  ASSERT_EQ(t4.rows.size(), 1U);
+  EXPECT_EQ(t4.rows[0][4].text, "75.00 (dev 300 of 10570)");
+  EXPECT_EQ(t4.rows[0][8].text, "83.63");
+  EXPECT_EQ(to_json(t4)["rows"][0]["EM"]["dev_examples"], 300);
+  EXPECT_NE(to_markdown(t4).find("scored on N of SQuAD 1.1 dev's M questions only"), std::string::npos);
+  EXPECT_EQ(table5({whole}, {128}).rows.at(1).at(4).text, "70.00");
 }

@@ -35,7 +35,7 @@ TEST(Tables, MeanStdAndPaperColumns) {
     other.k = k;
     other.finetune_max_len = ft;
     const auto t2 = render_tables({other}, {"2"});
-    const std::string want = "Table 2,m4," + std::to_string(k) + ",128," + std::to_string(ft) + ",tiny_m4,EM,80.00,,1,\n";
+    const std::string want = "Table 2,m4," + std::to_string(k) + ",128," + std::to_string(ft) + ",tiny_m4,EM,80.00,,1,,\n";
     EXPECT_NE(t2.csv.find(want), std::string::npos) << t2.csv;
   }
   EXPECT_NE(t.markdown.find("## Table 4"), std::string::npos);  // m4 SQuAD rows also fill Table 4
@@ -107,7 +107,7 @@ TEST(Tables, ProtocolsAndCheckpointsAreRowsOfTheirOwn) {
   }
   const auto t = render_tables(rows, {"2"});
   EXPECT_NE(t.csv.find("Table 2,m4,127,128,128,pre,EM,81.50,0.71,2,83.63"), std::string::npos) << t.csv;
-  EXPECT_NE(t.csv.find("Table 2,m4 (select best),127,128,128,pre,EM,91.50,0.71,2,\n"), std::string::npos) << t.csv;
+  EXPECT_NE(t.csv.find("Table 2,m4 (select best),127,128,128,pre,EM,91.50,0.71,2,,\n"), std::string::npos) << t.csv;
   std::vector<ResultRow> steps;
   for (const char* ck : {"runs/m4/checkpoints/step_00000100.pt", "runs/m4/checkpoints/step_00000200.pt"})
     steps.push_back(squad_row("ft/seed1", "m4", 127, 128, 1, "exact", 70.0, ck));
@@ -362,7 +362,7 @@ TEST(Tables, ThePapersBertReferenceRowsAfterOurs) {
                             "| 93.50 | — | 88.90 |\n"),
             std::string::npos)
       << t.markdown;
-  EXPECT_NE(t.csv.find("Table 2,\"BERT (Devlin et al., published)\",,,,,EM,,,0,80.80\n"), std::string::npos) << t.csv;
+  EXPECT_NE(t.csv.find("Table 2,\"BERT (Devlin et al., published)\",,,,,EM,,,0,80.80,\n"), std::string::npos) << t.csv;
   EXPECT_EQ(render_tables({glue}, {"2"}).markdown.find("Devlin"), std::string::npos);
 }
 

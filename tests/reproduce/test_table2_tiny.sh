@@ -45,7 +45,7 @@ csv="$OUT/tables/table2/tables.csv"
 [[ -s "$md" && -s "$csv" ]] || fail "tables.md / tables.csv missing"
 grep -q '^## Table 2' "$md" || fail "no Table 2 section in tables.md"
 ! grep -q '^## Table [34]' "$md" || fail "tables.md of Table 2 has other tables' sections"
-# table,method,k,pretrain_max_len,finetune_max_len,pretrain_run,column,mean,std,n,paper
+# table,method,k,pretrain_max_len,finetune_max_len,pretrain_run,column,mean,std,n,paper,dev_examples
 for row in "absolute,EM,81.58" "absolute,F1,88.59" "m4,EM,83.63" "m4,F1,90.53"; do
   IFS=, read -r method column paper <<<"$row"
   n=$(awk -F, -v m="$method" -v c="$column" -v p="$paper" \
