@@ -115,7 +115,9 @@ TEST(ExtraTables, Table5AbsoluteFirstThenDropInByLength) {
             "drop_in_m4_ft160,m4,128,160,66.00,77.00,1,87.57,93.49\n"
             "drop_in_m4_ft200,m4,128,200,—,70.00,1,—,—\n");
   EXPECT_EQ(t.title, "Table 5: method 4 added to a pretrained absolute model (near drop-in), SQuAD 1.1 dev; "
-                     "paper: BERT-large at 512/576/640/704");
+                     "paper: BERT-large at 512/576/640/704, method 4 swapped into its pretrained absolute model; "
+                     "result lines do not record a swap, so the paper's numbers compare with swap runs only "
+                     "(table5.sh's drop_in_m4_*), not with a model pretrained with m4");
 }
 
 // A seed scored on part of the dev set (finetune.max_eval_examples, a debugging run) is another
