@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -61,8 +60,9 @@ struct SquadGroup {
   }
 
   // The cell of one metric over those values, marked "(dev N of M)" where they scored part of the
-  // dev set only (a run alone in its row, all of it max_eval_examples): the paper's numbers beside
-  // it are of all of SQuAD 1.1 dev, not the same quantity; a note under the table says so.
+  // dev set only (every seed pooled there ran with finetune.max_eval_examples, or on a sample dev
+  // file; values() names only seeds that scored fewer than another): the paper's numbers beside it
+  // are of all of SQuAD 1.1 dev, not the same quantity; a note under the table says so.
   Cell cell(const std::map<std::string, std::pair<double, int64_t>>& m, bool with_n,
             std::vector<std::string>& notes) const {
     const auto v = values(m, notes);

@@ -8,7 +8,8 @@
 //                  paper's row of the same k at 512 (k >= n - 1 is the paper's unclipped 512),
 //                  one fine-tuned beyond n next to the paper's row of k and length scaled by
 //                  512/n (n * 576/512 -> 576, k = n/2 -> 256); none shorter than n
-//   table5:        Table 5 (method 4 added to a pretrained absolute model) by fine-tuning length
+//   table5:        Table 5 (method 4 added to a pretrained absolute model) by fine-tuning length;
+//                  the paper's numbers beside absolute and m4 rows only (a swap is not recorded)
 //   extrapolation: per method, MLM loss by evaluation length (`rpe-train inspect --mlm-loss`)
 //                  and SQuAD F1 by fine-tuning length
 #pragma once
