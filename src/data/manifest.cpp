@@ -141,7 +141,7 @@ std::string settings_difference(const json& prepared_settings, const json& setti
 // Why an input is not the one the shards were prepared from ("" when it is):
 // - gone from the path it had: the shards stand (the text may be deleted once prepared);
 // - another size: changed;
-// - the same size and mtime (the file itself, or a copy that kept its mtime: cp -p, rsync -a);
+// - the same size and mtime at the same path: the same file;
 // - otherwise (moved, re-copied, touched) its content is checked against the checksum taken at
 //   prepare time, once: a stamp in the shard folder (verified_stamp.h) remembers the match, so
 //   other ranks and later starts only stat() the file. Manifests without checksums (written
@@ -161,12 +161,23 @@ std::string input_change(const fs::path& dir, const json& old, const json& now) 
   };
   const auto bytes = now.at("bytes").get<int64_t>(), bytes_then = old.at("bytes").get<int64_t>();
   if (bytes != bytes_then) return changed(fmt::format("{} bytes, prepared from {} bytes", bytes, bytes_then));
-  if (old.at("mtime_ns") == now.at("mtime_ns")) return "";
-  if (!old.contains("checksum")) return changed("another mtime; the manifest records no checksum to compare");
-  const uint64_t checksum = parse_hex64(old.at("checksum").get<std::string>());
-  const std::string where = same_file_key(fs::absolute(path)).string();
+  // The same size and mtime at the path prepared from: the file itself (make's and rsync's test).
+  // At another path it is read: two parts of a split corpus share a size, and an mtime where a
+  // tool restored it to the second.
+  if (!elsewhere && old.at("mtime_ns") == now.at("mtime_ns")) return "";
+  if (!old.contains("checksum")) return changed("the manifest records no checksum to compare it by");
+  uint64_t checksum = 0;
+  try {
+    checksum = parse_hex64(old.at("checksum").get<std::string>());
+  } catch (const UserError&) {
+    return "unreadable manifest.json";
+  }
+  // The stamp is named by the file's place, size and mtime: each node's staged copy (its own
+  // mtime, the same path) keeps its own, rather than every node's reading replacing the others'.
+  const std::string key_text = same_file_key(fs::absolute(path)).string() + "\n" + std::to_string(bytes) + " " +
+                               now.at("mtime_ns").dump();
   ShardHasher key;
-  key.update(where.data(), where.size());
+  key.update(key_text.data(), key_text.size());
   bool differs = false;
   try {
     verify_once({path, dir / ("input-" + hex64(key.value()) + ".verified"), checksum, [&] {

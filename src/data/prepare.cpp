@@ -229,6 +229,15 @@ PrepareSummary prepare_data(const DataOptions& d, const Tokenizer& tok, const Pr
   }
   train.flush();
   valid.flush();
+  // The checksums were taken before the text was tokenized: a file written to meanwhile (an
+  // append) would stand in the manifest for text the shards do not hold. No manifest is written.
+  for (size_t fi = 0; fi < files.size(); ++fi) {
+    std::error_code ec;
+    const auto bytes = static_cast<int64_t>(fs::file_size(files[fi], ec));
+    if (ec || bytes != inputs[fi].at("bytes").get<int64_t>() ||
+        manifest::mtime_ns(files[fi]) != inputs[fi].at("mtime_ns").get<int64_t>())
+      throw UserError(files[fi] + ": changed while prepare-data read it (size or mtime); run it again");
+  }
   if (train.tokens_ == 0) throw UserError(d.train_files.front() + ": the training files produced no tokens");
   if (valid.tokens_ == 0)
     log::warn("data", "no held-out documents ({} documents, data.valid_fraction {}): there will be no held-out loss; "

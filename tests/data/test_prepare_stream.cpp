@@ -319,12 +319,24 @@ TEST_F(StreamTest, TheSameTextMovedOrTouchedStillMatchesItsShards) {
   DataOptions staged = d_;
   staged.train_files = {copy.string()};
   EXPECT_EQ(shards_out_of_date(out, staged, *tok_), "");
+  EXPECT_EQ(stamps(), 2);
+  // Another node's copy at the same path has its own mtime, and its own stamp: the two do not
+  // replace each other's (each start would read the corpus again on every node but the last).
+  const auto node_b = fs::last_write_time(text) + std::chrono::seconds(20);
+  fs::last_write_time(copy, node_b);
+  EXPECT_EQ(shards_out_of_date(out, staged, *tok_), "");
+  EXPECT_EQ(stamps(), 3);
 
   std::string bytes = read_file(copy);  // the same size, another content: changed
   bytes[bytes.size() / 2] = bytes[bytes.size() / 2] == 'x' ? 'y' : 'x';
   test::write_text(copy, bytes);
-  EXPECT_EQ(shards_out_of_date(out, staged, *tok_), copy.string() + " is not the file the shards were prepared from (" +
-                                                        text.string() + "): the same size, another content");
+  const std::string other = copy.string() + " is not the file the shards were prepared from (" + text.string() +
+                            "): the same size, another content";
+  EXPECT_EQ(shards_out_of_date(out, staged, *tok_), other);
+  // ... even with the prepared file's mtime (two parts of a split corpus, mtimes restored to the
+  // second): at another path, size and mtime prove nothing.
+  fs::last_write_time(copy, fs::last_write_time(text));
+  EXPECT_EQ(shards_out_of_date(out, staged, *tok_), other);
   bytes[bytes.size() / 2] = 'z';  // ... and in place: changed
   test::write_text(text, bytes);
   EXPECT_EQ(shards_out_of_date(out, d_, *tok_), text.string() + " changed (the same size, another content)");
@@ -347,7 +359,7 @@ TEST_F(StreamTest, AManifestWithoutChecksumsCallsATouchedInputChanged) {
   EXPECT_EQ(shards_out_of_date(out, d_, *tok_), "");
   fs::last_write_time(text, fs::last_write_time(text) + std::chrono::seconds(5));
   EXPECT_EQ(shards_out_of_date(out, d_, *tok_),
-            text.string() + " changed (another mtime; the manifest records no checksum to compare)");
+            text.string() + " changed (the manifest records no checksum to compare it by)");
 }
 
 TEST_F(StreamTest, ABitFlipInAShardIsDetected) {
