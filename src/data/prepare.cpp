@@ -95,6 +95,19 @@ void clear_output(const fs::path& dir) {
   for (const auto& p : old) fs::remove(p);
 }
 
+// The checksums were taken before the text was tokenized: a file written to meanwhile (an
+// append) would stand in the manifest for text the shards do not hold. Called before the
+// manifest is written, so nothing is trusted.
+void require_unchanged(const std::vector<std::string>& files, const json& inputs) {
+  for (size_t fi = 0; fi < files.size(); ++fi) {
+    std::error_code ec;
+    const auto bytes = static_cast<int64_t>(fs::file_size(files[fi], ec));
+    if (ec || bytes != inputs[fi].at("bytes").get<int64_t>() ||
+        manifest::mtime_ns(files[fi]) != inputs[fi].at("mtime_ns").get<int64_t>())
+      throw UserError(files[fi] + ": changed while prepare-data read it (size or mtime); run it again");
+  }
+}
+
 // Tokenizes one file on `threads` threads (chunk_pipeline.h) and hands its documents, in
 // file order, to `take`.
 struct FileStats {
@@ -196,8 +209,7 @@ PrepareSummary prepare_data(const DataOptions& d, const Tokenizer& tok, const Pr
     s.up_to_date = true;
     return s;
   }
-  // "<file>: file not found" before anything is cleared; the checksums let a later check
-  // recognise the same text moved or touched (manifest::mismatch).
+  // "<file>: file not found" before anything is cleared; checksums: the same text is recognised moved or touched.
   inputs = manifest::input_identities(d, /*missing_ok=*/false, /*with_checksum=*/true);
   clear_output(o.out_dir);
 
@@ -229,15 +241,7 @@ PrepareSummary prepare_data(const DataOptions& d, const Tokenizer& tok, const Pr
   }
   train.flush();
   valid.flush();
-  // The checksums were taken before the text was tokenized: a file written to meanwhile (an
-  // append) would stand in the manifest for text the shards do not hold. No manifest is written.
-  for (size_t fi = 0; fi < files.size(); ++fi) {
-    std::error_code ec;
-    const auto bytes = static_cast<int64_t>(fs::file_size(files[fi], ec));
-    if (ec || bytes != inputs[fi].at("bytes").get<int64_t>() ||
-        manifest::mtime_ns(files[fi]) != inputs[fi].at("mtime_ns").get<int64_t>())
-      throw UserError(files[fi] + ": changed while prepare-data read it (size or mtime); run it again");
-  }
+  require_unchanged(files, inputs);
   if (train.tokens_ == 0) throw UserError(d.train_files.front() + ": the training files produced no tokens");
   if (valid.tokens_ == 0)
     log::warn("data", "no held-out documents ({} documents, data.valid_fraction {}): there will be no held-out loss; "
