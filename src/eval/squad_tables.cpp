@@ -149,7 +149,7 @@ std::optional<int64_t> scaled_to_512(int64_t x, int64_t n) {
 PaperRow paper_table4_row(int64_t k, int64_t ft, int64_t n) {
   PaperRow p;
   if (ft == n) {
-    p.k = k >= n - 1 ? 512 : k;
+    p.k = k == 0 || k >= n - 1 ? 512 : k;  // k = 0 is unclipped (model.attention.max_relative: 0)
     p.finetune_len = 512;
   } else if (ft > n) {
     p.k = scaled_to_512(k, n);
@@ -232,11 +232,13 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
   for (const auto& g : groups) {
     const auto ours = g.values(g.f1, t.notes);
     std::optional<double> em, f1;
-    if (!papers_protocol(g.select) || g.pretrain_len == 0) {  // the paper's are of final weights, pretrained
-    } else if (g.method == "absolute") {
+    // The paper's rows are of final weights pretrained at its first length (512; --lens scales it),
+    // absolute BERT fine-tuned at that length too.
+    const bool comparable = papers_protocol(g.select) && g.pretrain_len != 0 && !lens.empty() && g.pretrain_len == lens.front();
+    if (comparable && g.method == "absolute" && g.finetune_len == lens.front()) {
       em = paper::kTable5Absolute.em;
       f1 = paper::kTable5Absolute.f1;
-    } else if (g.method == "m4" && g.buckets == 0) {  // the paper's swap is to method 4, no other
+    } else if (comparable && g.method == "m4" && g.buckets == 0) {  // the paper's swap is to method 4, no other
       const auto it = std::find(lens.begin(), lens.end(), g.finetune_len);
       const size_t i = static_cast<size_t>(it - lens.begin());
       if (it != lens.end() && i < paper::kTable5M4.size()) {

@@ -61,7 +61,7 @@ Table glue_table() {
 // matches such rows by length ratio). Rows fine-tuned shorter than n have no paper row.
 std::optional<paper::KRow> table4_paper_row(const GroupKey& g) {
   if (g.finetune_len != g.pretrain_len && g.pretrain_len != 512) return std::nullopt;
-  const int64_t k = g.k >= g.pretrain_len - 1 ? 512 : g.k;
+  const int64_t k = unclipped(g) ? 512 : g.k;  // k = 0 too: max_relative 0 is unclipped
   const int64_t ft = g.finetune_len == g.pretrain_len ? 512 : g.finetune_len;
   for (const auto& r : paper::kTable4)
     if (r.k == k && r.pretrain_len == 512 && r.finetune_len == ft) return r;

@@ -2,6 +2,7 @@
 // pretraining and fine-tuning lengths, method, whole dev sets); the others show "—" or are marked.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ TEST(Tables, Table4PaperRowsOnlyAtThePapersLengths) {
   EXPECT_NE(csv.find("Table 4,m4,256,128,576,pre,EM,72.00,,1,,\n"), std::string::npos) << csv;
   EXPECT_NE(csv.find("Table 4,m4,256,512,576,pre,EM,73.00,,1,83.80,\n"), std::string::npos) << csv;
   EXPECT_NE(csv.find("Table 4,m4,16,512,384,pre,EM,74.00,,1,,\n"), std::string::npos) << csv;
+  // k = 0 (model.attention.max_relative: 0) is unclipped, the paper's k = 512: it had no paper row.
+  const std::string unclipped = render_tables({squad_at("k0/seed1", "m4", 0, 128, 128, "exact", 75.0)}, {"4"}).csv;
+  EXPECT_NE(unclipped.find(",75.00,,1,83.63,\n"), std::string::npos) << unclipped;
 }
 
 // The scaled Table 4 at n = 128 showed every SQuAD row beside a paper row: an absolute run (the
@@ -120,4 +124,17 @@ TEST(ExtraTables, Table5PaperNumbersOnlyForMethod4AndLabelledAsSwaps) {
   EXPECT_EQ(t.rows[2][8].text, "93.55");
   EXPECT_NE(to_markdown(t).find("result lines do not record a swap, so the paper's numbers compare with swap runs only"),
             std::string::npos) << to_markdown(t);
+  // Only rows pretrained at the first length, and absolute ones fine-tuned at it: an absolute model
+  // fine-tuned at 96 and an m4 model pretrained at 64 had the paper's numbers.
+  const TextTable lengths = table5({squad_at("abs_s1/seed1", "absolute", 0, 128, 128, "f1", 70.0),
+                                    squad_at("abs96_s1/seed1", "absolute", 0, 128, 96, "f1", 71.0),
+                                    squad_at("m4pre64_s1/seed1", "m4", 63, 64, 144, "f1", 72.0),
+                                    squad_at("m4_ft144_s1/seed1", "m4", 127, 128, 144, "f1", 73.0)},
+                                   {128, 144});
+  std::map<std::string, std::string> paper_f1;
+  for (const auto& row : lengths.rows) paper_f1[row[0].text] = row[8].text;
+  EXPECT_EQ(paper_f1.at("abs"), "93.15");
+  EXPECT_EQ(paper_f1.at("abs96"), "—");
+  EXPECT_EQ(paper_f1.at("m4pre64"), "—");
+  EXPECT_NE(paper_f1.at("m4_ft144"), "—");
 }
