@@ -59,7 +59,8 @@ namespace {
 // bytes (the trainer needs ~17 times that: 260 MB for 15 MB): 2 M lines of 4 KB documents would
 // have asked ~140 GB, 2 M pieces of at most 256 bytes ask at most ~9 GB (a corpus of sentences
 // per line, ~120 bytes each, ~4 GB). Pieces never span a space, so cutting there changes no
-// piece the trainer can learn.
+// piece the trainer can learn (text without spaces, as in Chinese or Japanese, is cut every 256
+// bytes instead: a piece cannot span a cut, as before every 4 KB).
 class CorpusSentences : public sentencepiece::SentenceIterator {
  public:
   static constexpr size_t kPieceBytes = 256, kSampleSentences = 2000000;

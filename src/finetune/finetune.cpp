@@ -46,7 +46,7 @@ namespace {
 void warn_unfinished(const std::string& init, const fs::path& checkpoint, int64_t max_steps) {
   std::smatch m;
   const std::string name = checkpoint.filename().string();
-  static const std::regex step(R"(step_0*(\d+)\.pt)");
+  static const std::regex step(R"(step_0*(\d{1,18})\.pt)");  // 18 digits fit int64: stoll cannot throw
   if (!std::regex_match(name, m, step)) {
     log::warn_rank0("finetune", "--init {}: its pretraining has not finished (no summary.json): fine-tuning from its "
                     "newest checkpoint, {} (of {} steps) ({})", init, name, max_steps, checkpoint.string());
