@@ -10,6 +10,7 @@
 #include "eval/dev_sizes.h"
 #include "eval/paper_numbers.h"
 #include "eval/pretrain_labels.h"
+#include "eval/table_cells.h"
 #include "util/errors.h"
 #include "util/json_text.h"
 
@@ -31,7 +32,7 @@ struct SquadGroup {
   bool named_model = false;
   std::string select;  // finetune.select: dev-best weights are another protocol than the final ones
   // (run_id, seed) -> (value, dev questions scored): a re-evaluation replaces
-  std::map<std::string, std::pair<double, int64_t>> exact, f1;
+  std::map<std::string, tables_detail::Scored> exact, f1;
 
   std::string label(const std::string& what) const {
     const std::string model = pretrained.empty() ? "none" : pretrained;  // "": from random weights
@@ -42,35 +43,29 @@ struct SquadGroup {
   // The values of the evaluations of the whole dev set: those that scored fewer questions
   // (finetune.max_eval_examples, a debugging run) are another quantity, not pooled (as in
   // Tables 2-4); each one left out is named in `notes`.
-  std::vector<double> values(const std::map<std::string, std::pair<double, int64_t>>& m,
-                             std::vector<std::string>& notes) const {
-    int64_t most = 0;
-    for (const auto& [_, x] : m) most = std::max(most, x.second);
-    std::vector<double> v;
-    for (const auto& [run, x] : m) {
-      if (x.second == most) {
-        v.push_back(x.first);
-        continue;
-      }
-      const std::string note = "not pooled: " + run + " (" + label(name) + ": " + std::to_string(x.second) + " of " +
-                               std::to_string(most) + " dev questions)";
+  tables_detail::Pooled pooled(const std::map<std::string, tables_detail::Scored>& m, std::vector<std::string>& notes) const {
+    tables_detail::Pooled p = tables_detail::pool_most_examples(m);
+    for (const auto& [run, examples] : p.left_out) {
+      const std::string note = "not pooled: " + run + " (" + label(name) + ": " + std::to_string(examples) + " of " +
+                               std::to_string(p.most) + " dev questions)";
       if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
     }
-    return v;
+    return p;
+  }
+  std::vector<double> values(const std::map<std::string, tables_detail::Scored>& m, std::vector<std::string>& notes) const {
+    return pooled(m, notes).values;
   }
 
   // The cell of one metric over those values, marked "(dev N of M)" where they scored part of the
   // dev set only (every seed pooled there ran with finetune.max_eval_examples, or on a sample dev
-  // file; values() names only seeds that scored fewer than another): the paper's numbers beside it
+  // file; pooled() names only seeds that scored fewer than another): the paper's numbers beside it
   // are of all of SQuAD 1.1 dev, not the same quantity; a note under the table says so.
-  Cell cell(const std::map<std::string, std::pair<double, int64_t>>& m, bool with_n,
-            std::vector<std::string>& notes) const {
-    const auto v = values(m, notes);
-    Cell c = stat_cell(v, with_n);
-    int64_t most = 0;
-    for (const auto& [_, x] : m) most = std::max(most, x.second);
+  Cell cell(const std::map<std::string, tables_detail::Scored>& m, bool with_n, std::vector<std::string>& notes) const {
+    const tables_detail::Pooled p = pooled(m, notes);
+    Cell c = stat_cell(p.values, with_n);
+    const int64_t most = p.most;
     const int64_t full = *full_dev_size("squad_v1", "dev");
-    if (v.empty() || !partial_dev("squad_v1", "dev", most)) return c;
+    if (p.values.empty() || !partial_dev("squad_v1", "dev", most)) return c;
     c.text += " (dev " + std::to_string(most) + " of " + std::to_string(full) + ")";
     c.value["dev_examples"] = most;
     c.value["dev_size"] = full;

@@ -39,23 +39,27 @@ Values collect(const std::vector<ResultRow>& rows) {
 // Mean ± std of a cell over the evaluations of the whole dev set: those that scored fewer
 // examples (finetune.max_eval_examples, a debugging run) are another quantity, not pooled;
 // each one left out is named in `left_out`.
+Pooled pool_most_examples(const std::map<std::string, Scored>& evals) {
+  Pooled p;
+  for (const auto& [_, x] : evals) p.most = std::max(p.most, x.examples);
+  for (const auto& [run, x] : evals) {
+    if (x.examples == p.most) p.values.push_back(x.value);
+    else p.left_out.emplace_back(run, x.examples);
+  }
+  return p;
+}
+
 std::optional<Stat> lookup(const Values& v, const GroupKey& g, const Column& c, std::vector<std::string>& left_out) {
   auto it = v.find({g, c.task, c.split, c.metric});
   if (it == v.end()) return std::nullopt;
-  int64_t most = 0;
-  for (const auto& [_, x] : it->second) most = std::max(most, x.examples);
-  std::vector<double> xs;
-  for (const auto& [run, x] : it->second) {
-    if (x.examples == most) {
-      xs.push_back(x.value);
-      continue;
-    }
-    const std::string note = run + " (" + c.task + " " + c.split + ": " + std::to_string(x.examples) + " of " +
-                             std::to_string(most) + " examples)";
+  const Pooled p = pool_most_examples(it->second);
+  for (const auto& [run, examples] : p.left_out) {
+    const std::string note = run + " (" + c.task + " " + c.split + ": " + std::to_string(examples) + " of " +
+                             std::to_string(p.most) + " examples)";
     if (std::find(left_out.begin(), left_out.end(), note) == left_out.end()) left_out.push_back(note);
   }
-  Stat s = mean_std(xs);
-  s.examples = most;
+  Stat s = mean_std(p.values);
+  s.examples = p.most;
   return s;
 }
 

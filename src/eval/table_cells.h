@@ -1,6 +1,7 @@
 // The cells of Tables 2-4 (tables.h): result rows grouped into table rows (GroupKey), each
 // (row, task, split, metric) holding its evaluations by run and seed. Shared by the table
-// definitions (tables.cpp) and their rendering (table_render.cpp) only.
+// definitions (tables.cpp) and their rendering (table_render.cpp); the extra SQuAD tables
+// (squad_tables.cpp) pool their evaluations with the same rule (pool_most_examples).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -55,6 +56,16 @@ using Values = std::map<std::tuple<GroupKey, std::string, std::string, std::stri
 
 // The cells of `rows`, grouped by row (GroupKey).
 Values collect(const std::vector<ResultRow>& rows);
+
+// The evaluations of a cell that scored the most examples (the whole dev set, where any did):
+// their values and that count; the others (run, examples scored) are another quantity, never
+// pooled. Tables 2-4 (lookup) and the extra SQuAD tables (squad_tables.cpp) pool alike.
+struct Pooled {
+  std::vector<double> values;
+  int64_t most = 0;
+  std::vector<std::pair<std::string, int64_t>> left_out;
+};
+Pooled pool_most_examples(const std::map<std::string, Scored>& evals);
 
 // Mean ± std of a cell over the evaluations of the whole dev set (nullopt: no such cell); each
 // evaluation left out as scored on part of it is named in `left_out`.
