@@ -13,7 +13,6 @@
 #include "data/prepare.h"
 #include "data/shard.h"
 #include "data/verified_stamp.h"
-#include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/input_file.h"
 #include "util/json_text.h"
@@ -84,10 +83,7 @@ json settings_of(const DataOptions& d, const Tokenizer& tok) {
             {"valid_files", d.valid_files}};
   s["tokenizer_model"] = nullptr;
   if (!d.tokenizer_model.empty()) {  // identity by content: a copied vocabulary is the same tokenizer
-    ShardHasher h;
-    const std::string bytes = read_file(d.tokenizer_model);
-    h.update(bytes.data(), bytes.size());
-    s["tokenizer_model"] = {{"path", d.tokenizer_model}, {"checksum", hex64(h.value())}};
+    s["tokenizer_model"] = {{"path", d.tokenizer_model}, {"checksum", hex64(file_checksum(d.tokenizer_model))}};
   }
   return s;
 }

@@ -36,4 +36,11 @@ inline bool partial_dev(const std::string& task, const std::string& split, int64
   return examples > 0 && full && examples != *full;
 }
 
+// "300 of 10570" for an evaluation of part of the dev split (partial_dev), else "": the words
+// every table marks such a cell with.
+inline std::string dev_part_text(const std::string& task, const std::string& split, int64_t examples) {
+  if (!partial_dev(task, split, examples)) return "";
+  return std::to_string(examples) + " of " + std::to_string(*full_dev_size(task, split));
+}
+
 }  // namespace rpe::eval

@@ -63,12 +63,11 @@ struct SquadGroup {
   Cell cell(const std::map<std::string, tables_detail::Scored>& m, bool with_n, std::vector<std::string>& notes) const {
     const tables_detail::Pooled p = pooled(m, notes);
     Cell c = stat_cell(p.values, with_n);
-    const int64_t most = p.most;
-    const int64_t full = *full_dev_size("squad_v1", "dev");
-    if (p.values.empty() || !partial_dev("squad_v1", "dev", most)) return c;
-    c.text += " (dev " + std::to_string(most) + " of " + std::to_string(full) + ")";
-    c.value["dev_examples"] = most;
-    c.value["dev_size"] = full;
+    const std::string part = dev_part_text("squad_v1", "dev", p.most);
+    if (p.values.empty() || part.empty()) return c;
+    c.text += " (dev " + part + ")";
+    c.value["dev_examples"] = p.most;
+    c.value["dev_size"] = *full_dev_size("squad_v1", "dev");
     const std::string note = "\"(dev N of M)\": scored on N of SQuAD 1.1 dev's M questions only "
                              "(finetune.max_eval_examples, or a sample dev file); the paper's numbers, where "
                              "shown, are of the whole dev set, not the same quantity";

@@ -24,8 +24,7 @@ std::string paper_text(const std::optional<double>& v) { return v ? fmt(*v) : "â
 // A researcher reads the paper's number beside it as the full-dev reference it is, not as a
 // comparison of like with like: the cell says so in every rendering, and a note under the table.
 std::string partial_text(const std::optional<Stat>& s, const Column& c) {
-  if (!s || s->n == 0 || !partial_dev(c.task, c.split, s->examples)) return "";
-  return std::to_string(s->examples) + " of " + std::to_string(*full_dev_size(c.task, c.split));
+  return !s || s->n == 0 ? "" : dev_part_text(c.task, c.split, s->examples);
 }
 
 // k = 0: the method has no clipping distance (its registry entry is not `clipped`).
