@@ -35,6 +35,7 @@ set(RPE_TEST_SOURCES
   tests/finetune/test_glue_data.cpp
   tests/finetune/test_heads.cpp
   tests/cli/test_inspect_weights.cpp
+  tests/util/test_atomic_file.cpp
   tests/util/test_errors.cpp
   tests/util/test_kernel_check.cpp
   tests/util/test_log.cpp

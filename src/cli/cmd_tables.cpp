@@ -66,11 +66,10 @@ int run_tables(const TablesArgs& a) {
   check_output_folder("--out", a.out);  // before reading: a bad --out fails fast, creates nothing
   const auto rows = read_all(a.results);
   const auto t = eval::render_tables(rows, a.only);
-  const std::string json = dump_json(t.json, 2) + "\n";  // before any file: all three or none
-  write_into_out(a.out, [&] {
-    write_file_atomic(fs::path(a.out) / "tables.md", t.markdown);
-    write_file_atomic(fs::path(a.out) / "tables.csv", t.csv);
-    write_file_atomic(fs::path(a.out) / "tables.json", json);
+  write_into_out(a.out, [&] {  // all three or none (a full disk leaves the old ones)
+    write_files_atomic({{fs::path(a.out) / "tables.md", t.markdown},
+                        {fs::path(a.out) / "tables.csv", t.csv},
+                        {fs::path(a.out) / "tables.json", dump_json(t.json, 2) + "\n"}});
   });
   std::cout << t.markdown;
   std::cout << "wrote " << (fs::path(a.out) / "tables.md").string() << ", tables.csv and tables.json ("

@@ -5,7 +5,6 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <csignal>
 #include <iostream>
 #include <new>
@@ -24,18 +23,6 @@
 void rpe::cli::silence_logs() { spdlog::default_logger()->set_level(spdlog::level::off); }
 
 namespace {
-
-// Errors the user cannot fix by changing the command: the disk, memory or the device.
-// EAGAIN: the system refused a thread (std::thread's resource_unavailable_try_again).
-bool environment_error(const std::error_code& ec) {
-  if (ec.category() != std::generic_category() && ec.category() != std::system_category()) return false;
-  switch (ec.value()) {
-    case ENOSPC: case EDQUOT: case EIO: case ENOMEM: case EMFILE: case ENFILE: case EFBIG: case EAGAIN:
-      return true;
-    default:
-      return false;
-  }
-}
 
 // CLI11 says only "A subcommand is required" when `finetune` or `predict` is given no task or
 // a misspelt one: name the command, its choices and what it got instead. Empty when the error
@@ -173,7 +160,7 @@ int main(int argc, char** argv) {
     // std::filesystem::filesystem_error (what() names the operation and the path(s):
     // "filesystem error: cannot create directories: Not a directory [runs/x]"),
     // std::ios_base::failure and writers' "cannot write FILE: <errno text>".
-    return report(e.what(), environment_error(e.code()) ? 1 : rpe::kExitUserError);
+    return report(e.what(), rpe::environment_error(e.code()) ? 1 : rpe::kExitUserError);
   } catch (const std::bad_alloc&) {
     return report("out of memory (the model, batch or data does not fit; try smaller sizes)", 1);
   } catch (const std::exception& e) {

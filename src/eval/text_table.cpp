@@ -107,13 +107,12 @@ nlohmann::ordered_json to_json(const TextTable& t) {
 }
 
 void write_table(const fs::path& dir, const TextTable& t) {
-  // All three rendered before the first is written, so a failure leaves none of them new; run
-  // names come from folder names, not always UTF-8: dump_json shows such a byte as U+FFFD.
-  const std::string md = to_markdown(t), csv = to_csv(t), json = dump_json(to_json(t), 2) + "\n";
+  // All three or none (a full disk leaves the old ones); run names come from folder names, not
+  // always UTF-8: dump_json shows such a byte as U+FFFD.
   fs::create_directories(dir);
-  write_file_atomic(dir / (t.name + ".md"), md);
-  write_file_atomic(dir / (t.name + ".csv"), csv);
-  write_file_atomic(dir / (t.name + ".json"), json);
+  write_files_atomic({{dir / (t.name + ".md"), to_markdown(t)},
+                      {dir / (t.name + ".csv"), to_csv(t)},
+                      {dir / (t.name + ".json"), dump_json(to_json(t), 2) + "\n"}});
 }
 
 }  // namespace rpe::eval

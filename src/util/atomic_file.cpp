@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string_view>
 
@@ -53,6 +54,16 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
   AtomicWriter out(path);
   out.write(content);
   out.commit();
+}
+
+void write_files_atomic(const std::vector<std::pair<fs::path, std::string>>& files) {
+  std::vector<std::unique_ptr<AtomicWriter>> out;  // each removes its temporary file unless committed
+  for (const auto& [path, content] : files) {
+    out.push_back(std::make_unique<AtomicWriter>(path));
+    out.back()->write(content);
+  }
+  for (auto& w : out) w->sync();
+  for (auto& w : out) w->commit();
 }
 
 void append_line_synced(const fs::path& path, const std::string& line) {

@@ -4,11 +4,19 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace rpe {
 
 // Writes `content` to `path` atomically.
 void write_file_atomic(const std::filesystem::path& path, const std::string& content);
+
+// Writes several files (a table's .md, .csv and .json) so that a failure leaves all of them
+// as they were: every file is written and fsynced beside its target before the first rename.
+// (Only a rename failing between two others, which the same folder makes unlikely, could still
+// leave a mix.) Errors as write_file_atomic's.
+void write_files_atomic(const std::vector<std::pair<std::filesystem::path, std::string>>& files);
 
 // Lets `writer` produce a file at the given temporary path, then fsyncs and renames it
 // over `path`. Use for writers that insist on a path (torch::save, sentencepiece).

@@ -82,7 +82,13 @@ AtomicWriter::AtomicWriter(fs::path path) : path_(std::move(path)) {
   if (ec) throw UserError("cannot create folder " + dir.string() + " for " + path_.filename().string() + ": " + ec.message());
   tmp_ = path_.string() + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw UserError(write_error_message(path_, errno));
+  if (fd_ < 0) {
+    const int error = errno;
+    // A full disk or quota refusing the new file is the machine's, as a failed write (exit 1);
+    // permissions, a read-only or missing place are the path's (exit 2; callers name their flag).
+    if (environment_error(std::error_code(error, std::generic_category()))) throw_write_error(path_, error);
+    throw UserError(write_error_message(path_, error));
+  }
 }
 
 AtomicWriter::~AtomicWriter() {
@@ -108,19 +114,25 @@ void AtomicWriter::write(const void* data, size_t n) noexcept {
 }
 
 void AtomicWriter::fail(int error) {
+  error_ = error;  // a later sync() or commit() reports it again, never "synced"
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   ::unlink(tmp_.c_str());
   throw WriteError(error, write_error_message(path_, error));
 }
 
-void AtomicWriter::commit() {
+void AtomicWriter::sync() {
   if (error_ != 0) fail(error_);
+  if (fd_ < 0) return;  // synced already
   // Delayed allocation (ext4, xfs, NFS) may report a full disk only here.
   if (::fsync(fd_) != 0) fail(errno);
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail(errno);
+}
+
+void AtomicWriter::commit() {
+  sync();
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail(errno);
   committed_ = true;
   fsync_folder(path_.parent_path());

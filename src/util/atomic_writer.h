@@ -39,7 +39,11 @@ class AtomicWriter {
   uint32_t crc32() const { return crc_; }    // CRC-32 of those bytes
   const std::filesystem::path& path() const { return path_; }
 
-  // Reports the first write error, or fsyncs, closes and renames the file into place.
+  // Reports the first write error, or fsyncs and closes the temporary file: after it the
+  // bytes are on disk and only commit()'s rename is left (several files: sync each, then commit
+  // each, and a full disk leaves every old file as it was; write_files_atomic). Idempotent.
+  void sync();
+  // sync(), then renames the file into place and fsyncs the folder.
   void commit();
 
  private:

@@ -1,12 +1,24 @@
 // User-facing error helpers.
 #include "util/errors.h"
 
+#include <cerrno>
+
 #include "util/utf8.h"
 
 namespace rpe {
 
 void require(bool cond, const std::string& message) {
   if (!cond) throw UserError(message);
+}
+
+bool environment_error(const std::error_code& ec) {
+  if (ec.category() != std::generic_category() && ec.category() != std::system_category()) return false;
+  switch (ec.value()) {
+    case ENOSPC: case EDQUOT: case EIO: case ENOMEM: case EMFILE: case ENFILE: case EFBIG: case EAGAIN:
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::string without_nul(const std::string& message) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace rpe {
@@ -23,6 +24,11 @@ class UserError : public std::runtime_error {
 
 // Throws UserError(message) when cond is false.
 void require(bool cond, const std::string& message);
+
+// Whether an error is the machine's, not the command's: the disk, memory or the device (ENOSPC,
+// EDQUOT, EIO, ENOMEM, EMFILE, ENFILE, EFBIG; EAGAIN: the system refused a thread, as
+// std::thread's resource_unavailable_try_again). main() exits 1 for these, 2 for the rest.
+bool environment_error(const std::error_code& ec);
 
 // Joins items with ", " (for "valid ones are: a, b, c" messages).
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");

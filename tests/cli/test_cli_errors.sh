@@ -6,7 +6,7 @@ BIN="$1"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
 TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+trap 'umount "$TMP/full" 2>/dev/null; rm -rf "$TMP"' EXIT
 fail=0
 
 # expect_error NAME PATTERN CMD...: exit code 2, exactly one stderr line matching PATTERN.
@@ -180,5 +180,23 @@ expect_error "tables --out /proc" "^error: --out /proc: .*(No such file or direc
   "$BIN" tables --results "$TMP/empty.jsonl" --out /proc
 expect_error "tables table5 --out under /proc" "^error: --out /proc/x: .*(No such file or directory|Permission denied)$" \
   "$BIN" tables table5 --results "$TMP/empty.jsonl" --lens 128 --out /proc/x
+# A disk with no inode left refuses the first new file (ENOSPC on open, not on a write): the
+# machine's error, exit 1, naming the file (it was called an --out error, exit 2), and nothing
+# written. A 3-inode tmpfs, where mounting works.
+mkdir -p "$TMP/full"
+if mount -t tmpfs -o size=1m,nr_inodes=3 none "$TMP/full" 2>/dev/null; then
+  mkdir "$TMP/full/t" && : > "$TMP/full/filler"  # the root, t and filler: no inode left
+  "$BIN" tables --results "$TMP/empty.jsonl" --out "$TMP/full/t" >"$TMP/out" 2>"$TMP/err"
+  code=$?
+  if [ "$code" -eq 1 ] && [ "$(grep -c '' "$TMP/err")" -eq 1 ] && [ -z "$(ls -A "$TMP/full/t")" ] &&
+    grep -qx "error: no space left on device: $TMP/full/t/tables.md" "$TMP/err"; then
+    echo "ok   tables with no inode left: $(cat "$TMP/err")"
+  else
+    echo "FAIL tables with no inode left: exit $code:"; cat "$TMP/err"; ls -A "$TMP/full/t"; fail=1
+  fi
+  umount "$TMP/full"
+else
+  echo "skip tables with no inode left: cannot mount a tmpfs here"
+fi
 [ ! -e "$TMP/tf" ] && [ ! -e "$TMP/att.json" ] || { echo "FAIL outputs written after a FIFO input"; fail=1; }
 exit $fail
