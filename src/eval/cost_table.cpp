@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <limits>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <system_error>
@@ -27,9 +29,9 @@ std::optional<double> number_field(const json& j, const char* key, const fs::pat
   return j.at(key).get<double>();
 }
 
-std::vector<double> training_speeds(const fs::path& file) {
+std::vector<SpeedWindow> training_speeds(const fs::path& file) {
   std::istringstream in(read_file(file));
-  std::vector<double> speeds;
+  std::vector<SpeedWindow> speeds;
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -38,9 +40,31 @@ std::vector<double> training_speeds(const fs::path& file) {
     if (j.contains("split") && j["split"] == "valid") continue;
     if (!j["tokens_per_s"].is_number())
       throw UserError(file.string() + ":" + std::to_string(n) + ": field 'tokens_per_s' is not a number");
-    speeds.push_back(j["tokens_per_s"].get<double>());
+    const int64_t step = j.contains("step") && j["step"].is_number_integer() ? j["step"].get<int64_t>() : 0;
+    speeds.push_back({step, j["tokens_per_s"].get<double>()});
   }
   return speeds;
+}
+
+// summary.json's world_sizes ([{first_step, last_step, world_size (null: not recorded)}]), else
+// its world_size for every step; empty when it has neither (a run of before either).
+std::vector<RankStretch> rank_stretches(const json& s, const fs::path& file) {
+  const auto bad = [&](const std::string& what) { return UserError(file.string() + ": field 'world_sizes' " + what); };
+  std::vector<RankStretch> out;
+  if (s.contains("world_sizes")) {
+    if (!s["world_sizes"].is_array()) throw bad("is not a list");
+    for (const json& r : s["world_sizes"]) {
+      if (!r.is_object() || !r.contains("first_step") || !r["first_step"].is_number_integer() ||
+          !r.contains("last_step") || !r["last_step"].is_number_integer() || !r.contains("world_size") ||
+          !(r["world_size"].is_null() || r["world_size"].is_number_integer()))
+        throw bad("holds an entry that is not {first_step, last_step, world_size}: " + excerpt(r.dump()));
+      out.push_back({r["first_step"].get<int64_t>(), r["last_step"].get<int64_t>(),
+                     r["world_size"].is_null() ? std::nullopt : std::optional<int64_t>(r["world_size"].get<int64_t>())});
+    }
+  } else if (const auto world = number_field(s, "world_size", file)) {
+    out.push_back({1, std::numeric_limits<int64_t>::max(), static_cast<int64_t>(*world)});
+  }
+  return out;
 }
 
 // For summaries of before their parameter counts: the last "<x>M parameters, <n> in position
@@ -65,6 +89,66 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// The ranks a window ending at `step` ran on: its stretch's; a run on one recorded number of
+// ranks gives it to every window (rows without a step too). nullopt: not recorded.
+std::optional<int64_t> ranks_at(const std::vector<RankStretch>& ranks, int64_t step) {
+  if (ranks.size() == 1) return ranks.front().world;
+  for (const auto& r : ranks)
+    if (step >= r.first_step && step <= r.last_step) return r.world;
+  return std::nullopt;
+}
+
+std::string ranks_text(const std::optional<int64_t>& world) {
+  return world ? std::to_string(*world) : std::string("?");
+}
+
+// "8", or for a run resumed on other numbers of ranks each in turn, "8, 16" ("?" where not
+// recorded); JSON: the number, or the stretches.
+Cell ranks_cell(const std::vector<RankStretch>& ranks) {
+  if (ranks.empty()) return Cell::dash();
+  if (ranks.size() == 1 && ranks.front().world) return Cell::integer(*ranks.front().world);
+  std::string text;
+  json stretches = json::array();
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i == 0 || ranks[i].world != ranks[i - 1].world) text += (text.empty() ? "" : ", ") + ranks_text(ranks[i].world);
+    stretches.push_back({{"first_step", ranks[i].first_step},
+                         {"last_step", ranks[i].last_step},
+                         {"world_size", ranks[i].world ? json(*ranks[i].world) : json(nullptr)}});
+  }
+  return Cell::shown(text, stretches);
+}
+
+// The median tokens/s of `windows`; one per number of ranks ("12,501 (8 ranks); 24,990 (16
+// ranks)") when they ran on several, whose sum of every rank's tokens is not one speed.
+Cell speed_cell(const std::vector<SpeedWindow>& windows, const std::vector<RankStretch>& ranks) {
+  std::map<std::optional<int64_t>, std::vector<double>> by_ranks;
+  for (const auto& w : windows) by_ranks[ranks_at(ranks, w.step)].push_back(w.tokens_per_s);
+  if (by_ranks.empty()) return Cell::dash();
+  if (by_ranks.size() == 1) {
+    const double m = median(by_ranks.begin()->second);
+    return Cell::shown(with_thousands(m), m);
+  }
+  std::string text;
+  json value = json::array();
+  for (const auto& [world, speeds] : by_ranks) {
+    const double m = median(speeds);
+    text += (text.empty() ? "" : "; ") + with_thousands(m) + " (" + ranks_text(world) + " ranks)";
+    value.push_back({{"world_size", world ? json(*world) : json(nullptr)}, {"median", m}});
+  }
+  return Cell::shown(text, value);
+}
+
+// The median over `windows` of tokens/s divided by the ranks each ran on (those recorded).
+Cell per_rank_cell(const std::vector<SpeedWindow>& windows, const std::vector<RankStretch>& ranks) {
+  std::vector<double> per_rank;
+  for (const auto& w : windows)
+    if (const auto world = ranks_at(ranks, w.step); world && *world > 0)
+      per_rank.push_back(w.tokens_per_s / static_cast<double>(*world));
+  if (per_rank.empty()) return Cell::dash();
+  const double m = median(per_rank);
+  return Cell::shown(with_thousands(m), m);
+}
+
 }  // namespace
 
 RunCost read_run_cost(const fs::path& run_dir) {
@@ -80,6 +164,7 @@ RunCost read_run_cost(const fs::path& run_dir) {
   c.run = dir.filename().string();
   c.method = s.contains("method") && s["method"].is_string() ? s["method"].get<std::string>() : c.run;
   c.tokens_per_s = training_speeds(dir / "metrics.jsonl");
+  c.ranks = rank_stretches(s, summary_file);
   const auto params = number_field(s, "parameters", summary_file);
   const auto position = number_field(s, "position_parameters", summary_file);
   if (params && position) {
@@ -101,8 +186,8 @@ RunCost read_run_cost(const fs::path& run_dir) {
 TextTable cost_table(const std::vector<RunCost>& runs) {
   TextTable t{"cost",
               "Cost per method (pretraining runs of this table)",
-              {"method", "run", "position parameters", "total parameters", "tokens/s (median)", "peak memory", "steps",
-               "train s", "held-out MLM loss"},
+              {"method", "run", "position parameters", "total parameters", "ranks", "tokens/s (median)",
+               "tokens/s per rank (median)", "peak memory", "steps", "train s", "held-out MLM loss"},
               {}, {}};
   for (const auto& c : runs) {
     std::vector<Cell> row{c.method, c.run};
@@ -111,14 +196,12 @@ TextTable cost_table(const std::vector<RunCost>& runs) {
                                     : Cell::dash());
     row.push_back(c.total_params_m ? Cell::shown(Cell::number(*c.total_params_m, 2).text + "M", *c.total_params_m * 1e6)
                                    : Cell::dash());
+    row.push_back(ranks_cell(c.ranks));
     // The first window includes start-up: dropped unless it is the only one.
-    std::vector<double> speeds(c.tokens_per_s.begin() + (c.tokens_per_s.size() > 1 ? 1 : 0), c.tokens_per_s.end());
-    if (speeds.empty()) {
-      row.push_back(Cell::dash());
-    } else {
-      const double m = median(speeds);
-      row.push_back(Cell::shown(with_thousands(m), m));
-    }
+    const std::vector<SpeedWindow> windows(c.tokens_per_s.begin() + (c.tokens_per_s.size() > 1 ? 1 : 0),
+                                           c.tokens_per_s.end());
+    row.push_back(speed_cell(windows, c.ranks));
+    row.push_back(per_rank_cell(windows, c.ranks));
     const bool device = c.peak_device_bytes > 0;
     const int64_t peak = device ? c.peak_device_bytes : c.peak_rss_bytes;
     if (peak <= 0) {

@@ -293,7 +293,7 @@ TEST(ExtraTables, CostTableFromRunFolders) {
              "model | 1.10M parameters, 8191 in position method\nmodel | 1.05M parameters, 4095 in position method\n");
   std::filesystem::create_directories(dir / "abs_run");
   write_text(dir / "abs_run" / "summary.json",
-             R"({"wall_s": 7.5, "valid_loss": null, "peak_device_bytes": 2147483648, "peak_rss_bytes": 5})");
+             R"({"wall_s": 7.5, "valid_loss": null, "peak_device_bytes": 2147483648, "peak_rss_bytes": 5, "world_size": 2})");
   write_text(dir / "abs_run" / "metrics.jsonl", "{\"step\": 4, \"tokens_per_s\": 2500.4}\n");
   // An older summary without counts: train.log's last line.
   write_text(dir / "abs_run" / "train.log",
@@ -303,11 +303,44 @@ TEST(ExtraTables, CostTableFromRunFolders) {
   // abs_run: no method in summary.json -> the folder's name; 2 GiB on the device; no steps, no
   // loss; the last parameter line of train.log.
   // Training time: train_s (every process of a resumed run), else (older summaries) wall_s.
+  // Ranks: m4's summary names none (no per-rank speed); abs_run's world_size, 2 ranks.
   EXPECT_EQ(to_csv(t),
-            "method,run,position parameters,total parameters,tokens/s (median),peak memory,steps,train s,"
-            "held-out MLM loss\n"
-            "m4,m4,\"8,191\",1.10M,\"12,501\",\"1,536 MiB (process RSS)\",12,40,6.123\n"
-            "abs_run,abs_run,0,0.97M,\"2,500\",\"2,048 MiB (GPU)\",—,8,—\n");
+            "method,run,position parameters,total parameters,ranks,tokens/s (median),tokens/s per rank (median),"
+            "peak memory,steps,train s,held-out MLM loss\n"
+            "m4,m4,\"8,191\",1.10M,—,\"12,501\",—,\"1,536 MiB (process RSS)\",12,40,6.123\n"
+            "abs_run,abs_run,0,0.97M,2,\"2,500\",\"1,250\",\"2,048 MiB (GPU)\",—,8,—\n");
+  rpe::test::remove_tree(dir);
+}
+
+// A run resumed on another number of ranks: one median per number of ranks (their total
+// tokens/s are not one speed), and per rank every window divided by the ranks it ran on.
+TEST(ExtraTables, CostTableOfARunResumedOnMoreRanks) {
+  const auto dir = temp_dir();
+  std::filesystem::create_directories(dir / "m4");
+  write_text(dir / "m4" / "summary.json",
+             R"({"method": "m4", "steps": 16, "world_size": 4, "world_sizes": [
+                   {"first_step": 1, "last_step": 4, "world_size": null},
+                   {"first_step": 5, "last_step": 8, "world_size": 2},
+                   {"first_step": 9, "last_step": 16, "world_size": 4}]})");
+  // Step 2's window is start-up (dropped); step 4's ran on ranks not recorded (no per-rank speed).
+  write_text(dir / "m4" / "metrics.jsonl",
+             "{\"step\": 2, \"tokens_per_s\": 10.0}\n{\"step\": 4, \"tokens_per_s\": 999.0}\n"
+             "{\"step\": 6, \"tokens_per_s\": 1900.0}\n{\"step\": 8, \"tokens_per_s\": 2100.0}\n"
+             "{\"step\": 12, \"tokens_per_s\": 4100.0}\n{\"step\": 16, \"tokens_per_s\": 3900.0}\n");
+  const TextTable t = cost_table({read_run_cost(dir / "m4")});
+  ASSERT_EQ(t.rows.size(), 1U);
+  const auto& row = t.rows[0];
+  EXPECT_EQ(row[4].text, "?, 2, 4");
+  EXPECT_EQ(row[4].value.size(), 3U);
+  EXPECT_EQ(row[5].text, "999 (? ranks); 2,000 (2 ranks); 4,000 (4 ranks)");
+  // Per rank: 950, 1050, 1025, 975 -> median 1,000.
+  EXPECT_EQ(row[6].text, "1,000");
+  EXPECT_DOUBLE_EQ(row[6].value.get<double>(), 1000.0);
+  write_text(dir / "m4" / "summary.json", R"({"world_sizes": [{"first_step": 1, "world_size": 2}]})");
+  EXPECT_EQ(user_error([&] { read_run_cost(dir / "m4"); }),
+            (dir / "m4" / "summary.json").string() +
+                ": field 'world_sizes' holds an entry that is not {first_step, last_step, world_size}: "
+                "{\"first_step\":1,\"world_size\":2}");
   rpe::test::remove_tree(dir);
 }
 
@@ -364,7 +397,7 @@ TEST(ExtraTables, NonUtf8RunNamesStillWriteAllThreeFiles) {
   RunCost c;
   c.run = "run\xe9";
   c.method = "m4";
-  c.tokens_per_s = {100};
+  c.tokens_per_s = {{4, 100}};
   write_table(dir / "out", cost_table({c}));
   for (const char* ext : {".md", ".csv", ".json"})
     EXPECT_TRUE(std::filesystem::is_regular_file(dir / "out" / (std::string("cost") + ext))) << ext;
