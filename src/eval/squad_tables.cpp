@@ -12,6 +12,7 @@
 #include "eval/pretrain_labels.h"
 #include "eval/table_cells.h"
 #include "util/errors.h"
+#include "util/file_tree.h"
 #include "util/json_text.h"
 
 namespace rpe::eval {
@@ -253,6 +254,7 @@ MlmCurve read_mlm_curve(const fs::path& file) {
   try {
     c.method = j.at("method").get<std::string>();
     c.pretrain_max_len = j.at("pretrain_max_len").get<int64_t>();
+    c.run = j.contains("run") && j["run"].is_string() ? j["run"].get<std::string>() : file.string();
     for (const auto& p : j.at("mlm_loss")) {
       MlmCurve::Point pt;
       pt.length = p.at("length").get<int64_t>();
@@ -267,14 +269,40 @@ MlmCurve read_mlm_curve(const fs::path& file) {
   return c;
 }
 
+namespace {
+// Each curve's row label: its method, and "(pretraining run <folder>)" where another curve has the
+// same method and pretraining length (two runs' rows would print alike); the run as given where
+// two such folders share a name.
+std::vector<std::string> mlm_curve_labels(const std::vector<MlmCurve>& curves) {
+  std::map<std::pair<std::string, int64_t>, int> alike;
+  std::map<std::string, int> folders;
+  auto folder = [](const MlmCurve& c) { return folder_path(c.run).filename().string(); };
+  for (const auto& c : curves) {
+    ++alike[{c.method, c.pretrain_max_len}];
+    ++folders[folder(c)];
+  }
+  std::vector<std::string> labels;
+  for (const auto& c : curves) {
+    if (alike[{c.method, c.pretrain_max_len}] == 1) {
+      labels.push_back(c.method);
+      continue;
+    }
+    labels.push_back(c.method + " (pretraining run " + (folders[folder(c)] > 1 ? c.run : folder(c)) + ")");
+  }
+  return labels;
+}
+}  // namespace
+
 TextTable extrapolation_table(const std::vector<MlmCurve>& curves, const std::vector<ResultRow>& rows) {
   TextTable t{"extrapolation", "Length extrapolation per method", {"method", "measure", "pretrain len", "length", "value"},
               {}, {}};
   std::map<std::string, size_t> order;  // a method's first curve
-  for (const auto& c : curves) {
+  const auto labels = mlm_curve_labels(curves);
+  for (size_t i = 0; i < curves.size(); ++i) {
+    const auto& c = curves[i];
     order.emplace(c.method, order.size());
     for (const auto& p : c.points)
-      t.rows.push_back({c.method, "MLM loss", Cell::integer(c.pretrain_max_len), Cell::integer(p.length),
+      t.rows.push_back({labels[i], "MLM loss", Cell::integer(c.pretrain_max_len), Cell::integer(p.length),
                         p.loss ? Cell::number(*p.loss, 3) : Cell::shown("n/a (" + p.why + ")", nullptr)});
   }
   auto groups = squad_groups(rows, t.notes);

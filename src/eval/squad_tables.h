@@ -46,6 +46,7 @@ struct MlmCurve {
   std::string method;
   int64_t pretrain_max_len = 0;
   std::vector<Point> points;
+  std::string run;  // the pretraining run inspected ("run"; else, in older files, the file's path)
 };
 // UserError naming the file when it is missing, malformed or lacks a field.
 MlmCurve read_mlm_curve(const std::filesystem::path& file);

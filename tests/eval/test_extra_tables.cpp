@@ -259,6 +259,31 @@ TEST(ExtraTables, ExtrapolationMlmCurvesThenSquadInCurveOrder) {
   rpe::test::remove_tree(dir);
 }
 
+// Two pretraining runs of one method and length (two seeds, two learning rates): their MLM rows
+// name the run's folder, or the run as given where folders share a name; one of its kind stays
+// the method alone.
+TEST(ExtraTables, ExtrapolationCurvesOfOneMethodAndLengthNameTheirRuns) {
+  auto curve = [](const std::string& run, const std::string& method, int64_t len) {
+    MlmCurve c;
+    c.run = run;
+    c.method = method;
+    c.pretrain_max_len = len;
+    c.points = {{len, 2.0, ""}};
+    return c;
+  };
+  const TextTable t = extrapolation_table({curve("runs/lr1/m4_s1/", "m4", 128), curve("runs/lr1/m4_s2", "m4", 128),
+                                           curve("runs/lr2/m4_s2", "m4", 128), curve("runs/m4_long", "m4", 512),
+                                           curve("runs/abs", "absolute", 128)},
+                                          {});
+  EXPECT_EQ(to_csv(t),
+            "method,measure,pretrain len,length,value\n"
+            "m4 (pretraining run m4_s1),MLM loss,128,128,2.000\n"
+            "m4 (pretraining run runs/lr1/m4_s2),MLM loss,128,128,2.000\n"
+            "m4 (pretraining run runs/lr2/m4_s2),MLM loss,128,128,2.000\n"
+            "m4,MLM loss,512,512,2.000\n"
+            "absolute,MLM loss,128,128,2.000\n");
+}
+
 // A deberta with log buckets is another model than the clipped one at the same k: a row of
 // its own, named by its buckets (as Tables 2-4 name it), in Table 5 and the extrapolation table.
 TEST(ExtraTables, LogBucketedDebertaIsARowOfItsOwn) {
