@@ -36,6 +36,8 @@ Table glue_table() {
             {"RTE", "rte", "dev", "accuracy"},
             {"WNLI", "wnli", "dev", "accuracy"}},
            [](const GroupKey& g, size_t c) -> std::optional<double> {
+             // Any fine-tuning length: the paper does not give GLUE's (Devlin et al. fine-tune at
+             // 128 whatever the pretraining length), unlike SQuAD's (Table 2: its pretraining length).
              if (c > 4 || !unclipped(g)) return std::nullopt;
              for (const auto& r : paper::kTable3)
                if (g.method == r.method) {
