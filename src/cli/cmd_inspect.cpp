@@ -103,14 +103,17 @@ json matrix_json(const torch::Tensor& m) {
   return rows;
 }
 
-void write_output(const std::string& out, const torch::Tensor& m, json meta, const char* key) {
-  if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
-  if (fs::path(out).extension() == ".npy") {
-    write_file_atomic(out, to_npy(m));
-  } else {
-    meta[key] = matrix_json(m);
-    write_file_atomic(out, dump_json(meta) + "\n");  // the run's path, not always UTF-8
-  }
+// `out`, the file `option` names: the matrix `m` as .npy, or in JSON as meta[key].
+void write_output(const std::string& option, const std::string& out, const torch::Tensor& m, json meta,
+                  const char* key) {
+  write_output_into(option + " " + out, fs::path(out).parent_path(), [&] {
+    if (fs::path(out).extension() == ".npy") {
+      write_file_atomic(out, to_npy(m));
+    } else {
+      meta[key] = matrix_json(m);
+      write_file_atomic(out, dump_json(meta) + "\n");  // the run's path, not always UTF-8
+    }
+  });
   std::cout << "wrote " << out << " [" << m.size(0) << ", " << m.size(1) << "]\n";
 }
 
@@ -174,7 +177,7 @@ void write_position_weights(const InspectArgs& a, BertModel& bert, const std::st
   const auto w = weights_by_distance(layer->attention->position->position_weights(), method, a.head, a.max_distance);
   std::vector<int64_t> distances;
   for (int64_t d = -a.max_distance; d <= a.max_distance; ++d) distances.push_back(d);
-  write_output(a.weights_out, w,
+  write_output("--position-weights", a.weights_out, w,
                {{"run", a.run}, {"method", method}, {"layer", a.layer}, {"head", a.head}, {"distances", distances}},
                "weights");
 }
@@ -212,7 +215,7 @@ void write_attention(const InspectArgs& a, BertModel& bert, const Tokenizer& tok
   bert->encode(x, pad);
   const auto probs = bert->captured_attention();  // [1, H, T, T]
   if (!probs.defined()) throw UserError("inspect: layer " + std::to_string(a.attention_layer) + " captured nothing");
-  write_output(a.attention_out, probs[0].mean(0),
+  write_output("--attention", a.attention_out, probs[0].mean(0),
                {{"run", a.run}, {"method", cfg.model.attention.method}, {"layer", a.attention_layer},
                 {"heads", cfg.model.heads}, {"tokens", pieces}, {"ids", ids}},
                "attention");
@@ -227,13 +230,14 @@ void write_mlm_losses(const InspectArgs& a, BertModel& bert, const Tokenizer& to
     rows.push_back(mlm_loss_at(bert, tok, cfg, docs, L, a.eval_sequences));
     std::cout << "MLM loss at length " << L << ": " << rows.back()["loss"].dump() << "\n";
   }
-  if (fs::path(a.mlm_out).has_parent_path()) fs::create_directories(fs::path(a.mlm_out).parent_path());
-  write_file_atomic(a.mlm_out, dump_json(json{{"run", a.run},
-                                    {"method", cfg.model.attention.method},
-                                    {"pretrain_max_len", cfg.data.max_seq_len},
-                                    {"eval_file", a.eval_file},
-                                    {"mlm_loss", rows}}) +  // paths, not always UTF-8
-                                   "\n");
+  const std::string text = dump_json(json{{"run", a.run},
+                                           {"method", cfg.model.attention.method},
+                                           {"pretrain_max_len", cfg.data.max_seq_len},
+                                           {"eval_file", a.eval_file},
+                                           {"mlm_loss", rows}}) +  // paths, not always UTF-8
+                           "\n";
+  write_output_into("--mlm-loss " + a.mlm_out, fs::path(a.mlm_out).parent_path(),
+                    [&] { write_file_atomic(a.mlm_out, text); });
 }
 
 }  // namespace

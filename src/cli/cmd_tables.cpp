@@ -45,28 +45,11 @@ std::vector<eval::ResultRow> read_all(const std::vector<std::string>& files) {
   return rows;
 }
 
-// Creates the --out folder `dir` and runs `write` (the files into it). check_output_folder, first,
-// cannot foresee every place that takes no folder or file (root may write in /proc by access(2),
-// yet mkdir and open fail there): such a failure is the flag's and is named with it, one line,
-// exit 2 by its errno (main). A write that fails once a file is open (a full disk) is the
-// machine's and stays as it is (exit 1).
-template <typename Write>
-void write_into_out(const std::string& dir, Write&& write) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw std::system_error(ec, "--out " + dir + ": cannot create the folder");
-  try {
-    write();
-  } catch (const UserError& e) {  // a file that cannot be created there (AtomicWriter names it)
-    throw UserError("--out " + dir + ": " + e.what());
-  }
-}
-
 int run_tables(const TablesArgs& a) {
   check_output_folder("--out", a.out);  // before reading: a bad --out fails fast, creates nothing
   const auto rows = read_all(a.results);
   const auto t = eval::render_tables(rows, a.only);
-  write_into_out(a.out, [&] {  // all three or none (a full disk leaves the old ones)
+  write_output_into("--out " + a.out, a.out, [&] {  // all three or none (a full disk leaves the old ones)
     write_files_atomic({{fs::path(a.out) / "tables.md", t.markdown},
                         {fs::path(a.out) / "tables.csv", t.csv},
                         {fs::path(a.out) / "tables.json", dump_json(t.json, 2) + "\n"}});
@@ -81,7 +64,7 @@ int run_tables(const TablesArgs& a) {
 int run_extra(const ExtraArgs& a, const std::function<eval::TextTable()>& make) {
   check_output_folder("--out", a.out);
   const eval::TextTable t = make();
-  write_into_out(a.out, [&] { eval::write_table(a.out, t); });
+  write_output_into("--out " + a.out, a.out, [&] { eval::write_table(a.out, t); });
   std::cout << eval::to_markdown(t) << "\n";
   std::cout << "wrote " << (fs::path(a.out) / (t.name + ".md")).string() << ", " << t.name << ".csv and " << t.name
             << ".json (" << t.rows.size() << " rows)\n";

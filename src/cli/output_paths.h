@@ -65,6 +65,24 @@ inline void refuse_existing_output(const std::string& option, const std::filesys
     throw UserError(option + " " + path.string() + ": exists; pass --overwrite to replace it");
 }
 
+// Creates `dir`, the folder an option's output goes to, and runs `write` (the files into it).
+// check_output_folder and check_output_file, first, cannot foresee every place that takes no
+// folder or file (root may write in /proc by access(2), yet mkdir and open fail there): such a
+// failure is the option's and is named with it (`named`: "--out results"), one line, exit 2 or
+// 1 by its errno (main). A write that fails once a file is open (a full disk) is the machine's
+// and stays as it is (exit 1).
+template <typename Write>
+void write_output_into(const std::string& named, const std::filesystem::path& dir, Write&& write) {
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (ec) throw std::system_error(ec, named + ": cannot create the folder " + dir.string());
+  try {
+    write();
+  } catch (const UserError& e) {  // a file that cannot be created there (AtomicWriter names it)
+    throw UserError(named + ": " + e.what());
+  }
+}
+
 // CLI11's check for a path option given as "" (an unset shell variable): the command would fall
 // back to its default folder, silently. Returns CLI11's error text ("" = fine).
 inline std::string empty_path_check(const std::string& value) {

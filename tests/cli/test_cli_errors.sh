@@ -180,6 +180,13 @@ expect_error "tables --out /proc" "^error: --out /proc: .*(No such file or direc
   "$BIN" tables --results "$TMP/empty.jsonl" --out /proc
 expect_error "tables table5 --out under /proc" "^error: --out /proc/x: .*(No such file or directory|Permission denied)$" \
   "$BIN" tables table5 --results "$TMP/empty.jsonl" --lens 128 --out /proc/x
+# The same for inspect's outputs, found once the model is loaded (it was a raw "filesystem
+# error: cannot create directories" naming no option).
+expect_error "inspect --position-weights under /proc" \
+  "^error: --position-weights /proc/x/pw.json: cannot create the folder /proc/x: (No such file or directory|Permission denied)$" \
+  "$BIN" inspect "$TMP/run" --position-weights /proc/x/pw.json
+expect_error "inspect --mlm-loss in /proc" "^error: --mlm-loss /proc/mlm.json: cannot write /proc/mlm.json: .*$" \
+  "$BIN" inspect "$TMP/run" --mlm-loss /proc/mlm.json --eval-file "$ROOT/README.md" --lengths 16
 # A disk with no inode left refuses the first new file (ENOSPC on open, not on a write): the
 # machine's error, exit 1, naming the file (it was called an --out error, exit 2), and nothing
 # written. A 3-inode tmpfs, where mounting works.
