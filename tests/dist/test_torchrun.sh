@@ -42,6 +42,7 @@ python3 - "$work/single2/summary.json" "$work/pair/summary.json" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 assert b["world_size"] == 2, b
+assert b["world_sizes"] == [{"first_step": 1, "last_step": 6, "world_size": 2}], b["world_sizes"]
 for key in ("final_loss", "valid_loss"):
     if abs(a[key] - b[key]) > 1e-5:
         sys.exit(f"{key}: single {a[key]} vs 2 ranks {b[key]}")
@@ -77,10 +78,21 @@ python3 - "$work/single10/summary.json" "$work/pair/summary.json" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 assert b["world_size"] == 1 and b["steps"] == 10, b
+assert b["world_sizes"] == [{"first_step": 1, "last_step": 6, "world_size": 2},
+                            {"first_step": 7, "last_step": 10, "world_size": 1}], b["world_sizes"]
 for key in ("final_loss", "valid_loss"):
     if abs(a[key] - b[key]) > 1e-5:
         sys.exit(f"{key}: 1 process for 10 steps {a[key]} vs 2 ranks for 6, then 1 process {b[key]}")
 print(f"2 ranks then 1 process match 1 process: valid_loss {a['valid_loss']:.6f} / {b['valid_loss']:.6f}")
+PY
+# The cost table names both stretches and gives each window's tokens/s per rank.
+"$bin" tables cost --runs "$work/pair" --out "$work/cost" >"$work/cost.log" 2>&1 || { cat "$work/cost.log"; exit 1; }
+python3 - "$work/cost/cost.json" <<'PY'
+import json, sys
+row = json.load(open(sys.argv[1]))["rows"][0]
+assert [s["world_size"] for s in row["ranks"]] == [2, 1], row
+assert row["tokens/s per rank (median)"] > 0, row
+print(f"cost table: ranks {row['ranks']}, tokens/s per rank {row['tokens/s per rank (median)']:.0f}")
 PY
 
 # Fine-tuning through the same engine: 2 ranks against 1 from the pretrained model above.
