@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "eval/squad_metrics.h"
 #include "finetune/squad_postprocess.h"
@@ -136,10 +139,13 @@ void write_squad_predictions(const fs::path& predictions_file, const std::map<st
                       {"end_logit", n.end_logit}});
     nbest_json[id] = std::move(list);
   }
+  // One set or none: a failure (a full disk) leaves no new predictions beside old n-best lists or
+  // no-answer odds that evaluate-squad would read with them.
   const fs::path dir = predictions_file.parent_path();
-  write_file_atomic(predictions_file, preds_json.dump() + "\n");
-  write_file_atomic(dir / "nbest_predictions.json", nbest_json.dump() + "\n");
-  if (v2) write_file_atomic(dir / "null_odds.json", odds_json.dump() + "\n");
+  std::vector<std::pair<fs::path, std::string>> files = {{predictions_file, preds_json.dump() + "\n"},
+                                                         {dir / "nbest_predictions.json", nbest_json.dump() + "\n"}};
+  if (v2) files.emplace_back(dir / "null_odds.json", odds_json.dump() + "\n");
+  write_files_atomic(files);
 }
 
 namespace {
