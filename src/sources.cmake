@@ -25,6 +25,7 @@ set(RPE_CORE_SOURCES
   src/config/model_size.cpp
   # data: corpus -> tokenizer -> packed sequences -> masked batches
   src/data/text_reader.cpp
+  src/data/hashed_input.cpp
   src/data/corpus.cpp
   src/data/sp_tokenizer.cpp
   src/data/bert_basic_tokenizer.cpp

@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
 #include <map>
 
+#include "data/hashed_input.h"
 #include "data/prepare.h"
 #include "data/shard.h"
 #include "data/verified_stamp.h"
@@ -43,21 +43,7 @@ int64_t mtime_ns(const fs::path& f) {
 }
 
 namespace {
-// The 64-bit checksum of a file's bytes, read in 16 MB pieces (a corpus file may be tens of GB).
-uint64_t file_checksum(const std::string& f) {
-  std::ifstream in(f, std::ios::binary);
-  if (!in) throw UserError("cannot read " + f);
-  std::vector<char> buf(size_t{16} << 20);
-  ShardHasher h;
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    h.update(buf.data(), static_cast<size_t>(in.gcount()));
-  }
-  if (in.bad()) throw UserError("cannot read " + f + ": I/O error");
-  return h.value();
-}
-
-json file_identity(const std::string& f, bool missing_ok, bool with_checksum) {
+json file_identity(const std::string& f, bool missing_ok) {
   std::error_code ec;
   if (fs::is_directory(f, ec)) throw UserError(f + ": is a folder, not a text file (list the files in it)");
   if (!input_exists(f)) {  // a link loop is no missing file: its own error
@@ -65,9 +51,7 @@ json file_identity(const std::string& f, bool missing_ok, bool with_checksum) {
     throw UserError(f + ": file not found");
   }
   require_regular_file(f);  // a FIFO has no size (filesystem_error below) and would block the reader
-  json id = {{"path", f}, {"bytes", static_cast<int64_t>(fs::file_size(f))}, {"mtime_ns", mtime_ns(f)}};
-  if (with_checksum) id["checksum"] = hex64(file_checksum(f));
-  return id;
+  return {{"path", f}, {"bytes", static_cast<int64_t>(fs::file_size(f))}, {"mtime_ns", mtime_ns(f)}};
 }
 }  // namespace
 
@@ -88,10 +72,10 @@ json settings_of(const DataOptions& d, const Tokenizer& tok) {
   return s;
 }
 
-json input_identities(const DataOptions& d, bool missing_ok, bool with_checksum) {
+json input_identities(const DataOptions& d, bool missing_ok) {
   json inputs = json::array();
-  for (const auto& f : d.train_files) inputs.push_back(file_identity(f, missing_ok, with_checksum));
-  for (const auto& f : d.valid_files) inputs.push_back(file_identity(f, missing_ok, with_checksum));
+  for (const auto& f : d.train_files) inputs.push_back(file_identity(f, missing_ok));
+  for (const auto& f : d.valid_files) inputs.push_back(file_identity(f, missing_ok));
   return inputs;
 }
 

@@ -18,11 +18,11 @@ using json = nlohmann::json;
 // Settings the output depends on besides the inputs' bytes, including the tokenizer's
 // identity (kind, vocabulary size, checksum of its model file).
 json settings_of(const DataOptions& d, const Tokenizer& tok);
-// Path, size and mtime (with_checksum: and a checksum of the content, which reads it whole) of
-// every training then validation file. A missing file is a UserError, or with missing_ok
-// ({"path", "missing": true}) one that mismatch() takes as unchanged: the text may be deleted
-// once prepared, and training reads the shards only.
-json input_identities(const DataOptions& d, bool missing_ok = false, bool with_checksum = false);
+// Path, size and mtime of every training then validation file (stat() only: prepare-data adds
+// each file's "checksum" from the read that tokenizes it, ChunkReader::file_checksum). A missing
+// file is a UserError, or with missing_ok ({"path", "missing": true}) one that mismatch() takes
+// as unchanged: the text may be deleted once prepared, and training reads the shards only.
+json input_identities(const DataOptions& d, bool missing_ok = false);
 // "" when dir/manifest.json matches settings and inputs (and, with check_shards, every listed
 // shard exists with its size); otherwise the reason. Inputs are matched by content, not by name:
 // one found at another path or with another mtime is compared with the manifest's checksum,

@@ -95,9 +95,20 @@ void clear_output(const fs::path& dir) {
   for (const auto& p : old) fs::remove(p);
 }
 
-// The checksums were taken before the text was tokenized: a file written to meanwhile (an
-// append) would stand in the manifest for text the shards do not hold. Called before the
-// manifest is written, so nothing is trusted.
+// The inputs as they are before anything is cleared: "<file>: file not found" (and a file that
+// cannot be opened, a .gz that is not gzip) fails while the old shards still stand. Their size
+// and mtime are taken here, before the read; the checksums come from it (record_input).
+json inputs_to_read(const DataOptions& d, DocumentFormat format) {
+  json inputs = manifest::input_identities(d, /*missing_ok=*/false);
+  for (const auto* files : {&d.train_files, &d.valid_files})
+    for (const auto& f : *files) ChunkReader opened(f, format);  // opens only, reads nothing
+  return inputs;
+}
+
+// Size and mtime again once every file was read: a file written to meanwhile (an append, a
+// rewrite) would stand in the manifest for text the shards do not hold (record_input has
+// already matched each file's byte count). Called before the manifest is written, so nothing
+// is trusted.
 void require_unchanged(const std::vector<std::string>& files, const json& inputs) {
   for (size_t fi = 0; fi < files.size(); ++fi) {
     std::error_code ec;
@@ -112,6 +123,7 @@ void require_unchanged(const std::vector<std::string>& files, const json& inputs
 // file order, to `take`.
 struct FileStats {
   int64_t documents = 0, sentences = 0, bytes = 0;
+  uint64_t file_checksum = 0, file_bytes = 0;  // of the bytes on disk that were read (.gz: compressed)
   PipelineTimes times;
 };
 template <class Take>
@@ -139,8 +151,23 @@ FileStats stream_file(const std::string& file, DocumentFormat format, const Toke
   };
   st.times = run_chunk_pipeline(reader, p);
   st.bytes = static_cast<int64_t>(reader.bytes_read());
+  st.file_checksum = reader.file_checksum();  // the whole file's: the pipeline read it to its end
+  st.file_bytes = reader.file_bytes();
   if (st.documents == 0) throw UserError(file + ": no text (only blank lines)");
   return st;
+}
+
+// What the manifest records of a file once read: its documents, and the checksum of the very
+// bytes that were tokenized (one read for both: a second, for the checksum alone, doubled the
+// I/O of the longest data stage). A byte count other than the size stat() gave before the read:
+// the file changed meanwhile.
+void record_input(const std::string& file, const FileStats& st, json& identity) {
+  const auto bytes = identity.at("bytes").get<int64_t>();
+  if (static_cast<int64_t>(st.file_bytes) != bytes)
+    throw UserError(file + ": changed while prepare-data read it (" + std::to_string(st.file_bytes) +
+                    " bytes read, " + std::to_string(bytes) + " before); run it again");
+  identity["documents"] = st.documents;
+  identity["checksum"] = manifest::hex64(st.file_checksum);
 }
 
 json summary_json(const PrepareSummary& s) {
@@ -209,8 +236,8 @@ PrepareSummary prepare_data(const DataOptions& d, const Tokenizer& tok, const Pr
     s.up_to_date = true;
     return s;
   }
-  // "<file>: file not found" before anything is cleared; checksums: the same text is recognised moved or touched.
-  inputs = manifest::input_identities(d, /*missing_ok=*/false, /*with_checksum=*/true);
+  const DocumentFormat format = parse_document_format(d.document_format);
+  inputs = inputs_to_read(d, format);  // errors before anything is cleared
   clear_output(o.out_dir);
 
   PrepareSummary sum;
@@ -220,7 +247,6 @@ PrepareSummary prepare_data(const DataOptions& d, const Tokenizer& tok, const Pr
   SplitWriter train(o.out_dir, "train", tok.vocab_size(), d.shard_tokens, fail_budget);
   SplitWriter valid(o.out_dir, "valid", tok.vocab_size(), d.shard_tokens, fail_budget);
   const int64_t period = holdout_period(d);
-  const DocumentFormat format = parse_document_format(d.document_format);
   int64_t train_doc_index = 0;
 
   std::vector<std::string> files = d.train_files;
@@ -236,7 +262,7 @@ PrepareSummary prepare_data(const DataOptions& d, const Tokenizer& tok, const Pr
     sum.times += st.times;
     sum.sentences += st.sentences;
     sum.bytes += st.bytes;
-    inputs[fi]["documents"] = st.documents;
+    record_input(files[fi], st, inputs[fi]);  // its checksum: the same text is recognised moved or touched
     log::info("data", "{}: {} documents, {:.1f} MB", files[fi], st.documents, static_cast<double>(st.bytes) / 1e6);
   }
   train.flush();

@@ -1,8 +1,6 @@
 // Chunked, streaming reading of (optionally gzip-compressed) corpus files; see text_reader.h.
 #include "data/text_reader.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -54,8 +52,8 @@ ChunkReader::ChunkReader(const fs::path& file, DocumentFormat format, size_t chu
   std::error_code ec;
   if (fs::is_directory(file, ec)) throw UserError(name + ": is a folder, not a text file (list the files in it)");
   if (!input_exists(file)) throw UserError(name + ": file not found");  // a link loop: its own error
-  require_regular_file(file);  // a FIFO would block gzopen (and fopen) until a writer came
-  if (file.extension() == ".gz") {  // zlib would read a non-gzip file as plain text: refuse it
+  require_regular_file(file);  // a FIFO would block open() until a writer came
+  if (file.extension() == ".gz") {  // HashedInput would read a non-gzip file as plain text: refuse it
     unsigned char magic[2] = {0, 0};
     if (FILE* f = std::fopen(name.c_str(), "rb")) {
       const size_t n = std::fread(magic, 1, 2, f);
@@ -64,15 +62,10 @@ ChunkReader::ChunkReader(const fs::path& file, DocumentFormat format, size_t chu
         throw UserError(name + ": named .gz but not gzip-compressed");
     }
   }
-  gzFile gz = gzopen(name.c_str(), "rb");
-  if (!gz) throw UserError(name + ": cannot open (" + std::strerror(errno) + ")");
-  gzbuffer(gz, 1 << 20);
-  gz_ = gz;
+  in_ = std::make_unique<HashedInput>(file, /*gunzip=*/true);
 }
 
-ChunkReader::~ChunkReader() {
-  if (gz_) gzclose(static_cast<gzFile>(gz_));
-}
+ChunkReader::~ChunkReader() = default;
 
 size_t ChunkReader::fill(size_t want) {
   // The string grows by at most 64 KiB ahead of what is read: a small file does not pay for
@@ -83,25 +76,12 @@ size_t ChunkReader::fill(size_t want) {
   while (got < want) {
     const size_t ask = std::min(kStep, want - got);
     pending_.resize(old + got + ask);
-    const int n = gzread(static_cast<gzFile>(gz_), pending_.data() + old + got, static_cast<unsigned>(ask));
-    if (n < 0) {
-      int code = 0;
-      const char* msg = gzerror(static_cast<gzFile>(gz_), &code);
-      throw UserError(file_.string() + ": read error near byte " + std::to_string(consumed_ + old + got) + " (" +
-                      (msg ? msg : "zlib") + ")");
-    }
+    const size_t n = in_->read(pending_.data() + old + got, ask);  // UserError: a read error, a cut-off .gz
     if (n == 0) {
-      // zlib ends a cut-off .gz like a complete one, but leaves Z_BUF_ERROR behind: half a
-      // corpus must not read as a whole one.
-      int code = Z_OK;
-      const char* msg = gzerror(static_cast<gzFile>(gz_), &code);
-      if (code != Z_OK)
-        throw UserError(file_.string() + ": truncated or corrupt gzip file, ends near byte " +
-                        std::to_string(consumed_ + old + got) + " (" + (msg ? msg : "zlib") + ")");
       eof_ = true;
       break;
     }
-    got += static_cast<size_t>(n);
+    got += n;
   }
   pending_.resize(old + got);
   return got;

@@ -9,8 +9,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
+
+#include "data/hashed_input.h"
 
 namespace rpe {
 
@@ -45,6 +48,10 @@ class ChunkReader {
   // first chunk looks like the other format; the message names the format assumed.
   bool next(std::string& out, uint64_t& offset);
   uint64_t bytes_read() const { return consumed_; }
+  // The checksum of the file's bytes on disk (file_checksum's value) and how many there were,
+  // taken from the very bytes that were read for the text: right once next() returned false.
+  uint64_t file_checksum() const { return in_->checksum(); }
+  uint64_t file_bytes() const { return in_->raw_bytes(); }
 
   static constexpr size_t kMaxDocumentBytes = size_t{64} << 20;
 
@@ -56,7 +63,7 @@ class ChunkReader {
   std::filesystem::path file_;
   DocumentFormat format_;
   size_t chunk_bytes_;
-  void* gz_ = nullptr;  // gzFile (also reads plain files)
+  std::unique_ptr<HashedInput> in_;  // gunzips a gzip file, passes others through
   std::string pending_;  // read, not yet returned
   uint64_t consumed_ = 0;  // bytes returned so far
   bool eof_ = false, first_ = true;

@@ -2,20 +2,33 @@
 // once, in file order, with its file offset, whatever the thread count and window and however
 // the tokenizing threads finish; the first error in file order is the one thrown, and nothing
 // after it is committed.
+// One read of a corpus file gives prepare-data both its text and its checksum (hashed_input.h):
+// the checksum a ChunkReader takes while it reads is file_checksum's, the value manifests
+// recorded when the checksum was a read of its own, for a file of many chunks whose lines cross
+// the chunks' and the reads' boundaries, with or without a final newline, and for gzip (of the
+// compressed bytes, a file of several members, bytes after the last one). A file that grows
+// while prepare-data reads it is refused.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
 
 #include "data/chunk_pipeline.h"
+#include "data/hashed_input.h"
+#include "data/prepare.h"
+#include "data/shard.h"
+#include "data/text_reader.h"
+#include "data/wordpiece_tokenizer.h"
 #include "data_test_util.h"
 
 namespace rpe {
@@ -153,6 +166,122 @@ TEST(ChunkPipeline, AThreadTheSystemRefusesIsAnErrorNotATerminate) {
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   EXPECT_EQ(WEXITSTATUS(status), 0);  // 11: no refusal, 12: another error, 13: not a system_error
+}
+
+// ~`bytes` of documents (blank-line separated) whose lines are 1 to ~400 bytes long.
+std::string uneven_text(size_t bytes, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string text;
+  while (text.size() < bytes) {
+    const int words = 1 + static_cast<int>(rng() % 60);
+    for (int w = 0; w < words; ++w) {
+      text += w ? " " : "";
+      for (int c = 1 + static_cast<int>(rng() % 7); c > 0; --c) text += static_cast<char>('a' + rng() % 26);
+    }
+    text += rng() % 4 ? "\n" : "\n\n";
+  }
+  return text;
+}
+
+uint64_t hash_of(const std::string& bytes) {  // what the separate read computed: all bytes, in order
+  ShardHasher h;
+  h.update(bytes.data(), bytes.size());
+  return h.value();
+}
+
+struct ReadBack {
+  std::string text;
+  int chunks = 0;
+  uint64_t checksum = 0, file_bytes = 0;
+};
+ReadBack read_whole(const fs::path& file, size_t chunk_bytes) {
+  ChunkReader r(file, DocumentFormat::kBlankLine, chunk_bytes);
+  ReadBack b;
+  std::string chunk;
+  uint64_t offset = 0;
+  while (r.next(chunk, offset)) b.text += chunk, ++b.chunks;
+  b.checksum = r.file_checksum();
+  b.file_bytes = r.file_bytes();
+  return b;
+}
+
+std::string gzip_member(const std::string& text) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, text.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+TEST(HashedInput, TheReadersChecksumIsFileChecksumsOverChunksAndReads) {
+  const fs::path dir = test::temp_dir();
+  // 2.5 MB: three 1 MB reads, ~600 chunks of 4 KB; lines cross both kinds of boundary.
+  const std::string text = uneven_text(size_t{5} << 19, 7);
+  for (const auto& [name, bytes] : {std::pair<std::string, std::string>{"final_newline.txt", text},
+                                    {"no_final_newline.txt", text + "the last line"}}) {
+    SCOPED_TRACE(name);
+    test::write_text(dir / name, bytes);
+    const ReadBack b = read_whole(dir / name, 4096);
+    EXPECT_GT(b.chunks, 100);
+    EXPECT_EQ(b.text, bytes);
+    EXPECT_EQ(b.file_bytes, bytes.size());
+    EXPECT_EQ(b.checksum, hash_of(bytes));
+    EXPECT_EQ(b.checksum, file_checksum(dir / name));
+  }
+}
+
+TEST(HashedInput, AGzipFilesChecksumIsOfItsCompressedBytes) {
+  const fs::path dir = test::temp_dir();
+  const std::string a = uneven_text(size_t{3} << 20, 1), b = uneven_text(size_t{1} << 19, 2);
+  // Two members (a concatenated .gz is one text) and bytes after them that gzread ignores, more
+  // than one read holds: they are hashed all the same.
+  const std::string raw = gzip_member(a) + gzip_member(b) + std::string(size_t{3} << 19, '\0') + "junk";
+  ASSERT_GT(raw.size(), size_t{3} << 20 >> 1);  // more than one 1 MB read
+  test::write_text(dir / "c.txt.gz", raw);
+  const ReadBack r = read_whole(dir / "c.txt.gz", 1 << 16);
+  EXPECT_EQ(r.text, a + b);
+  EXPECT_EQ(r.file_bytes, raw.size());
+  EXPECT_EQ(r.checksum, hash_of(raw));
+  EXPECT_EQ(r.checksum, file_checksum(dir / "c.txt.gz"));
+  test::write_text(dir / "cut.txt.gz", raw.substr(0, raw.size() / 3));  // cut inside the first member
+  EXPECT_NE(test::user_error([&] { read_whole(dir / "cut.txt.gz", 1 << 16); }).find("cut.txt.gz: truncated or corrupt gzip"),
+            std::string::npos);
+}
+
+// Appends to the corpus the first time it tokenizes a line: the file grows under the reader.
+class AppendingTokenizer : public WordPieceTokenizer {
+ public:
+  AppendingTokenizer(const std::string& vocab, fs::path file) : WordPieceTokenizer(vocab, true), file_(std::move(file)) {}
+  Encoding encode_corpus(std::string_view text) const override {
+    std::call_once(once_, [&] { std::ofstream(file_, std::ios::app) << test::random_corpus(20000, 3); });
+    return WordPieceTokenizer::encode_corpus(text);
+  }
+
+ private:
+  fs::path file_;
+  mutable std::once_flag once_;
+};
+
+TEST(HashedInput, PrepareDataRefusesAFileThatGrewWhileItWasRead) {
+  const fs::path dir = test::temp_dir();
+  DataOptions d;
+  d.tokenizer = "wordpiece";
+  d.tokenizer_model = test::write_tiny_vocab(dir).string();
+  d.train_files = {(dir / "a.txt").string()};
+  test::write_text(dir / "a.txt", test::random_corpus(20000, 4));  // several 1 MB chunks
+  const AppendingTokenizer tok(d.tokenizer_model, dir / "a.txt");
+  const std::string err = test::user_error([&] { prepare_data(d, tok, {dir / "out", 2}); });
+  // Named by the read's own count (the appended bytes were read, and hashed), not only by the
+  // size and mtime compared after the last file.
+  EXPECT_NE(err.find("a.txt: changed while prepare-data read it ("), std::string::npos) << err;
+  EXPECT_NE(err.find("bytes read"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir / "out" / "manifest.json"));
 }
 
 }  // namespace
