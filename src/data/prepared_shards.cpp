@@ -1,6 +1,8 @@
 // Opening a prepared folder's shards (prepare.h): the cheap freshness check against the
 // manifest (manifest.cpp), and a once-per-file verification of every shard against the
 // manifest's checksum, remembered in a stamp file (verified_stamp.h).
+#include <chrono>
+#include <functional>
 #include <set>
 
 #include "data/manifest.h"
@@ -54,6 +56,31 @@ json prepared_manifest(const fs::path& dir, const Tokenizer& tok) {
   }
   return manifest;
 }
+
+// What a process that waits while others verify the shards logs: a line when it first waits, then
+// at most one every 30 s while it still does, not a line per shard (thousands at paper scale,
+// where every rank but one waits on each shard in turn).
+class VerifyWaitNotice {
+ public:
+  VerifyWaitNotice(fs::path dir, size_t shards) : dir_(std::move(dir)), shards_(shards) {}
+  std::function<void()> for_shard(const fs::path& shard, size_t index) {
+    return [this, shard, index] { waited(shard, index); };
+  }
+
+ private:
+  void waited(const fs::path& shard, size_t index) {
+    const auto now = std::chrono::steady_clock::now();
+    if (++waits_ > 1 && now - last_ < std::chrono::seconds(30)) return;
+    last_ = now;
+    log::info("data", "{}: {} for another process verifying shard {} of {} ({}){}", dir_.string(),
+              waits_ == 1 ? "waiting" : "still waiting", index + 1, shards_, shard.filename().string(),
+              waits_ == 1 ? "; waits on further shards are logged at most every 30 s"
+                          : "; waited on " + std::to_string(waits_) + " shards so far");
+  }
+  fs::path dir_;
+  size_t shards_, waits_ = 0;
+  std::chrono::steady_clock::time_point last_;
+};
 }  // namespace
 
 void require_prepared_for(const fs::path& dir, const Tokenizer& tok) { prepared_manifest(dir, tok); }
@@ -63,6 +90,8 @@ PreparedShards open_prepared(const fs::path& dir, const Tokenizer& tok, bool ver
   const json manifest = prepared_manifest(dir, tok);
   PreparedShards p;
   try {
+    VerifyWaitNotice notice(dir, manifest.at("shards").at("train").size() + manifest.at("shards").at("valid").size());
+    size_t index = 0;
     // A shard listed twice (in one split or in both) would be trained on twice, or be its own
     // held-out set: refused, whatever the spelling ("a.bin", "./a.bin", a link to it).
     std::set<fs::path> seen;
@@ -79,7 +108,9 @@ PreparedShards open_prepared(const fs::path& dir, const Tokenizer& tok, bool ver
                           std::to_string(tok.vocab_size()));
         const uint64_t checksum = manifest::parse_hex64(f.at("checksum").get<std::string>());
         const MappedShard& s = *shard;
-        verify_once({s.file(), s.file().string() + ".verified", checksum, [&] { s.verify(&checksum); }}, verify_all);
+        verify_once({s.file(), s.file().string() + ".verified", checksum, [&] { s.verify(&checksum); },
+                     notice.for_shard(s.file(), index++)},
+                    verify_all);
         (std::string(split) == "train" ? p.train : p.valid).push_back(std::move(shard));
       }
   } catch (const json::exception& e) {

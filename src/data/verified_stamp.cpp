@@ -53,7 +53,8 @@ void verify_once(const StampedCheck& c, bool force) {
   if (!force && stamped()) return;
   std::optional<FileLock> lock;
   if (!force) {
-    const std::string waiting = "waiting for another process verifying " + c.file.string();
+    const std::function<void()> waiting =
+        c.on_wait ? c.on_wait : [&c] { log::info("data", "waiting for another process verifying {}", c.file.string()); };
     lock.emplace(c.stamp.string() + ".lock", waiting);
     // A folder that takes no lock file (read-only) has its stamps in the cache folder: the lock
     // goes beside them (one process verifies per cache folder, i.e. per node where it is local).

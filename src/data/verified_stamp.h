@@ -14,6 +14,9 @@ struct StampedCheck {
   std::filesystem::path stamp;  // "<size> <mtime_ns> <checksum>\n" once `file` matched
   uint64_t checksum = 0;
   std::function<void()> verify;  // reads `file`: UserError when it does not match `checksum`
+  // Called when another process holds the lock (verifying `file`) and this one waits for it;
+  // unset: an info line "waiting for another process verifying <file>" says so.
+  std::function<void()> on_wait = {};
 };
 
 // Runs c.verify unless c.stamp says this very file (size, mtime) matched c.checksum; then

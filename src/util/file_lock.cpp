@@ -13,7 +13,10 @@
 
 namespace rpe {
 
-FileLock::FileLock(const std::filesystem::path& file, const std::string& waiting) {
+FileLock::FileLock(const std::filesystem::path& file, const std::string& waiting)
+    : FileLock(file, std::function<void()>([&waiting] { log::info("data", "{}", waiting); })) {}
+
+FileLock::FileLock(const std::filesystem::path& file, const std::function<void()>& on_wait) {
   fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
   if (fd_ < 0) return;
   struct flock whole {};
@@ -24,7 +27,7 @@ FileLock::FileLock(const std::filesystem::path& file, const std::string& waiting
     problem_ = std::strerror(errno);
     return;
   }
-  log::info("data", "{}", waiting);
+  if (on_wait) on_wait();
   while (::fcntl(fd_, F_SETLKW, &whole) != 0) {
     if (errno == EINTR) continue;
     problem_ = std::strerror(errno);  // ENOLCK, EDEADLK: not held

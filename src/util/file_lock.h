@@ -10,6 +10,7 @@
 #pragma once
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace rpe {
@@ -19,6 +20,9 @@ class FileLock {
   // Locks `file` (created if missing), waiting while another process holds it; `waiting` is
   // logged (info) once when it must wait.
   FileLock(const std::filesystem::path& file, const std::string& waiting);
+  // The same with on_wait() called instead, once, before it waits: a caller taking many locks in
+  // turn (one per shard) says once that it waits rather than once per lock.
+  FileLock(const std::filesystem::path& file, const std::function<void()>& on_wait);
   ~FileLock();
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;

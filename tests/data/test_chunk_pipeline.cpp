@@ -11,9 +11,11 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -29,6 +31,7 @@
 #include "data/shard.h"
 #include "data/text_reader.h"
 #include "data/wordpiece_tokenizer.h"
+#include "util/log.h"
 #include "data_test_util.h"
 
 namespace rpe {
@@ -282,6 +285,61 @@ TEST(HashedInput, PrepareDataRefusesAFileThatGrewWhileItWasRead) {
   EXPECT_NE(err.find("a.txt: changed while prepare-data read it ("), std::string::npos) << err;
   EXPECT_NE(err.find("bytes read"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(dir / "out" / "manifest.json"));
+}
+
+// Every rank but one waits on each shard's verification in turn (stale stamps on a shared
+// folder): one line says so for the whole wait (then one at most every 30 s), not one per shard
+// (thousands at paper scale). A child holds every shard's verification lock and lets them go one
+// at a time; this process waits on each.
+TEST(VerifyWait, ARankThatWaitsOnEveryShardLogsOneLine) {
+  const fs::path dir = test::temp_dir();
+  DataOptions d;
+  d.tokenizer = "wordpiece";
+  d.tokenizer_model = test::write_tiny_vocab(dir).string();
+  d.shard_tokens = 20000;
+  d.train_files = {(dir / "a.txt").string()};
+  test::write_text(dir / "a.txt", test::random_corpus(2000, 2));
+  const WordPieceTokenizer tok(d.tokenizer_model, true);
+  prepare_data(d, tok, {dir / "out", 2});
+  std::vector<fs::path> shards;
+  for (const auto& e : fs::directory_iterator(dir / "out"))
+    if (e.path().extension() == ".shard") shards.push_back(e.path());
+  std::sort(shards.begin(), shards.end());  // train-*, then valid-*: open_prepared's order
+  ASSERT_GE(shards.size(), size_t{3});
+  for (const auto& s : shards) fs::remove(s.string() + ".verified");
+  const fs::path flag = dir / "child-holds-the-locks";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    std::vector<int> fds;
+    for (const auto& s : shards) {
+      const int fd = ::open((s.string() + ".verified.lock").c_str(), O_RDWR | O_CREAT, 0644);
+      struct flock whole {};
+      whole.l_type = F_WRLCK;
+      whole.l_whence = SEEK_SET;
+      if (fd < 0 || ::fcntl(fd, F_SETLKW, &whole) != 0) ::_exit(3);
+      fds.push_back(fd);
+    }
+    std::ofstream(flag) << "1";
+    for (const int fd : fds) ::usleep(100000), ::close(fd);
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  for (int i = 0; i < 60000 && !fs::exists(flag); ++i) ::usleep(1000);
+  ASSERT_TRUE(fs::exists(flag));
+  spdlog::default_logger()->set_level(spdlog::level::info);
+  ::testing::internal::CaptureStdout();
+  open_prepared(dir / "out", tok);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  spdlog::default_logger()->set_level(spdlog::level::warn);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  size_t lines = 0;
+  for (size_t at = out.find("for another process verifying"); at != std::string::npos;
+       at = out.find("for another process verifying", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 1u) << out;
+  EXPECT_NE(out.find("waiting for another process verifying shard 1 of " + std::to_string(shards.size())),
+            std::string::npos) << out;
 }
 
 }  // namespace
