@@ -5,8 +5,9 @@
 # pretraining length and beyond (512/576/640/704, scaled by n/512 below paper scale).
 # Beyond the pretraining length the absolute table cannot be used (it has n rows), so the m4
 # model drops it (add_absolute: false) at every length (rows drop_in_m4_noabs_ft<len>), and the
-# rows differ in length only; the model that keeps it (add_absolute: true; the paper does not
-# say which it used) is fine-tuned at the pretraining length as one more row (drop_in_m4_abs_ft<n>).
+# rows differ in length only: the paper's recipe, a "drop-in replacement of absolute position
+# embedding" (sec. 4.4) whose 576-704 rows no 512-row table could serve. The model that keeps it
+# (add_absolute: true) is fine-tuned at the pretraining length as one more row (drop_in_m4_abs_ft<n>).
 # Base model: tiny/mini: our own absolute pretraining run (<out>/pretrain/absolute); paper:
 # --hf-bert DIR (e.g. bert-large-uncased-whole-word-masking) through `rpe-train import-hf`.
 #   scripts/reproduce/table5.sh --scale tiny [--seeds 1,2]
