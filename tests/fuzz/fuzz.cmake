@@ -3,8 +3,9 @@
 # reader needs, so the sanitizer build stays small (only safetensors links LibTorch).
 # With clang they are libFuzzer targets; with another compiler the driver's own main()
 # mutates the seeds (RPE_FUZZ_STANDALONE).
+# The common sources log (atomic_file: a torn last line it cuts off): spdlog, and its fmt, link into every target.
 set(_fuzz_common src/util/errors.cpp src/util/atomic_file.cpp src/util/atomic_writer.cpp src/util/file_tree.cpp src/util/input_file.cpp
-                 src/util/json_text.cpp src/util/unicode_space.cpp src/util/utf8.cpp)
+                 src/util/json_text.cpp src/util/log.cpp src/util/unicode_space.cpp src/util/utf8.cpp)
 set(RPE_FUZZ_yaml_SOURCES src/config/config.cpp src/config/validate.cpp src/config/yaml_tree.cpp src/config/config_names.cpp src/config/model_size.cpp)
 set(RPE_FUZZ_yaml_LIBS yaml-cpp PkgConfig::UTF8PROC)
 set(RPE_FUZZ_corpus_SOURCES src/data/corpus.cpp src/data/text_reader.cpp src/data/hashed_input.cpp src/data/shard.cpp)
@@ -24,7 +25,7 @@ foreach(reader IN LISTS RPE_FUZZ_READERS)
   add_executable(fuzz_${reader} EXCLUDE_FROM_ALL tests/fuzz/fuzz_readers.cpp ${_fuzz_common} ${RPE_FUZZ_${reader}_SOURCES})
   target_include_directories(fuzz_${reader} PRIVATE src "${CMAKE_BINARY_DIR}/generated")
   target_compile_definitions(fuzz_${reader} PRIVATE RPE_FUZZ_${_upper})
-  target_link_libraries(fuzz_${reader} PRIVATE ${RPE_FUZZ_${reader}_LIBS})
+  target_link_libraries(fuzz_${reader} PRIVATE ${RPE_FUZZ_${reader}_LIBS} spdlog::spdlog)
   if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     target_compile_options(fuzz_${reader} PRIVATE -fsanitize=fuzzer)
     target_link_options(fuzz_${reader} PRIVATE -fsanitize=fuzzer)
