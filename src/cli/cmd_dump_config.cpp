@@ -48,7 +48,8 @@ struct DumpArgs {
 int run_dump_config(const DumpArgs& a) {
   silence_logs();  // stdout is the config: scripts compare it
   if (a.defaults) {
-    std::cout << to_flat_text(Config{});
+    const Config defaults;  // named: GCC 12 took a temporary's strings for uninitialized (-Wmaybe-uninitialized)
+    std::cout << to_flat_text(defaults);
     return 0;
   }
   if (a.file.empty()) throw UserError("dump-config: --config is required");

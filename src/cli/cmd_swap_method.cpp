@@ -33,7 +33,13 @@ int run_swap(const SwapArgs& a) {
   const CheckpointSource src = resolve_checkpoint(a.init);
   const fs::path& checkpoint = src.checkpoint;
   const fs::path& source_dir = src.run_dir;
-  Config cfg = load_config_over(read_checkpoint_config(checkpoint), checkpoint.string(), {"model", "data"}, a.config, a.sets);
+  const std::string base_yaml = read_checkpoint_config(checkpoint);
+  Config cfg = load_config_over(base_yaml, checkpoint.string(), {"model", "data"}, a.config, a.sets);
+  // The weights' lineage, which fine-tuning's result lines carry: the method they learned in
+  // pretraining, where it is not the new one (a swap back clears it). Table 5's paper numbers are
+  // of such swaps; Tables 2-4's of models pretrained with their method.
+  const std::string learned = config_from_yaml(base_yaml, checkpoint.string()).model.weights_pretrained_with();
+  cfg.model.pretrained_method = learned == cfg.model.attention.method ? "" : learned;
   const fs::path out(a.run_dir);
   RunDirRequest request{/*resume=*/false, a.overwrite, /*can_resume=*/false};
   request.inputs = {checkpoint, source_dir / "tokenizer.model"};  // --overwrite never deletes what it reads

@@ -59,6 +59,9 @@ struct ModelOptions {
   double init_std = 0.02;          // N(0, init_std) initialisation, as BERT
   bool pre_ln = false;             // pre-LayerNorm blocks and a final LayerNorm instead of BERT's post-LN
   AttentionOptions attention;
+  // The method these weights were pretrained with, where swap-method gave them attention.method
+  // without pretraining (the paper's section 4.4, Table 5); "" = attention.method's own.
+  std::string pretrained_method;
 
   template <class V> void visit(V& v) {
     v("vocab_size", vocab_size);
@@ -74,6 +77,11 @@ struct ModelOptions {
     v("init_std", init_std);
     v("pre_ln", pre_ln);
     v("attention", attention);
+    v("pretrained_method", pretrained_method);
+  }
+  // The method these weights learned in pretraining (attention.method unless swapped in).
+  const std::string& weights_pretrained_with() const {
+    return pretrained_method.empty() ? attention.method : pretrained_method;
   }
 };
 

@@ -133,15 +133,19 @@ void validate_method(const Config& cfg) {
   if (catalogue.empty()) return;
   const std::string& name = cfg.model.attention.method;
   const MethodFacts* facts = find_method_facts(name);
-  if (!facts) {
+  auto valid = [&] {
     std::vector<std::string> names;
     for (const MethodFacts* m : catalogue) names.push_back(m->name);
-    cfg.fail("model.attention.method", "unknown method '" + name + "' (valid: " + join(names) + ")");
-  }
+    return join(names);
+  };
+  if (!facts) cfg.fail("model.attention.method", "unknown method '" + name + "' (valid: " + valid() + ")");
   if (facts->config_problem) {
     const MethodFacts::Problem problem = facts->config_problem(cfg.model);
     if (!problem.message.empty()) cfg.fail(problem.key, problem.message);
   }
+  const std::string& pretrained = cfg.model.pretrained_method;
+  if (!pretrained.empty() && !find_method_facts(pretrained))
+    cfg.fail("model.pretrained_method", "unknown method '" + pretrained + "' (valid: " + valid() + ", or \"\")");
 }
 
 void positive(const Config& cfg, const char* path, int64_t v) {

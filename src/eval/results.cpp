@@ -35,6 +35,7 @@ json to_json(const ResultRow& r) {
   if (!r.run_started.empty()) j["run_started"] = r.run_started;
   if (!r.pretrain_checkpoint.empty()) j["pretrain_checkpoint"] = r.pretrain_checkpoint;
   if (r.position_buckets > 0) j["position_buckets"] = r.position_buckets;  // written where a method buckets
+  if (!r.pretrain_method.empty()) j["pretrain_method"] = r.pretrain_method;
   return j;
 }
 
@@ -70,6 +71,8 @@ void require_in_range(const ResultRow& r, const std::string& where) {
 void require_known(const ResultRow& r, const std::string& where) {
   if (!method_catalogue().empty() && find_method_facts(r.method) == nullptr)
     throw UserError(where + ": unknown method '" + r.method + "'");
+  if (!method_catalogue().empty() && !r.pretrain_method.empty() && find_method_facts(r.pretrain_method) == nullptr)
+    throw UserError(where + ": unknown pretrain_method '" + r.pretrain_method + "'");
   static const std::set<std::string> squad = {"squad_v1", "squad_v2", "squad"};  // "squad": lines of before _v1
   const auto& tasks = finetune_task_names();  // squad, then the GLUE tasks
   if (!squad.count(r.task) && std::find(tasks.begin() + 1, tasks.end(), r.task) == tasks.end())
@@ -103,6 +106,7 @@ ResultRow result_from_json(const json& j, const std::string& where) {
   get("pretrain_run", r.pretrain_run);
   if (j.contains("pretrain_checkpoint")) get("pretrain_checkpoint", r.pretrain_checkpoint);
   get("pretrain_max_len", r.pretrain_max_len);
+  if (j.contains("pretrain_method")) get("pretrain_method", r.pretrain_method);  // absent: not known
   get("task", r.task);
   get("split", r.split);
   get("seed", r.seed);

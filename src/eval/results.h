@@ -20,6 +20,10 @@ struct ResultRow {
   // field): --init of a run folder takes its newest, which a resumed pretraining moves on.
   std::string pretrain_checkpoint;
   int64_t pretrain_max_len = 0;  // data.max_seq_len of pretraining (0 = from scratch: --init none)
+  // The method the --init weights learned in pretraining (model.pretrained_method, else its
+  // attention.method); another than `method` is a swap (swap-method, or --init of a run of
+  // another method). "" from scratch and in lines of before the field: not known.
+  std::string pretrain_method;
   std::string task;            // squad_v1 | squad_v2 | cola | ... (GLUE task names)
   std::string split;           // dev | dev_matched | dev_mismatched
   int64_t seed = 0;
@@ -36,6 +40,10 @@ struct ResultRow {
   std::string run_started;
 };
 
+// Whether the row's model was given its method after pretraining with another (known only in
+// lines that record pretrain_method).
+inline bool swapped_method(const ResultRow& r) { return !r.pretrain_method.empty() && r.pretrain_method != r.method; }
+
 // A table's row name for results scored with `select`: as is for the paper's protocol (fixed
 // epochs, final weights), else "<what> (select <select>)", never pooled with it.
 inline bool papers_protocol(const std::string& select) { return select == "final"; }
@@ -44,8 +52,14 @@ inline std::string with_protocol(const std::string& what, const std::string& sel
 }
 
 // A method as the tables name it: a bucketed deberta is another model than the clipped one.
-inline std::string method_text(const std::string& method, int64_t position_buckets) {
-  return position_buckets > 0 ? method + " (" + std::to_string(position_buckets) + " log buckets)" : method;
+// A swapped one, "m4 (swapped into absolute pretraining)", is another model than one pretrained
+// with its method.
+inline std::string method_text(const std::string& method, int64_t position_buckets,
+                               const std::string& pretrain_method = "") {
+  const std::string text =
+      position_buckets > 0 ? method + " (" + std::to_string(position_buckets) + " log buckets)" : method;
+  return pretrain_method.empty() || pretrain_method == method ? text
+                                                              : text + " (swapped into " + pretrain_method + " pretraining)";
 }
 
 nlohmann::json to_json(const ResultRow& r);

@@ -32,6 +32,10 @@ struct SquadGroup {
   std::string pretrained;
   bool named_model = false;
   std::string select;  // finetune.select: dev-best weights are another protocol than the final ones
+  // The method the weights were pretrained with where `method` was swapped in (swapped_method),
+  // else ""; lineage_known: some row records it (lines of before the field do not).
+  std::string swapped_from;
+  bool lineage_known = false;
   // (run_id, seed) -> (value, dev questions scored): a re-evaluation replaces
   std::map<std::string, tables_detail::Scored> exact, f1;
 
@@ -39,7 +43,7 @@ struct SquadGroup {
     const std::string model = pretrained.empty() ? "none" : pretrained;  // "": from random weights
     return with_protocol(named_model ? what + " (pretraining run " + model + ")" : what, select);
   }
-  std::string method_label() const { return method_text(method, buckets); }
+  std::string method_label() const { return method_text(method, buckets, swapped_from); }
 
   // The values of the evaluations of the whole dev set: those that scored fewer questions
   // (finetune.max_eval_examples, a debugging run) are another quantity, not pooled (as in
@@ -85,7 +89,7 @@ std::vector<SquadGroup> squad_groups(const std::vector<ResultRow>& all, std::vec
   const auto clashes = run_id_clashes(rows);
   notes.insert(notes.end(), clashes.begin(), clashes.end());
   const auto pretrained = pretrained_model_labels(rows);
-  using Key = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, std::string, std::string, std::string>;
+  using Key = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, std::string, std::string, std::string, std::string>;
   std::map<Key, SquadGroup> groups;
   for (size_t i = 0; i < rows.size(); ++i) {
     const ResultRow& r = rows[i];
@@ -93,7 +97,9 @@ std::vector<SquadGroup> squad_groups(const std::vector<ResultRow>& all, std::vec
     const std::string name = finetune_run_name(r);
     // The paper's protocol (final weights) sorts before the others of the same run.
     const std::string protocol = papers_protocol(r.select) ? std::string() : r.select;
-    auto& g = groups[{r.method, r.position_buckets, r.k, r.pretrain_max_len, r.finetune_max_len, pretrained[i], name, protocol}];
+    const std::string swapped_from = swapped_method(r) ? r.pretrain_method : "";
+    auto& g = groups[{r.method, r.position_buckets, r.k, r.pretrain_max_len, r.finetune_max_len, pretrained[i], name, protocol,
+                      swapped_from}];
     g.method = r.method;
     g.buckets = r.position_buckets;
     g.k = r.k;
@@ -102,6 +108,8 @@ std::vector<SquadGroup> squad_groups(const std::vector<ResultRow>& all, std::vec
     g.name = name;
     g.pretrained = pretrained[i];
     g.select = r.select;
+    g.swapped_from = swapped_from;
+    g.lineage_known = g.lineage_known || !r.pretrain_method.empty();
     (r.metric == "exact" ? g.exact : g.f1)[r.run_id + "#" + std::to_string(r.seed)] = {r.value, r.examples};
   }
   auto model_aside = [](Key k) {
@@ -194,8 +202,8 @@ TextTable table4_scaled(const std::vector<ResultRow>& rows, const ScaledTable4Sp
   for (const auto& g : groups) {
     PaperRow p = paper_table4_row(g.k, g.finetune_len, spec.pretrain_len);
     const auto f1 = g.values(g.f1, t.notes);
-    // The paper's numbers are of final weights.
-    if (!papers_protocol(g.select)) p.em = p.f1 = std::nullopt;
+    // The paper's numbers are of final weights, pretrained with method 4 (not swapped in).
+    if (!papers_protocol(g.select) || !g.swapped_from.empty()) p.em = p.f1 = std::nullopt;
     t.rows.push_back({g.label(g.name), Cell::integer(g.k), pretrain_len_cell(g.pretrain_len), Cell::integer(g.finetune_len),
                       g.cell(g.exact, false, t.notes), g.cell(g.f1, false, t.notes),
                       Cell::integer(static_cast<int64_t>(f1.size())), paper_row_cell(p), paper_cell(p.em),
@@ -205,14 +213,13 @@ TextTable table4_scaled(const std::vector<ResultRow>& rows, const ScaledTable4Sp
 }
 
 TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>& lens) {
-  // Result lines do not record whether a model's method was swapped in (swap-method, or --init of
-  // an absolute run with another method) or pretrained with it: the paper's numbers stand beside
-  // every absolute and m4 row, and the title says which rows they are meant for.
+  // The paper's m4 numbers stand beside m4 swapped into absolute pretraining (swap-method, or
+  // --init of an absolute run with method m4), its absolute ones beside absolute pretrained as
+  // such. Lines of before pretrain_method do not say which: they keep the paper's numbers, and a
+  // note says they are meant for swaps only.
   TextTable t{"table5",
               "Table 5: method 4 added to a pretrained absolute model (near drop-in), SQuAD 1.1 dev; "
-              "paper: BERT-large at 512/576/640/704, method 4 swapped into its pretrained absolute model; "
-              "result lines do not record a swap, so the paper's numbers compare with swap runs only "
-              "(table5.sh's drop_in_m4_*), not with a model pretrained with m4",
+              "paper: BERT-large at 512/576/640/704, method 4 swapped into its pretrained absolute model",
               {"run", "method", "pretrain len", "fine-tune len", "EM", "F1", "seeds", "paper EM", "paper F1"},
               {}, {}};
   auto groups = squad_groups(rows, t.notes);
@@ -230,10 +237,17 @@ TextTable table5(const std::vector<ResultRow>& rows, const std::vector<int64_t>&
     // The paper's rows are of final weights pretrained at its first length (512; --lens scales it),
     // absolute BERT fine-tuned at that length too.
     const bool comparable = papers_protocol(g.select) && g.pretrain_len != 0 && !lens.empty() && g.pretrain_len == lens.front();
-    if (comparable && g.method == "absolute" && g.finetune_len == lens.front()) {
+    const bool swap_of_absolute = g.swapped_from == "absolute" || !g.lineage_known;
+    if (comparable && !g.lineage_known && (g.method == "absolute" || g.method == "m4")) {
+      const std::string note = "rows whose result lines do not record the pretraining method (written before "
+                               "pretrain_method) show the paper's numbers: they compare with method 4 swapped into an "
+                               "absolute model (table5.sh's drop_in_m4_*) only, not with a model pretrained with m4";
+      if (std::find(t.notes.begin(), t.notes.end(), note) == t.notes.end()) t.notes.push_back(note);
+    }
+    if (comparable && g.method == "absolute" && g.swapped_from.empty() && g.finetune_len == lens.front()) {
       em = paper::kTable5Absolute.em;
       f1 = paper::kTable5Absolute.f1;
-    } else if (comparable && g.method == "m4" && g.buckets == 0) {  // the paper's swap is to method 4, no other
+    } else if (comparable && g.method == "m4" && g.buckets == 0 && swap_of_absolute) {  // the paper's swap: to method 4
       const auto it = std::find(lens.begin(), lens.end(), g.finetune_len);
       const size_t i = static_cast<size_t>(it - lens.begin());
       if (it != lens.end() && i < paper::kTable5M4.size()) {

@@ -29,8 +29,9 @@ Values collect(const std::vector<ResultRow>& rows) {
   const auto pretrained = pretrained_model_labels(rows);
   for (size_t i = 0; i < rows.size(); ++i) {
     const ResultRow& r = rows[i];
-    GroupKey g{r.method, r.k, r.pretrain_max_len, r.finetune_max_len, pretrained[i], r.select,
-               r.position_buckets, finetune_run_name(r)};
+    GroupKey g{r.method,         r.k,      r.pretrain_max_len,
+               r.finetune_max_len, pretrained[i], r.select,
+               r.position_buckets, swapped_method(r) ? r.pretrain_method : "", finetune_run_name(r)};
     v[{g, r.task, r.split, r.metric}][r.run_id + "#" + std::to_string(r.seed)] = {r.value, r.examples};
   }
   return v;

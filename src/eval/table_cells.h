@@ -21,15 +21,20 @@ struct GroupKey {
   std::string pretrain_run;
   std::string select;  // finetune.select: dev-best weights are another protocol than the final ones
   int64_t buckets;     // log buckets of distance (deberta), 0 = none: another model than the clipped one
+  // The method the weights were pretrained with where `method` was swapped in (swapped_method),
+  // else "": another model than one pretrained with `method`, without the paper's numbers.
+  std::string swapped_from = "";
   // finetune_run_name: seeds of fine-tuning runs of other names (another learning rate) are not
   // one cell; named in the method cell where a table has rows alike in all else (named_run).
   std::string finetune_run = "";
   bool named_run = false;
-  auto tie() const { return std::tie(method, buckets, k, pretrain_len, finetune_len, pretrain_run, select, finetune_run); }
+  auto tie() const {
+    return std::tie(method, buckets, swapped_from, k, pretrain_len, finetune_len, pretrain_run, select, finetune_run);
+  }
   // The method cell: its log buckets and the protocol named where it is not the paper's (fixed
   // epochs, final weights).
   std::string label() const {
-    const std::string what = with_protocol(method_text(method, buckets), select);
+    const std::string what = with_protocol(method_text(method, buckets, swapped_from), select);
     return named_run ? what + " (fine-tuning run " + (finetune_run.empty() ? "?" : finetune_run) + ")" : what;
   }
   bool operator<(const GroupKey& o) const { return tie() < o.tie(); }

@@ -38,6 +38,7 @@ nlohmann::ordered_json json_row(const std::string& table, const GroupKey& g, con
   j["method"] = g.method;
   j["k"] = g.k > 0 ? nlohmann::ordered_json(g.k) : nlohmann::ordered_json();
   if (g.buckets > 0) j["position_buckets"] = g.buckets;
+  if (!g.swapped_from.empty()) j["pretrained_method"] = g.swapped_from;
   j["pretrain_max_len"] = g.pretrain_len;
   j["finetune_max_len"] = g.finetune_len;
   j["pretrain_run"] = g.pretrain_run;
@@ -129,8 +130,9 @@ void render(const Table& t, const Values& v, RenderedTables& out) {
                        " | " + markdown_cell(run) + " |";
     for (size_t i : shown) {
       const auto s = lookup(v, g, t.columns[i], left_out);
-      // The paper's numbers are of its protocol (fixed epochs, the final weights) and of pretrained models.
-      const auto p = papers_protocol(g.select) && pretrained ? t.paper(g, i) : std::nullopt;
+      // The paper's numbers are of its protocol (fixed epochs, the final weights) and of models
+      // pretrained with their method (Tables 2-4; a swap is Table 5's experiment).
+      const auto p = papers_protocol(g.select) && pretrained && g.swapped_from.empty() ? t.paper(g, i) : std::nullopt;
       const std::string partial = partial_text(s, t.columns[i]);
       any_partial = any_partial || !partial.empty();
       const std::string ours = partial.empty() ? cell(s) : cell(s) + " (dev " + partial + ")";

@@ -92,6 +92,10 @@ ResolvedConfig resolve_finetune_config_over(const FinetuneRequest& req, const st
   // a bf16 run fine-tuned in fp32 by default ran at a fraction of its speed without a word.
   r.cfg = load_config_over(base_yaml, base_name, {"model", "data"}, req.config_file, req.sets, {"train.precision"});
   r.pretrain_max_len = base.data.max_seq_len;
+  // The weights' lineage (docs/checkpoints.md): fine-tuning them with another method than the one
+  // they learned in pretraining is a method swap, which the result lines and saved models record.
+  const std::string learned = base.model.weights_pretrained_with();
+  r.cfg.model.pretrained_method = learned == r.cfg.model.attention.method ? "" : learned;
   auto& att = r.cfg.model.attention;
   if (r.cfg.model.max_position != base.model.max_position && att.max_relative == 0 &&
       base.model.attention.max_relative == 0 && !method_info(att.method).unclipped_at_zero) {
@@ -128,6 +132,7 @@ eval::ResultRow base_row(const Prepared& p, const BertModel& bert, const std::st
   r.pretrain_run = p.rc.pretrain_run;
   r.pretrain_checkpoint = p.rc.checkpoint.filename().string();
   r.pretrain_max_len = p.rc.pretrain_max_len;
+  if (!p.rc.pretrain_run.empty()) r.pretrain_method = p.rc.cfg.model.weights_pretrained_with();  // "": not pretrained
   r.seed = seed;
   r.select = p.rc.cfg.finetune.select;
   r.finetune_max_len = p.rc.cfg.finetune.max_seq_len;

@@ -144,6 +144,15 @@ TEST_F(ConfigTest, InvalidValuesNameTheKey) {
   EXPECT_NE(method.find("unknown method 'm9'"), std::string::npos) << method;
   EXPECT_NE(method.find("absolute"), std::string::npos) << method;  // lists the valid ones
   EXPECT_NE(method.find("m4"), std::string::npos) << method;
+  // The weights' pretraining method (swap-method sets it): a method name, or "" for attention.method's.
+  const std::string pretrained = error_of(dir_ / "exp.yaml", {"model.pretrained_method=m9"});
+  EXPECT_NE(pretrained.find("model.pretrained_method: unknown method 'm9' (valid: absolute, "), std::string::npos)
+      << pretrained;
+  EXPECT_NE(pretrained.find(", or \"\")"), std::string::npos) << pretrained;
+  EXPECT_EQ(load_config(dir_ / "exp.yaml", {"model.pretrained_method=absolute"}).model.weights_pretrained_with(),
+            "absolute");
+  const Config own = load_config(dir_ / "exp.yaml", {});
+  EXPECT_EQ(own.model.weights_pretrained_with(), own.model.attention.method);
   EXPECT_NE(error_of(dir_ / "exp.yaml", {"data.mask_prob=1.5"}).find("data.mask_prob"), std::string::npos);
   const std::string packing = error_of(dir_ / "exp.yaml", {"data.packing=blocks"});
   EXPECT_NE(packing.find("data.packing: must be full_sentences, doc_sentences or contiguous, got 'blocks'"),

@@ -1,9 +1,10 @@
 // What the results-table tests (test_tables.cpp, test_extra_tables.cpp) share: SQuAD result
 // lines as fine-tuning appends them, and (from data_test_util.h) the per-test temporary folder.
 #pragma once
-
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "data/data_test_util.h"  // temp_dir, remove_tree, write_text
 #include "eval/results.h"
@@ -29,6 +30,15 @@ inline eval::ResultRow squad_row(const std::string& run_id, const std::string& m
   r.value = value;
   r.finetune_max_len = finetune_len;
   return r;
+}
+
+// A table's notes but the one on lines that do not record their pretraining method (the
+// fixture's rows do not), for tests of other notes.
+inline std::vector<std::string> notes_but_lineage(std::vector<std::string> notes) {
+  notes.erase(std::remove_if(notes.begin(), notes.end(),
+                             [](const std::string& n) { return n.find("do not record the pretraining method") != std::string::npos; }),
+              notes.end());
+  return notes;
 }
 
 }  // namespace rpe::test

@@ -246,7 +246,7 @@ TEST(Tables, OneRunIdFromTwoFoldersIsNamed) {
   EXPECT_NE(t.markdown.find("**Warning**: results of different runs under one name:\n- " + note + "\n"),
             std::string::npos) << t.markdown;
   EXPECT_EQ(render_tables({a, c}, {"2"}).markdown.find("Warning"), std::string::npos);
-  EXPECT_EQ(table5({a, b}, {128}).notes, std::vector<std::string>{note});
+  EXPECT_EQ(rpe::test::notes_but_lineage(table5({a, b}, {128}).notes), std::vector<std::string>{note});
   rpe::test::remove_tree(dir);
 }
 
@@ -431,7 +431,7 @@ TEST(Tables, ARunReplacedByOverwriteNoLongerCounts) {
   EXPECT_NE(t.csv.find("Table 2,m4,127,128,128,pre,EM,60.00,,1,83.63"), std::string::npos) << t.csv;
   EXPECT_NE(t.markdown.find("Results of runs replaced in their folders, not shown:\n- " + notes[0]), std::string::npos)
       << t.markdown;
-  EXPECT_EQ(table5(rows, {128}).notes, notes);  // the extra tables too
+  EXPECT_EQ(rpe::test::notes_but_lineage(table5(rows, {128}).notes), notes);  // the extra tables too
   // The field survives the result line; lines without it read as of before it.
   auto j = to_json(again);
   EXPECT_EQ(result_from_json(j, "x").run_started, again.run_started);
@@ -465,7 +465,7 @@ TEST(Tables, UndatedLinesOfAFolderADatedRunReplacedNoLongerCount) {
                                             "(--overwrite)"});
   const auto t = render_tables({undated, dated}, {"2"});
   EXPECT_NE(t.csv.find("Table 2,m4,127,128,128,pre,EM,60.00,,1,83.63"), std::string::npos) << t.csv;
-  EXPECT_EQ(table5({undated, dated}, {128}).notes, std::vector<std::string>{notes[0]});  // the extra tables too
+  EXPECT_EQ(rpe::test::notes_but_lineage(table5({undated, dated}, {128}).notes), std::vector<std::string>{notes[0]});  // the extra tables too
 }
 
 // Seeds of fine-tuning runs of other names (another learning rate) were pooled in one cell:

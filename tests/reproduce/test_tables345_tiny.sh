@@ -77,12 +77,19 @@ done
 run table5
 csv="$OUT/tables/table5/table5.csv"
 [[ $(rows '$1 == "absolute_ft128" && $2 == "absolute"' "$csv") == 1 ]] || { cat "$csv"; fail "Table 5: no absolute row"; }
+# The swapped models know what they were pretrained as: their rows say so and carry the paper's
+# numbers (the lengths 128-176 are the paper's 512-704 scaled).
+swapped="m4 (swapped into absolute pretraining)"
 for len in 128 144 160 176; do
-  [[ $(rows "\$1 == \"drop_in_m4_noabs_ft$len\" && \$2 == \"m4\" && \$4 == $len" "$csv") == 1 ]] || { cat "$csv"; fail "Table 5: no drop-in row at $len"; }
+  [[ $(rows "\$1 == \"drop_in_m4_noabs_ft$len\" && \$2 == \"$swapped\" && \$4 == $len && \$8 != \"—\"" "$csv") == 1 ]] ||
+    { cat "$csv"; fail "Table 5: no drop-in row at $len with the paper's numbers"; }
 done
-[[ $(rows '$1 == "drop_in_m4_abs_ft128" && $2 == "m4" && $4 == 128' "$csv") == 1 ]] ||
+[[ $(rows "\$1 == \"drop_in_m4_abs_ft128\" && \$2 == \"$swapped\" && \$4 == 128" "$csv") == 1 ]] ||
   { cat "$csv"; fail "Table 5: no row for the model that keeps the absolute table"; }
 grep -q 'add_absolute: false' "$OUT/pretrain/drop_in_m4_noabs/config.yaml" || fail "Table 5: the length rows must drop the absolute table"
+grep -q 'pretrained_method: absolute' "$OUT/pretrain/drop_in_m4_noabs/config.yaml" || fail "Table 5: the swap does not record its weights' method"
+grep '"drop_in_m4_noabs_ft144_s1/seed1"' "$OUT/tables/table5/results.jsonl" | grep -q '"pretrain_method":"absolute"' ||
+  fail "Table 5: the drop-in result lines do not record pretrain_method absolute"
 # The swapped models are stamped with the base checkpoint by content: a redone base run at the
 # same path stops the script (exit 2) instead of reusing a swap of the old one.
 base_ck="$OUT/pretrain/absolute/checkpoints/$(cat "$OUT/pretrain/absolute/checkpoints/latest")"
