@@ -187,6 +187,7 @@ void write_checkpoint(const fs::path& file, torch::nn::Module& model, torch::opt
     archive.write("loss_scale_streak", c10::IValue(state->loss_scale_streak));
     if (!state->log_window.empty()) archive.write("log_window", torch::tensor(state->log_window, torch::kDouble));
     if (!state->data_identity.empty()) archive.write("data_identity", c10::IValue(state->data_identity));
+    if (!state->task_state.empty()) archive.write("task_state", c10::IValue(state->task_state));
     if (!state->world_sizes.empty()) archive.write("world_sizes", world_sizes_tensor(state->world_sizes));
     // The random streams of this rank (rank 0 saves). Every rank seeds alike, so on resume each
     // rank sets rank 0's states into its own generators: the CPU's, and its training device's
@@ -298,6 +299,7 @@ CheckpointContents load_checkpoint(const fs::path& file, torch::nn::Module& mode
     out.state.log_window.assign(h.data_ptr<double>(), h.data_ptr<double>() + h.numel());
   }
   if (archive.try_read("data_identity", v) && v.isString()) out.state.data_identity = v.toStringRef();
+  if (archive.try_read("task_state", v) && v.isString()) out.state.task_state = v.toStringRef();
   archive.try_read("rng_device_ranks", out.state.rng_device_ranks);
   if (torch::Tensor w; archive.try_read("world_sizes", w) && w.dim() == 2 && w.size(1) == 2 && w.scalar_type() == torch::kLong)
     for (int64_t i = 0; i < w.size(0); ++i) out.state.world_sizes.emplace_back(w[i][0].item<int64_t>(), w[i][1].item<int64_t>());

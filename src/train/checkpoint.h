@@ -8,6 +8,7 @@
 //   rng_cpu, rng_device            torch's default CPU generator and, on a GPU, the training
 //                                  device's (dropout), restored into each rank's own device's
 //                                  (masking needs none: it is a function of (seed, epoch, index))
+//   task_state                     the task's own state (Task::saved_state), where it has one
 //   config, version                the resolved YAML config and "<version>+<git revision>"
 // Each file carries its own CRC-32 and is written atomically (train/checkpoint_file.h); `latest`
 // names the newest one for people. Every load verifies the checksum first and reads the file into
@@ -57,6 +58,9 @@ struct TrainState {
   // The ranks seed alike, yet SDPA draws dropout differently in its flash kernel (a batch
   // without padding) than in its masked ones, so their streams can part: each resumes its own.
   torch::Tensor rng_device_ranks;
+  // The task's own state at `step` (Task::saved_state; fine-tuning: the model keeper's best score
+  // and early-stopping count), written with the weights so that the two always match; "" = none.
+  std::string task_state;
 };
 
 // Records in state.world_sizes that the steps from `from_step` (where this process began) to

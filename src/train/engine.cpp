@@ -168,6 +168,7 @@ fs::path Engine::save(TrainState& state, const LogWindow& w) {
 fs::path Engine::write_checkpoint(TrainState& state) {
   if (device_update_) device_update_->sync_host_state();  // its step counts, kept on the device
   scaler_.save(state);                                    // fp16: the loss scale, for an exact resume
+  state.task_state = task_.saved_state();                 // rank 0's task: what it decided up to this step
   if (!all_finite(params_)) {
     // issue 17: never keep (or call "good") weights that are NaN/inf
     const auto good = latest_checkpoint(s_.run_dir);

@@ -27,7 +27,7 @@
 // stop, which restores the cursor of the step that tripped it). Any other optimizer (LibTorch's,
 // or AdamW with amsgrad) is stepped after a host read of the flag: one 1-element read per step.
 //
-// Stopping on request (EngineSetup::stop_on_signals, pretraining): a rank that got SIGTERM,
+// Stopping on request (EngineSetup::stop_on_signals: pretraining, fine-tuning): a rank that got SIGTERM,
 // SIGINT, SIGHUP or SIGUSR1 (util/stop_signals.h) says so in the statistics the step under way
 // all-reduces anyway (or in one agreement after a periodic evaluation or checkpoint, and one after
 // the final checkpoint), so every rank learns it from the same step, reads it with that step's
@@ -104,6 +104,9 @@ class Task {
   virtual BatchSums forward(const MicroBatch& batch) = 0;
   // Continues the data stream after `cursor` (resume).
   virtual void restore(const LoaderCursor& /*cursor*/) {}
+  // What the task keeps besides the data position, as text for rank 0's checkpoint
+  // (TrainState::task_state, taken when rank 0 writes it); "" = nothing.
+  virtual std::string saved_state() const { return ""; }
   // metrics.jsonl name of the training accuracy (correct / count); "" = the task reports none.
   virtual std::string accuracy_name() const { return ""; }
   // Whether every micro-batch has the same tensor shapes (up to a padding mask being there or
@@ -152,7 +155,9 @@ struct EngineSetup {
   // SIGTERM, SIGINT, SIGHUP and SIGUSR1 during run() stop the run after a step, with a
   // checkpoint (see the header comment; needs run_dir); false: they act as usual (kill).
   bool stop_on_signals = false;
-  // train.time_limit_min (pretraining, with run_dir): past this time, run() stops as on a signal
+  // The stop's message ends with what continues the run (fine-tuning names its command).
+  std::string resume_hint = "`--resume` continues the run";
+  // train.time_limit_min (with run_dir): past this time, run() stops as on a signal
   // (read at the same points; StopRequested with signal 0).
   std::optional<std::chrono::steady_clock::time_point> stop_at;
   // Tests: train.cuda_graphs's static-buffer path with the graph's body run directly (no capture:
@@ -184,6 +189,14 @@ struct EngineResult {
   std::filesystem::path checkpoint;  // the final checkpoint (run_dir given; other ranks name rank 0's)
   bool stopped_early = false;        // the task stopped the training before train.max_steps
 };
+
+// Rank 0 of a run about to train from `state` (step 0, or the checkpoint it resumed from):
+// metrics.jsonl (`file`) without the rows the run redoes (drop_metrics_after; with
+// `final_redone`, the evaluation rows of state.step as well: the final evaluation comes after the
+// final checkpoint), and, resumed, the first and last logged losses into `setup` and the training
+// time so far into state.train_seconds, so that the run's records read as if it never stopped.
+// setup.metrics then writes to `file`.
+void continue_metrics(const std::filesystem::path& file, TrainState& state, bool final_redone, EngineSetup& setup);
 
 class Engine {
  public:

@@ -11,6 +11,19 @@
 namespace rpe {
 using Clock = std::chrono::steady_clock;
 
+void continue_metrics(const std::filesystem::path& file, TrainState& state, bool final_redone, EngineSetup& setup) {
+  if (const auto n = drop_metrics_after(file, state.step, final_redone))
+    log::info(setup.log_tag.c_str(), "{}: dropped {} row{} that the run redoes from the checkpoint of step {}{}",
+              file.filename().string(), n, n == 1 ? "" : "s", state.step,
+              final_redone ? " (its final evaluation among them)" : "");
+  setup.metrics = MetricsWriter(file);
+  if (state.step == 0) return;
+  const LoggedLosses logged = logged_losses(file);
+  setup.first_loss = logged.first;
+  setup.last_loss = logged.last;
+  state.train_seconds = logged.elapsed_s;  // to the last row before the checkpoint (later rows were dropped)
+}
+
 EvalOutputs Engine::held_out_outputs() {
   torch::NoGradGuard no_grad;
   AutocastGuard autocast(s_.device, s_.train.precision);

@@ -91,8 +91,8 @@ void Engine::stop_on_request(TrainState& state, const LogWindow& w) {
   const std::string why = own != 0    ? "on request (" + StopSignals::name(own) + ")"
                           : signalled ? std::string("on request (a signal another rank got)")
                                       : fmt::format("at the time limit (train.time_limit_min {:g})", s_.train.time_limit_min);
-  const std::string message = fmt::format("stopped {} after step {} of {}; checkpoint {}; `--resume` continues the run",
-                                          why, state.step, s_.train.max_steps, file.string());
+  const std::string message = fmt::format("stopped {} after step {} of {}; checkpoint {}; {}", why, state.step,
+                                          s_.train.max_steps, file.string(), s_.resume_hint);
   log::info(s_.log_tag.c_str(), "{}", message);
   throw StopRequested(message, own != 0 ? own : signalled ? SIGTERM : 0);
 }

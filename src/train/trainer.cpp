@@ -229,24 +229,14 @@ void open_run_files(const fs::path& run_dir, const Config& cfg, const std::strin
   const int64_t max_steps = cfg.train.max_steps;
   if (state.step > 0) keep_changed_config(run_dir, cfg, config_yaml, state.step);
   write_file_atomic(run_dir / "config.yaml", config_yaml);
-  const fs::path metrics = run_dir / "metrics.jsonl";
   // Resumed from the final checkpoint (killed before summary.json): the final evaluation is redone.
   const bool finished = state.step >= max_steps;
-  if (const auto n = drop_metrics_after(metrics, state.step, finished))
-    log::info("train", "metrics.jsonl: dropped {} row{} that the run redoes from the checkpoint of step {}{}", n,
-              n == 1 ? "" : "s", state.step, finished ? " (its final evaluation among them)" : "");
-  setup.metrics = MetricsWriter(metrics);
+  continue_metrics(run_dir / "metrics.jsonl", state, finished, setup);
   // A finished run resumed to train further is unfinished again: its old summary.json would
   // make `finetune` without --init take a mid-training checkpoint for the finished run.
   if (!finished) {
     std::error_code ec;
     fs::remove(run_dir / "summary.json", ec);
-  }
-  if (state.step > 0) {  // summary.json as if never interrupted
-    const LoggedLosses logged = logged_losses(metrics);
-    setup.first_loss = logged.first;
-    setup.last_loss = logged.last;
-    state.train_seconds = logged.elapsed_s;  // to the last row before the checkpoint (later rows were dropped)
   }
 }
 
