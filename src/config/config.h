@@ -226,6 +226,9 @@ struct FinetuneOptions {
   bool eval_each_epoch = true;   // evaluate on dev at each epoch's end (false: only the final evaluation and eval_every)
   int64_t eval_every = 0;        // also evaluate on dev every N steps (0: only at each epoch's end)
   int64_t early_stopping = 0;    // select: best: stop after N evaluations without improvement (0: never)
+  // Checkpoints of a seed in training (seed<N>/checkpoints/, for `finetune --resume`) every N
+  // steps; 0: only when a signal or train.time_limit_min stops the run. Removed when the seed ends.
+  int64_t save_every = 0;
 
   template <class V> void visit(V& v) {
     v("task", task);
@@ -252,6 +255,7 @@ struct FinetuneOptions {
     v("eval_each_epoch", eval_each_epoch);
     v("eval_every", eval_every);
     v("early_stopping", early_stopping);
+    v("save_every", save_every);
   }
 };
 

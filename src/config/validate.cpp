@@ -261,6 +261,7 @@ void validate_finetune(const Config& cfg) {
                                     f.select + "'");
   if (f.eval_every < 0) cfg.fail("finetune.eval_every", "must be >= 0 (0: evaluate at each epoch's end only)");
   if (f.early_stopping < 0) cfg.fail("finetune.early_stopping", "must be >= 0 (0: never stop early)");
+  if (f.save_every < 0) cfg.fail("finetune.save_every", "must be >= 0 (0: a checkpoint only when the run is stopped)");
   if (f.early_stopping > 0 && f.select != "best")
     fail_pair(cfg, "finetune.early_stopping", "finetune.select",
               "needs finetune.select: best (the paper's protocol trains fixed epochs)");
