@@ -100,6 +100,7 @@ set(RPE_CORE_SOURCES
   src/finetune/heads.cpp
   src/finetune/prepare.cpp
   src/finetune/seed_run.cpp
+  src/finetune/resume.cpp
   src/finetune/squad_task.cpp
   src/finetune/glue_task.cpp
   src/finetune/saved_model.cpp

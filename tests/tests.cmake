@@ -32,6 +32,7 @@ set(RPE_TEST_SOURCES
   tests/finetune/test_squad_data.cpp
   tests/finetune/test_cuda_end_to_end.cpp
   tests/finetune/test_finetune_outputs.cpp
+  tests/finetune/test_finetune_resume.cpp
   tests/finetune/test_glue_data.cpp
   tests/finetune/test_heads.cpp
   tests/cli/test_inspect_weights.cpp

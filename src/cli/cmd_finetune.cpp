@@ -25,6 +25,7 @@ struct FinetuneArgs {
   std::string config, init, seeds, run_dir, task, runs = "runs";
   std::vector<std::string> sets;
   bool overwrite = false;
+  bool resume = false;
 };
 
 std::vector<int64_t> parse_seeds(const std::string& text) {
@@ -63,6 +64,7 @@ int run(const FinetuneArgs& a, const std::string& kind) {
   req.seeds = parse_seeds(a.seeds);
   req.run_dir = a.run_dir;
   req.overwrite = a.overwrite;
+  req.resume = a.resume;
   req.sets = a.sets;
   // The subcommand (and --task) name the task: a --set of it as well (finetune.task=x, or a
   // finetune={task: x, ...} mapping) would silently win or lose; so would one replacing the
@@ -112,7 +114,10 @@ void add_common(CLI::App* cmd, const std::shared_ptr<FinetuneArgs>& a, const std
   cmd->add_option("--set", a->sets, "Override a key: a.b.c=value (repeatable)");
   cmd->add_option("--run-dir", a->run_dir, "Run folder (default: run.root/run.name, and /<task> below it for GLUE)")
       ->check(empty_path_check);
-  cmd->add_flag("--overwrite", a->overwrite, "Delete an existing run folder first");
+  cmd->add_flag("--resume", a->resume,
+                "Continue the run in its folder (same options): finished seeds are skipped, an unfinished one "
+                "continues from its newest checkpoint");
+  cmd->add_flag("--overwrite", a->overwrite, "Delete an existing run folder first")->excludes("--resume");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <regex>
 
@@ -20,6 +21,7 @@
 #include "dist/replica_check.h"
 #include "finetune/glue_task.h"
 #include "finetune/prepare.h"
+#include "finetune/resume.h"
 #include "finetune/squad_task.h"
 #include "model/attention/registry.h"
 #include "model/recompute.h"
@@ -32,6 +34,7 @@
 #include "util/errors.h"
 #include "util/file_tree.h"
 #include "util/log.h"
+#include "util/stop_signals.h"
 
 namespace rpe::finetune {
 namespace fs = std::filesystem;
@@ -185,21 +188,27 @@ namespace {
 // What the run folder is refused or replaced under: --overwrite, never deleting an input.
 RunDirRequest run_dir_request(const ResolvedConfig& rc, const FinetuneRequest& req) {
   const auto& f = rc.cfg.finetune;
-  RunDirRequest request{/*resume=*/false, req.overwrite, /*can_resume=*/false};
+  RunDirRequest request{req.resume, req.overwrite, /*can_resume=*/true};
   for (const std::string& input : {req.init, rc.checkpoint.string(), rc.cfg.data.tokenizer_model, f.train_file, f.dev_file,
                                    f.data_dir, f.glue_dir})
     if (!input.empty()) request.inputs.emplace_back(input);
   return request;
 }
 
-// Rank 0: refuses an existing run folder (unless --overwrite; never one holding an input),
-// creates it and stores the resolved config.
-void create_run_folder(const fs::path& dir, Prepared& p, const FinetuneRequest& req) {
+// Rank 0: refuses an existing run folder (unless --overwrite or --resume; never one holding an
+// input), creates it and stores the resolved config. True when it continues a run (--resume).
+bool create_run_folder(const fs::path& dir, Prepared& p, const FinetuneRequest& req) {
   const Config& cfg = p.rc.cfg;
   const auto& f = cfg.finetune;
-  prepare_run_dir(dir, run_dir_request(p.rc, req));
-  // This run's lines from now on; those of a run this one replaced (--overwrite) are older.
-  p.run_started = eval::utc_now_ns();
+  const bool resumed = prepare_run_dir(dir, run_dir_request(p.rc, req));
+  if (req.resume && !resumed) log::warn("run", "--resume: no run in {} yet: starting a new run", dir.string());
+  // This run's lines from now on; those of a run this one replaced (--overwrite) are older. A
+  // resumed run's lines are of the run it continues (or the tables would take them for another).
+  p.run_started = resumed ? resumed_run_started(f.results_file, dir) : eval::utc_now_ns();
+  if (resumed) {
+    ready_results_file(f.results_file);
+    return true;  // config.yaml is the run's own (check_resumable compared it)
+  }
   try {  // after the folder: the results file may be inside it (the reproduction scripts put it there)
     ready_results_file(f.results_file);
   } catch (const UserError&) {
@@ -207,11 +216,13 @@ void create_run_folder(const fs::path& dir, Prepared& p, const FinetuneRequest& 
     throw;
   }
   write_file_atomic(dir / "config.yaml", to_yaml(cfg));
+  return false;
 }
 
 // Every seed of a fine-tuning run, in the folder rank 0 created, after the ranks checked that they
 // read the same inputs.
-FinetuneOutcome train_seeds(Prepared& p, const FinetuneRequest& req, dist::DataParallel& dp, const fs::path& dir) {
+FinetuneOutcome train_seeds(Prepared& p, const FinetuneRequest& req, dist::DataParallel& dp, const fs::path& dir,
+                            std::optional<std::chrono::steady_clock::time_point> stop_at) {
   const auto& cfg = p.rc.cfg;
   const torch::Device device = dp.device();
   // Every rank read these by itself; across nodes they agree only on a shared file system.
@@ -237,17 +248,38 @@ FinetuneOutcome train_seeds(Prepared& p, const FinetuneRequest& req, dist::DataP
                                         {"the dev items", dev_items},
                                         {"the dev items' tokens (CRC-32)", dev_crc}});
 
+  // What every seed's context shares: the config its checkpoints embed, the items their data
+  // position indexes, the time limit and the command that continues the run.
+  SeedContext base;
+  base.device = device;
+  base.dp = &dp;
+  base.resume = req.resume;
+  base.config_yaml = yaml;
+  base.data_identity = fmt::format("{} training items (tokens CRC-32 {:08x})", p.train_f.size() + p.train_ids.size(),
+                                   train_crc);
+  base.stop_at = stop_at;
+  base.resume_hint = "the same `rpe-train finetune " + (p.squad ? std::string("squad") : "glue --task " + cfg.finetune.task) +
+                     "` command with --resume continues the run";
   std::vector<int64_t> seeds = req.seeds.empty() ? std::vector<int64_t>{cfg.train.seed} : req.seeds;
   FinetuneOutcome out{dir, {}};
   for (int64_t seed : seeds) {
-    SeedContext ctx{device, &dp, dir / ("seed" + std::to_string(seed)), dir.filename().string() + "/seed" + std::to_string(seed),
-                    seed};
-    // Rank 0's folder, before the seed's collectives: a failure (a full disk) stops every rank at once.
-    dist::all_or_none(dp, "creating " + ctx.dir.string(), [&] {
-      if (ctx.chief()) fs::create_directories(ctx.dir);
+    SeedContext ctx = base;
+    ctx.dir = dir / ("seed" + std::to_string(seed));
+    ctx.run_id = dir.filename().string() + "/seed" + std::to_string(seed);
+    ctx.seed = seed;
+    // Rank 0's folder, before the seed's collectives: a failure (a full disk) stops every rank at
+    // once. A finished seed of a resumed run is skipped by all of them, on rank 0's word.
+    const bool finished = dist::all_or_none(dp, "readying " + ctx.dir.string(), [&] {
+      return ctx.chief() && ready_seed_folder(ctx, req.resume);
     });
+    if (dp.any(finished)) continue;
     const auto rows = p.squad ? run_squad_seed(p, ctx) : run_glue_seed(p, ctx);  // rank 0's, in results_file
     out.rows.insert(out.rows.end(), rows.begin(), rows.end());
+    // Its checkpoints were for resuming it (the optimizer state is twice the model): the model
+    // the keeper kept (seed<N>/model/) is what stays.
+    dist::all_or_none(dp, "removing " + (ctx.dir / "checkpoints").string(), [&] {
+      if (ctx.chief()) remove_tree(ctx.dir / "checkpoints");
+    });
   }
   return out;
 }
@@ -258,9 +290,12 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   Prepared p;
   p.rc = resolve_finetune_config(req);
   const auto& cfg = p.rc.cfg;
+  // train.time_limit_min counts from the start of the command, as in pretraining: past it, the
+  // seed in training stops after a step with a checkpoint (exit code 75; --resume continues).
+  std::optional<std::chrono::steady_clock::time_point> stop_at;
   if (cfg.train.time_limit_min > 0)
-    log::warn_rank0("finetune", "train.time_limit_min {} applies to pretraining only: fine-tuning runs every seed to "
-                    "its end", cfg.train.time_limit_min);
+    stop_at = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                     std::chrono::duration<double>(cfg.train.time_limit_min * 60));
   if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
   const dist::LaunchEnv env = dist::detect_launch_env();
   micro_batch_size(cfg.train, env.world);  // the same verdict on every rank, before the rendezvous
@@ -275,6 +310,8 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   dist::all_or_none(dp, "checking the run folder and finetune.results_file", [&] {
     if (dp.rank() != 0) return;
     check_run_dir(dir, run_dir_request(p.rc, req));
+    std::error_code exists_ec;
+    if (req.resume && fs::is_directory(dir, exists_ec) && !fs::is_empty(dir, exists_ec)) check_resumable(dir, cfg);
     // One inside a folder --overwrite replaces goes with it (the reproduction scripts keep theirs there).
     std::error_code ec;
     const fs::path results = fs::weakly_canonical(cfg.finetune.results_file, ec), run = fs::weakly_canonical(dir, ec);
@@ -294,12 +331,14 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
       log::info("model", "activation checkpointing: {}", describe_recompute(parse_recompute(cfg.train.activation_checkpointing)));
   });
   // Rank 0's refusal of an existing folder stops every rank at once.
-  dist::all_or_none(dp, "creating the run folder", [&] {
-    if (dp.rank() == 0) create_run_folder(dir, p, req);
+  const bool resumed = dist::all_or_none(dp, "creating the run folder", [&] {
+    return dp.rank() == 0 && create_run_folder(dir, p, req);
   });
   log::FileSink sink(dp.rank() == 0 ? dir / "finetune.log" : fs::path());  // rank 0 logs into it
   try {
-    return train_seeds(p, req, dp, dir);
+    return train_seeds(p, req, dp, dir, stop_at);
+  } catch (const StopRequested&) {
+    throw;  // no failure: the seed's checkpoint is written and finetune.log says so
   } catch (const std::exception& e) {
     // As pretraining does (train/trainer.cpp): a new folder whose run stopped on a user error
     // before any seed began (the ranks disagree on the config or the data: a node's stale copy)
@@ -307,7 +346,7 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
     // exists"; otherwise finetune.log keeps the error as its last line, as train.log does.
     std::error_code ec;
     const bool began = fs::exists(dir / ("seed" + std::to_string(req.seeds.empty() ? cfg.train.seed : req.seeds[0])), ec);
-    close_failed_run(e, dp.rank() == 0 && !began, sink, dir);
+    close_failed_run(e, dp.rank() == 0 && !began && !resumed, sink, dir);  // a resumed run's folder stays
     throw;
   }
 }

@@ -22,6 +22,7 @@ struct FinetuneRequest {
   std::vector<int64_t> seeds;     // empty = train.seed
   std::string run_dir;            // "" = default_run_folder(cfg)
   bool overwrite = false;
+  bool resume = false;            // continue the run in run_dir (finetune/resume.h)
   std::string kind;               // "squad" | "glue" | "" (any): the subcommand's family
 };
 

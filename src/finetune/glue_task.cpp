@@ -22,8 +22,9 @@ GlueTrainTask::GlueTrainTask(const Prepared& p, ClassifierModel model, const Tra
                p.rc.cfg.finetune.eval_each_epoch),
       p_(p),
       model_(std::move(model)),
-      regression_(p.glue->labels.empty()),
-      keeper_(keeper) {}
+      regression_(p.glue->labels.empty()) {
+  keeper_ = keeper;
+}
 
 EvalOutputs GlueTrainTask::eval_outputs(dist::DataParallel& dp) {
   return glue_dev_predictions(p_, model_, model_->parameters().front().device(), dp);

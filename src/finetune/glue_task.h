@@ -29,7 +29,6 @@ class GlueTrainTask : public ItemTask {
   const Prepared& p_;
   ClassifierModel model_;
   bool regression_;
-  ModelKeeper* keeper_;  // rank 0's; null on other ranks
 };
 
 // Predictions for encoded inputs: class ids, or scores for regression (STS-B), [n] float64 on

@@ -161,9 +161,33 @@ bool ModelKeeper::offer(int64_t step, double value, bool final, torch::nn::Modul
   if (best && patience > 0 && since_best_ >= patience) {
     log::info("finetune", "early stopping at step {}: {} evaluations without a better {} than {:.2f} (step {})", step,
               since_best_, kept_.metric, kept_.value, kept_.step);
+    stopped_ = true;
     return true;
   }
   return false;
+}
+
+json ModelKeeper::state() const {
+  return {{"saved", saved_}, {"step", kept_.step}, {"value", kept_.value}, {"since_best", since_best_},
+          {"stopped", stopped_}};
+}
+
+void ModelKeeper::restore(const json& state) {
+  try {
+    saved_ = state.at("saved").get<bool>();
+    kept_.step = state.at("step").get<int64_t>();
+    kept_.value = state.at("value").get<double>();
+    since_best_ = state.at("since_best").get<int64_t>();
+    stopped_ = state.at("stopped").get<bool>();
+  } catch (const json::exception& e) {
+    throw UserError("the checkpoint's model keeper state " + state.dump() + " is not one this version reads: " + e.what());
+  }
+}
+
+bool ModelKeeper::stopped_in(const std::string& state) {
+  if (state.empty()) return false;
+  const json j = json::parse(state, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.value("stopped", false);
 }
 
 }  // namespace rpe::finetune

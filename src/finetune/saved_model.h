@@ -13,6 +13,7 @@
 // it may be left beside it, and the next save puts it back).
 #pragma once
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <string>
@@ -67,12 +68,22 @@ class ModelKeeper {
   const SavedModelInfo& kept() const { return kept_; }
   bool has_model() const { return saved_; }
   const std::filesystem::path& dir() const { return dir_; }
+  // What it has decided so far, for a checkpoint: {"saved", "step", "value", "since_best",
+  // "stopped"} (stopped: early stopping ended the training); restore() takes it back on
+  // `finetune --resume` (the model folder holds the weights it names, or is saved again when
+  // the resumed run repeats the evaluation that saved it). UserError for a malformed state.
+  nlohmann::json state() const;
+  void restore(const nlohmann::json& state);
+  // Whether a checkpoint's keeper state (ModelKeeper::state, as text; "" = none) says that
+  // early stopping ended its training: readable on every rank, which hold no keeper.
+  static bool stopped_in(const std::string& state);
 
  private:
   std::filesystem::path dir_, tokenizer_;
   SavedModelInfo kept_;
   Config cfg_;
   bool saved_ = false;
+  bool stopped_ = false;
   int64_t since_best_ = 0;
 };
 

@@ -9,6 +9,7 @@
 #include "dist/all_or_none.h"
 #include "dist/sharded_eval.h"
 #include "eval/results.h"
+#include "finetune/resume.h"
 #include "train/metrics.h"
 #include "train/optim.h"
 #include "train/precision.h"
@@ -23,6 +24,7 @@ ItemTask::ItemTask(int64_t n_items, const TrainOptions& t, int64_t seed, int64_t
       accum_(t.grad_accum),
       rank_(rank),
       world_(world),
+      seed_(seed),
       eval_each_epoch_(eval_each_epoch),
       rng_(static_cast<uint64_t>(seed)) {
   require(n_ > 0, "fine-tuning: no training examples");
@@ -40,6 +42,25 @@ int64_t ItemTask::next_item() {
     ++epoch_;
   }
   return order_[cursor_++];
+}
+
+void ItemTask::restore(const LoaderCursor& cursor) {
+  // A fresh run's cursor {0, 0} ends here as one: epoch 0's order drawn, none of it taken.
+  rng_.seed(static_cast<uint64_t>(seed_));
+  order_.resize(static_cast<size_t>(n_));
+  for (int64_t e = 0; e <= cursor.epoch; ++e) {  // as next_item draws each epoch's order
+    std::iota(order_.begin(), order_.end(), 0);
+    std::shuffle(order_.begin(), order_.end(), rng_);
+  }
+  require(cursor.position >= 0 && cursor.position <= n_, "fine-tuning: a data position past its epoch's items");
+  cursor_ = static_cast<size_t>(cursor.position);
+  epoch_ = cursor.epoch;
+  micro_index_ = 0;  // checkpoints are taken at optimizer steps' ends
+  share_.clear();
+}
+
+void ItemTask::restore_keeper(const std::string& state) {
+  if (keeper_ && !state.empty()) keeper_->restore(nlohmann::json::parse(state));
 }
 
 MicroBatch ItemTask::next_batch() {
@@ -120,12 +141,16 @@ TrainOptions finetune_schedule(const Config& cfg, int64_t n_items) {
   t.max_steps = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(cfg.finetune.epochs * static_cast<double>(per_epoch))));
   t.warmup_steps = static_cast<int64_t>(std::llround(cfg.finetune.warmup_fraction * static_cast<double>(t.max_steps)));
   t.eval_every = cfg.finetune.eval_every;  // and at each epoch's end (the task's eval_due) if eval_each_epoch
-  t.save_every = 0;  // fine-tuning keeps no checkpoints
+  // Checkpoints are for `finetune --resume` only, and a seed's go when it ends: two at most (the
+  // newest, and the one before should the newest fail its checksum), each ~3x the model.
+  t.save_every = cfg.finetune.save_every;
+  t.keep_checkpoints = std::min<int64_t>(t.keep_checkpoints, 2);
   return t;
 }
 
 TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOptions& t, const SeedContext& ctx) {
   auto optimizer = make_adamw(model, t);
+  TrainState state = seed_start_state(model, *optimizer, task, t, ctx);  // step 0, or a checkpoint's (--resume)
   ctx.dp->broadcast_parameters(model);  // every rank starts from rank 0's head initialisation
   const int64_t world = ctx.dp->world();
   log::info("finetune", "seed {}: {} steps, batch {} ({} x {} micro-batches x {} rank{}), lr {}, warmup {}, {}", ctx.seed,
@@ -136,9 +161,24 @@ TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOpt
   setup.device = ctx.device;
   setup.dp = ctx.dp;
   setup.log_tag = "finetune";
-  if (ctx.chief()) setup.metrics = MetricsWriter(ctx.dir / "metrics.jsonl");
+  // Checkpoints in seed<N>/ (every rank names it; rank 0 writes), and a signal or the time
+  // limit stops the run after a step with one, for `finetune --resume` to continue.
+  setup.run_dir = ctx.dir;
+  setup.config_yaml = ctx.config_yaml;
+  setup.stop_on_signals = true;
+  setup.stop_at = ctx.stop_at;
+  setup.resume_hint = ctx.resume_hint;
+  // Early stopping ended the training before the run stopped (in its final evaluation): done.
+  const bool stopped_early = ModelKeeper::stopped_in(state.task_state);
+  dist::all_or_none(*ctx.dp, "opening " + (ctx.dir / "metrics.jsonl").string(), [&] {
+    if (ctx.chief()) continue_metrics(ctx.dir / "metrics.jsonl", state, state.step >= t.max_steps && !stopped_early, setup);
+  });
+  if (stopped_early) {
+    model.eval();
+    return TrainOutcome{setup.last_loss, state.step, true, state.tokens_seen, state.train_seconds};
+  }
   Engine engine(std::move(setup), model, *optimizer, task);
-  const EngineResult r = engine.run(TrainState{});
+  const EngineResult r = engine.run(state);
   model.eval();
   return TrainOutcome{r.final_loss, r.state.step, r.stopped_early, r.state.tokens_seen, r.state.train_seconds};
 }

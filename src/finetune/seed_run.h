@@ -9,9 +9,12 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "dist/data_parallel.h"
@@ -29,6 +32,13 @@ struct SeedContext {
   std::filesystem::path dir;  // seed<N>/ (rank 0 writes there)
   std::string run_id;
   int64_t seed = 0;
+  // `finetune --resume`: continue from the seed's newest checkpoint, where it has one (resume.h).
+  bool resume = false;
+  std::string config_yaml;    // the resolved config, embedded in the seed's checkpoints
+  std::string data_identity;  // the training items (count, CRC-32): what a checkpoint's data position indexes
+  // train.time_limit_min: past this time the engine stops after a step, with a checkpoint.
+  std::optional<std::chrono::steady_clock::time_point> stop_at;
+  std::string resume_hint;  // the command that continues the run, for the stop's message
   bool chief() const { return dp->rank() == 0; }
 };
 
@@ -41,16 +51,25 @@ class ItemTask : public Task {
            bool eval_each_epoch = true);
   MicroBatch next_batch() final;
   torch::Tensor count(const MicroBatch& batch) final;  // examples: rows of tensors[0]
+  // Resume after `cursor` (an optimizer step's end: {epoch, items of its order drawn}): the
+  // generator reseeded and the epochs' shuffles replayed up to the cursor's, so the items come
+  // in the order an uninterrupted run draws them.
+  void restore(const LoaderCursor& cursor) final;
+  // Rank 0: the model keeper's state (ModelKeeper::state), "" on the other ranks.
+  std::string saved_state() const final { return keeper_ ? keeper_->state().dump() : ""; }
+  // Rank 0: the keeper's state back from a checkpoint's (TrainState::task_state; "" = none).
+  void restore_keeper(const std::string& state);
   // Fine-tuning also evaluates at each epoch's end (besides every finetune.eval_every steps).
   bool eval_due(int64_t step) const override { return eval_each_epoch_ && step % steps_per_epoch_ == 0; }
 
  protected:
   // Host tensors of the items' micro-batch; tensors[0] must have one row per item.
   virtual MicroBatch make_batch(const std::vector<int64_t>& items) = 0;
+  ModelKeeper* keeper_ = nullptr;  // rank 0's (the tasks set it); null on other ranks
 
  private:
   int64_t next_item();
-  int64_t n_, micro_, accum_, rank_, world_;
+  int64_t n_, micro_, accum_, rank_, world_, seed_;
   int64_t steps_per_epoch_ = 1;  // optimizer steps in one pass over the n items
   bool eval_each_epoch_ = true;
   std::mt19937_64 rng_;

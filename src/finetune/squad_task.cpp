@@ -25,8 +25,9 @@ SquadTask::SquadTask(const Prepared& p, QaModel model, const TrainOptions& t, co
     : ItemTask(static_cast<int64_t>(p.train_f.size()), t, ctx.seed, ctx.dp->rank(), ctx.dp->world(),
                p.rc.cfg.finetune.eval_each_epoch),
       p_(p),
-      model_(std::move(model)),
-      keeper_(keeper) {}
+      model_(std::move(model)) {
+  keeper_ = keeper;
+}
 
 MicroBatch SquadTask::make_batch(const std::vector<int64_t>& items) {
   std::vector<const std::vector<int64_t>*> seqs;

@@ -29,7 +29,6 @@ class SquadTask : public ItemTask {
  private:
   const Prepared& p_;
   QaModel model_;
-  ModelKeeper* keeper_;  // rank 0's; null on other ranks
 };
 
 // Start and end logits of every window of p.dev_f, [windows, longest window, 2] float32 on the

@@ -775,6 +775,38 @@ def _(w):
     return ft_glue(w, "rte", w.b("glue", "RTE"), ["--seeds", "1,2,01"])
 
 
+@case("finetune --resume: settings other than the run's", pattern=r"--resume: \S*ft_run: the settings differ from "
+      r"\S*ft_run/config\.yaml, which the run was started with: train\.lr: 0\.0005 -> 0\.001; ",
+      kept=("ft_run/seed1/results.json",))
+def _(w):
+    # Its finished seeds ran with the folder's settings: a resume with others would mix the two.
+    w.run(ft_glue(w, "rte", w.b("glue", "RTE"), ["--seeds", "1"]))
+    return ft_glue(w, "rte", w.b("glue", "RTE"), ["--seeds", "1,2", "--resume", "--set", "train.lr=1e-3"])
+
+
+@case("finetune: --resume with --overwrite", pattern=r"--(resume|overwrite) excludes --(overwrite|resume)$", absent=("ft_run",))
+def _(w):
+    return ft_glue(w, "rte", w.b("glue", "RTE"), ["--resume", "--overwrite"])
+
+
+@case("finetune --resume: a pretraining run's folder", pattern=r"--resume: \S*run_pre is a pretraining run folder",
+      kept=("run_pre/keep.txt", "run_pre/train.log"))
+def _(w):
+    fake_run(w, "run_pre")
+    args = ft_glue(w, "rte", w.b("glue", "RTE"), ["--resume"])
+    args[args.index("--run-dir") + 1] = w.p("run_pre")
+    return args
+
+
+@case("finetune --resume: a folder of no run", pattern=r"--resume: \S*notes is not a fine-tuning run folder "
+      r"\(no config\.yaml\)", kept=("notes/thesis.tex",))
+def _(w):
+    w.write("notes/thesis.tex", "years of work\n")
+    args = ft_glue(w, "rte", w.b("glue", "RTE"), ["--resume"])
+    args[args.index("--run-dir") + 1] = w.p("notes")
+    return args
+
+
 @case("pretrain: out of memory at the first step", expect=1, pattern=r"can't allocate memory", vmem=8 << 30)
 def _(w):
     # One line and exit 1 (an environment failure); the folder stays for --resume (train.log).

@@ -356,3 +356,24 @@ TEST(FinetuneItems, EvaluatesAtEachEpochsEndUnlessSwitchedOff) {
   }
   EXPECT_EQ(due, (std::vector<int64_t>{3, 6, 9}));
 }
+
+// `finetune --resume` continues the item stream from a checkpoint's cursor (an optimizer step's
+// end) with the items an uninterrupted run draws: the epochs' shuffles are replayed from the
+// seed. Batches of 4 of 10 items: steps end mid-epoch and on an epoch's last item alike, and
+// the replay crosses several epochs (each one reshuffles).
+TEST(FinetuneItems, AResumedStreamGoesOnAsTheUninterruptedOne) {
+  TrainOptions t;
+  t.batch_size = 4;
+  t.grad_accum = 2;
+  for (int stop = 1; stop <= 12; ++stop) {
+    SCOPED_TRACE("resumed after step " + std::to_string(stop));
+    IndexTask straight(10, t, /*seed=*/7, 0, 1), resumed(10, t, 7, 0, 1);
+    LoaderCursor cursor;
+    for (int i = 0; i < 2 * stop; ++i) cursor = straight.next_batch().cursor;
+    resumed.restore(cursor);
+    for (int i = 0; i < 20; ++i) EXPECT_EQ(items_of(resumed.next_batch()), items_of(straight.next_batch())) << i;
+  }
+  IndexTask fresh(10, t, 7, 0, 1), restored(10, t, 7, 0, 1);
+  restored.restore(LoaderCursor{});  // a fresh run's cursor: the stream from its start
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(items_of(restored.next_batch()), items_of(fresh.next_batch())) << i;
+}

@@ -1,0 +1,109 @@
+// Resuming a fine-tuning run (see resume.h).
+#include "finetune/resume.h"
+
+#include <algorithm>
+#include <set>
+
+#include "dist/all_or_none.h"
+#include "dist/replica_check.h"
+#include "eval/results.h"
+#include "train/run_dir.h"
+#include "util/atomic_file.h"
+#include "util/errors.h"
+#include "util/file_tree.h"
+#include "util/log.h"
+
+namespace rpe::finetune {
+namespace fs = std::filesystem;
+
+void check_resumable(const fs::path& dir, const Config& cfg) {
+  std::error_code ec;
+  const std::string name = "--resume: " + dir.string();
+  if (fs::exists(dir / "train.log", ec) || fs::exists(dir / "summary.json", ec))
+    throw UserError(name + " is a pretraining run folder (train.log, summary.json), not a fine-tuning run's; name "
+                    "the fine-tuning run with --run-dir");
+  const fs::path file = dir / "config.yaml";
+  if (!fs::is_regular_file(file, ec))
+    throw UserError(name + " is not a fine-tuning run folder (no config.yaml); name the fine-tuning run with --run-dir");
+  // Only what changes neither the training nor its results may differ: a job script's time
+  // limit for this stretch, how long ranks wait, how many checkpoints are kept and how often.
+  static const std::set<std::string> free = {"train.time_limit_min", "train.dist_timeout_s", "train.keep_checkpoints",
+                                             "finetune.save_every"};
+  std::vector<std::string> changes;
+  for (auto& change : config_differences(config_from_yaml(read_file(file), file.string()), cfg))
+    if (!free.count(change.substr(0, change.find(':')))) changes.push_back(std::move(change));
+  if (changes.empty()) return;
+  const std::string more = changes.size() > 1 ? " (and " + std::to_string(changes.size() - 1) + " more)" : "";
+  throw UserError(name + ": the settings differ from " + file.string() + ", which the run was started with: " +
+                  changes.front() + more + "; resume with the command that started it, or start a new run "
+                  "(--run-dir, or --overwrite)");
+}
+
+std::string resumed_run_started(const fs::path& results_file, const fs::path& dir) {
+  std::error_code ec;
+  std::string newest;
+  if (!fs::is_regular_file(results_file, ec) || fs::file_size(results_file, ec) == 0) return eval::utc_now_ns();
+  // The rows' run_dir is the run folder as base_row writes it (absolute, lexically normal).
+  const std::string run = fs::absolute(dir, ec).lexically_normal().string();
+  for (const auto& row : eval::read_results(results_file))
+    if (row.run_dir == run) newest = std::max(newest, row.run_started);
+  return newest.empty() ? eval::utc_now_ns() : newest;
+}
+
+bool ready_seed_folder(const SeedContext& ctx, bool resume) {
+  std::error_code ec;
+  if (resume && fs::exists(ctx.dir / "results.json", ec)) {
+    // Finished; its checkpoints go (a kill between its results and their removal left them).
+    remove_tree(ctx.dir / "checkpoints");
+    log::info("finetune", "seed {}: finished ({}), skipped", ctx.seed, (ctx.dir / "results.json").string());
+    return true;
+  }
+  // Unfinished and nothing to continue from (stopped before a checkpoint, e.g. killed): redone
+  // from its start in an empty folder, so no row or kept model of the first attempt remains.
+  if (resume && fs::is_directory(ctx.dir, ec) && !checkpoint_to_resume(ctx.dir, 0)) {
+    log::warn("finetune", "seed {}: unfinished, with no checkpoint in {}: starting it over", ctx.seed, ctx.dir.string());
+    remove_tree(ctx.dir);
+  }
+  fs::create_directories(ctx.dir);
+  return false;
+}
+
+namespace {
+// The checkpoint's state on this rank: the weights, optimizer and random streams loaded.
+TrainState load_seed_checkpoint(const fs::path& file, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                                const TrainOptions& t, const SeedContext& ctx) {
+  TrainState loaded = load_checkpoint(file, model, &optimizer).state;
+  if (!loaded.optimizer_name.empty() && loaded.optimizer_name != t.optimizer)
+    throw UserError(file.string() + ": written by optimizer '" + loaded.optimizer_name + "' but train.optimizer is '" +
+                    t.optimizer + "'");
+  // Its data position indexes these items in the order the seed shuffles them: in others it
+  // would mean other items (a training file edited in place since).
+  if (loaded.data_identity != ctx.data_identity)
+    throw UserError(file.string() + ": trained on " + loaded.data_identity + ", but the training items are now " +
+                    ctx.data_identity + ": its data position would mean other items (start the run anew: --overwrite)");
+  loaded.optimizer_name = t.optimizer;
+  loaded.schedule = t.schedule;
+  log::info("finetune", "seed {}: resumed from {} at step {} of {}", ctx.seed, file.string(), loaded.step, t.max_steps);
+  return loaded;
+}
+}  // namespace
+
+TrainState seed_start_state(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ItemTask& task,
+                            const TrainOptions& t, const SeedContext& ctx) {
+  auto& dp = *ctx.dp;
+  TrainState state = dist::all_or_none(dp, "loading seed " + std::to_string(ctx.seed) + "'s checkpoint", [&] {
+    TrainState s;
+    s.optimizer_name = t.optimizer;
+    s.schedule = t.schedule;
+    s.data_identity = ctx.data_identity;
+    const auto file = ctx.resume ? checkpoint_to_resume(ctx.dir, t.save_every) : std::nullopt;
+    if (file) s = load_seed_checkpoint(*file, model, optimizer, t, ctx);
+    if (ctx.chief()) task.restore_keeper(s.task_state);
+    return s;
+  });
+  restore_rank_device_rng(state, dp.rank(), dp.world(), ctx.device);  // multi-GPU: each rank's own dropout stream
+  dist::require_same_on_every_rank(dp, {{"the step seed " + std::to_string(ctx.seed) + " resumes from", state.step}});
+  return state;
+}
+
+}  // namespace rpe::finetune
