@@ -25,9 +25,11 @@ void check_resumable(const fs::path& dir, const Config& cfg) {
   const fs::path file = dir / "config.yaml";
   if (!fs::is_regular_file(file, ec))
     throw UserError(name + " is not a fine-tuning run folder (no config.yaml); name the fine-tuning run with --run-dir");
-  // Only what changes neither the training nor its results may differ: a job script's time
-  // limit for this stretch, how long ranks wait, how many checkpoints are kept and how often.
-  static const std::set<std::string> free = {"train.time_limit_min", "train.dist_timeout_s", "train.keep_checkpoints",
+  // Only how a job runs may differ, as the reproduction scripts' stamps allow (stamps.sh): a
+  // job's time limit, how long ranks wait, CPU threads, the all-reduce's buckets, where the
+  // pretraining's shards are (fine-tuning reads none), and how often checkpoints are kept.
+  static const std::set<std::string> free = {"train.time_limit_min", "train.dist_timeout_s", "train.threads",
+                                             "train.bucket_mb", "data.shards", "train.keep_checkpoints",
                                              "finetune.save_every"};
   std::vector<std::string> changes;
   for (auto& change : config_differences(config_from_yaml(read_file(file), file.string()), cfg))

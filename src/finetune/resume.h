@@ -19,8 +19,8 @@ namespace rpe::finetune {
 // Rank 0, before the inputs are read: UserError (one line, naming the folder or the key) when `dir`
 // is no fine-tuning run folder (a pretraining run's; one without config.yaml) or when `cfg`
 // differs from its config.yaml (config_differences; the first key that differs is named). Keys
-// that change neither the training nor its results may differ: train.time_limit_min,
-// train.dist_timeout_s, train.keep_checkpoints, finetune.save_every.
+// of how a job runs may differ: train.time_limit_min, train.dist_timeout_s, train.threads,
+// train.bucket_mb, data.shards, train.keep_checkpoints, finetune.save_every.
 void check_resumable(const std::filesystem::path& dir, const Config& cfg);
 
 // The run_started of the run in `dir` (its result rows' in `results_file`, the newest), so that
