@@ -13,8 +13,8 @@
 #   .lock                            held (flock) while a script works in --out: one at a time
 # Restart rules: a pretraining run with summary.json is done (skipped); one without is continued
 # with --resume from its newest valid checkpoint. A fine-tuning run with seed<N>/results.json is
-# done; an unfinished one is redone from its start (--overwrite): fine-tuning is short and keeps
-# no optimizer checkpoints. A run is reused (skipped or resumed) only for the settings in its
+# done; an unfinished one is continued with `finetune --resume` (from the checkpoint its stop
+# wrote; redone from its start when it has none, e.g. after a kill). A run is reused (skipped or resumed) only for the settings in its
 # stamp: other settings stop the script naming the first key that differs (exit 2), so a table
 # never mixes runs of two configs; remove the run folder or pass another --out to make it anew.
 set -euo pipefail
@@ -308,10 +308,17 @@ rp_finetune() {
     rp_stamp_check "$dir" "$stamp" "finetune $exp/${name}_s$seed" "$settings"
     rp_log "finetune $exp/${name}_s$seed: done, skipped"; return 0
   fi
-  local over=()
-  [[ -d "$dir" ]] && over=(--overwrite)
-  rp_stamp_write "$stamp" "$settings"
-  rp_exec "${FT_LAUNCH[@]+"${FT_LAUNCH[@]}"}" "$BIN" "${cmd[@]}" --init "$init" --seeds "$seed" --run-dir "$dir" "${over[@]+"${over[@]}"}" "${sets[@]}"
+  # An interrupted run (its config.yaml written) continues where its stop left it, exactly; a
+  # folder without one never trained and is replaced.
+  local mode=()
+  if [[ -f "$dir/config.yaml" ]]; then
+    rp_stamp_check "$dir" "$stamp" "finetune $exp/${name}_s$seed" "$settings"
+    mode=(--resume); rp_log "finetune $exp/${name}_s$seed: resuming"
+  else
+    [[ -d "$dir" ]] && mode=(--overwrite)
+    rp_stamp_write "$stamp" "$settings"
+  fi
+  rp_exec "${FT_LAUNCH[@]+"${FT_LAUNCH[@]}"}" "$BIN" "${cmd[@]}" --init "$init" --seeds "$seed" --run-dir "$dir" "${mode[@]+"${mode[@]}"}" "${sets[@]}"
 }
 
 # rp_collect EXP: the result lines of EXP's finished runs -> $OUT/tables/EXP/results.jsonl.
