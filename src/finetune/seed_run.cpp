@@ -45,7 +45,7 @@ int64_t ItemTask::next_item() {
 }
 
 void ItemTask::restore(const LoaderCursor& cursor) {
-  // A fresh run's cursor {0, 0} ends here as one: epoch 0's order drawn, none of it taken.
+  // A fresh run's cursor {0, 0} gives the stream from its start: epoch 0's order, none of it taken.
   rng_.seed(static_cast<uint64_t>(seed_));
   order_.resize(static_cast<size_t>(n_));
   for (int64_t e = 0; e <= cursor.epoch; ++e) {  // as next_item draws each epoch's order

@@ -185,7 +185,8 @@ TEST(StartUp, RankZeroRefusingTheFineTuningFolderStopsEveryRank) {
   const std::string r1 = slurp(ft.string() + ".r1.log");
   // Refused before the inputs are read (finetune.cpp's first check), as when the folder is created.
   EXPECT_NE(r1.find("error: rank 0 stopped while checking the run folder and finetune.results_file: run folder " +
-                    ft.string() + " already exists: pass --overwrite to replace it, or --run-dir DIR for a new run beside it"),
+                    ft.string() + " already exists: pass --resume to continue it, --overwrite to replace it, or --run-dir DIR for a new "
+                    "run beside it"),
             std::string::npos)
       << r1;
 }
