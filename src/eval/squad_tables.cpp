@@ -176,6 +176,28 @@ Cell paper_row_cell(const PaperRow& p) {
 // length to show, and no paper row, whose models were all pretrained.
 Cell pretrain_len_cell(int64_t len) { return len > 0 ? Cell::integer(len) : Cell::dash(); }
 
+// Each curve's row label: its method, and "(pretraining run <folder>)" where another curve has the
+// same method and pretraining length (two runs' rows would print alike); the run as given where
+// two such folders share a name.
+std::vector<std::string> mlm_curve_labels(const std::vector<MlmCurve>& curves) {
+  std::map<std::pair<std::string, int64_t>, int> alike;
+  std::map<std::string, int> folders;
+  auto folder = [](const MlmCurve& c) { return folder_path(c.run).filename().string(); };
+  for (const auto& c : curves) {
+    ++alike[{c.method, c.pretrain_max_len}];
+    ++folders[folder(c)];
+  }
+  std::vector<std::string> labels;
+  for (const auto& c : curves) {
+    if (alike[{c.method, c.pretrain_max_len}] == 1) {
+      labels.push_back(c.method);
+      continue;
+    }
+    labels.push_back(c.method + " (pretraining run " + (folders[folder(c)] > 1 ? c.run : folder(c)) + ")");
+  }
+  return labels;
+}
+
 }  // namespace
 
 TextTable table4_scaled(const std::vector<ResultRow>& rows, const ScaledTable4Spec& spec) {
@@ -282,30 +304,6 @@ MlmCurve read_mlm_curve(const fs::path& file) {
   }
   return c;
 }
-
-namespace {
-// Each curve's row label: its method, and "(pretraining run <folder>)" where another curve has the
-// same method and pretraining length (two runs' rows would print alike); the run as given where
-// two such folders share a name.
-std::vector<std::string> mlm_curve_labels(const std::vector<MlmCurve>& curves) {
-  std::map<std::pair<std::string, int64_t>, int> alike;
-  std::map<std::string, int> folders;
-  auto folder = [](const MlmCurve& c) { return folder_path(c.run).filename().string(); };
-  for (const auto& c : curves) {
-    ++alike[{c.method, c.pretrain_max_len}];
-    ++folders[folder(c)];
-  }
-  std::vector<std::string> labels;
-  for (const auto& c : curves) {
-    if (alike[{c.method, c.pretrain_max_len}] == 1) {
-      labels.push_back(c.method);
-      continue;
-    }
-    labels.push_back(c.method + " (pretraining run " + (folders[folder(c)] > 1 ? c.run : folder(c)) + ")");
-  }
-  return labels;
-}
-}  // namespace
 
 TextTable extrapolation_table(const std::vector<MlmCurve>& curves, const std::vector<ResultRow>& rows) {
   TextTable t{"extrapolation", "Length extrapolation per method", {"method", "measure", "pretrain len", "length", "value"},
