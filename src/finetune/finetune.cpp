@@ -27,6 +27,7 @@
 #include "model/recompute.h"
 #include "rpe/version.h"
 #include "train/checkpoint.h"
+#include "train/engine.h"
 #include "train/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/atomic_writer.h"
@@ -292,10 +293,7 @@ FinetuneOutcome run_finetune(const FinetuneRequest& req) {
   const auto& cfg = p.rc.cfg;
   // train.time_limit_min counts from the start of the command, as in pretraining: past it, the
   // seed in training stops after a step with a checkpoint (exit code 75; --resume continues).
-  std::optional<std::chrono::steady_clock::time_point> stop_at;
-  if (cfg.train.time_limit_min > 0)
-    stop_at = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                     std::chrono::duration<double>(cfg.train.time_limit_min * 60));
+  const auto stop_at = time_limit_deadline(cfg.train, std::chrono::steady_clock::now());
   if (cfg.train.threads > 0) torch::set_num_threads(static_cast<int>(cfg.train.threads));
   const dist::LaunchEnv env = dist::detect_launch_env();
   micro_batch_size(cfg.train, env.world);  // the same verdict on every rank, before the rendezvous

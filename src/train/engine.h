@@ -137,6 +137,11 @@ struct EngineHooks {
   std::function<void(int64_t step, double loss)> on_step;
 };
 
+// EngineSetup::stop_at for train.time_limit_min counted from `start` (the command's start, as a
+// job's limit counts); none when the option is 0.
+std::optional<std::chrono::steady_clock::time_point> time_limit_deadline(const TrainOptions& t,
+                                                                        std::chrono::steady_clock::time_point start);
+
 struct EngineSetup {
   TrainOptions train;  // max_steps, warmup, clip_norm, grad_accum, log/eval/save intervals, precision
   torch::Device device = torch::kCPU;

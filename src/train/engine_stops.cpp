@@ -72,6 +72,11 @@ void Engine::stop_nonfinite(TrainState& state, const LogWindow& w, const std::st
                   " (lower train.lr, raise warmup_steps, or use precision fp32)");
 }
 
+std::optional<Clock::time_point> time_limit_deadline(const TrainOptions& t, Clock::time_point start) {
+  if (t.time_limit_min <= 0) return std::nullopt;
+  return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t.time_limit_min * 60));
+}
+
 bool Engine::has_time_limit() const { return s_.stop_at && !s_.run_dir.empty(); }
 bool Engine::past_time_limit() const { return has_time_limit() && Clock::now() >= *s_.stop_at; }
 

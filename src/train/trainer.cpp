@@ -282,8 +282,7 @@ PretrainResult train_in_folder(const Config& cfg_in, const fs::path& run_dir, bo
   setup.config_yaml = config_yaml;
   setup.hooks = hooks;
   setup.stop_on_signals = true;  // a preempted run saves its step and ends (`--resume` continues it)
-  if (t.time_limit_min > 0)
-    setup.stop_at = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t.time_limit_min * 60));
+  setup.stop_at = time_limit_deadline(t, start);
   setup.flops_per_token = model_flops_per_token(cfg.model, tokenizer->vocab_size(), cfg.data.max_seq_len, cfg.data.mask_prob);
   // Rank 0's files, in one step every rank agrees on (a full disk stops them all at once, not
   // at the first step's all-reduce).
