@@ -37,7 +37,9 @@ struct Rows {
 Rows aten_forward(const Tensor& x, const Tensor& u, const Tensor& keep, double scale, const Tensor& w, const Tensor& b,
                   double eps, bool low) {
   auto v = u.to(torch::kFloat);
-  if (keep.defined()) v = torch::where(keep.to(torch::kBool), v * scale, torch::zeros_like(v));
+  // Multiplied by 0 where dropped, as torch::dropout does: an inf or NaN there gives NaN (a
+  // non-finite step), not a silent 0.
+  if (keep.defined()) v = v * (keep.to(torch::kFloat) * scale);
   auto z = x + v;
   auto mean = z.mean(-1);
   auto rstd = ((z - mean.unsqueeze(-1)).square().mean(-1) + eps).rsqrt();
@@ -54,7 +56,7 @@ std::array<Tensor, 4> aten_backward(const Tensor& dy_stream, const Tensor& dy_lo
   auto xhat = (z - mean.unsqueeze(-1)) * rstd.unsqueeze(-1);
   auto g = dy * w;
   auto dz = rstd.unsqueeze(-1) * (g - g.mean(-1, true) - xhat * (g * xhat).mean(-1, true));
-  auto du = keep.defined() ? torch::where(keep.to(torch::kBool), dz * scale, torch::zeros_like(dz)) : dz;
+  auto du = keep.defined() ? dz * (keep.to(torch::kFloat) * scale) : dz;
   return {dz, du.to(u_dtype), (dy * xhat).sum(0), dy.sum(0)};
 }
 

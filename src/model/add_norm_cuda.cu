@@ -46,7 +46,8 @@ __global__ void forward_kernel(Rows n, const float* x, const U* u, const uint8_t
     float sum = 0;
     for (int64_t c = lane(); c < n.D; c += 32) {
       float v = to_float(u[base + c]);
-      if (keep) v = keep[base + c] ? v * scale : 0.0f;
+      // times 0, not 0: an inf or NaN dropped stays NaN, as torch::dropout's u * mask * scale
+      if (keep) v *= keep[base + c] ? scale : 0.0f;
       const float zc = x[base + c] + v;
       z[base + c] = zc;
       sum += zc;
@@ -96,7 +97,7 @@ __global__ void backward_kernel(Rows n, const float* dy, const U* dy_low, const 
       const float d = grad(base + c), xhat = (z[base + c] - mu) * r;
       const float dz = r * (d * w[c] - mean_g - xhat * mean_gx);
       dx[base + c] = dz;
-      store(du + base + c, keep ? (keep[base + c] ? dz * scale : 0.0f) : dz);
+      store(du + base + c, keep ? dz * (keep[base + c] ? scale : 0.0f) : dz);
       atomicAdd(sums + c, d * xhat);
       atomicAdd(sums + n.D + c, d);
     }

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -81,6 +82,19 @@ TEST(AddNorm, AtenEngineMatchesTheUnfusedComposite) {
       EXPECT_TRUE(torch::allclose(fused.du.masked_select(keep), fused.dx.masked_select(keep) * scale, 1e-5, 1e-6));
     }
   }
+}
+
+TEST(AddNorm, ANonFiniteUpdateAtADroppedPositionIsNanAsUnfused) {
+  // torch::dropout multiplies by the mask, so an inf (an fp16 overflow) that dropout drops still
+  // makes its row NaN and the step non-finite; the fused path must not hide it as a 0.
+  auto p = problem(4, 16, torch::kFloat, torch::kCPU);
+  p.keep[0][1][3] = false;
+  p.u[0][1][3] = std::numeric_limits<float>::infinity();
+  auto fused = rpe::add_norm_detail::fused(p.x, p.u, p.keep, 1 / 0.9, p.w, p.b, 1e-12, Engine::aten).y;
+  auto want = rpe::add_norm_detail::composite(p.x, p.u, p.keep, 1 / 0.9, p.w, p.b, 1e-12);
+  EXPECT_TRUE(torch::equal(fused.isnan(), want.isnan()));
+  EXPECT_TRUE(fused[0][1].isnan().all().item<bool>()) << "the row with the dropped inf";
+  EXPECT_EQ(fused.isnan().sum().item<int64_t>(), 16) << "that row only";
 }
 
 // y and the gradients of sum(y g) + sum(y_low g') (g' = g reversed along D) through `f`,
