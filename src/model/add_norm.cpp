@@ -177,13 +177,14 @@ namespace add_norm_detail {
 // An fp32 update, and bf16 and fp16 ones with y_low made and read, with and without dropout, at
 // widths that leave lanes and warps idle (80, 768) and row counts that leave a block part-filled;
 // 8300 rows take the backward's loop over several row blocks per part (over 8192 rows, as every
-// BERT-base step has: B·L = 32k to 131k).
+// BERT-base step has: B·L = 32k to 131k); 17 leaves most of a warp idle, 4096 (the widest row
+// the kernel takes, addnorm::kMaxWidth) fills 32 KiB of the backward's shared memory.
 double disagreement(const torch::Device& device, Engine engine) {
   const c10::InferenceMode no_inference(false);  // the first use may come under no_grad
   const torch::AutoGradMode grad_mode(true);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(20171206);  // not the global stream
   double worst = 0;
-  for (const auto& [N, D] : {std::pair<int64_t, int64_t>{37, 80}, {300, 768}, {8300, 80}}) {
+  for (const auto& [N, D] : {std::pair<int64_t, int64_t>{37, 80}, {300, 768}, {8300, 80}, {3, 17}, {5, 4096}}) {
     for (const auto ut : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
       for (const bool drop : {false, true}) {
         const bool low = ut != torch::kFloat;
