@@ -251,7 +251,10 @@ AddNormOutput add_norm(const Tensor& x, const Tensor& update, double dropout, bo
                        bool low) {
   const auto& w = norm->weight;
   const auto& b = norm->bias;
+  // Every precondition of cuda_forward, so that what the kernel cannot take falls back rather than
+  // throwing (a broadcast update, one on another device).
   const bool kernel = fused_enabled && x.is_cuda() && x.scalar_type() == torch::kFloat &&
+                      update.sizes() == x.sizes() && update.device() == x.device() &&
                       update_dtype_supported(update.scalar_type()) && w.defined() && b.defined() &&
                       w.scalar_type() == torch::kFloat && b.scalar_type() == torch::kFloat &&
                       x.size(-1) <= addnorm::kMaxWidth && add_norm_kernel_usable(x.device());
