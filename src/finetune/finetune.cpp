@@ -271,9 +271,12 @@ FinetuneOutcome train_seeds(Prepared& p, const FinetuneRequest& req, dist::DataP
     // Rank 0's folder, before the seed's collectives: a failure (a full disk) stops every rank at
     // once. A finished seed of a resumed run is skipped by all of them, on rank 0's word.
     const bool finished = dist::all_or_none(dp, "readying " + ctx.dir.string(), [&] {
-      return ctx.chief() && ready_seed_folder(ctx, req.resume);
+      return ctx.chief() && req.resume && finished_seed(ctx, cfg.finetune.results_file);
     });
     if (dp.any(finished)) continue;
+    dist::all_or_none(dp, "readying " + ctx.dir.string(), [&] {
+      if (ctx.chief()) ready_seed_folder(ctx, req.resume);
+    });
     const auto rows = p.squad ? run_squad_seed(p, ctx) : run_glue_seed(p, ctx);  // rank 0's, in results_file
     out.rows.insert(out.rows.end(), rows.begin(), rows.end());
     // Its checkpoints were for resuming it (the optimizer state is twice the model): the model

@@ -10,6 +10,7 @@
 #include "rpe/version.h"
 #include "util/atomic_file.h"
 #include "util/device.h"
+#include "util/json_text.h"
 #include "util/log.h"
 
 namespace rpe::finetune {
@@ -139,7 +140,8 @@ std::vector<eval::ResultRow> record_glue(const Prepared& p, ClassifierModel& mod
                 k, v);
     }
   }
-  write_file_atomic(ctx.dir / "results.json", results.dump(2) + "\n");
+  results["rows"] = result_rows_json(rows);  // what --resume puts back if a kill keeps them from the results file
+  write_file_atomic(ctx.dir / "results.json", dump_json(results, 2) + "\n");  // rows hold paths: dump_json
   return rows;
 }
 

@@ -11,6 +11,7 @@
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/file_tree.h"
+#include "util/json_text.h"
 #include "util/log.h"
 
 namespace rpe::finetune {
@@ -41,25 +42,69 @@ void check_resumable(const fs::path& dir, const Config& cfg) {
                   "(--run-dir, or --overwrite)");
 }
 
+namespace {
+// The rows seed<N>/results.json records (its "rows": the seed's result lines); none in one of
+// before the key. `file` exists.
+std::vector<eval::ResultRow> recorded_rows(const fs::path& file) {
+  const nlohmann::json j = read_json_file(file);
+  std::vector<eval::ResultRow> rows;
+  if (!j.is_object() || !j.contains("rows")) return rows;
+  if (!j.at("rows").is_array()) throw UserError(file.string() + ": \"rows\" is not a list of result rows");
+  for (const auto& row : j.at("rows")) rows.push_back(eval::result_from_json(row, file.string() + " (rows)"));
+  return rows;
+}
+
+// What tells one result line from another of the same results file: its run (folder, and when
+// that run made it: an --overwrite's old lines are of another run), its seed and what it scores
+// (task, split, metric). The tables' rows are keyed within that too (eval::current_rows).
+std::string line_identity(const eval::ResultRow& r) {
+  return dump_json(nlohmann::json{r.run_dir, r.run_started, r.run_id, r.seed, r.task, r.split, r.metric});
+}
+}  // namespace
+
 std::string resumed_run_started(const fs::path& results_file, const fs::path& dir) {
   std::error_code ec;
   std::string newest;
-  if (!fs::is_regular_file(results_file, ec) || fs::file_size(results_file, ec) == 0) return eval::utc_now_ns();
   // The rows' run_dir is the run folder as base_row writes it (absolute, lexically normal).
   const std::string run = fs::absolute(dir, ec).lexically_normal().string();
-  for (const auto& row : eval::read_results(results_file))
-    if (row.run_dir == run) newest = std::max(newest, row.run_started);
+  auto consider = [&](const std::vector<eval::ResultRow>& rows) {
+    for (const auto& row : rows)
+      if (row.run_dir == run) newest = std::max(newest, row.run_started);
+  };
+  if (fs::is_regular_file(results_file, ec) && fs::file_size(results_file, ec) > 0) consider(eval::read_results(results_file));
+  // A seed's results.json too: a kill right after it may have kept all of its lines from the
+  // results file, which finished_seed puts back with the run_started they were made with.
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (const fs::path file = entry.path() / "results.json"; fs::is_regular_file(file, ec)) consider(recorded_rows(file));
   return newest.empty() ? eval::utc_now_ns() : newest;
 }
 
-bool ready_seed_folder(const SeedContext& ctx, bool resume) {
+bool finished_seed(const SeedContext& ctx, const fs::path& results_file) {
   std::error_code ec;
-  if (resume && fs::exists(ctx.dir / "results.json", ec)) {
-    // Finished; its checkpoints go (a kill between its results and their removal left them).
-    remove_tree(ctx.dir / "checkpoints");
-    log::info("finetune", "seed {}: finished ({}), skipped", ctx.seed, (ctx.dir / "results.json").string());
-    return true;
-  }
+  const fs::path file = ctx.dir / "results.json";
+  if (!fs::exists(file, ec)) return false;
+  // Finished; its checkpoints go (a kill between its results and their removal left them).
+  remove_tree(ctx.dir / "checkpoints");
+  log::info("finetune", "seed {}: finished ({}), skipped", ctx.seed, file.string());
+  // results.json is written before the rows are appended (finish_seed): a kill between the two
+  // left the results file without some or all of them, which no later run would add.
+  const std::vector<eval::ResultRow> recorded = recorded_rows(file);
+  if (recorded.empty()) return true;
+  std::set<std::string> present;
+  if (fs::is_regular_file(results_file, ec) && fs::file_size(results_file, ec) > 0)
+    for (const auto& row : eval::read_results(results_file)) present.insert(line_identity(row));
+  std::vector<eval::ResultRow> missing;
+  for (const auto& row : recorded)
+    if (!present.count(line_identity(row))) missing.push_back(row);
+  if (missing.empty()) return true;
+  eval::append_results(results_file, missing);
+  log::info("finetune", "seed {}: {} of its {} result line(s) were missing from {} (the run stopped after its results.json, "
+            "before them): appended them from {}", ctx.seed, missing.size(), recorded.size(), results_file.string(), file.string());
+  return true;
+}
+
+void ready_seed_folder(const SeedContext& ctx, bool resume) {
+  std::error_code ec;
   // Unfinished and nothing to continue from (stopped before a checkpoint, e.g. killed): redone
   // from its start in an empty folder, so no row or kept model of the first attempt remains.
   if (resume && fs::is_directory(ctx.dir, ec) && !checkpoint_to_resume(ctx.dir, 0)) {
@@ -67,7 +112,6 @@ bool ready_seed_folder(const SeedContext& ctx, bool resume) {
     remove_tree(ctx.dir);
   }
   fs::create_directories(ctx.dir);
-  return false;
 }
 
 namespace {

@@ -2,7 +2,7 @@
 // limit, a kill) continues in its folder as if it had not been. The run folder must be a
 // fine-tuning run's, made with the same settings (its config.yaml); a seed with
 // seed<N>/results.json finished and is skipped (its result lines are in finetune.results_file
-// already); an unfinished one continues from its newest valid checkpoint (seed<N>/checkpoints/,
+// already, or are put back from results.json where a kill kept them out); an unfinished one continues from its newest valid checkpoint (seed<N>/checkpoints/,
 // written when the run was stopped and every finetune.save_every steps: weights, optimizer, lr
 // schedule position, data position, log window and the model keeper's state), or starts over in
 // its folder when it has none.
@@ -23,16 +23,21 @@ namespace rpe::finetune {
 // train.bucket_mb, data.shards, train.keep_checkpoints, finetune.save_every.
 void check_resumable(const std::filesystem::path& dir, const Config& cfg);
 
-// The run_started of the run in `dir` (its result rows' in `results_file`, the newest), so that
-// the rows a resumed run adds are of the same run as those of the seeds before; now
-// (eval::utc_now_ns) when it has none yet.
+// The run_started of the run in `dir` (its result rows' in `results_file` and in its seeds'
+// results.json, the newest), so that the rows a resumed run adds are of the same run as those of
+// the seeds before; now (eval::utc_now_ns) when it has none yet.
 std::string resumed_run_started(const std::filesystem::path& results_file, const std::filesystem::path& dir);
 
-// Rank 0, before a seed: its folder made ready. Returns true for a seed that finished
-// (seed<N>/results.json; with `resume` only): its checkpoints are removed if a kill left them,
-// nothing else is touched. An unfinished seed without a checkpoint to resume from starts over:
-// its folder (metrics rows, a kept model) is emptied.
-bool ready_seed_folder(const SeedContext& ctx, bool resume);
+// Rank 0, before a seed of a resumed run: true for a seed that finished (seed<N>/results.json).
+// Its checkpoints are removed if a kill left them, and the result rows its results.json records
+// ("rows", seed_run.h) that `results_file` lacks (a kill between the two writes) are appended
+// there, with a line saying so; rows it has already are not added again. A results.json of before
+// "rows" is taken as it is (skipped). UserError naming the file when results.json is not JSON.
+bool finished_seed(const SeedContext& ctx, const std::filesystem::path& results_file);
+
+// Rank 0, before an unfinished seed: its folder made ready. With `resume`, an unfinished seed
+// without a checkpoint to resume from starts over: its folder (metrics rows, a kept model) is emptied.
+void ready_seed_folder(const SeedContext& ctx, bool resume);
 
 // Every rank: the training state a seed starts from. Step 0, or with ctx.resume the seed's
 // newest valid checkpoint loaded into `model` and `optimizer` (weights, optimizer state, random

@@ -183,6 +183,12 @@ TrainOutcome train_seed(torch::nn::Module& model, ItemTask& task, const TrainOpt
   return TrainOutcome{r.final_loss, r.state.step, r.stopped_early, r.state.tokens_seen, r.state.train_seconds};
 }
 
+nlohmann::json result_rows_json(const std::vector<eval::ResultRow>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows) out.push_back(eval::to_json(r));
+  return out;
+}
+
 void write_final_evaluation(const SeedContext& ctx, const TrainOutcome& trained, const nlohmann::json& fields) {
   if (trained.stopped_early) return;
   MetricsWriter(ctx.dir / "metrics.jsonl").write_evaluation(trained.steps, trained.tokens_seen, trained.train_seconds, fields);

@@ -126,9 +126,15 @@ struct FinalEvaluation {
   std::function<nlohmann::json(const EvalOutputs&)> score;
   std::string metric;
   // Rank 0: predictions, results.json and result rows of the kept model's outputs (of optimizer
-  // step `kept_step`).
+  // step `kept_step`). results.json records the rows too (result_rows_json), before they are appended.
   std::function<std::vector<eval::ResultRow>(const EvalOutputs&, int64_t kept_step)> record;
 };
+
+// results.json's "rows": the seed's result lines (eval::to_json of each), as finish_seed appends
+// them to finetune.results_file. results.json is written first and marks the seed finished, so
+// it is where `--resume` finds the lines a kill between the two writes kept from the results
+// file (resume.h, finished_seed).
+nlohmann::json result_rows_json(const std::vector<eval::ResultRow>& rows);
 
 // After a seed's training, on every rank: the dev set scored on the final weights (the curve's
 // last row in metrics.jsonl, offered to rank 0's `keeper`); when the keeper holds an earlier

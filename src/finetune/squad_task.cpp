@@ -14,6 +14,7 @@
 #include "rpe/version.h"
 #include "util/atomic_file.h"
 #include "util/device.h"
+#include "util/json_text.h"
 #include "util/log.h"
 
 namespace rpe::finetune {
@@ -168,10 +169,6 @@ std::vector<eval::ResultRow> record_squad(const Prepared& p, QaModel& model, con
     results["HasAns_total"] = s.has_ans_total;
     results["NoAns_total"] = s.no_ans_total;
   }
-  write_file_atomic(ctx.dir / "results.json", results.dump(2) + "\n");
-  log::info("eval", "SQuAD {} dev ({} questions), model of step {}: EM {:.2f} F1 {:.2f}{}", f.squad_v2 ? "2.0" : "1.1",
-            s.total, kept_step, s.exact, s.f1,
-            f.squad_v2 ? fmt::format(" | best F1 {:.2f} at threshold {:.3f}", s.best_f1, s.best_f1_thresh) : "");
   std::vector<eval::ResultRow> rows;
   for (const auto& [k, v] : metrics) {
     auto r = base_row(p, model->bert, ctx.run_id, ctx.seed, ctx.dir);
@@ -182,6 +179,11 @@ std::vector<eval::ResultRow> record_squad(const Prepared& p, QaModel& model, con
     r.examples = s.total;
     rows.push_back(r);
   }
+  results["rows"] = result_rows_json(rows);  // what --resume puts back if a kill keeps them from the results file
+  write_file_atomic(ctx.dir / "results.json", dump_json(results, 2) + "\n");  // rows hold paths: dump_json
+  log::info("eval", "SQuAD {} dev ({} questions), model of step {}: EM {:.2f} F1 {:.2f}{}", f.squad_v2 ? "2.0" : "1.1",
+            s.total, kept_step, s.exact, s.f1,
+            f.squad_v2 ? fmt::format(" | best F1 {:.2f} at threshold {:.3f}", s.best_f1, s.best_f1_thresh) : "");
   return rows;
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,14 @@ std::vector<nlohmann::json> untimed_rows(const fs::path& file) {
   return rows;
 }
 
+// The lines of `results_file` of seed `seed` (eval::to_json of each), in the file's order.
+nlohmann::json lines_of_seed(const fs::path& results_file, int64_t seed) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& row : eval::read_results(results_file))
+    if (row.seed == seed) out.push_back(eval::to_json(row));
+  return out;
+}
+
 // Both seeds of `a` and `b` alike, and each results file with one line per seed and metric.
 void expect_same_runs(const fs::path& a, const fs::path& b) {
   for (const char* seed : {"seed1", "seed2"}) {
@@ -49,8 +58,15 @@ void expect_same_runs(const fs::path& a, const fs::path& b) {
     const auto wa = kept_weights(a / seed), wb = kept_weights(b / seed);
     ASSERT_EQ(wa.size(), wb.size());
     for (size_t i = 0; i < wa.size(); ++i) EXPECT_TRUE(torch::equal(wa[i].second, wb[i].second)) << wa[i].first;
-    EXPECT_EQ(nlohmann::json::parse(slurp(a / seed / "results.json")),
-              nlohmann::json::parse(slurp(b / seed / "results.json")));
+    // Alike but for the rows each records (their run folder and times are each run's own): those
+    // are the seed's lines in its own results file.
+    auto ja = nlohmann::json::parse(slurp(a / seed / "results.json"));
+    auto jb = nlohmann::json::parse(slurp(b / seed / "results.json"));
+    for (const auto& [dir, j] : {std::pair{a, &ja}, {b, &jb}}) {
+      EXPECT_EQ(j->value("rows", nlohmann::json()), lines_of_seed(dir / "r.jsonl", std::stoll(&seed[4])));
+      j->erase("rows");
+    }
+    EXPECT_EQ(ja, jb);
     const auto ma = untimed_rows(a / seed / "metrics.jsonl"), mb = untimed_rows(b / seed / "metrics.jsonl");
     EXPECT_EQ(ma.size(), mb.size()) << "metrics.jsonl rows";
     for (size_t i = 0; i < std::min(ma.size(), mb.size()); ++i)
@@ -124,6 +140,58 @@ TEST(FinetuneResume, AStoppedRunResumesToTheRunNeverStopped) {
   // 5. The rest.
   ASSERT_EQ(run_shell(cmd(stopped, "--seeds 1,2 --resume") + " >> " + log.string() + " 2>&1"), 0) << slurp(log);
   expect_same_runs(straight, stopped);
+}
+
+// A seed's results.json is written just before its lines are appended to the results file: a
+// kill between the two (or during the appends) is simulated by removing lines. --resume puts
+// back exactly the missing ones from results.json, with the run's run_started, and adds nothing
+// when none is missing; a results.json of before its "rows" is skipped as it always was.
+TEST(FinetuneResume, AFinishedSeedGetsItsLostResultLinesBackOnce) {
+  const fs::path run = fresh_dir("ft_lost_lines"), results = run / "r.jsonl", log = run.string() + ".log";
+  auto cmd = [&](const std::string& seeds) {
+    return finetune_cmd(tiny_pretrained_run(), run, "--seeds " + seeds + " --set train.batch_size=4 --set "
+                        "finetune.results_file=" + results.string()) + " >> " + log.string() + " 2>&1";
+  };
+  auto write = [](const fs::path& file, const std::string& text) { std::ofstream(file, std::ios::trunc) << text; };
+  auto missing_notes = [&] {
+    const std::string text = slurp(log);
+    size_t n = 0;
+    for (size_t at = text.find("were missing from"); at != std::string::npos; at = text.find("were missing from", at + 1)) ++n;
+    return n;
+  };
+  ASSERT_EQ(run_shell(cmd("1")), 0) << slurp(log);
+  const std::string seed1 = slurp(results);
+  ASSERT_EQ(eval::read_results(results).size(), 2u) << seed1;
+  // 1. Killed right after seed 1's results.json: none of its lines. They come back as they were,
+  // and seed 2's lines, trained by this resume, are of the same run (run_started).
+  write(results, "");
+  ASSERT_EQ(run_shell(cmd("1,2 --resume")), 0) << slurp(log);
+  const std::string full = slurp(results);
+  EXPECT_EQ(full.substr(0, seed1.size()), seed1);
+  const auto rows = eval::read_results(results);
+  ASSERT_EQ(rows.size(), 4u) << full;
+  for (const auto& row : rows) EXPECT_EQ(row.run_started, rows[0].run_started) << row.seed << " " << row.metric;
+  EXPECT_NE(slurp(log).find("seed 1: 2 of its 2 result line(s) were missing from " + results.string()), std::string::npos)
+      << slurp(log);
+  // 2. Killed while appending seed 2's: its last line lost, torn half-way. Only that one comes back.
+  const size_t last = full.rfind('\n', full.size() - 2) + 1;
+  write(results, full.substr(0, last) + full.substr(last, (full.size() - last) / 2));
+  ASSERT_EQ(run_shell(cmd("1,2 --resume")), 0) << slurp(log);
+  EXPECT_EQ(slurp(results), full);
+  EXPECT_NE(slurp(log).find("seed 2: 1 of its 2 result line(s) were missing"), std::string::npos) << slurp(log);
+  // 3. Nothing missing: nothing added.
+  ASSERT_EQ(missing_notes(), 2u) << slurp(log);
+  ASSERT_EQ(run_shell(cmd("1,2 --resume")), 0) << slurp(log);
+  EXPECT_EQ(slurp(results), full);
+  EXPECT_EQ(missing_notes(), 2u) << slurp(log);
+  // 4. A results.json of before "rows": the seed is skipped, its lines are not known.
+  auto old = nlohmann::json::parse(slurp(run / "seed2" / "results.json"));
+  old.erase("rows");
+  write(run / "seed2" / "results.json", old.dump(2));
+  write(results, full.substr(0, full.rfind('\n', last - 2) + 1));
+  ASSERT_EQ(run_shell(cmd("1,2 --resume")), 0) << slurp(log);
+  EXPECT_EQ(eval::read_results(results).size(), 2u) << slurp(results);
+  EXPECT_EQ(missing_notes(), 2u) << slurp(log);
 }
 
 // Two Gloo ranks: the time limit stops both after the same step with one checkpoint (rank 0's),
