@@ -263,6 +263,7 @@ FinetuneOutcome train_seeds(Prepared& p, const FinetuneRequest& req, dist::DataP
                      "` command with --resume continues the run";
   std::vector<int64_t> seeds = req.seeds.empty() ? std::vector<int64_t>{cfg.train.seed} : req.seeds;
   FinetuneOutcome out{dir, {}};
+  bool trained_one = false;
   for (int64_t seed : seeds) {
     SeedContext ctx = base;
     ctx.dir = dir / ("seed" + std::to_string(seed));
@@ -274,9 +275,13 @@ FinetuneOutcome train_seeds(Prepared& p, const FinetuneRequest& req, dist::DataP
       return ctx.chief() && req.resume && finished_seed(ctx, cfg.finetune.results_file);
     });
     if (dp.any(finished)) continue;
+    // The engine reads the time limit during a seed's training only: one that passed in the
+    // previous seed's final evaluation stops the run here, not after the next seed's first step.
+    stop_between_seeds(ctx, trained_one, cfg.train.time_limit_min);
     dist::all_or_none(dp, "readying " + ctx.dir.string(), [&] {
       if (ctx.chief()) ready_seed_folder(ctx, req.resume);
     });
+    trained_one = true;
     const auto rows = p.squad ? run_squad_seed(p, ctx) : run_glue_seed(p, ctx);  // rank 0's, in results_file
     out.rows.insert(out.rows.end(), rows.begin(), rows.end());
     // Its checkpoints were for resuming it (the optimizer state is twice the model): the model

@@ -1,7 +1,10 @@
 // Resuming a fine-tuning run (see resume.h).
 #include "finetune/resume.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <chrono>
 #include <set>
 
 #include "dist/all_or_none.h"
@@ -13,6 +16,7 @@
 #include "util/file_tree.h"
 #include "util/json_text.h"
 #include "util/log.h"
+#include "util/stop_signals.h"
 
 namespace rpe::finetune {
 namespace fs = std::filesystem;
@@ -112,6 +116,16 @@ void ready_seed_folder(const SeedContext& ctx, bool resume) {
     remove_tree(ctx.dir);
   }
   fs::create_directories(ctx.dir);
+}
+
+void stop_between_seeds(const SeedContext& ctx, bool trained_one, double time_limit_min) {
+  if (!trained_one || !ctx.stop_at) return;
+  // Each rank reads its own clock, as in the engine: one rank past the limit stops them all.
+  if (!ctx.dp->any(std::chrono::steady_clock::now() >= *ctx.stop_at)) return;
+  const std::string message = fmt::format("stopped at the time limit (train.time_limit_min {:g}) before seed {} (the "
+                                          "seeds before it finished); {}", time_limit_min, ctx.seed, ctx.resume_hint);
+  log::info("finetune", "{}", message);
+  throw StopRequested(message, 0);  // exit code 75 (cli/main.cpp), as the engine's stop at the limit
 }
 
 namespace {

@@ -39,6 +39,14 @@ bool finished_seed(const SeedContext& ctx, const std::filesystem::path& results_
 // without a checkpoint to resume from starts over: its folder (metrics rows, a kept model) is emptied.
 void ready_seed_folder(const SeedContext& ctx, bool resume);
 
+// Every rank, before a seed after the first this process trained (`trained_one`): when this or
+// another rank is past ctx.stop_at (train.time_limit_min), the run stops as the engine's stop at
+// the time limit does (StopRequested with signal 0: exit code 75, the line saying where it
+// stopped and what continues it), before the seed has a folder, so `--resume` starts it afresh.
+// (Only once this process has trained a seed: a restart whose startup outlasted the limit still
+// gets on.) A collective: every rank calls it at the same point.
+void stop_between_seeds(const SeedContext& ctx, bool trained_one, double time_limit_min);
+
 // Every rank: the training state a seed starts from. Step 0, or with ctx.resume the seed's
 // newest valid checkpoint loaded into `model` and `optimizer` (weights, optimizer state, random
 // streams) and the model keeper's state into `task`'s (rank 0). UserError when the checkpoint

@@ -194,6 +194,39 @@ TEST(FinetuneResume, AFinishedSeedGetsItsLostResultLinesBackOnce) {
   EXPECT_EQ(missing_notes(), 2u) << slurp(log);
 }
 
+// The time limit read between seeds: passed before seed 2 begins (here: during the startup of a
+// resume whose seed 1 has its final checkpoint, no step left to train, only its final
+// evaluation), the run stops with exit 75 before seed 2 has a folder, not after its first step;
+// --resume then ends as the run never stopped.
+TEST(FinetuneResume, TheTimeLimitBetweenSeedsStopsBeforeTheNextSeed) {
+  const fs::path straight = fresh_dir("ft_between_straight"), stopped = fresh_dir("ft_between_stopped");
+  const fs::path log = stopped.string() + ".log";
+  // One step a seed (a hundredth of an epoch): a stop at the time limit after it leaves the
+  // seed's final evaluation to --resume.
+  auto cmd = [&](const fs::path& dir, const std::string& extra) {
+    return finetune_cmd(tiny_pretrained_run(), dir, "--seeds 1,2 --set train.batch_size=4 --set finetune.epochs=0.01" +
+                        extra + " --set finetune.results_file=" + (dir / "r.jsonl").string()) + " >> " + dir.string() +
+           ".log 2>&1";
+  };
+  ASSERT_EQ(run_shell(cmd(straight, "")), 0) << slurp(straight.string() + ".log");
+  const std::string limit = " --set train.time_limit_min=0.0001";  // past by the first step
+  ASSERT_EQ(run_shell(cmd(stopped, limit)), 75) << slurp(log);
+  ASSERT_TRUE(fs::exists(stopped / "seed1" / "checkpoints" / "step_00000001.pt")) << slurp(log);
+  ASSERT_FALSE(fs::exists(stopped / "seed1" / "results.json"));
+  // Seed 1 evaluated and finished, then the stop before seed 2.
+  ASSERT_EQ(run_shell(cmd(stopped, " --resume" + limit)), 75) << slurp(log);
+  EXPECT_TRUE(fs::exists(stopped / "seed1" / "results.json")) << slurp(log);
+  EXPECT_EQ(eval::read_results(stopped / "r.jsonl").size(), 2u);
+  EXPECT_FALSE(fs::exists(stopped / "seed2")) << slurp(log);
+  EXPECT_NE(slurp(stopped / "finetune.log")
+                .find("stopped at the time limit (train.time_limit_min 0.0001) before seed 2 (the seeds before it "
+                      "finished); the same `rpe-train finetune squad` command with --resume continues the run"),
+            std::string::npos)
+      << slurp(stopped / "finetune.log");
+  ASSERT_EQ(run_shell(cmd(stopped, " --resume")), 0) << slurp(log);
+  expect_same_runs(straight, stopped);
+}
+
 // Two Gloo ranks: the time limit stops both after the same step with one checkpoint (rank 0's),
 // and both resume from it to the end of the same run never stopped (on two ranks as well).
 TEST(FinetuneResume, TwoRanksStopAndResumeTogether) {
