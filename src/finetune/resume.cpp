@@ -75,11 +75,14 @@ std::string resumed_run_started(const fs::path& results_file, const fs::path& di
     for (const auto& row : rows)
       if (row.run_dir == run) newest = std::max(newest, row.run_started);
   };
-  if (fs::is_regular_file(results_file, ec) && fs::file_size(results_file, ec) > 0) consider(eval::read_results(results_file));
+  if (fs::is_regular_file(results_file, ec) && fs::file_size(results_file, ec) > 0)
+    consider(eval::read_results(results_file));
   // A seed's results.json too: a kill right after it may have kept all of its lines from the
   // results file, which finished_seed puts back with the run_started they were made with.
-  for (const auto& entry : fs::directory_iterator(dir, ec))
-    if (const fs::path file = entry.path() / "results.json"; fs::is_regular_file(file, ec)) consider(recorded_rows(file));
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const fs::path file = entry.path() / "results.json";
+    if (fs::is_regular_file(file, ec)) consider(recorded_rows(file));
+  }
   return newest.empty() ? eval::utc_now_ns() : newest;
 }
 
@@ -102,8 +105,9 @@ bool finished_seed(const SeedContext& ctx, const fs::path& results_file) {
     if (!present.count(line_identity(row))) missing.push_back(row);
   if (missing.empty()) return true;
   eval::append_results(results_file, missing);
-  log::info("finetune", "seed {}: {} of its {} result line(s) were missing from {} (the run stopped after its results.json, "
-            "before them): appended them from {}", ctx.seed, missing.size(), recorded.size(), results_file.string(), file.string());
+  log::info("finetune", "seed {}: {} of its {} result line(s) were missing from {} (the run stopped after its "
+            "results.json, before them): appended them from {}", ctx.seed, missing.size(), recorded.size(),
+            results_file.string(), file.string());
   return true;
 }
 

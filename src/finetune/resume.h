@@ -2,10 +2,10 @@
 // limit, a kill) continues in its folder as if it had not been. The run folder must be a
 // fine-tuning run's, made with the same settings (its config.yaml); a seed with
 // seed<N>/results.json finished and is skipped (its result lines are in finetune.results_file
-// already, or are put back from results.json where a kill kept them out); an unfinished one continues from its newest valid checkpoint (seed<N>/checkpoints/,
-// written when the run was stopped and every finetune.save_every steps: weights, optimizer, lr
-// schedule position, data position, log window and the model keeper's state), or starts over in
-// its folder when it has none.
+// already, or are put back from results.json where a kill kept them out); an unfinished one
+// continues from its newest valid checkpoint (seed<N>/checkpoints/, written when the run was
+// stopped and every finetune.save_every steps: weights, optimizer, lr schedule position, data
+// position, log window and the model keeper's state), or starts over in its folder when it has none.
 #pragma once
 #include <filesystem>
 #include <string>

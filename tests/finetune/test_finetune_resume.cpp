@@ -156,7 +156,8 @@ TEST(FinetuneResume, AFinishedSeedGetsItsLostResultLinesBackOnce) {
   auto missing_notes = [&] {
     const std::string text = slurp(log);
     size_t n = 0;
-    for (size_t at = text.find("were missing from"); at != std::string::npos; at = text.find("were missing from", at + 1)) ++n;
+    const std::string note = "were missing from";
+    for (size_t at = text.find(note); at != std::string::npos; at = text.find(note, at + 1)) ++n;
     return n;
   };
   ASSERT_EQ(run_shell(cmd("1")), 0) << slurp(log);
@@ -171,7 +172,8 @@ TEST(FinetuneResume, AFinishedSeedGetsItsLostResultLinesBackOnce) {
   const auto rows = eval::read_results(results);
   ASSERT_EQ(rows.size(), 4u) << full;
   for (const auto& row : rows) EXPECT_EQ(row.run_started, rows[0].run_started) << row.seed << " " << row.metric;
-  EXPECT_NE(slurp(log).find("seed 1: 2 of its 2 result line(s) were missing from " + results.string()), std::string::npos)
+  EXPECT_NE(slurp(log).find("seed 1: 2 of its 2 result line(s) were missing from " + results.string()),
+            std::string::npos)
       << slurp(log);
   // 2. Killed while appending seed 2's: its last line lost, torn half-way. Only that one comes back.
   const size_t last = full.rfind('\n', full.size() - 2) + 1;
