@@ -13,7 +13,8 @@
 #   .lock                            held (flock) while a script works in --out: one at a time
 # Restart rules: a pretraining run with summary.json is done (skipped); one without is continued
 # with --resume from its newest valid checkpoint. A fine-tuning run with seed<N>/results.json is
-# done; an unfinished one is continued with `finetune --resume` (from the checkpoint its stop
+# done (continued with `finetune --resume` only to put back result lines a kill kept from its
+# results.jsonl); an unfinished one is continued with `finetune --resume` (from the checkpoint its stop
 # wrote; redone from its start when it has none, e.g. after a kill). A run is reused (skipped or resumed) only for the settings in its
 # stamp: other settings stop the script naming the first key that differs (exit 2), so a table
 # never mixes runs of two configs; remove the run folder or pass another --out to make it anew.
@@ -304,14 +305,19 @@ rp_finetune() {
   settings="$(rp_settings --config "$config" --init "$init" "${sets[@]}")"$'\n'"init: $init"$'\n'"task: ${kind}"
   inputs="$(rp_inputs --config "$config" --init "$init" "${sets[@]}" --set "finetune.task=${kind#glue:}")"
   settings+="${inputs:+$'\n'$inputs}"
+  local mode=() rows lines
   if [[ -f "$dir/seed${seed}/results.json" ]]; then
     rp_stamp_check "$dir" "$stamp" "finetune $exp/${name}_s$seed" "$settings"
-    rp_log "finetune $exp/${name}_s$seed: done, skipped"; return 0
-  fi
+    # Done, unless a kill between results.json and the result lines kept some of them from
+    # results.jsonl: `finetune --resume` puts them back from results.json (whose "rows" it
+    # records, one "run_id" key a row; a results.json of before them records none).
+    rows=$(grep -c '"run_id"' "$dir/seed${seed}/results.json" || true)
+    lines=$(grep -c '"run_id"' "$dir/results.jsonl" 2>/dev/null || true)
+    if ((${lines:-0} >= rows)); then rp_log "finetune $exp/${name}_s$seed: done, skipped"; return 0; fi
+    mode=(--resume); rp_log "finetune $exp/${name}_s$seed: finished, but ${lines:-0} of its $rows result lines are in its results.jsonl: resuming to put them back"
   # An interrupted run (its config.yaml written) continues where its stop left it, exactly; a
   # folder without one never trained and is replaced.
-  local mode=()
-  if [[ -f "$dir/config.yaml" ]]; then
+  elif [[ -f "$dir/config.yaml" ]]; then
     rp_stamp_check "$dir" "$stamp" "finetune $exp/${name}_s$seed" "$settings"
     mode=(--resume); rp_log "finetune $exp/${name}_s$seed: resuming"
   else

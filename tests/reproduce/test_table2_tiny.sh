@@ -2,8 +2,8 @@
 # End to end: scripts/reproduce/table2.sh at tiny scale for absolute and m4 (two seeds, a few
 # pretraining steps, a small SQuAD sample) must render Table 2 with both methods, n = 2 seeds
 # and the paper's numbers, and the cost table; a second call must skip every finished run; a
-# pretraining run without summary.json and a fine-tuning run without results.json must be
-# continued with --resume, and other settings
+# pretraining run without summary.json, a fine-tuning run without results.json and one whose
+# results.jsonl lost a line must be continued with --resume, and other settings
 # over the same runs, or input files changed in place, must be refused (their stamps). Then `rpe-train
 # inspect` output is checked against the checkpoint (check_inspect.py) and Figures 4/5 render.
 # Dry runs first: Figure 4's before its pretraining run exists, and paper scale's SQuAD length.
@@ -66,19 +66,27 @@ for m in absolute m4; do [[ -s "$OUT/pretrain/$m/config.yaml" ]] || fail "pretra
 # its result lines go too, and come back from the resumed run, once).
 rm "$OUT/pretrain/m4/summary.json" "$OUT/finetune/table2/absolute_s2/seed2/results.json"
 : >"$OUT/finetune/table2/absolute_s2/results.jsonl"
+# A finished run whose last result line a kill kept out (after its results.json) gets it back.
+m4_lines="$OUT/finetune/table2/m4_s1/results.jsonl"
+head -n 1 "$m4_lines" >"$OUT/m4_s1.lines" && cp "$OUT/m4_s1.lines" "$m4_lines"
 bash "$ROOT/scripts/reproduce/table2.sh" --scale tiny "${small[@]}" >"$OUT/second.log" 2>&1 ||
   { tail -30 "$OUT/second.log"; fail "second table2.sh exited $?"; }
-[[ $(grep -c 'done, skipped' "$OUT/second.log") == 4 ]] || { cat "$OUT/second.log"; fail "expected 4 skipped runs"; }
+[[ $(grep -c 'done, skipped' "$OUT/second.log") == 3 ]] || { cat "$OUT/second.log"; fail "expected 3 skipped runs"; }
 grep -q 'pretrain m4: resuming' "$OUT/second.log" || fail "m4 pretraining was not resumed"
 grep -q -- 'pretrain --config configs/pretrain/tiny_m4.yaml .*--resume' "$OUT/second.log" || fail "no --resume"
 [[ -s "$OUT/pretrain/m4/summary.json" ]] || fail "resumed run wrote no summary.json"
 grep -q 'finetune table2/absolute_s2: resuming' "$OUT/second.log" || { cat "$OUT/second.log"; fail "absolute_s2 was not resumed"; }
-[[ $(grep -c 'finetune squad' "$OUT/second.log") == 1 ]] &&
-  grep -q -- 'finetune squad .*--run-dir [^ ]*/finetune/table2/absolute_s2 .*--resume' "$OUT/second.log" ||
-  { cat "$OUT/second.log"; fail "expected one fine-tuning command, absolute_s2's, with --resume"; }
+grep -q 'finetune table2/m4_s1: finished, but 1 of its 2 result lines' "$OUT/second.log" ||
+  { cat "$OUT/second.log"; fail "m4_s1's missing result line was not noticed"; }
+[[ $(grep -c 'finetune squad' "$OUT/second.log") == 2 ]] &&
+  grep -q -- 'finetune squad .*--run-dir [^ ]*/finetune/table2/absolute_s2 .*--resume' "$OUT/second.log" &&
+  grep -q -- 'finetune squad .*--run-dir [^ ]*/finetune/table2/m4_s1 .*--resume' "$OUT/second.log" ||
+  { cat "$OUT/second.log"; fail "expected two fine-tuning commands, absolute_s2's and m4_s1's, with --resume"; }
 [[ -s "$OUT/finetune/table2/absolute_s2/seed2/results.json" ]] || fail "the resumed fine-tuning wrote no results.json"
-[[ $(grep -c '"metric":' "$OUT/finetune/table2/absolute_s2/results.jsonl") == 2 ]] ||
-  { cat "$OUT/finetune/table2/absolute_s2/results.jsonl"; fail "absolute_s2: expected its 2 result lines (EM, F1) once"; }
+for run in absolute_s2 m4_s1; do
+  [[ $(grep -c '"metric":' "$OUT/finetune/table2/$run/results.jsonl") == 2 ]] ||
+    { cat "$OUT/finetune/table2/$run/results.jsonl"; fail "$run: expected its 2 result lines (EM, F1) once"; }
+done
 # Runs are reused only for the settings they were made with (their stamps): another lr or another
 # number of epochs stops the script (exit 2) naming the key, before any work.
 grep -qx 'model.attention.method: m4' "$OUT/pretrain/m4.stamp" || fail "pretrain/m4.stamp lacks the method"
