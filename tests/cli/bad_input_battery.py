@@ -784,6 +784,18 @@ def _(w):
     return ft_glue(w, "rte", w.b("glue", "RTE"), ["--seeds", "1,2", "--resume", "--set", "train.lr=1e-3"])
 
 
+@case("finetune --resume: a finished seed's results.json cut short",
+      pattern=r"\S*ft_run/seed1/results\.json: malformed JSON \(parse error at line \d+",
+      kept=("ft_run/seed1/results.json", "ft_results.jsonl"))
+def _(w):
+    # It records the seed's result lines, which a resume puts back where a kill kept them out:
+    # unreadable, it is named (exit 2), not taken as a seed that left no lines.
+    w.run(ft_glue(w, "rte", w.b("glue", "RTE"), ["--seeds", "1"]))
+    with open(w.p("ft_run/seed1/results.json"), "r+") as f:
+        f.truncate(40)
+    return ft_glue(w, "rte", w.b("glue", "RTE"), ["--seeds", "1,2", "--resume"])
+
+
 @case("finetune: --resume with --overwrite", pattern=r"--(resume|overwrite) excludes --(overwrite|resume)$", absent=("ft_run",))
 def _(w):
     return ft_glue(w, "rte", w.b("glue", "RTE"), ["--resume", "--overwrite"])
