@@ -33,7 +33,7 @@ std::unique_ptr<torch::optim::Optimizer> make(const std::string& name, torch::nn
   rpe::TrainOptions t;
   t.lr = 1e-4, t.weight_decay = 0.01;
   if (name == "adamw-libtorch") {  // the same groups and options as make_adamw, LibTorch's own loop
-    auto g = rpe::split_decay_groups(model);
+    auto g = rpe::split_decay_groups(model, t.decay_position_params);
     const auto opts = torch::optim::AdamWOptions(t.lr).betas({t.adam_beta1, t.adam_beta2}).eps(t.adam_eps);
     std::vector<torch::optim::OptimizerParamGroup> groups;
     groups.emplace_back(g.decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(opts).weight_decay(t.weight_decay)));

@@ -164,6 +164,7 @@ set_tests_properties(finetune_saved_model_e2e PROPERTIES TIMEOUT 600)
 target_sources(rpe_tests PRIVATE
   tests/train/tiny_run.cpp
   tests/train/test_optim.cpp
+  tests/train/test_decay_groups.cpp
   tests/train/test_foreach_adamw.cpp
   tests/train/test_host_sync.cpp
   tests/train/test_loss_scaler.cpp

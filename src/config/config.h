@@ -131,7 +131,10 @@ struct TrainOptions {
   int64_t max_steps = 1000;       // optimizer steps
   double lr = 1e-4;               // peak learning rate
   int64_t warmup_steps = 100;     // linear warmup, then `schedule` decay
-  double weight_decay = 0.01;     // AdamW decay (not on biases and LayerNorm)
+  double weight_decay = 0.01;     // AdamW/LAMB decay (not on biases and LayerNorm)
+  // Also decay the position methods' matrices and tables (the paper's HF recipe); false: they
+  // are exempt, as every run before the key was (docs/training.md, train/optim.h).
+  bool decay_position_params = false;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
   double adam_eps = 1e-6;
@@ -168,6 +171,7 @@ struct TrainOptions {
     v("lr", lr);
     v("warmup_steps", warmup_steps);
     v("weight_decay", weight_decay);
+    v("decay_position_params", decay_position_params);
     v("adam_beta1", adam_beta1);
     v("adam_beta2", adam_beta2);
     v("adam_eps", adam_eps);

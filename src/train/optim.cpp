@@ -10,20 +10,34 @@
 
 namespace rpe {
 
-ParamGroups split_decay_groups(torch::nn::Module& model) {
+namespace {
+
+// Biases by role, whatever their shape: every 1-D tensor (Linear biases, LayerNorm, mlm_bias)
+// and transformer_xl's u, v ([H, 1, d] per layer: Dai et al.'s global content and position
+// biases, r_w_bias / r_r_bias in Hugging Face's XLNet, which the paper's HF no-decay list of
+// "bias" and "LayerNorm.weight" exempts by name). Never decayed, under either setting.
+bool is_bias(const std::string& name, const torch::Tensor& p) {
+  return p.dim() < 2 || name.ends_with(".position.u") || name.ends_with(".position.v");
+}
+
+}  // namespace
+
+ParamGroups split_decay_groups(torch::nn::Module& model, bool decay_position_params) {
   ParamGroups g;
   for (const auto& p : model.named_parameters()) {
-    const bool is_matrix = p.value().dim() >= 2;
-    // Every position-method parameter: the tables (absolute, relative) and transformer_xl's and
-    // deberta's projections alike (docs/training.md).
+    // Every position-method parameter (the tables, absolute and relative, m1-m3's gates,
+    // transformer_xl's and deberta's projections alike) is exempt unless
+    // train.decay_position_params asks for the paper's recipe, where each is decayed as any
+    // other matrix (docs/training.md).
     const bool position = p.key().find("position") != std::string::npos;
-    (is_matrix && !position ? g.decay : g.no_decay).push_back(p.value());
+    const bool decayed = !is_bias(p.key(), p.value()) && (decay_position_params || !position);
+    (decayed ? g.decay : g.no_decay).push_back(p.value());
   }
   return g;
 }
 
 std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, const TrainOptions& o) {
-  auto g = split_decay_groups(model);
+  auto g = split_decay_groups(model, o.decay_position_params);
   auto opts = torch::optim::AdamWOptions(o.lr).betas({o.adam_beta1, o.adam_beta2}).eps(o.adam_eps);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(g.decay, std::make_unique<torch::optim::AdamWOptions>(opts.weight_decay(o.weight_decay)));
@@ -33,9 +47,12 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, const 
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& model, const TrainOptions& o) {
   if (o.optimizer == "adamw") return make_adamw(model, o);
-  auto g = split_decay_groups(model);
-  // Layer adaptation for matrices only (lamb.h): the undecayed position tables keep it, the
-  // vectors (biases, LayerNorms, scalars) take the plain Adam step.
+  auto g = split_decay_groups(model, o.decay_position_params);
+  // Layer adaptation for matrices only (lamb.h), decayed or not: the undecayed tensors of two or
+  // more dimensions keep it (the position tables and projections by default; with
+  // train.decay_position_params, which moves those into the decayed group, only transformer_xl's
+  // u, v), the vectors (biases, LayerNorms, scalars) take the plain Adam step. Either setting
+  // adapts the same tensors; only their decay differs.
   std::vector<torch::Tensor> tables, vectors;
   for (const auto& p : g.no_decay) (p.dim() >= 2 ? tables : vectors).push_back(p);
   auto opts = LambOptions(o.lr).beta1(o.adam_beta1).beta2(o.adam_beta2).eps(o.adam_eps);

@@ -1,6 +1,6 @@
 // Optimizers and learning-rate schedules. AdamW (Loshchilov & Hutter 2019) or LAMB (You et
 // al. 2019, train/lamb.h), both with weight decay on weight matrices only (not on biases,
-// LayerNorm or position tables). Schedule: linear warmup to the peak lr over warmup_steps,
+// LayerNorm, and unless train.decay_position_params not on the position methods' parameters). Schedule: linear warmup to the peak lr over warmup_steps,
 // then decay to lr * min_lr_ratio at max_steps, linearly (BERT's schedule) or along a cosine:
 //   warmup:  lr(s) = peak * (s + 1) / warmup
 //   linear:  lr(s) = floor + (peak - floor) * (T - s) / (T - warmup)
@@ -15,13 +15,18 @@
 
 namespace rpe {
 
-// Two parameter groups: decayed (matrices, embeddings) and not decayed (1-D tensors, position tables).
+// Two parameter groups: decayed and not decayed. Never decayed: 1-D tensors (biases, LayerNorm,
+// mlm_bias) and transformer_xl's u, v (biases of shape [H, 1, d]). Decayed: every other tensor
+// (matrices, embeddings) whose name has no "position"; the position methods' tensors (named
+// "position": the absolute table, relative tables, m1-m3's gates, transformer_xl's W^R,
+// deberta's table and projections, t5_bias's table) only with decay_position_params.
 struct ParamGroups {
   std::vector<torch::Tensor> decay, no_decay;
 };
-ParamGroups split_decay_groups(torch::nn::Module& model);
+ParamGroups split_decay_groups(torch::nn::Module& model, bool decay_position_params);
 
-// The optimizer named by options.optimizer (adamw | lamb) over split_decay_groups(model).
+// The optimizer named by options.optimizer (adamw | lamb) over
+// split_decay_groups(model, options.decay_position_params).
 // Both step whole parameter groups with the _foreach kernels (AdamW: train/foreach_adamw.h,
 // LibTorch's AdamW op for op; LAMB: train/lamb.h).
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& model, const TrainOptions& options);

@@ -257,6 +257,26 @@ TEST_F(ConfigTest, DumpedConfigReloadsIdentically) {
   EXPECT_EQ(odd_back.train.adam_eps, 5e-324);
 }
 
+// train.decay_position_params (train/optim.h): off unless set, read from a file or --set,
+// written by dump-config and read back; anything but a bool is a one-line error naming the key.
+TEST_F(ConfigTest, DecayPositionParamsParsesAndRoundTrips) {
+  EXPECT_FALSE(load_config(dir_ / "exp.yaml").train.decay_position_params);
+  const Config c = load_config(dir_ / "exp.yaml", {"train.decay_position_params=true"});
+  EXPECT_TRUE(c.train.decay_position_params);
+  const std::string yaml = rpe::to_yaml(c);
+  EXPECT_NE(yaml.find("  decay_position_params: true\n"), std::string::npos) << yaml;
+  EXPECT_TRUE(rpe::config_from_yaml(yaml, "dumped").train.decay_position_params);
+  EXPECT_NE(rpe::to_flat_text(c).find("train.decay_position_params: true\n"), std::string::npos);
+  auto f = write("decay.yaml", "extends: exp.yaml\ntrain:\n  decay_position_params: false\n");
+  EXPECT_FALSE(load_config(f, {}).train.decay_position_params);
+  expect_one_line_ = true;
+  const std::string e = error_of(dir_ / "exp.yaml", {"train.decay_position_params=0.01"});
+  EXPECT_NE(e.find("train.decay_position_params: expected true or false, got '0.01'"), std::string::npos) << e;
+  const std::string in_file = error_of(write("bad.yaml", "extends: exp.yaml\ntrain:\n  decay_position_params: all\n"));
+  EXPECT_NE(in_file.find("bad.yaml:3"), std::string::npos) << in_file;
+  EXPECT_NE(in_file.find("train.decay_position_params: expected true or false, got 'all'"), std::string::npos) << in_file;
+}
+
 TEST_F(ConfigTest, ShippedConfigsLoad) {
   const fs::path root = rpe::test::source_dir();
   int loaded = 0;

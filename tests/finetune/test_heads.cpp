@@ -194,10 +194,15 @@ TEST(FinetuneConfig, TakesThePretrainingsPrecisionUnlessTold) {
   FinetuneRequest req = pretrained_and_finetune_config(dir, "m4", pre, "train:\n  lr: 3.0e-5\n");
   pre.train.precision = "bf16";
   pre.train.batch_size = 48;
+  pre.train.decay_position_params = true;
   save_checkpoint(dir / "pre", *BertModel(pre.model), nullptr, TrainState{}, to_yaml(pre));
   const auto r = resolve_finetune_config(req);
   EXPECT_EQ(r.cfg.train.precision, "bf16");
   EXPECT_EQ(r.cfg.train.batch_size, TrainOptions{}.batch_size);
+  // The position parameters' decay is the fine-tuning's own setting (its config or --set).
+  EXPECT_FALSE(r.cfg.train.decay_position_params);
+  req.sets = {"train.decay_position_params=true"};
+  EXPECT_TRUE(resolve_finetune_config(req).cfg.train.decay_position_params);
   req.sets = {"train.precision=fp32"};
   EXPECT_EQ(resolve_finetune_config(req).cfg.train.precision, "fp32");
   std::ofstream(dir / "ft.yaml") << "train:\n  precision: fp32\n";
