@@ -15,9 +15,11 @@
 #include "model/bert.h"
 #include "tiny_run.h"
 #include "train/checkpoint.h"
+#include "train/lamb.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 #include "util/errors.h"
+#include "util/torch_compat.h"
 
 namespace rpe {
 namespace {
@@ -204,6 +206,32 @@ TEST(ResumeConfig, AChangedConfigIsNamedAndTheOldOneKept) {
   pretrain(longer, missing, {.resume = true});
   EXPECT_FALSE(fs::exists(missing / "config.before_step_6.yaml"));
   EXPECT_EQ(file_text(missing / "train.log").find("changed config", warned + line.size()), std::string::npos);
+}
+
+// train.decay_position_params switched on at a --resume of a LAMB run: the position table moves
+// from the undecayed group to the decayed one (LAMB counts steps by group), yet its state comes
+// back by parameter name and goes on counting; the change is named as any other.
+TEST(ResumeConfig, SwitchingPositionDecayKeepsTheOptimizerState) {
+  const fs::path run = test::fresh_dir("resume_position_decay") / "run";
+  const std::vector<std::string> lamb = {"train.save_every=2", "train.optimizer=lamb"};
+  auto with = [&](std::vector<std::string> sets) {
+    sets.insert(sets.end(), lamb.begin(), lamb.end());
+    return test::tiny_config(sets);
+  };
+  pretrain(with({"train.max_steps=4"}), run, {.resume = true});
+  pretrain(with({"train.max_steps=6", "train.decay_position_params=true"}), run, {.resume = true});
+  const std::string log = file_text(run / "train.log");
+  EXPECT_NE(log.find("train.decay_position_params: false -> true"), std::string::npos) << log;
+  const auto file = latest_checkpoint(run);
+  ASSERT_TRUE(file.has_value());
+  const Config cfg = config_from_yaml(read_checkpoint_config(*file), file->string());
+  EXPECT_TRUE(cfg.train.decay_position_params);
+  BertModel model(cfg.model);
+  auto optimizer = make_optimizer(*model, cfg.train);
+  load_checkpoint(*file, *model, optimizer.get());
+  const auto table = model->named_parameters()["position.absolute"];
+  const auto& state = optimizer->state().at(compat::optimizer_state_key(table));
+  EXPECT_EQ(static_cast<const LambParamState&>(*state).step(), 6);
 }
 
 TEST(ResumeRefusal, ARunKilledBeforeItsFirstCheckpointStartsFromZero) {
