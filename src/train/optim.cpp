@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <set>
+#include <string>
 
+#include "model/attention/position_method.h"
 #include "train/foreach_adamw.h"
 #include "train/lamb.h"
 
@@ -13,24 +16,32 @@ namespace rpe {
 namespace {
 
 // Biases by role, whatever their shape: every 1-D tensor (Linear biases, LayerNorm, mlm_bias)
-// and transformer_xl's u, v ([H, 1, d] per layer: Dai et al.'s global content and position
-// biases, r_w_bias / r_r_bias in Hugging Face's XLNet, which the paper's HF no-decay list of
-// "bias" and "LayerNorm.weight" exempts by name). Never decayed, under either setting.
-bool is_bias(const std::string& name, const torch::Tensor& p) {
-  return p.dim() < 2 || name.ends_with(".position.u") || name.ends_with(".position.v");
+// and what a position method names as such (PositionTermImpl::bias_parameters: transformer_xl's
+// u, v). Never decayed, under either setting. Full parameter names, as named_parameters gives them.
+std::set<std::string> named_biases(torch::nn::Module& model) {
+  std::set<std::string> names;
+  auto add = [&](const torch::nn::Module& m, const std::string& prefix) {
+    if (const auto* term = dynamic_cast<const PositionTermImpl*>(&m))
+      for (const auto& name : term->bias_parameters()) names.insert(prefix + name);
+  };
+  add(model, "");  // by reference: the model need not be held by a shared_ptr (include_self=false below)
+  for (const auto& m : model.named_modules("", /*include_self=*/false)) add(*m.value(), m.key() + ".");
+  return names;
 }
 
 }  // namespace
 
 ParamGroups split_decay_groups(torch::nn::Module& model, bool decay_position_params) {
   ParamGroups g;
+  const std::set<std::string> biases = named_biases(model);
   for (const auto& p : model.named_parameters()) {
     // Every position-method parameter (the tables, absolute and relative, m1-m3's gates,
     // transformer_xl's and deberta's projections alike) is exempt unless
     // train.decay_position_params asks for the paper's recipe, where each is decayed as any
     // other matrix (docs/training.md).
     const bool position = p.key().find("position") != std::string::npos;
-    const bool decayed = !is_bias(p.key(), p.value()) && (decay_position_params || !position);
+    const bool is_bias = p.value().dim() < 2 || biases.count(p.key()) > 0;
+    const bool decayed = !is_bias && (decay_position_params || !position);
     (decayed ? g.decay : g.no_decay).push_back(p.value());
   }
   return g;

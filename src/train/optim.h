@@ -16,7 +16,8 @@
 namespace rpe {
 
 // Two parameter groups: decayed and not decayed. Never decayed: 1-D tensors (biases, LayerNorm,
-// mlm_bias) and transformer_xl's u, v (biases of shape [H, 1, d]). Decayed: every other tensor
+// mlm_bias) and those a position method names as biases (PositionTermImpl::bias_parameters:
+// transformer_xl's u, v, of shape [H, 1, d]). Decayed: every other tensor
 // (matrices, embeddings) whose name has no "position"; the position methods' tensors (named
 // "position": the absolute table, relative tables, m1-m3's gates, transformer_xl's W^R,
 // deberta's table and projections, t5_bias's table) only with decay_position_params.

@@ -52,6 +52,10 @@ class PositionTermImpl : public torch::nn::Module {
 
   // Learned position parameters of this layer for plots (Figure 4); undefined if none.
   virtual torch::Tensor position_weights() { return {}; }
+
+  // Names of this term's parameters that are biases by role whatever their shape, so never
+  // weight-decayed (train/optim.h: 1-D tensors are biases already), e.g. transformer_xl's u, v.
+  virtual std::vector<std::string> bias_parameters() const { return {}; }
 };
 
 class PositionMethodImpl : public torch::nn::Module {

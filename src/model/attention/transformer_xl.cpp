@@ -38,6 +38,12 @@ class TransformerXlTerm : public PositionTermImpl {
   }
   int64_t default_reach_ = 0;
 
+  // u and v ([H, 1, d]) are Dai et al.'s global content and position biases (r_w_bias, r_r_bias
+  // in Hugging Face's XLNet, which the paper's HF no-decay list of "bias" names exempts).
+  std::vector<std::string> bias_parameters() const override {
+    return u_.defined() ? std::vector<std::string>{"u", "v"} : std::vector<std::string>{};
+  }
+
  private:
   // R_{delta} W^R for delta = -reach..reach, split by head: [H, 2 reach + 1, d].
   torch::Tensor projected(int64_t reach, const torch::Device& device, torch::ScalarType dtype) {
