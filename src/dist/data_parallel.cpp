@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -44,10 +45,25 @@ class C10dCollectives : public Collectives {
       : pg_(std::move(pg)), name_(std::move(name)), rank_(rank), timeout_s_(timeout_s), gpu_(gpu) {}
   // After a failed collective the group talks to a dead peer: its destructor could block on
   // or throw from the broken connections while the process exits with the error, so it is
-  // deliberately leaked (the OS reclaims it at exit).
+  // deliberately leaked (the OS reclaims it at exit). So is a group that goes while an exception
+  // unwinds: this rank stopped on an error the others may not share (an out-of-memory, a bad
+  // record in its batch) while they wait in a collective it will never join. NCCL's shutdown
+  // (a blocking ncclCommFinalize) would wait for them, keeping this rank from exiting and its
+  // error from being printed until their watchdogs abort them; `abort` (NCCL's communicators
+  // aborted) lets it exit at once with its error, and the launcher stops the others.
   // Otherwise `close` (NCCL: shutdown, as torch.distributed's destroy_process_group does)
   // ends it cleanly instead of leaving that to its destructor, which warns.
+  // (Gloo has neither: its rank exits at once, and its destructor does not wait for peers.)
   ~C10dCollectives() override {
+    const bool unwinding = std::uncaught_exceptions() > 0;
+    if (!failed_ && unwinding && abort) {
+      try {
+        abort();
+      } catch (const std::exception& e) {
+        log::warn("dist", "aborting the {} process group: {}", name_, e.what());
+      }
+      failed_ = true;
+    }
     if (failed_) {
       (void)pg_.release();
     } else if (close) {
@@ -58,7 +74,7 @@ class C10dCollectives : public Collectives {
       }
     }
   }
-  std::function<void()> close;
+  std::function<void()> close, abort;
   std::string name() const override { return name_; }
   void mark_failed() override { failed_ = true; }
   void all_reduce_sum(torch::Tensor& flat) override { wait("all-reduce", all_reduce_async(flat)); }
@@ -154,6 +170,7 @@ DataParallel::DataParallel(const LaunchEnv& env, const std::function<torch::Devi
     auto nccl = std::make_unique<C10dCollectives>(pg, "nccl", rank_, timeout_s, device.index());
 #if !RPE_TORCH_BEFORE(2)
     nccl->close = [pg] { pg->shutdown(); };  // (before 2.2, the destructor's abort is all there is)
+    nccl->abort = [pg] { pg->abort(); };
 #endif
     impl_ = std::move(nccl);
 #else

@@ -11,7 +11,10 @@
 // see CMakeLists.txt), Gloo for CPU (ProcessGroupGloo, LibTorch's own Gloo; the PyPI wheel
 // ships no gloo headers, so they come from Debian's libgloo-dev, declarations only). A build
 // without the backend a run needs fails with one line saying so. Every collective waits at
-// most train.dist_timeout_s: a rank that died makes the others fail with a clear error.
+// most train.dist_timeout_s: a rank that died makes the others fail, with Gloo by a one-line
+// error, with NCCL by its watchdog's abort and report (waiting on NCCL work only orders the GPU
+// stream). A rank that stops on an error of its own aborts its NCCL communicators rather than
+// shutting them down (which would wait for the others), so it exits at once with its error.
 #pragma once
 #include <torch/torch.h>
 
