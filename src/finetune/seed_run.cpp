@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "dist/all_or_none.h"
+#include "dist/rank0_only.h"
 #include "dist/sharded_eval.h"
 #include "eval/results.h"
 #include "finetune/resume.h"
@@ -199,13 +200,17 @@ std::vector<eval::ResultRow> finish_seed(const Prepared& p, const SeedContext& c
   auto& dp = *ctx.dp;
   const std::string what = "evaluating seed " + std::to_string(ctx.seed);
   EvalOutputs outputs = e.outputs();
-  const bool earlier_kept = dp.any(dist::all_or_none(dp, what, [&] {
-    if (!ctx.chief()) return false;
+  // Rank 0's work here (scoring, the kept model's write, predictions and results) waits on its
+  // heartbeat (dist/rank0_only.h), not inside a collective: a slow shared file system may take
+  // longer than train.dist_timeout_s to take a model, as it may a checkpoint.
+  bool kept_earlier = false;
+  dist::rank0_only(dp, what, [&] {
     const nlohmann::json fields = e.score(outputs);
     write_final_evaluation(ctx, trained, fields);
     keeper->offer(trained.steps, fields.at(e.metric).get<double>(), /*final=*/true, model);
-    return keeper->kept().step != trained.steps;
-  }));
+    kept_earlier = keeper->kept().step != trained.steps;
+  });
+  const bool earlier_kept = dp.any(kept_earlier);
   if (earlier_kept) {  // score the kept model, so that the files describe it
     dist::all_or_none(dp, "reloading seed " + std::to_string(ctx.seed) + "'s kept model", [&] {
       if (ctx.chief()) load_saved_weights(read_saved_model(keeper->dir()), model);
@@ -213,12 +218,12 @@ std::vector<eval::ResultRow> finish_seed(const Prepared& p, const SeedContext& c
     dp.broadcast_parameters(model);
     outputs = e.outputs();
   }
-  return dist::all_or_none(dp, what, [&] {
-    if (!ctx.chief()) return std::vector<eval::ResultRow>{};
-    auto rows = e.record(outputs, keeper->kept().step);
+  std::vector<eval::ResultRow> rows;  // rank 0's
+  dist::rank0_only(dp, what, [&] {
+    rows = e.record(outputs, keeper->kept().step);
     eval::append_results(p.rc.cfg.finetune.results_file, rows);
-    return rows;
   });
+  return rows;
 }
 
 }  // namespace rpe::finetune

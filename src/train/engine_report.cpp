@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "dist/all_or_none.h"
+#include "dist/rank0_only.h"
 #include "train/engine.h"
 #include "train/precision.h"
 #include "util/log.h"
@@ -62,10 +63,12 @@ bool Engine::evaluate_and_stop(TrainState& state) {
   state.train_seconds = train_seconds();
   const int64_t step = state.step;
   const EvalOutputs outputs = held_out_outputs();
-  // Rank 0 scores, records and decides (it may write, e.g. the best model so far); one agreement for all of it.
-  const bool stop = dist::all_or_none(dp, "evaluating at step " + std::to_string(step), [&] {
-    return dp.rank() == 0 && task_.after_evaluation(step, record_evaluation(state, outputs));
-  });
+  // Rank 0 scores, records and decides (it may write, e.g. the best model so far: a model's
+  // write to a slow shared file system, which rank0_only's heartbeat lets outlast
+  // train.dist_timeout_s as a checkpoint's does); one agreement for all of it.
+  bool stop = false;
+  dist::rank0_only(dp, "evaluating at step " + std::to_string(step),
+                   [&] { stop = task_.after_evaluation(step, record_evaluation(state, outputs)); });
   return dp.any(stop);  // it reaches every rank (once per evaluation, not per step)
 }
 
