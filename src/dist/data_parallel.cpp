@@ -80,7 +80,8 @@ class C10dCollectives : public Collectives {
   void all_reduce_sum(torch::Tensor& flat) override { wait("all-reduce", all_reduce_async(flat)); }
   c10::intrusive_ptr<c10d::Work> all_reduce_async(torch::Tensor& flat) override {
     std::vector<torch::Tensor> t{flat};
-    return pg_->allreduce(t, c10d::AllreduceOptions{});
+    // Launching can fail too (NCCL reports an earlier asynchronous error here): one line, as a wait's.
+    return guarded("all-reduce", rank_, timeout_s_, [&] { return pg_->allreduce(t, c10d::AllreduceOptions{}); });
   }
   void broadcast_from_0(torch::Tensor& flat) override {
     std::vector<torch::Tensor> t{flat};
@@ -171,6 +172,14 @@ DataParallel::DataParallel(const LaunchEnv& env, const std::function<torch::Devi
 #if !RPE_TORCH_BEFORE(2)
     nccl->close = [pg] { pg->shutdown(); };  // (before 2.2, the destructor's abort is all there is)
     nccl->abort = [pg] { pg->abort(); };
+#endif
+#if !RPE_TORCH_BEFORE(4)
+    // The communicator now, on this rank's GPU, rather than inside the first collective: a
+    // failure to set it up (a GPU two ranks share, NCCL unable to reach a peer) is one line here.
+    guarded("NCCL set-up", rank_, timeout_s, [&] {
+      pg->eagerConnectSingleDevice(device);
+      return 0;
+    });
 #endif
     impl_ = std::move(nccl);
 #else
