@@ -35,10 +35,9 @@ ParamGroups split_decay_groups(torch::nn::Module& model, bool decay_position_par
   ParamGroups g;
   const std::set<std::string> biases = named_biases(model);
   for (const auto& p : model.named_parameters()) {
-    // Every position-method parameter (the tables, absolute and relative, m1-m3's gates,
-    // transformer_xl's and deberta's projections alike) is exempt unless
-    // train.decay_position_params asks for the paper's recipe, where each is decayed as any
-    // other matrix (docs/training.md).
+    // Every position-method parameter (tables absolute and relative, gates, projections alike)
+    // is exempt unless train.decay_position_params asks for the paper's recipe, where each is
+    // decayed as any other matrix (docs/training.md).
     const bool position = p.key().find("position") != std::string::npos;
     const bool is_bias = p.value().dim() < 2 || biases.count(p.key()) > 0;
     const bool decayed = !is_bias && (decay_position_params || !position);

@@ -19,8 +19,8 @@ namespace rpe {
 // mlm_bias) and those a position method names as biases (PositionTermImpl::bias_parameters:
 // transformer_xl's u, v, of shape [H, 1, d]). Decayed: every other tensor
 // (matrices, embeddings) whose name has no "position"; the position methods' tensors (named
-// "position": the absolute table, relative tables, m1-m3's gates, transformer_xl's W^R,
-// deberta's table and projections, t5_bias's table) only with decay_position_params.
+// "position": tables absolute and relative, gates, projections; docs/training.md lists them
+// per method) only with decay_position_params.
 struct ParamGroups {
   std::vector<torch::Tensor> decay, no_decay;
 };
