@@ -264,6 +264,10 @@ FinetuneOutcome train_seeds(Prepared& p, const FinetuneRequest& req, dist::DataP
   std::vector<int64_t> seeds = req.seeds.empty() ? std::vector<int64_t>{cfg.train.seed} : req.seeds;
   FinetuneOutcome out{dir, {}};
   bool trained_one = false;
+  // Held over every seed, not only its training (the engine leaves these in place): a stop asked
+  // in a seed's final evaluation lets it finish and write its results, then stops before the
+  // next seed (stop_between_seeds) instead of ending the process with the seed's training lost.
+  const StopSignals signals;
   for (int64_t seed : seeds) {
     SeedContext ctx = base;
     ctx.dir = dir / ("seed" + std::to_string(seed));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <set>
 
 #include "dist/all_or_none.h"
@@ -123,6 +124,16 @@ void ready_seed_folder(const SeedContext& ctx, bool resume) {
 }
 
 void stop_between_seeds(const SeedContext& ctx, bool trained_one, double time_limit_min) {
+  // A signal that came after the previous seed's training (in its final evaluation, which it let
+  // finish) stops the run as one in training does: every rank ends by one signal.
+  const int own = StopSignals::requested();
+  if (ctx.dp->any(own != 0)) {
+    const std::string why = own != 0 ? StopSignals::name(own) : "a signal another rank got";
+    const std::string message = fmt::format("stopped on request ({}) before seed {} (the seeds before it finished); {}",
+                                            why, ctx.seed, ctx.resume_hint);
+    log::info("finetune", "{}", message);
+    throw StopRequested(message, own != 0 ? own : SIGTERM);
+  }
   if (!trained_one || !ctx.stop_at) return;
   // Each rank reads its own clock, as in the engine: one rank past the limit stops them all.
   if (!ctx.dp->any(std::chrono::steady_clock::now() >= *ctx.stop_at)) return;

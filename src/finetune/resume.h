@@ -39,12 +39,14 @@ bool finished_seed(const SeedContext& ctx, const std::filesystem::path& results_
 // without a checkpoint to resume from starts over: its folder (metrics rows, a kept model) is emptied.
 void ready_seed_folder(const SeedContext& ctx, bool resume);
 
-// Every rank, before a seed after the first this process trained (`trained_one`): when this or
-// another rank is past ctx.stop_at (train.time_limit_min), the run stops as the engine's stop at
-// the time limit does (StopRequested with signal 0: exit code 75, the line saying where it
-// stopped and what continues it), before the seed has a folder, so `--resume` starts it afresh.
-// (Only once this process has trained a seed: a restart whose startup outlasted the limit still
-// gets on.) A collective: every rank calls it at the same point.
+// Every rank, before each seed it would train: when this or another rank was asked to stop by a
+// signal (StopSignals, held over the seeds: one that came in the previous seed's final
+// evaluation), or, after the first seed this process trained (`trained_one`), is past
+// ctx.stop_at (train.time_limit_min), the run stops as the engine's stop does (StopRequested:
+// ended by that signal, or exit code 75 at the time limit; the line saying where it stopped and
+// what continues it), before the seed has a folder, so `--resume` starts it afresh. (The time
+// limit only once a seed was trained: a restart whose startup outlasted it still gets on.) A
+// collective: every rank calls it at the same point.
 void stop_between_seeds(const SeedContext& ctx, bool trained_one, double time_limit_min);
 
 // Every rank: the training state a seed starts from. Step 0, or with ctx.resume the seed's

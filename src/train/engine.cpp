@@ -266,9 +266,12 @@ EngineResult Engine::run(TrainState state) {
   first_step_ = state.step;
   prior_seconds_ = state.train_seconds;
   seen_tokens_ = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(s_.device));
-  std::optional<StopSignals> signals;  // caught until run() returns or throws
-  if (s_.stop_on_signals && !s_.run_dir.empty()) signals.emplace();
-  can_stop_ = signals.has_value() || has_time_limit();
+  // Signals are caught until run() returns or throws, or longer where the caller holds them
+  // (fine-tuning, over a seed's final evaluation too: finetune/resume.h, stop_between_seeds).
+  const bool catch_signals = s_.stop_on_signals && !s_.run_dir.empty();
+  std::optional<StopSignals> signals;
+  if (catch_signals && !StopSignals::installed()) signals.emplace();
+  can_stop_ = catch_signals || has_time_limit();
   pending_.reset();
   stop_asked_ = false;
   saved_step_ = -1;

@@ -72,6 +72,8 @@ StopSignals::~StopSignals() {
   g_installed = false;
 }
 
+bool StopSignals::installed() { return g_installed; }
+
 int StopSignals::requested() { return g_installed ? g_requested.load(std::memory_order_relaxed) : 0; }
 
 std::string StopSignals::name(int signal) {

@@ -31,6 +31,9 @@ class StopSignals {
   // The first signal that asked for a stop since the handlers were installed; 0 for none (and
   // while no StopSignals lives).
   static int requested();
+  // Whether a StopSignals lives (an outer one, such as fine-tuning's over all its seeds, which
+  // the engine then leaves in place rather than installing its own).
+  static bool installed();
   // "SIGTERM", "SIGINT", ... ("signal N" for others).
   static std::string name(int signal);
 };

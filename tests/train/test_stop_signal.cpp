@@ -18,6 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/data_parallel.h"
+#include "finetune/resume.h"
+#include "finetune/seed_run.h"
 #include "model/bert.h"
 #include "tiny_run.h"
 #include "toy_engine.h"
@@ -118,6 +121,29 @@ TEST_F(StopSignalsTest, ALateRepeatEndsTheProcessByTheSignal) {
   EXPECT_EQ(n, 1) << "the child did not live until the late repeat";
   ASSERT_TRUE(WIFSIGNALED(status)) << "the child exited with " << WEXITSTATUS(status);
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
+}
+
+// Fine-tuning holds the handlers over all its seeds (a signal in a seed's final evaluation lets
+// it finish): the engine leaves an outer StopSignals in place, and the check before the next
+// seed ends the run by the signal that came, naming it and what continues the run.
+TEST_F(StopSignalsTest, ASignalBetweenSeedsStopsBeforeTheNextSeed) {
+  dist::DataParallel single;
+  finetune::SeedContext ctx;
+  ctx.dp = &single;
+  ctx.seed = 2;
+  ctx.resume_hint = "--resume continues";
+  EXPECT_NO_THROW(finetune::stop_between_seeds(ctx, /*trained_one=*/true, 0.0)) << "no signal, no limit";
+  StopSignals outer;
+  EXPECT_TRUE(StopSignals::installed());
+  std::raise(SIGUSR1);  // caught: the process goes on
+  try {
+    finetune::stop_between_seeds(ctx, /*trained_one=*/false, 0.0);
+    ADD_FAILURE() << "no stop before seed 2";
+  } catch (const StopRequested& e) {
+    EXPECT_EQ(e.signal(), SIGUSR1);
+    EXPECT_EQ(std::string(e.what()),
+              "stopped on request (SIGUSR1) before seed 2 (the seeds before it finished); --resume continues");
+  }
 }
 
 std::map<std::string, torch::Tensor> checkpoint_params(const fs::path& checkpoint) {
