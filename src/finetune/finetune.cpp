@@ -294,6 +294,8 @@ FinetuneOutcome train_seeds(Prepared& p, const FinetuneRequest& req, dist::DataP
       if (ctx.chief()) remove_tree(ctx.dir / "checkpoints");
     });
   }
+  if (const int asked = StopSignals::requested(); asked != 0)  // in the last seed's final evaluation
+    log::info("finetune", "{} came after the last seed's training: the run finished", StopSignals::name(asked));
   return out;
 }
 
