@@ -266,12 +266,10 @@ EngineResult Engine::run(TrainState state) {
   first_step_ = state.step;
   prior_seconds_ = state.train_seconds;
   seen_tokens_ = torch::zeros({}, torch::TensorOptions(torch::kDouble).device(s_.device));
-  // Signals are caught until run() returns or throws, or longer where the caller holds them
-  // (fine-tuning, over a seed's final evaluation too: finetune/resume.h, stop_between_seeds).
-  const bool catch_signals = s_.stop_on_signals && !s_.run_dir.empty();
+  // Signals caught until run() ends, or longer where the caller holds them (fine-tuning's seeds).
+  can_stop_ = (s_.stop_on_signals && !s_.run_dir.empty()) || has_time_limit();
   std::optional<StopSignals> signals;
-  if (catch_signals && !StopSignals::installed()) signals.emplace();
-  can_stop_ = catch_signals || has_time_limit();
+  if (s_.stop_on_signals && !s_.run_dir.empty() && !StopSignals::installed()) signals.emplace();
   pending_.reset();
   stop_asked_ = false;
   saved_step_ = -1;
