@@ -49,16 +49,16 @@ class C10dCollectives : public Collectives {
   // unwinds: this rank stopped on an error the others may not share (an out-of-memory, a bad
   // record in its batch) while they wait in a collective it will never join. NCCL's shutdown
   // (a blocking ncclCommFinalize) would wait for them, keeping this rank from exiting and its
-  // error from being printed until their watchdogs abort them; `abort` (NCCL's communicators
-  // aborted) lets it exit at once with its error, and the launcher stops the others.
+  // error from being printed until their watchdogs abort them; `abort_comms` (NCCL's
+  // communicators aborted) lets it exit at once with its error, and the launcher stops the others.
   // Otherwise `close` (NCCL: shutdown, as torch.distributed's destroy_process_group does)
   // ends it cleanly instead of leaving that to its destructor, which warns.
   // (Gloo has neither: its rank exits at once, and its destructor does not wait for peers.)
   ~C10dCollectives() override {
     const bool unwinding = std::uncaught_exceptions() > 0;
-    if (!failed_ && unwinding && abort) {
+    if (!failed_ && unwinding && abort_comms) {
       try {
-        abort();
+        abort_comms();
       } catch (const std::exception& e) {
         log::warn("dist", "aborting the {} process group: {}", name_, e.what());
       }
@@ -74,7 +74,7 @@ class C10dCollectives : public Collectives {
       }
     }
   }
-  std::function<void()> close, abort;
+  std::function<void()> close, abort_comms;
   std::string name() const override { return name_; }
   void mark_failed() override { failed_ = true; }
   void all_reduce_sum(torch::Tensor& flat) override { wait("all-reduce", all_reduce_async(flat)); }
@@ -171,7 +171,7 @@ DataParallel::DataParallel(const LaunchEnv& env, const std::function<torch::Devi
     auto nccl = std::make_unique<C10dCollectives>(pg, "nccl", rank_, timeout_s, device.index());
 #if !RPE_TORCH_BEFORE(2)
     nccl->close = [pg] { pg->shutdown(); };  // (before 2.2, the destructor's abort is all there is)
-    nccl->abort = [pg] { pg->abort(); };
+    nccl->abort_comms = [pg] { pg->abort(); };
 #endif
 #if !RPE_TORCH_BEFORE(4)
     // The communicator now, on this rank's GPU, rather than inside the first collective: a

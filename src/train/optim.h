@@ -1,7 +1,8 @@
 // Optimizers and learning-rate schedules. AdamW (Loshchilov & Hutter 2019) or LAMB (You et
-// al. 2019, train/lamb.h), both with weight decay on weight matrices only (not on biases,
-// LayerNorm, and unless train.decay_position_params not on the position methods' parameters). Schedule: linear warmup to the peak lr over warmup_steps,
-// then decay to lr * min_lr_ratio at max_steps, linearly (BERT's schedule) or along a cosine:
+// al. 2019, train/lamb.h), both with weight decay on weight matrices only (not on biases or
+// LayerNorm, nor, unless train.decay_position_params, on the position methods' parameters).
+// Schedule: linear warmup to the peak lr over warmup_steps, then decay to lr * min_lr_ratio at
+// max_steps, linearly (BERT's schedule) or along a cosine:
 //   warmup:  lr(s) = peak * (s + 1) / warmup
 //   linear:  lr(s) = floor + (peak - floor) * (T - s) / (T - warmup)
 //   cosine:  lr(s) = floor + (peak - floor) * (1 + cos(pi * (s - warmup) / (T - warmup))) / 2
