@@ -326,6 +326,9 @@ PretrainResult pretrain(const Config& cfg, const fs::path& run_dir, const RunDir
   // Before the rendezvous: every rank knows the world size from its launcher, so a batch that does
   // not divide stops each one at once, not after the whole job has met (or one rank at the store).
   micro_batch_size(t, env.world);
+  // The engine refuses it too, once everything is loaded (and for the cases it alone can see).
+  if (t.cuda_graphs && env.distributed())
+    throw UserError("train.cuda_graphs: one process outside a process group only for now (set it to false)");
   dist::DataParallel dp(env, [&] { return training_device(t.device, env.local_rank, env.group_ranks()); },
                         t.dist_timeout_s, t.bucket_mb);
   const torch::Device device = dp.device();

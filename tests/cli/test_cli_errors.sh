@@ -90,6 +90,11 @@ expect_error "half a torchrun environment" "^error: environment variable WORLD_S
   env -u RANK WORLD_SIZE=2 "$BIN" pretrain --config $CFG --set train.device=cpu --run-dir "$TMP/r_half"
 expect_error "a rank beyond 64 bits" "WORLD_SIZE='99999999999999999999' is not a non-negative integer of 64 bits" \
   env WORLD_SIZE=99999999999999999999 RANK=0 "$BIN" pretrain --config $CFG --set train.device=cpu --run-dir "$TMP/r_big"
+# CUDA graphs with several ranks are refused before the ranks meet (no rendezvous to wait in:
+# MASTER_PORT 9 has no store, and the line comes at once), not after every rank has loaded its data.
+expect_error "cuda graphs with several ranks" "^error: train.cuda_graphs: one process outside a process group only" \
+  env WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=9 timeout 60 "$BIN" pretrain --config $CFG \
+  --set train.device=cuda --set train.cuda_graphs=true --run-dir "$TMP/r_graphs"
 # The CUDA kernels' off switch: a misspelt name stops at start-up; a valid one is reported.
 expect_error "unknown CUDA kernel name" "^error: RPE_TRAIN_DISABLE_CUDA_KERNELS: unknown kernel 'addnorm' \(known: all, add_norm, m3, relative_layout\)$" \
   env RPE_TRAIN_DISABLE_CUDA_KERNELS=m3,addnorm "$BIN" dump-config --config $CFG
