@@ -312,7 +312,7 @@ rp_finetune() {
     # results.jsonl: `finetune --resume` puts them back from results.json (whose "rows" it
     # records, one "run_id" key a row; a results.json of before them records none).
     rows=$(grep -c '"run_id"' "$dir/seed${seed}/results.json" || true)
-    lines=$(grep -c '"run_id"' "$dir/results.jsonl" 2>/dev/null || true)
+    lines=$(grep -c '"run_id".*}$' "$dir/results.jsonl" 2>/dev/null || true)  # whole lines: a torn one lacks its }
     if ((${lines:-0} >= rows)); then rp_log "finetune $exp/${name}_s$seed: done, skipped"; return 0; fi
     mode=(--resume); rp_log "finetune $exp/${name}_s$seed: finished, but ${lines:-0} of its $rows result lines are in its results.jsonl: resuming to put them back"
   # An interrupted run (its config.yaml written) continues where its stop left it, exactly; a
