@@ -176,10 +176,13 @@ DataParallel::DataParallel(const LaunchEnv& env, const std::function<torch::Devi
 #if !RPE_TORCH_BEFORE(4)
     // The communicator now, on this rank's GPU, rather than inside the first collective: a
     // failure to set it up (a GPU two ranks share, NCCL unable to reach a peer) is one line here.
-    guarded("NCCL set-up", rank_, timeout_s, [&] {
-      pg->eagerConnectSingleDevice(device);
-      return 0;
-    });
+    guarded(
+        "NCCL set-up", rank_, timeout_s,
+        [&] {
+          pg->eagerConnectSingleDevice(device);
+          return 0;
+        },
+        "ranks sharing one GPU (CUDA_VISIBLE_DEVICES, LOCAL_RANK), a network NCCL cannot use, or a rank that died");
 #endif
     impl_ = std::move(nccl);
 #else

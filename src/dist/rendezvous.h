@@ -36,17 +36,21 @@ class QuietStoreLog {
   int before_;
 };
 
-// Runs `f`, turning LibTorch's c10d errors (timeouts, broken connections) into one clear line.
-template <class F> auto guarded(const std::string& what, int64_t rank, double timeout_s, F&& f) {
+// Runs `f`, turning LibTorch's c10d errors (timeouts, broken connections) into one clear line:
+//   distributed <what> failed on rank R (<likely>; timeout train.dist_timeout_s=Ts): <first line>
+// `likely` says what usually causes it (by default, a peer that died, hangs or is unreachable).
+template <class F>
+auto guarded(const std::string& what, int64_t rank, double timeout_s, F&& f,
+             const std::string& likely = "another rank died, hangs, or is unreachable") {
   try {
     return f();
   } catch (const std::exception& e) {  // c10::Error, or gloo's IoException from a dead peer
     const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
     std::string msg = c10_error ? c10_error->what_without_backtrace() : e.what();
     if (auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);
-    throw CollectiveError("distributed " + what + " failed on rank " + std::to_string(rank) +
-                          " (another rank died, hangs, or is unreachable; timeout train.dist_timeout_s=" +
-                          std::to_string(static_cast<int64_t>(timeout_s)) + "s): " + msg);
+    throw CollectiveError("distributed " + what + " failed on rank " + std::to_string(rank) + " (" + likely +
+                          "; timeout train.dist_timeout_s=" + std::to_string(static_cast<int64_t>(timeout_s)) +
+                          "s): " + msg);
   }
 }
 

@@ -38,6 +38,29 @@ std::pair<std::string, std::string> agreed(const c10::intrusive_ptr<c10d::Store>
 // The multi-process tests' MASTER_PORT: under the kernel's ephemeral range (where a Gloo socket of
 // a test running beside them could take a port probed with bind(0)), free, and not handed out
 // twice in a row.
+// A c10d failure becomes one line saying what failed, on which rank, what usually causes it (a
+// dead peer unless the caller knows better, as NCCL's set-up does) and c10's first line only.
+TEST(Guarded, OneLineWithWhatFailedItsLikelyCauseAndC10sFirstLine) {
+  auto fails = [] {
+    TORCH_CHECK(false, "Duplicate GPU detected\nsecond line");
+    return 0;
+  };
+  auto message = [&](auto&&... likely) {
+    try {
+      dist::guarded("NCCL set-up", 3, 300.0, fails, likely...);
+    } catch (const dist::CollectiveError& e) {
+      return std::string(e.what());
+    }
+    return std::string("nothing thrown");
+  };
+  EXPECT_EQ(message(), "distributed NCCL set-up failed on rank 3 (another rank died, hangs, or is unreachable; "
+                       "timeout train.dist_timeout_s=300s): Duplicate GPU detected");
+  EXPECT_EQ(message(std::string("ranks sharing one GPU")),
+            "distributed NCCL set-up failed on rank 3 (ranks sharing one GPU; timeout train.dist_timeout_s=300s): "
+            "Duplicate GPU detected");
+  EXPECT_EQ(dist::guarded("x", 0, 1.0, [] { return 7; }), 7);
+}
+
 TEST(FreePort, HandsOutFreshPortsBelowTheEphemeralRange) {
   const int a = test::free_port(), b = test::free_port();
   for (int p : {a, b}) {
