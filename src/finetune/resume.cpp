@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
 #include <set>
 
 #include "dist/all_or_none.h"
@@ -128,11 +127,10 @@ void stop_between_seeds(const SeedContext& ctx, bool trained_one, double time_li
   // finish) stops the run as one in training does: every rank ends by one signal.
   const int own = StopSignals::requested();
   if (ctx.dp->any(own != 0)) {
-    const std::string why = own != 0 ? StopSignals::name(own) : "a signal another rank got";
-    const std::string message = fmt::format("stopped on request ({}) before seed {} (the seeds before it finished); {}",
-                                            why, ctx.seed, ctx.resume_hint);
+    const std::string message = fmt::format("stopped {} before seed {} (the seeds before it finished); {}",
+                                            StopSignals::reason(own), ctx.seed, ctx.resume_hint);
     log::info("finetune", "{}", message);
-    throw StopRequested(message, own != 0 ? own : SIGTERM);
+    throw StopRequested(message, StopSignals::ends_by(own));
   }
   if (!trained_one || !ctx.stop_at) return;
   // Each rank reads its own clock, as in the engine: one rank past the limit stops them all.

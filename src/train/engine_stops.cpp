@@ -3,7 +3,6 @@
 // and the stop a signal asks for.
 #include <fmt/format.h>
 
-#include <csignal>
 #include <cmath>
 #include <chrono>
 #include <stdexcept>
@@ -93,13 +92,12 @@ void Engine::stop_on_request(TrainState& state, const LogWindow& w) {
   // Every rank is here, after the same step: one reason for all, so that every rank ends alike
   // (a job script reads one exit code): a signal anywhere, else the time limit.
   const bool signalled = s_.dp->any(own != 0);
-  const std::string why = own != 0    ? "on request (" + StopSignals::name(own) + ")"
-                          : signalled ? std::string("on request (a signal another rank got)")
-                                      : fmt::format("at the time limit (train.time_limit_min {:g})", s_.train.time_limit_min);
+  const std::string why = signalled ? StopSignals::reason(own)
+                                    : fmt::format("at the time limit (train.time_limit_min {:g})", s_.train.time_limit_min);
   const std::string message = fmt::format("stopped {} after step {} of {}; checkpoint {}; {}", why, state.step,
                                           s_.train.max_steps, file.string(), s_.resume_hint);
   log::info(s_.log_tag.c_str(), "{}", message);
-  throw StopRequested(message, own != 0 ? own : signalled ? SIGTERM : 0);
+  throw StopRequested(message, signalled ? StopSignals::ends_by(own) : 0);
 }
 
 }  // namespace rpe

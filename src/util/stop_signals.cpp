@@ -74,6 +74,12 @@ StopSignals::~StopSignals() {
 
 bool StopSignals::installed() { return g_installed; }
 
+std::string StopSignals::reason(int own) {
+  return "on request (" + (own != 0 ? name(own) : std::string("a signal another rank got")) + ")";
+}
+
+int StopSignals::ends_by(int own) { return own != 0 ? own : SIGTERM; }
+
 int StopSignals::requested() { return g_installed ? g_requested.load(std::memory_order_relaxed) : 0; }
 
 std::string StopSignals::name(int signal) {

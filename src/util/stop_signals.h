@@ -36,6 +36,11 @@ class StopSignals {
   static bool installed();
   // "SIGTERM", "SIGINT", ... ("signal N" for others).
   static std::string name(int signal);
+  // For a stop the ranks agreed on because some rank got a signal, given this rank's `own`
+  // request (0: another rank's): the words for the log, "on request (SIGTERM)" or "on request (a
+  // signal another rank got)", and the signal this process ends by (its own, else SIGTERM).
+  static std::string reason(int own);
+  static int ends_by(int own);
 };
 
 // Thrown by the engine once it has stopped on request and saved its checkpoint; main() ends
